@@ -1,0 +1,116 @@
+"""An in-process index of events, shared by the in-memory and JSONL backends.
+
+It answers the ``EventStore`` read questions from dicts keyed by fact id, supersedes and space, so
+the reference backend and the file backend cannot disagree on a query. It holds every event in
+memory: right for the reference and for audit-sized JSONL ledgers, not for millions of events
+(use SQLite or PostgreSQL there).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterator
+
+from ..ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, forget_assert
+from ..timeutil import wire_time_key
+
+
+class EventIndex:
+    """Events in append order plus the lookups the ledger needs."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._tx: list[str] = []
+        self._by_fact: dict[str, list[int]] = defaultdict(list)
+        self._by_supersedes: dict[str, list[int]] = defaultdict(list)
+        self._assert_of: dict[str, int] = {}
+        self._asserts: list[int] = []
+        self._space_counts: dict[str, int] = defaultdict(int)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def add(self, event: Event) -> int:
+        pos = len(self.events)
+        self.events.append(event)
+        self._tx.append(wire_time_key(event.tx_time))
+        self._by_fact[event.fact_id].append(pos)
+        if isinstance(event, AssertEvent):
+            self._assert_of.setdefault(event.fact_id, pos)
+            self._asserts.append(pos)
+            self._space_counts[event.fact.space] += 1
+            if event.supersedes:
+                self._by_supersedes[event.supersedes].append(pos)
+        return pos
+
+    def truncate(self, length: int) -> None:
+        """Drop events past ``length`` (rolling back a failed transaction)."""
+        if length >= len(self.events):
+            return
+        kept = self.events[:length]
+        self.__init__()  # type: ignore[misc]
+        for event in kept:
+            self.add(event)
+
+    def position_of_assert(self, fact_id: str) -> int | None:
+        return self._assert_of.get(fact_id)
+
+    def rewrite_forgotten(self, fact_id: str, forgotten: Forgotten) -> list[int]:
+        """Apply a forget's rewrite to every assert of the fact; returns the positions changed."""
+        changed = []
+        for pos in self._by_fact.get(fact_id, []):
+            event = self.events[pos]
+            if isinstance(event, AssertEvent):
+                self.events[pos] = forget_assert(event, forgotten)
+                changed.append(pos)
+        return changed
+
+    def get_assert(self, fact_id: str) -> AssertEvent | None:
+        pos = self._assert_of.get(fact_id)
+        return self.events[pos] if pos is not None else None  # type: ignore[return-value]
+
+    def events_for(self, fact_ids: Collection[str]) -> list[Event]:
+        positions = sorted({p for f in fact_ids for p in self._by_fact.get(f, ())})
+        return [self.events[p] for p in positions]
+
+    def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
+        positions = sorted({p for f in fact_ids for p in self._by_supersedes.get(f, ())})
+        return [self.events[p] for p in positions]  # type: ignore[misc]
+
+    def history(self, fact_id: str) -> list[Event]:
+        positions = sorted({*self._by_fact.get(fact_id, ()), *self._by_supersedes.get(fact_id, ())})
+        return [self.events[p] for p in positions]
+
+    def find_asserts(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+        tx_before: str | None = None,
+    ) -> Iterator[AssertEvent]:
+        for pos in self._asserts:
+            event = self.events[pos]
+            assert isinstance(event, AssertEvent)
+            fact = event.fact
+            if space is not None and fact.space != space:
+                continue
+            if subject is not None and fact.subject != subject:
+                continue
+            if predicate is not None and fact.predicate != predicate:
+                continue
+            tx = self._tx[pos]
+            if tx_at is not None and tx > tx_at:
+                continue
+            if tx_before is not None and tx >= tx_before:
+                continue
+            yield event
+
+    def spaces(self) -> list[str]:
+        return sorted(s for s, n in self._space_counts.items() if n)
+
+    def forget_events(self) -> Iterator[ForgetEvent]:
+        for event in self.events:
+            if isinstance(event, ForgetEvent):
+                yield event

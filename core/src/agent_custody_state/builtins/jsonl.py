@@ -1,0 +1,359 @@
+"""The JSONL backend: one event per line, the file auditable with ``cat``.
+
+Byte-compatible with the TypeScript implementation's files (SPEC 1.2). Safe with several
+processes: writes hold an exclusive ``flock`` on a sidecar ``<file>.lock`` (the ledger file itself
+is replaced on forget, so it cannot carry the lock), reads hold a shared one and pick up lines
+other processes appended. Appends are fsynced before the transaction returns; a failed write is
+truncated away so no partial line survives. A forget rewrites the file to a temporary, fsyncs it
+and renames it over the ledger with the forget event already inside: the erasure and its record
+are one atomic step. A torn final line (a crash mid-write) is never merged: by default it is moved
+aside to ``<file>.torn-<ms>`` with a warning, or reported as an error with ``on_torn="raise"``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..eventstore import EventStore, EventStoreError
+from ..ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, event_from_dict
+from .index import EventIndex
+
+log = logging.getLogger(__name__)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class JsonlStore(EventStore):
+    """Events in a JSONL file, indexed in memory."""
+
+    kind = "jsonl"
+
+    def __init__(self, location: str | os.PathLike[str], *, on_torn: str = "repair", **_: object):
+        if on_torn not in ("repair", "raise"):
+            raise ValueError('on_torn must be "repair" or "raise"')
+        self.path = Path(location)
+        self.location = str(location)
+        self.on_torn = on_torn
+        self.repairs: list[str] = []
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_path = self.path.with_name(self.path.name + ".lock")
+        self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+        self._index = EventIndex()
+        self._offsets: list[int] = []  # byte offset of each event's line
+        self._ident: tuple[int, int] | None = None
+        self._read_to = 0  # bytes consumed (through the last newline)
+        self._needs_newline = False  # a hand-written last line without "\n"
+        self._pending: list[bytes] = []
+        self._closed = False
+        with self._thread_lock:
+            self._flock(fcntl.LOCK_EX)
+            try:
+                self._catch_up(exclusive=True)
+            finally:
+                self._flock(fcntl.LOCK_UN)
+
+    # -- locking and reading ---------------------------------------------------------------
+
+    def _flock(self, op: int) -> None:
+        if self._closed:
+            raise EventStoreError(f"ledger {self.location} is closed")
+        fcntl.flock(self._lock_fd, op)
+
+    def _reset(self) -> None:
+        self._index = EventIndex()
+        self._offsets = []
+        self._read_to = 0
+        self._needs_newline = False
+
+    def _catch_up(self, *, exclusive: bool) -> None:
+        """Read lines appended since the last look; reload if the file was replaced."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if self._ident is not None:
+                self._reset()
+            self._ident = None
+            return
+        ident = (st.st_dev, st.st_ino)
+        if ident != self._ident or st.st_size < self._read_to:
+            self._reset()
+            self._ident = ident
+        if st.st_size == self._read_to:
+            return
+        with open(self.path, "rb") as fh:
+            fh.seek(self._read_to)
+            data = fh.read(st.st_size - self._read_to)
+        base = self._read_to
+        end = data.rfind(b"\n") + 1
+        body, tail = data[:end], data[end:]
+        pos = 0
+        for raw in body.split(b"\n")[:-1] if body else []:
+            self._ingest(raw, base + pos)
+            pos += len(raw) + 1
+        self._read_to = base + end
+        if tail:
+            self._handle_tail(tail, base + end, exclusive=exclusive)
+
+    def _ingest(self, raw: bytes, offset: int) -> None:
+        if not raw.strip():
+            return
+        try:
+            event = event_from_dict(json.loads(raw))
+        except (ValueError, UnicodeDecodeError) as exc:
+            line_no = len(self._offsets) + 1
+            raise EventStoreError(
+                f"{self.location}: the line at byte {offset} (event {line_no}) is not a valid "
+                f"event: {exc}"
+            ) from None
+        self._index.add(event)
+        self._offsets.append(offset)
+
+    def _handle_tail(self, tail: bytes, offset: int, *, exclusive: bool) -> None:
+        try:
+            event = event_from_dict(json.loads(tail))
+        except (ValueError, UnicodeDecodeError):
+            event = None
+        if event is not None:
+            # A complete event without its newline: hand-written files end like this. Accept it;
+            # the next append writes the missing newline first.
+            self._index.add(event)
+            self._offsets.append(offset)
+            self._read_to = offset + len(tail)
+            self._needs_newline = True
+            return
+        message = (
+            f"{self.location}: torn final line at byte {offset} ({len(tail)} bytes, no newline): "
+            "a write was interrupted; that event was never acknowledged"
+        )
+        if self.on_torn == "raise":
+            raise EventStoreError(message + "; run `agent-custody-memory repair --ledger "
+                                  f"{self.location}` to move it aside")
+        if not exclusive:
+            # Readers never merge it and cannot repair it under a shared lock; the next writer will.
+            log.warning("%s (ignored until the next write repairs it)", message)
+            return
+        self._repair_tail(tail, offset, message)
+
+    def _repair_tail(self, tail: bytes, offset: int, message: str) -> None:
+        aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time() * 1000)}")
+        aside.write_bytes(tail)
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        note = f"{message}; moved aside to {aside.name}"
+        log.warning(note)
+        self.repairs.append(note)
+
+    def repair(self) -> list[str]:
+        """Move a torn final line aside now (used by ``agent-custody-memory repair``)."""
+        with self.transaction():
+            pass
+        return list(self.repairs)
+
+    def refresh(self) -> None:
+        with self._thread_lock:
+            if self._depth:
+                return
+            self._flock(fcntl.LOCK_SH)
+            try:
+                self._catch_up(exclusive=False)
+            finally:
+                self._flock(fcntl.LOCK_UN)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._thread_lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._flock(fcntl.LOCK_EX)
+            self._depth = 1
+            try:
+                self._catch_up(exclusive=True)
+                start = len(self._index)
+                self._pending = []
+                try:
+                    yield
+                    self._commit_pending()
+                except BaseException:
+                    self._pending = []
+                    self._index.truncate(start)
+                    del self._offsets[start:]
+                    raise
+            finally:
+                self._depth = 0
+                self._flock(fcntl.LOCK_UN)
+
+    def _require_tx(self) -> None:
+        if not self._depth:
+            raise RuntimeError("append/forget must run inside store.transaction()")
+
+    def append(self, events: Sequence[Event]) -> None:
+        self._require_tx()
+        for event in events:
+            line = (event.to_json() + "\n").encode("utf-8")
+            self._index.add(event)
+            self._offsets.append(-1)  # assigned when written
+            self._pending.append(line)
+
+    def _commit_pending(self) -> None:
+        if not self._pending:
+            return
+        prefix = b"\n" if self._needs_newline else b""
+        data = prefix + b"".join(self._pending)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            before = os.fstat(fd).st_size
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            except OSError as exc:
+                # Leave no partial line behind: the caller is told nothing was written.
+                try:
+                    os.ftruncate(fd, before)
+                    os.fsync(fd)
+                except OSError:
+                    pass
+                raise EventStoreError(
+                    f"could not append to {self.location}: {exc}; nothing was written"
+                ) from exc
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(self.path.parent)
+        offset = before + len(prefix)
+        first = len(self._offsets) - len(self._pending)
+        for i, line in enumerate(self._pending):
+            self._offsets[first + i] = offset
+            offset += len(line)
+        self._pending = []
+        self._needs_newline = False
+        self._ident = (st.st_dev, st.st_ino)
+        self._read_to = st.st_size
+
+    def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
+        self._require_tx()
+        self._commit_pending()
+        try:
+            current = self.path.read_bytes()
+        except FileNotFoundError:
+            current = b""
+        if self._needs_newline:
+            current += b"\n"
+        positions = self._index.rewrite_forgotten(fact_id, forgotten)
+        starts = set()
+        for pos in positions:
+            starts.add(self._offsets[pos])
+        out = bytearray()
+        new_offsets: list[int] = []
+        cursor = 0
+        for pos, start in enumerate(self._offsets):
+            nl = current.index(b"\n", start)
+            out += current[cursor:start]
+            new_offsets.append(len(out))
+            if start in starts:
+                out += (self._index.events[pos].to_json() + "\n").encode("utf-8")
+            else:
+                out += current[start : nl + 1]
+            cursor = nl + 1
+        out += current[cursor:]
+        forget_line = (event.to_json() + "\n").encode("utf-8")
+        new_offsets.append(len(out))
+        out += forget_line
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.forget.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, bytes(out))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            self._reset()
+            self._ident = None
+            self._catch_up(exclusive=True)  # back to what is on disk
+            raise EventStoreError(
+                f"could not forget {fact_id} in {self.location}: {exc}; the ledger is unchanged"
+            ) from exc
+        self._index.add(event)
+        self._offsets = new_offsets
+        st = os.stat(self.path)
+        self._ident = (st.st_dev, st.st_ino)
+        self._read_to = st.st_size
+        self._needs_newline = False
+
+    # -- queries (each first picks up other processes' lines) --------------------------------
+
+    def get_assert(self, fact_id: str) -> AssertEvent | None:
+        self.refresh()
+        return self._index.get_assert(fact_id)
+
+    def events_for(self, fact_ids: Collection[str]) -> list[Event]:
+        self.refresh()
+        return self._index.events_for(fact_ids)
+
+    def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
+        self.refresh()
+        return self._index.superseders(fact_ids)
+
+    def history(self, fact_id: str) -> list[Event]:
+        self.refresh()
+        return self._index.history(fact_id)
+
+    def find_asserts(self, **filters: str | None) -> Iterator[AssertEvent]:  # type: ignore[override]
+        self.refresh()
+        return iter(list(self._index.find_asserts(**filters)))
+
+    def spaces(self) -> list[str]:
+        self.refresh()
+        return self._index.spaces()
+
+    def count(self) -> int:
+        self.refresh()
+        return len(self._index)
+
+    def iter_events(self) -> Iterator[Event]:
+        self.refresh()
+        return iter(list(self._index.events))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._lock_fd)

@@ -1,0 +1,90 @@
+"""The in-memory reference backend: the simplest correct EventStore, used to check the others.
+
+Location ``memory:`` (or ``:memory:``). Nothing survives ``close()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+
+from ..eventstore import EventStore
+from ..ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from .index import EventIndex
+
+
+class MemoryStore(EventStore):
+    """Events in a list, guarded by a re-entrant lock; transactions roll back on error."""
+
+    kind = "memory"
+
+    def __init__(self, location: str = "memory:", **_options: object) -> None:
+        self.location = location
+        self._index = EventIndex()
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._undo: list[tuple[int, Event]] = []
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            start = len(self._index)
+            self._undo = []
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                for pos, original in reversed(self._undo):
+                    self._index.events[pos] = original
+                self._index.truncate(start)
+                raise
+            finally:
+                self._depth = 0
+
+    def _require_tx(self) -> None:
+        if not self._depth:
+            raise RuntimeError("append/forget must run inside store.transaction()")
+
+    def append(self, events: Sequence[Event]) -> None:
+        self._require_tx()
+        for event in events:
+            self._index.add(event)
+
+    def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
+        self._require_tx()
+        for pos in self._index._by_fact.get(fact_id, []):
+            self._undo.append((pos, self._index.events[pos]))
+        self._index.rewrite_forgotten(fact_id, forgotten)
+        self._index.add(event)
+
+    def get_assert(self, fact_id: str) -> AssertEvent | None:
+        return self._index.get_assert(fact_id)
+
+    def events_for(self, fact_ids: Collection[str]) -> list[Event]:
+        return self._index.events_for(fact_ids)
+
+    def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
+        return self._index.superseders(fact_ids)
+
+    def history(self, fact_id: str) -> list[Event]:
+        return self._index.history(fact_id)
+
+    def find_asserts(self, **filters: str | None) -> Iterator[AssertEvent]:  # type: ignore[override]
+        return iter(list(self._index.find_asserts(**filters)))
+
+    def spaces(self) -> list[str]:
+        return self._index.spaces()
+
+    def count(self) -> int:
+        return len(self._index)
+
+    def iter_events(self) -> Iterator[Event]:
+        return iter(list(self._index.events))

@@ -1,0 +1,175 @@
+"""JavaScript-compatible canonical JSON and the forget digests.
+
+The TypeScript implementation digests a forgotten value as the canonical JSON of it: object keys
+sorted by UTF-16 code units, no whitespace, numbers and strings exactly as ``JSON.stringify``
+writes them. A Python ledger must produce the same bytes, or a digest written by one side cannot
+be checked by the other. ``json.dumps`` differs in three places (float formatting, key order for
+astral characters, lone surrogates), so the encoder is written out here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import re
+from decimal import Decimal
+from typing import Any, Literal
+
+DigestKind = Literal["sha256", "hmac-sha256", "none"]
+
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+# Control characters and lone surrogates are the only characters JSON.stringify escapes
+# besides the quote and backslash (ES2019 "well-formed JSON.stringify").
+_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    return _ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+
+
+def js_string(value: str) -> str:
+    """Quote a string as ``JSON.stringify`` does."""
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, value) + '"'
+
+
+def js_number(value: float | int) -> str:
+    """Format a number as JavaScript's ``Number.prototype.toString`` (ECMA-262 7.1.12.1)."""
+    if isinstance(value, bool):  # pragma: no cover - callers route bools elsewhere
+        raise TypeError("bool is not a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        return "null"  # a JS double cannot hold it either; JSON.stringify(Infinity) is null
+    if not math.isfinite(number):
+        return "null"
+    if number == 0:
+        return "0"
+    sign = "-" if number < 0 else ""
+    # repr() is the shortest round-tripping form, as JS's algorithm requires.
+    digits_tuple = Decimal(repr(abs(number))).normalize().as_tuple()
+    digits = "".join(str(d) for d in digits_tuple.digits)
+    exponent = int(digits_tuple.exponent)
+    k = len(digits)
+    n = k + exponent  # position of the decimal point relative to the digit string
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        exp = f"e{'+' if e >= 0 else '-'}{abs(e)}"
+        text = (digits if k == 1 else digits[0] + "." + digits[1:]) + exp
+    return sign + text
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def canonical_json(value: Any) -> str:
+    """Return the canonical JSON text of a JSON value, byte-compatible with the TypeScript side."""
+    parts: list[str] = []
+    _encode(value, parts, True)
+    return "".join(parts)
+
+
+def js_json(value: Any) -> str:
+    """``JSON.stringify(value)``: compact, keys in insertion order, JS number and string forms.
+
+    Used for JSONL lines so a line written here is byte-identical to one written by the
+    TypeScript implementation. ``json.dumps`` (C speed) is used when it provably agrees: no
+    floats, no integers past 2**53, no lone surrogates.
+    """
+    if _plain(value):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    parts: list[str] = []
+    _encode(value, parts, False)
+    return "".join(parts)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SAFE_INT = 2**53
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, str):
+        return not _SURROGATE.search(value)
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -_SAFE_INT < value < _SAFE_INT
+    if isinstance(value, dict):
+        return all(_plain(k) and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return False
+
+
+def _encode(value: Any, out: list[str], sort: bool) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(js_string(value))
+    elif isinstance(value, int | float):
+        out.append(js_number(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for key in sorted(value, key=_utf16_key) if sort else value:
+            if not isinstance(key, str):
+                raise TypeError(f"object keys must be strings, got {type(key).__name__}")
+            if not first:
+                out.append(",")
+            first = False
+            out.append(js_string(key))
+            out.append(":")
+            _encode(value[key], out, sort)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _encode(item, out, sort)
+        out.append("]")
+    else:
+        raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The UTF-8 bytes that are digested; lone surrogates are already escaped, so this cannot fail."""
+    return canonical_json(value).encode("utf-8")
+
+
+def value_digest(
+    value: Any, *, forget_key: str | None, keep_digest: bool = True
+) -> tuple[str | None, DigestKind]:
+    """Digest a value being forgotten: ``(valueDigest, digestKind)`` per SPEC 2.5."""
+    if not keep_digest:
+        return None, "none"
+    data = canonical_bytes(value)
+    if forget_key:
+        return hmac.new(forget_key.encode("utf-8"), data, hashlib.sha256).hexdigest(), "hmac-sha256"
+    return hashlib.sha256(data).hexdigest(), "sha256"
+
+
+def canonical_equal(a: Any, b: Any) -> bool:
+    """Type-exact equality of two JSON values, ignoring key order (used for gateway evidence)."""
+    return canonical_json(a) == canonical_json(b)

@@ -1,0 +1,121 @@
+"""The EventStore interface: what the ledger asks of a place that keeps events.
+
+The ledger never loads every event to answer a question. It asks the store a handful of narrow,
+indexable questions (the assert of a fact, the events citing some facts, the asserts matching a
+filter up to a transaction time, ...), so a SQL backend answers each with one indexed query and a
+ten-million-event ledger opens in constant time. Writes happen inside ``transaction()``, an
+exclusive section across processes: the ledger re-reads what it needs, validates, and appends,
+and the store commits all of it durably, or none of it, when the section ends.
+
+Times passed to the query methods are normalised wire strings (see ``timeutil``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+
+
+class EventStoreError(Exception):
+    """A backend failure (I/O, lock, corrupt data); the message names the location."""
+
+
+class EventStore(abc.ABC):
+    """Abstract event store; backends subclass it and register through ``acs_register_event_backends``."""
+
+    #: backend name: ``"jsonl"``, ``"sqlite"``, ``"postgres"``, ``"memory"`` or a plugin's name
+    kind: str = ""
+    #: display location; never contains a password
+    location: str = ""
+
+    # -- writing -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """Exclusive write section (across threads and processes).
+
+        Inside it, reads see every event committed by anyone plus those appended in this section;
+        at a normal exit the appended events are durable (fsync / commit) before it returns; on an
+        exception nothing appended in the section remains. Sections may nest (inner is a no-op).
+        """
+
+    @abc.abstractmethod
+    def append(self, events: Sequence[Event]) -> None:
+        """Append events in order; only inside ``transaction()``."""
+
+    @abc.abstractmethod
+    def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
+        """Atomically rewrite the fact's assert (value null, ``forgotten`` set) and append ``event``.
+
+        Only inside ``transaction()``. After the section ends no byte of the old value remains in
+        the store's files, as far as the engine allows (``compact`` finishes the job).
+        """
+
+    # -- reading -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def get_assert(self, fact_id: str) -> AssertEvent | None:
+        """The assert that introduced ``fact_id``, or None."""
+
+    @abc.abstractmethod
+    def events_for(self, fact_ids: Collection[str]) -> list[Event]:
+        """Every event whose fact id is in ``fact_ids`` (asserts included), in append order."""
+
+    @abc.abstractmethod
+    def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
+        """Every assert whose ``supersedes`` is in ``fact_ids``, in append order."""
+
+    @abc.abstractmethod
+    def history(self, fact_id: str) -> list[Event]:
+        """Events citing ``fact_id`` or superseding it, in append order."""
+
+    @abc.abstractmethod
+    def find_asserts(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+        tx_before: str | None = None,
+    ) -> Iterator[AssertEvent]:
+        """Asserts matching the filters, in append order.
+
+        ``tx_at``: only ``txTime <= tx_at``; ``tx_before``: only ``txTime < tx_before``.
+        """
+
+    @abc.abstractmethod
+    def spaces(self) -> list[str]:
+        """Distinct spaces of all asserts, sorted."""
+
+    @abc.abstractmethod
+    def count(self) -> int:
+        """Number of events."""
+
+    @abc.abstractmethod
+    def iter_events(self) -> Iterator[Event]:
+        """Every event in append order (streams; used by export)."""
+
+    # -- housekeeping -------------------------------------------------------------------------
+
+    def refresh(self) -> None:  # noqa: B027 - optional hook
+        """Pick up events appended by other processes (stores that cache may need it)."""
+
+    def compact(self) -> None:  # noqa: B027 - optional hook
+        """Reclaim space and erase leftovers of forgotten values (WAL checkpoint, VACUUM)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files, connections and locks."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "location": self.location}
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,333 @@
+"""Facts and events: immutable records with snake_case attributes and the exact wire dicts.
+
+``to_dict()`` returns SPEC section 1 wire JSON: camelCase keys in wire order, timestamps as
+strings. Keys this version does not know (written by a newer implementation) are kept in
+``extra`` and written back after the known keys, so a round trip changes no line.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..canonical import js_json
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal, TypeAlias
+
+Provenance = Literal["claimed", "attested", "verified"]
+PROVENANCE_RANK: dict[str, int] = {"claimed": 0, "attested": 1, "verified": 2}
+EventKind = Literal["assert", "retract", "confirm", "forget", "hold", "release"]
+
+_FACT_KEYS = (
+    "factId", "subject", "predicate", "value", "space", "actor", "source", "provenance",
+    "external", "validFrom", "validTo", "confidence", "forgotten",
+)
+
+
+def _extra(data: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in known}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a fact or event came from: the gateway receipt that carried it."""
+
+    receipt_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"receiptId": self.receipt_id}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Source:
+        if isinstance(data, dict):
+            return cls(receipt_id=data.get("receiptId"))
+        return cls()
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """The certificate left on a fact whose value was erased."""
+
+    value_digest: str | None
+    digest_kind: str
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valueDigest": self.value_digest, "digestKind": self.digest_kind, "at": self.at}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Forgotten:
+        return cls(data.get("valueDigest"), data.get("digestKind", "none"), data.get("at", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One belief: subject, predicate, value, with its custody and validity."""
+
+    fact_id: str
+    subject: str
+    predicate: str
+    value: Any
+    space: str
+    actor: str
+    source: Source = field(default_factory=Source)
+    provenance: str = "claimed"
+    external: dict[str, str] | None = None
+    valid_from: str = ""
+    valid_to: str | None = None
+    confidence: float | None = None
+    forgotten: Forgotten | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def receipt_id(self) -> str | None:
+        return self.source.receipt_id
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "factId": self.fact_id,
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "value": self.value,
+            "space": self.space,
+            "actor": self.actor,
+            "source": self.source.to_dict(),
+            "provenance": self.provenance,
+        }
+        if self.external:
+            out["external"] = dict(self.external)
+        out["validFrom"] = self.valid_from
+        out["validTo"] = self.valid_to
+        out["confidence"] = self.confidence
+        if self.forgotten is not None:
+            out["forgotten"] = self.forgotten.to_dict()
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fact:
+        forgotten = data.get("forgotten")
+        return cls(
+            fact_id=data["factId"],
+            subject=data["subject"],
+            predicate=data["predicate"],
+            value=data.get("value"),
+            space=data["space"],
+            actor=data.get("actor", ""),
+            source=Source.from_dict(data.get("source")),
+            provenance=data.get("provenance", "claimed"),
+            external=dict(data["external"]) if data.get("external") else None,
+            valid_from=data.get("validFrom", ""),
+            valid_to=data.get("validTo"),
+            confidence=data.get("confidence"),
+            forgotten=Forgotten.from_dict(forgotten) if isinstance(forgotten, dict) else None,
+            extra=_extra(data, _FACT_KEYS),
+        )
+
+    def with_(self, **changes: Any) -> Fact:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class _EventBase:
+    event_id: str
+    tx_time: str
+
+    kind: ClassVar[str] = ""
+
+    def to_json(self) -> str:
+        """One JSONL line body: compact JSON in wire key order, non-ASCII kept as-is."""
+        return js_json(self.to_dict())  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class AssertEvent(_EventBase):
+    """A fact entering the ledger; ``supersedes`` names the fact it replaces."""
+
+    fact: Fact
+    supersedes: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    kind: ClassVar[str] = "assert"
+
+    @property
+    def fact_id(self) -> str:
+        return self.fact.fact_id
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "eventId": self.event_id,
+            "kind": "assert",
+            "txTime": self.tx_time,
+            "fact": self.fact.to_dict(),
+            "supersedes": self.supersedes,
+        }
+        out.update(self.extra)
+        return out
+
+
+_ACTION_KEYS = ("eventId", "kind", "txTime", "factId", "actor", "reason", "source")
+
+
+@dataclass(frozen=True, slots=True)
+class _ActionEvent(_EventBase):
+    fact_id: str
+    actor: str
+    reason: str
+    source: Source = field(default_factory=Source)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "eventId": self.event_id,
+            "kind": self.kind,
+            "txTime": self.tx_time,
+            "factId": self.fact_id,
+            "actor": self.actor,
+            "reason": self.reason,
+            "source": self.source.to_dict(),
+        }
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RetractEvent(_ActionEvent):
+    """The undo: the fact leaves the present; what it superseded is believed again."""
+
+    kind: ClassVar[str] = "retract"
+
+
+@dataclass(frozen=True, slots=True)
+class HoldEvent(_ActionEvent):
+    """A legal hold: blocks forget and sweep until released."""
+
+    kind: ClassVar[str] = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseEvent(_ActionEvent):
+    """Lifts a legal hold."""
+
+    kind: ClassVar[str] = "release"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmEvent(_EventBase):
+    """Lifts a claimed fact out of quarantine (shown as attested from then on)."""
+
+    fact_id: str
+    actor: str
+    source: Source = field(default_factory=Source)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    kind: ClassVar[str] = "confirm"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "eventId": self.event_id,
+            "kind": "confirm",
+            "txTime": self.tx_time,
+            "factId": self.fact_id,
+            "actor": self.actor,
+            "source": self.source.to_dict(),
+        }
+        out.update(self.extra)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetEvent(_EventBase):
+    """Erasure of a fact's value; the digest and this event are the certificate."""
+
+    fact_id: str
+    actor: str
+    reason: str
+    source: Source = field(default_factory=Source)
+    value_digest: str | None = None
+    digest_kind: str = "none"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    kind: ClassVar[str] = "forget"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "eventId": self.event_id,
+            "kind": "forget",
+            "txTime": self.tx_time,
+            "factId": self.fact_id,
+            "actor": self.actor,
+            "reason": self.reason,
+            "source": self.source.to_dict(),
+            "valueDigest": self.value_digest,
+            "digestKind": self.digest_kind,
+        }
+        out.update(self.extra)
+        return out
+
+
+Event: TypeAlias = AssertEvent | RetractEvent | ConfirmEvent | ForgetEvent | HoldEvent | ReleaseEvent
+
+_ACTION_CLASSES: dict[str, type[_ActionEvent]] = {
+    "retract": RetractEvent,
+    "hold": HoldEvent,
+    "release": ReleaseEvent,
+}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Build an event from its wire dict; raises ``ValueError`` naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError("an event must be a JSON object")
+    kind = data.get("kind")
+    try:
+        if kind == "assert":
+            return AssertEvent(
+                event_id=data["eventId"],
+                tx_time=data["txTime"],
+                fact=Fact.from_dict(data["fact"]),
+                supersedes=data.get("supersedes"),
+                extra=_extra(data, ("eventId", "kind", "txTime", "fact", "supersedes")),
+            )
+        if kind in _ACTION_CLASSES:
+            return _ACTION_CLASSES[kind](
+                event_id=data["eventId"],
+                tx_time=data["txTime"],
+                fact_id=data["factId"],
+                actor=data.get("actor", ""),
+                reason=data.get("reason", ""),
+                source=Source.from_dict(data.get("source")),
+                extra=_extra(data, _ACTION_KEYS),
+            )
+        if kind == "confirm":
+            return ConfirmEvent(
+                event_id=data["eventId"],
+                tx_time=data["txTime"],
+                fact_id=data["factId"],
+                actor=data.get("actor", ""),
+                source=Source.from_dict(data.get("source")),
+                extra=_extra(data, ("eventId", "kind", "txTime", "factId", "actor", "source")),
+            )
+        if kind == "forget":
+            return ForgetEvent(
+                event_id=data["eventId"],
+                tx_time=data["txTime"],
+                fact_id=data["factId"],
+                actor=data.get("actor", ""),
+                reason=data.get("reason", ""),
+                source=Source.from_dict(data.get("source")),
+                value_digest=data.get("valueDigest"),
+                digest_kind=data.get("digestKind", "none"),
+                extra=_extra(data, (*_ACTION_KEYS, "valueDigest", "digestKind")),
+            )
+    except KeyError as exc:
+        raise ValueError(f"{kind} event is missing {exc.args[0]!r}") from None
+    raise ValueError(f"unknown event kind {kind!r}")
+
+
+def event_from_json(line: str) -> Event:
+    return event_from_dict(json.loads(line))
+
+
+def forget_assert(event: AssertEvent, forgotten: Forgotten) -> AssertEvent:
+    """The assert as rewritten by a forget: value null, certificate appended, nothing else changed."""
+    return replace(event, fact=replace(event.fact, value=None, forgotten=forgotten))

@@ -1,0 +1,119 @@
+"""Retention windows: ``pattern=duration`` specs, full ISO 8601 durations, most specific wins.
+
+``org=P365D,team:*=P90D,user:*=P30D``: a pattern ending in ``*`` matches by prefix (``*`` alone
+matches every space), any other pattern exactly. For a space, an exact pattern wins over any
+prefix, and a longer prefix over a shorter one, whatever order they were written in. Years and
+months are calendar arithmetic (``P1M`` before 31 March is the last day of February).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .errors import LedgerError
+
+_DURATION = re.compile(
+    r"^P(?!$)(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?"
+    r"(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """An ISO 8601 duration split into calendar (years, months) and exact parts."""
+
+    text: str
+    years: int = 0
+    months: int = 0
+    delta: timedelta = timedelta(0)
+
+    def before(self, moment: datetime) -> datetime:
+        """``moment - self`` with calendar arithmetic for years and months."""
+        total_months = moment.year * 12 + (moment.month - 1) - (self.years * 12 + self.months)
+        year, month = divmod(total_months, 12)
+        month += 1
+        if year < 1:
+            raise LedgerError(f"retention duration {self.text} reaches before year 1")
+        day = min(moment.day, calendar.monthrange(year, month)[1])
+        return moment.replace(year=year, month=month, day=day) - self.delta
+
+
+def parse_duration(text: str) -> Duration:
+    match = _DURATION.match(text.strip())
+    if not match or text.strip().endswith("T"):
+        raise LedgerError(
+            f"invalid retention duration {text!r}: use ISO 8601 such as P365D, P6M, P1Y, P2W, "
+            "PT12H or P1Y2M10DT2H30M",
+            field="retention",
+        )
+    y, mo, w, d, h, mi, s = match.groups()
+    delta = timedelta(
+        weeks=int(w or 0), days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0),
+        seconds=float(s or 0),
+    )
+    return Duration(text.strip(), int(y or 0), int(mo or 0), delta)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """Parsed retention windows; ``window_for(space)`` picks the most specific pattern."""
+
+    windows: tuple[tuple[str, Duration], ...]
+
+    @classmethod
+    def parse(cls, spec: str | dict[str, str] | None) -> RetentionPolicy | None:
+        if spec is None:
+            return None
+        if isinstance(spec, dict):
+            pairs = list(spec.items())
+        else:
+            pairs = []
+            for part in spec.split(","):
+                if not part.strip():
+                    continue
+                if "=" not in part:
+                    raise LedgerError(
+                        f"invalid retention window {part.strip()!r}: expected pattern=duration, "
+                        "e.g. team:*=P90D",
+                        field="retention",
+                    )
+                pattern, duration = part.split("=", 1)
+                pairs.append((pattern.strip(), duration.strip()))
+        if not pairs:
+            return None
+        seen: set[str] = set()
+        windows = []
+        for pattern, duration in pairs:
+            if not pattern:
+                raise LedgerError("a retention window has an empty space pattern", field="retention")
+            if pattern in seen:
+                raise LedgerError(f"retention pattern {pattern!r} is given twice", field="retention")
+            seen.add(pattern)
+            windows.append((pattern, parse_duration(duration)))
+        return cls(tuple(windows))
+
+    def as_dict(self) -> dict[str, str]:
+        return {pattern: duration.text for pattern, duration in self.windows}
+
+    def window_for(self, space: str) -> tuple[str, Duration] | None:
+        best: tuple[int, str, Duration] | None = None
+        for pattern, duration in self.windows:
+            if pattern.endswith("*"):
+                prefix = pattern[:-1]
+                if not space.startswith(prefix):
+                    continue
+                rank = len(prefix)
+            elif pattern == space:
+                rank = 1 << 30  # exact beats any prefix
+            else:
+                continue
+            if best is None or rank > best[0]:
+                best = (rank, pattern, duration)
+        return (best[1], best[2]) if best else None
+
+    def cutoff_for(self, space: str, now: datetime) -> datetime | None:
+        window = self.window_for(space)
+        return window[1].before(now) if window else None

@@ -1,0 +1,88 @@
+"""Time on the wire: RFC 3339 in, ``YYYY-MM-DDTHH:MM:SS.mmmZ`` out.
+
+Every caller-supplied time is parsed with its offset, converted to UTC and truncated to
+milliseconds, so two spellings of one instant compare equal. Normalised strings have a fixed
+width, so comparing two of them as strings is comparing the instants (years 0000-9999).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+Clock = Callable[[], datetime]
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+)
+_NORMAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+class TimeFormatError(ValueError):
+    """A time that is not RFC 3339 with an offset (the caller maps it to a field name)."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """Format an aware datetime as the wire form (UTC, milliseconds, ``Z``)."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise TimeFormatError("a naive datetime has no offset; pass an aware datetime")
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_time(value: object) -> datetime:
+    """Parse an aware ``datetime`` or an RFC 3339 string with an offset into an aware UTC datetime."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise TimeFormatError("a naive datetime has no offset; pass an aware datetime")
+        return value.astimezone(UTC)
+    if not isinstance(value, str):
+        raise TimeFormatError(f"expected an RFC 3339 time string, got {type(value).__name__}")
+    match = _RFC3339.match(value)
+    if not match:
+        if re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$", value):
+            raise TimeFormatError(f"{value!r} has no UTC offset; add Z or +hh:mm")
+        raise TimeFormatError(f"{value!r} is not an RFC 3339 time such as 2026-09-01T00:00:00Z")
+    year, month, day, hour, minute, second, frac, offset = match.groups()
+    millis = int((frac or "0")[:3].ljust(3, "0"))
+    try:
+        if offset in ("Z", "z"):
+            tz = UTC
+        else:
+            sign = 1 if offset[0] == "+" else -1
+            hours, minutes = int(offset[1:3]), int(offset[4:6])
+            if hours > 23 or minutes > 59:
+                raise ValueError("offset out of range")
+            from datetime import timezone
+
+            tz = timezone(sign * timedelta(hours=hours, minutes=minutes))
+        moment = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second),
+            millis * 1000, tzinfo=tz,
+        )
+    except ValueError as exc:
+        raise TimeFormatError(f"{value!r} is not a valid time: {exc}") from None
+    return moment.astimezone(UTC)
+
+
+def normalize_time(value: object) -> str:
+    """Parse and re-format: the one form every stored and compared time takes."""
+    if isinstance(value, str) and _NORMAL.match(value):
+        parse_time(value)  # still reject impossible dates such as 2026-02-30
+        return value
+    return format_time(parse_time(value))
+
+
+def wire_time_key(value: str) -> str:
+    """Comparison key for a time read back from storage (already normal unless hand-written)."""
+    if _NORMAL.match(value):
+        return value
+    try:
+        return format_time(parse_time(value))
+    except TimeFormatError:
+        return value

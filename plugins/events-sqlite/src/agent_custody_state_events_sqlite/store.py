@@ -1,0 +1,127 @@
+"""The SQLite event store: one file, WAL, ``synchronous=FULL``, ``secure_delete=ON`` (SPEC 3).
+
+Several processes may open the same file. A write section is ``BEGIN IMMEDIATE``: it takes the
+file's single write lock before the ledger re-reads and validates, so two processes racing to
+supersede one fact are serialised and the second sees the first's assert. Readers never block
+writers (WAL). A commit is durable when it returns (the WAL is fsynced at every commit).
+
+Forget rewrites the assert rows in place; ``secure_delete`` zeroes the freed bytes in the page,
+and ``compact`` (which the ledger runs after every forget or sweep) checkpoints the WAL into the
+file and truncates it to zero bytes, so the old page images are gone too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from agent_custody_state.eventstore import EventStoreError
+from agent_custody_state.sqlbase import SqlEventStore
+from sqlalchemy.engine import Connection
+
+log = logging.getLogger(__name__)
+
+#: Seconds a writer waits for another process's write section before giving up.
+DEFAULT_BUSY_TIMEOUT = 30.0
+#: Per-connection page cache (KiB): enough for the upper index levels of a large ledger.
+DEFAULT_CACHE_KIB = 32 * 1024
+
+
+class SqliteStore(SqlEventStore):
+    """Events in a SQLite file; ``location`` is its path (``.sqlite`` or ``.db``)."""
+
+    kind = "sqlite"
+    seq_ddl = "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def __init__(
+        self,
+        location: str | os.PathLike[str],
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        cache_kib: int = DEFAULT_CACHE_KIB,
+        **_options: object,
+    ) -> None:
+        self.path = Path(location)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._erasure_pending = False
+        engine = sa.create_engine(
+            "sqlite+pysqlite:///" + str(self.path),
+            # Autocommit at the driver: we issue BEGIN IMMEDIATE / COMMIT ourselves, and a bare
+            # read then sees every write other processes have committed.
+            isolation_level="AUTOCOMMIT",
+            poolclass=sa.pool.NullPool,
+            connect_args={"timeout": busy_timeout, "check_same_thread": False},
+        )
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            try:
+                mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise EventStoreError(
+                        f"{location}: SQLite refused WAL mode (got {mode!r}); the ledger needs "
+                        "a local file system that supports shared memory"
+                    )
+                cur.execute("PRAGMA synchronous=FULL")
+                cur.execute("PRAGMA secure_delete=ON")
+                cur.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+                cur.execute(f"PRAGMA cache_size=-{int(cache_kib)}")
+            finally:
+                cur.close()
+
+        super().__init__(engine, location=str(location), table="events")
+
+    # -- dialect hooks -----------------------------------------------------------------------
+
+    def _begin_write(self, conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @contextmanager
+    def _schema_lock(self, conn: Connection) -> Iterator[None]:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        conn.exec_driver_sql("COMMIT")
+
+    def _json_field(self, *path: str) -> str:
+        return f"json_extract(json, '$.{'.'.join(path)}')"
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Checkpoint the WAL into the file and truncate it, erasing old page images."""
+        if self._depth:
+            raise EventStoreError(f"{self.location}: compact cannot run inside a transaction")
+        for attempt in range(3):
+            busy, _log, _done = self._run(
+                lambda: self._conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+            )
+            if not busy:
+                self._erasure_pending = False
+                return
+            time.sleep(0.05 * (attempt + 1))
+        # Another connection kept an old snapshot open past the busy timeout. The value is
+        # already gone from the live rows; its old page image stays in the WAL until the next
+        # successful checkpoint, which close() and the next compact() retry.
+        self._erasure_pending = True
+        log.warning(
+            "%s: could not truncate the WAL (another process holds a read snapshot); old page "
+            "images of forgotten values remain in %s-wal until the next checkpoint",
+            self.location, self.path,
+        )
+
+    def close(self) -> None:
+        if self._erasure_pending and not self._closed:
+            with suppress(EventStoreError):
+                self.compact()
+        super().close()

@@ -1,0 +1,77 @@
+"""Small helpers shared by write-through store adapters (mem0, Zep, Letta, Cognee, ...).
+
+Every vendor adapter needs the same three things, and none should carry its own copy:
+
+- ``run_sync``: call a blocking SDK method without blocking the server's event loop.
+- ``secret_from_env``: read a credential from a *named* environment variable, failing with
+  that name when it is unset (config files hold variable names, never secrets).
+- ``poll``: wait, within a bound, for something asynchronous on the vendor side (a pending
+  add, a delete task) to settle.
+
+Nothing here imports a vendor SDK, so plugins may import it from their entry-point modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Awaitable, Callable
+from typing import ParamSpec, TypeVar
+
+import anyio
+
+from .stores import StoreError
+
+__all__ = ["poll", "run_sync", "secret_from_env"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def run_sync(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run a blocking call in a worker thread and return its result (exceptions propagate).
+
+    The thread is not cancellable: a cancelled caller stops waiting, the call runs to its end.
+    Bound the call itself with the SDK's own timeout.
+    """
+    return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
+
+
+def secret_from_env(store: str, variable: str | None, *, what: str = "API key") -> str | None:
+    """The value of the environment variable ``variable`` (``None`` when none is configured).
+
+    A variable that is named but unset or empty is a configuration error: it raises
+    ``StoreError`` naming the store and the variable, so the server fails at startup with a
+    message the operator can act on rather than with a 401 at the first write.
+    """
+    if not variable:
+        return None
+    value = os.environ.get(variable, "")
+    if not value.strip():
+        raise StoreError(
+            store, f"environment variable {variable} is not set (it should hold the {what})"
+        )
+    return value
+
+
+async def poll(
+    check: Callable[[], Awaitable[bool]],
+    *,
+    attempts: int = 10,
+    delay: float = 0.1,
+    factor: float = 2.0,
+    max_delay: float = 2.0,
+) -> bool:
+    """Call ``check`` until it returns true, at most ``attempts`` times; report the last answer.
+
+    Waits ``delay`` before the second call and multiplies the wait by ``factor`` (capped at
+    ``max_delay``) each time, so the total wait is bounded and known in advance.
+    """
+    wait = delay
+    for attempt in range(max(1, attempts)):
+        if attempt:
+            await anyio.sleep(wait)
+            wait = min(wait * factor, max_delay)
+        if await check():
+            return True
+    return False

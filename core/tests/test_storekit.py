@@ -1,0 +1,64 @@
+"""The shared store-adapter helpers: worker-thread calls, named secrets, bounded polling."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from agent_custody_state.storekit import poll, run_sync, secret_from_env
+from agent_custody_state.stores import StoreError
+
+
+@pytest.mark.anyio
+async def test_run_sync_runs_in_a_worker_thread() -> None:
+    def where(prefix: str, *, suffix: str) -> str:
+        return f"{prefix}{threading.current_thread() is threading.main_thread()}{suffix}"
+
+    assert await run_sync(where, "<", suffix=">") == "<False>"
+
+
+@pytest.mark.anyio
+async def test_run_sync_propagates_exceptions() -> None:
+    def boom() -> None:
+        raise ValueError("nope")
+
+    with pytest.raises(ValueError, match="nope"):
+        await run_sync(boom)
+
+
+def test_secret_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACS_TEST_SECRET", "s3cret")
+    assert secret_from_env("vault", "ACS_TEST_SECRET") == "s3cret"
+    assert secret_from_env("vault", None) is None
+    monkeypatch.setenv("ACS_TEST_SECRET", " ")
+    with pytest.raises(StoreError, match="ACS_TEST_SECRET is not set") as raised:
+        secret_from_env("vault", "ACS_TEST_SECRET", what="token")
+    assert raised.value.store == "vault" and "token" in raised.value.message
+    monkeypatch.delenv("ACS_TEST_SECRET")
+    with pytest.raises(StoreError, match="ACS_TEST_SECRET"):
+        secret_from_env("vault", "ACS_TEST_SECRET")
+
+
+@pytest.mark.anyio
+async def test_poll_is_bounded() -> None:
+    calls: list[int] = []
+
+    async def settles_on_third() -> bool:
+        calls.append(1)
+        return len(calls) == 3
+
+    assert await poll(settles_on_third, attempts=5, delay=0.001)
+    assert len(calls) == 3
+
+    async def never() -> bool:
+        calls.append(1)
+        return False
+
+    calls.clear()
+    assert not await poll(never, attempts=4, delay=0.001)
+    assert len(calls) == 4
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -1,0 +1,92 @@
+"""Time normalisation (SPEC 1.3) and retention specs (SPEC 2.8)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from agent_custody_state import LedgerError, RetentionPolicy
+from agent_custody_state.ledger.retention import parse_duration
+from agent_custody_state.timeutil import TimeFormatError, normalize_time
+
+
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        ("2026-09-01T00:00:00Z", "2026-09-01T00:00:00.000Z"),
+        ("2026-09-01T02:00:00+02:00", "2026-09-01T00:00:00.000Z"),
+        ("2026-08-31T19:30:00.5-04:30", "2026-09-01T00:00:00.500Z"),
+        ("2026-09-01t00:00:00.123456z", "2026-09-01T00:00:00.123Z"),
+        (datetime(2026, 9, 1, 1, tzinfo=timezone(timedelta(hours=1))), "2026-09-01T00:00:00.000Z"),
+    ],
+)
+def test_normalise(given: object, want: str) -> None:
+    assert normalize_time(given) == want
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("2026-09-01T00:00:00", "no UTC offset"),
+        ("2026-09-01", "not an RFC 3339 time"),
+        ("2026-02-30T00:00:00Z", "not a valid time"),
+        ("2026-09-01T00:00:00+25:00", "not a valid time"),
+        (datetime(2026, 9, 1), "naive"),
+        (12, "expected an RFC 3339 time string"),
+    ],
+)
+def test_refused(given: object, message: str) -> None:
+    with pytest.raises(TimeFormatError, match=message):
+        normalize_time(given)
+
+
+def test_instants_not_strings() -> None:
+    # As strings "…+02:00" sorts after "…Z" although it is two hours earlier.
+    assert normalize_time("2026-09-01T01:00:00+02:00") < normalize_time("2026-09-01T00:00:00Z")
+
+
+@pytest.mark.parametrize(
+    ("text", "delta"),
+    [("P90D", timedelta(days=90)), ("P2W", timedelta(weeks=2)), ("PT12H", timedelta(hours=12)),
+     ("PT30M", timedelta(minutes=30)), ("PT45S", timedelta(seconds=45)),
+     ("P1DT2H3M4.5S", timedelta(days=1, hours=2, minutes=3, seconds=4.5))],
+)
+def test_durations(text: str, delta: timedelta) -> None:
+    now = datetime(2026, 9, 1, tzinfo=UTC)
+    assert parse_duration(text).before(now) == now - delta
+
+
+def test_calendar_arithmetic() -> None:
+    assert parse_duration("P1M").before(datetime(2026, 3, 31, tzinfo=UTC)) == datetime(
+        2026, 2, 28, tzinfo=UTC)
+    assert parse_duration("P1Y").before(datetime(2028, 2, 29, tzinfo=UTC)) == datetime(
+        2027, 2, 28, tzinfo=UTC)
+    assert parse_duration("P1Y6M").before(datetime(2026, 9, 1, tzinfo=UTC)) == datetime(
+        2025, 3, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("bad", ["P", "PT", "90D", "P1.5D", "P1DT", "-P1D", "P1H", ""])
+def test_bad_durations(bad: str) -> None:
+    with pytest.raises(LedgerError, match="invalid retention duration"):
+        parse_duration(bad)
+
+
+def test_most_specific_wins() -> None:
+    policy = RetentionPolicy.parse("*=P365D,team:*=P90D,team:support=P7D,team:sup*=P30D")
+    assert policy is not None
+    assert policy.window_for("team:support")[0] == "team:support"  # type: ignore[index]
+    assert policy.window_for("team:supply")[0] == "team:sup*"  # type: ignore[index]
+    assert policy.window_for("team:x")[0] == "team:*"  # type: ignore[index]
+    assert policy.window_for("org")[0] == "*"  # type: ignore[index]
+    only = RetentionPolicy.parse("org=P1D")
+    assert only is not None and only.window_for("org:x") is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("org", "expected pattern=duration"), ("org=P1X", "invalid retention duration 'P1X'"),
+     ("org=P1D,org=P2D", "given twice"), ("=P1D", "empty space pattern")],
+)
+def test_bad_specs(spec: str, message: str) -> None:
+    with pytest.raises(LedgerError, match=message):
+        RetentionPolicy.parse(spec)

@@ -10,6 +10,7 @@ A vendor module only declares its routes and the shape of its error bodies.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import uuid
@@ -22,7 +23,7 @@ from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar, Self
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 __all__ = [
     "Abort",
@@ -32,6 +33,8 @@ __all__ = [
     "Reply",
     "Request",
     "compare",
+    "fastapi_validation_error",
+    "is_uuid",
     "iso_now",
     "json_reply",
     "similarity",
@@ -87,8 +90,11 @@ class Request:
         return values[0] if values else default
 
     def form(self) -> list[FormPart]:
-        """The body parsed as ``multipart/form-data`` (empty list for any other type)."""
+        """The body parsed as a form, multipart or urlencoded (empty list for other types)."""
         content_type = self.headers.get("content-type", "")
+        if content_type.lower().startswith("application/x-www-form-urlencoded"):
+            pairs = parse_qsl(self.text, keep_blank_values=True)
+            return [FormPart(name=k, value=v.encode()) for k, v in pairs]
         if not content_type.lower().startswith("multipart/form-data"):
             return []
         # The email parser understands MIME multipart; feed it the header it needs.
@@ -128,7 +134,7 @@ class Reply:
         return json.dumps(self.body).encode()
 
 
-class Abort(Exception):  # noqa: N818 - it is a control-flow signal, not an error
+class Abort(Exception):
     """Raised inside a route to answer ``reply`` immediately (validation errors, 404s)."""
 
     def __init__(self, reply: Reply) -> None:
@@ -138,6 +144,22 @@ class Abort(Exception):  # noqa: N818 - it is a control-flow signal, not an erro
 
 def json_reply(status: int, body: JSON, headers: dict[str, str] | None = None) -> Reply:
     return Reply(status=status, body=body, headers=dict(headers or {}))
+
+
+def fastapi_validation_error(
+    status: int, location: list[str], message: str, **extra: JSON
+) -> Reply:
+    """The ``{"detail": [{type, loc, msg}]}`` body FastAPI servers (Letta, Cognee) use."""
+    errors = [{"type": "value_error", "loc": location, "msg": message}]
+    return json_reply(status, {"detail": errors, **extra})
+
+
+def is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def iso_now() -> str:
@@ -159,7 +181,7 @@ def similarity(query: str, text: str) -> float:
     left, right = set(_WORD.findall(query.lower())), set(_WORD.findall(text.lower()))
     if not left or not right:
         return 0.0
-    return round(len(left & right) / ((len(left) * len(right)) ** 0.5), 6)
+    return round(len(left & right) / math.sqrt(len(left) * len(right)), 6)
 
 
 def _ordered(actual: Any, expected: Any, test: Callable[[Any, Any], bool]) -> bool:
@@ -249,6 +271,9 @@ class FakeVendorServer:
     vendor: ClassVar[str] = "vendor"
     #: Path prefix every route lives under (e.g. ``/api/v4`` for Zep).
     prefix: ClassVar[str] = ""
+    #: ``Authorization`` scheme carrying ``api_key`` (``"Token"``, ``"Bearer"``...);
+    #: ``None`` leaves the check to an ``authorized`` override.
+    auth_scheme: ClassVar[str | None] = None
 
     def __init__(self, *, api_key: str | None = "test-key") -> None:
         self.api_key = api_key
@@ -284,8 +309,13 @@ class FakeVendorServer:
         return json_reply(status, {"detail": message})
 
     def authorized(self, request: Request) -> bool:
-        """Whether the request carries the credentials this vendor expects."""
-        return True
+        """Whether the request carries the credentials this vendor expects.
+
+        By default: ``Authorization: <auth_scheme> <api_key>``; no ``api_key`` means open.
+        """
+        if self.api_key is None or self.auth_scheme is None:
+            return True
+        return request.headers.get("authorization") == f"{self.auth_scheme} {self.api_key}"
 
     def auth_exempt(self, op: str) -> bool:
         """Routes reachable without credentials (health checks)."""
@@ -299,8 +329,12 @@ class FakeVendorServer:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_class(self))
         server.daemon_threads = True
         self._server = server
+        # A short poll interval keeps shutdown (and so every test's teardown) quick.
         self._thread = threading.Thread(
-            target=server.serve_forever, name=f"fake-{self.vendor}", daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name=f"fake-{self.vendor}",
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -430,9 +464,12 @@ def _handler_class(fake: FakeVendorServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
         # HTTP/1.1 keeps httpx's pooled connections alive between calls.
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes; without TCP_NODELAY, Nagle plus the
+        # client's delayed ACK add ~40 ms to every keep-alive request.
+        disable_nagle_algorithm = True
         server_version = f"fake-{fake.vendor}"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return  # keep test output quiet
 
         def _read_body(self) -> bytes:
@@ -473,6 +510,6 @@ def _handler_class(fake: FakeVendorServer) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(payload)
 
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve  # noqa: N815
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
     return _Handler

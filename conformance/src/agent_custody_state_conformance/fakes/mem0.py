@@ -69,6 +69,7 @@ class FakeMem0(FakeVendorServer):
     """
 
     vendor = "mem0"
+    auth_scheme = "Token"
 
     def __init__(
         self,
@@ -103,11 +104,6 @@ class FakeMem0(FakeVendorServer):
         key = "detail" if status in (401, 403, 405) else "error"
         return json_reply(status, {key: message})
 
-    def authorized(self, request: Request) -> bool:
-        return self.api_key is None or (
-            request.headers.get("authorization") == f"Token {self.api_key}"
-        )
-
     # -- backdoor -----------------------------------------------------------------------
 
     def complete_events(self) -> None:
@@ -134,7 +130,7 @@ class FakeMem0(FakeVendorServer):
         self._validate_add(body)
         event_id = self._new_uuid()
         now = iso_now()
-        event = {"id": event_id, "event_type": "ADD", "status": "PENDING", "results": [],
+        event: dict[str, Any] = {"id": event_id, "event_type": "ADD", "status": "PENDING", "results": [],
                  "error": None, "created_at": now, "updated_at": now}  # fmt: skip
         self.events[event_id] = event
         # The platform only imports synchronously when inference is explicitly off.
@@ -242,7 +238,8 @@ class FakeMem0(FakeVendorServer):
     @staticmethod
     def _scope(body: dict[str, Any]) -> dict[str, Any]:
         # The SDK's typed options may carry entity ids in a flat "filters" object instead.
-        nested = body.get("filters") if isinstance(body.get("filters"), dict) else {}
+        filters = body.get("filters")
+        nested: dict[str, Any] = filters if isinstance(filters, dict) else {}
         return {key: body.get(key) or nested.get(key) for key in ENTITY_KEYS}
 
     def _ingest(self, body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -21,7 +21,6 @@ only a succeeded task has an effect. Ingestion extracts one edge per episode who
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ from ._server import (
     Reply,
     Request,
     compare,
+    is_uuid,
     iso_now,
     json_reply,
     similarity,
@@ -57,14 +57,6 @@ class _Work:
     apply: Callable[[], None]
 
 
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
 def _scalar(value: Any) -> bool:
     return isinstance(value, str | int | float | bool)
 
@@ -80,6 +72,7 @@ class FakeZep(FakeVendorServer):
 
     vendor = "zep"
     prefix = "/api/v4"
+    auth_scheme = "Api-Key"
 
     def __init__(self, *, api_key: str | None = "test-key") -> None:
         super().__init__(api_key=api_key)
@@ -116,11 +109,6 @@ class FakeZep(FakeVendorServer):
         body = {"code": code or _ERROR_CODES.get(status, "error"), "message": message,
                 "request_id": self._new_uuid()}  # fmt: skip
         return json_reply(status, {"error": body})
-
-    def authorized(self, request: Request) -> bool:
-        return self.api_key is None or (
-            request.headers.get("authorization") == f"Api-Key {self.api_key}"
-        )
 
     # -- backdoor -----------------------------------------------------------------------
 
@@ -195,7 +183,7 @@ class FakeZep(FakeVendorServer):
         raise Abort(self.error(404, "user not found"))
 
     def _require_uuid(self, value: str, name: str) -> None:
-        if not _is_uuid(value):
+        if not is_uuid(value):
             raise Abort(
                 self.error(
                     400,

@@ -59,6 +59,25 @@ async def test_poll_is_bounded() -> None:
     assert len(calls) == 4
 
 
+@pytest.mark.anyio
+async def test_poll_can_be_bounded_by_time() -> None:
+    import anyio
+
+    calls: list[float] = []
+
+    async def never() -> bool:
+        calls.append(anyio.current_time())
+        return False
+
+    started = anyio.current_time()
+    assert not await poll(never, attempts=None, delay=0.01, max_delay=0.02, timeout=0.1)
+    elapsed = anyio.current_time() - started
+    assert 0.1 <= elapsed < 0.5
+    assert calls[-1] - started >= 0.099  # the last check comes at the deadline, not before it
+    with pytest.raises(ValueError):
+        await poll(never, attempts=None)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -57,21 +57,37 @@ def secret_from_env(store: str, variable: str | None, *, what: str = "API key") 
 async def poll(
     check: Callable[[], Awaitable[bool]],
     *,
-    attempts: int = 10,
+    attempts: int | None = 10,
     delay: float = 0.1,
     factor: float = 2.0,
     max_delay: float = 2.0,
+    timeout: float | None = None,
 ) -> bool:
     """Call ``check`` until it returns true, at most ``attempts`` times; report the last answer.
 
     Waits ``delay`` before the second call and multiplies the wait by ``factor`` (capped at
     ``max_delay``) each time, so the total wait is bounded and known in advance.
+
+    ``timeout`` (seconds) bounds the wait by time instead of, or as well as, by count: no wait
+    starts that would end past it, except a last one shortened to end exactly at it, so a
+    vendor gets the whole allowance. ``attempts=None`` leaves the time as the only bound.
     """
+    if attempts is None and timeout is None:
+        raise ValueError("poll needs attempts, timeout or both")
+    deadline = None if timeout is None else anyio.current_time() + max(0.0, timeout)
     wait = delay
-    for attempt in range(max(1, attempts)):
+    attempt = 0
+    while True:
         if attempt:
+            if deadline is not None:
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    return False
+                wait = min(wait, left)
             await anyio.sleep(wait)
             wait = min(wait * factor, max_delay)
         if await check():
             return True
-    return False
+        attempt += 1
+        if attempts is not None and attempt >= max(1, attempts):
+            return False

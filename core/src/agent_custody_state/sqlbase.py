@@ -277,9 +277,18 @@ class SqlEventStore(EventStore):
     def _select(self) -> sa.Select[Any]:
         return sa.select(self.table.c.seq, self._json_out)
 
-    @staticmethod
-    def _decode(rows: Sequence[Any]) -> list[Any]:
-        return [event_from_json(row[1]) for row in rows]
+    def _decode(self, rows: Sequence[Any]) -> list[Any]:
+        try:
+            return [event_from_json(row[1]) for row in rows]
+        except ValueError:
+            for seq, text in rows:  # find and name the bad row
+                try:
+                    event_from_json(text)
+                except ValueError as exc:
+                    raise EventStoreError(
+                        f"{self.location}: the event with seq {seq} is not a valid event: {exc}"
+                    ) from None
+            raise
 
     def _by_ids(self, column: sa.ColumnElement[Any], ids: Collection[str]) -> list[Any]:
         """Rows whose ``column`` is in ``ids`` (chunked), in ``seq`` order."""
@@ -357,8 +366,8 @@ class SqlEventStore(EventStore):
             self._select().where(t.c.fact_id == fact_id, t.c.kind == "assert").order_by(t.c.seq)
         )
         updates = [
-            {"s": seq, "j": forget_assert(event_from_json(text), forgotten).to_json()}  # type: ignore[arg-type]
-            for seq, text in rows
+            {"s": row[0], "j": forget_assert(event, forgotten).to_json()}
+            for row, event in zip(rows, self._decode(rows), strict=True)
         ]
         if updates:
             stmt = (
@@ -380,7 +389,7 @@ class SqlEventStore(EventStore):
             .limit(1)
         )
         rows = self._rows(stmt)
-        return event_from_json(rows[0][1]) if rows else None  # type: ignore[return-value]
+        return self._decode(rows)[0] if rows else None
 
     def events_for(self, fact_ids: Collection[str]) -> list[Event]:
         return self._decode(self._by_ids(self.table.c.fact_id, fact_ids))

@@ -1,9 +1,10 @@
-"""The builtin plugin: the JSONL and in-memory event backends, registered like any plugin."""
+"""The builtin plugin: the JSONL and in-memory event backends and the in-memory reference store,
+registered like any plugin."""
 
 from __future__ import annotations
 
 from .. import hookimpl
-from ..hookspecs import RegisterEventBackend
+from ..hookspecs import RegisterEventBackend, RegisterStore
 
 
 @hookimpl
@@ -19,4 +20,14 @@ def register_event_backends(register: RegisterEventBackend) -> None:
         "jsonl",
         "agent_custody_state.builtins.jsonl:JsonlStore",
         description="one JSON event per line; the default for any path that is not .sqlite/.db",
+    )
+
+
+@hookimpl
+def register_stores(register: RegisterStore) -> None:
+    register(
+        "memory",
+        "agent_custody_state.builtins.memory_store:build",
+        settings="agent_custody_state.builtins.memory_store:MemoryStoreSettings",
+        description="in-process reference store (nothing persists); for tests and demos",
     )

@@ -137,3 +137,12 @@ def test_list_paging_and_order(letta: Letta, agent: str) -> None:
     assert [p.id for p in letta.agents.passages.list(agent, limit=2)] == ids[:2]
     assert [p.id for p in letta.agents.passages.list(agent, ascending=False)] == ids[::-1]
     assert [p.id for p in letta.agents.passages.list(agent, after=ids[0])] == ids[1:]
+
+
+def test_chunks_switch_splits_one_add_into_several_passages(
+    letta_fake: FakeLetta, letta: Letta, agent: str
+) -> None:
+    letta_fake.chunks = 3
+    created = letta.agents.passages.create(agent, text="abcdefgh", tags=["t"])
+    assert [p.text for p in created] == ["abc", "def", "gh"]
+    assert all(p.tags == ["t"] for p in created) and len({p.id for p in created}) == 3

@@ -12,6 +12,10 @@ Routes (all need ``Authorization: Bearer <api_key>``), modelled on the 0.16 serv
   vector search it has no relevance cut-off.
 * ``DELETE /v1/agents/{agent_id}/archival-memory/{memory_id}``: 404 for an unknown passage.
 
+``fake.chunks = N`` makes an add split its text into N passages (each with the same tags), as a
+server that chunks long text would; the SDK's list return type allows it, so adapters must keep
+every id.
+
 Agents must be registered first (``FakeLetta(agents=[...])`` or ``fake.add_agent()``); an
 unknown agent is a 404 and an id not shaped ``agent-<uuid>`` is a 422, as on the server.
 """
@@ -55,6 +59,13 @@ def _parse_time(value: str, name: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.astimezone()
 
 
+def _split(text: str, parts: int) -> list[str]:
+    """``text`` cut into ``parts`` consecutive non-empty pieces (fewer if it is too short)."""
+    parts = max(1, min(parts, len(text) or 1))
+    size = -(-len(text) // parts) or 1
+    return [text[i : i + size] for i in range(0, len(text), size)] or [text]
+
+
 class FakeLetta(FakeVendorServer):
     """Fake Letta archival memory. ``with FakeLetta(agents=[agent_id]) as fake: fake.url``.
 
@@ -67,6 +78,7 @@ class FakeLetta(FakeVendorServer):
 
     def __init__(self, *, api_key: str | None = "test-key", agents: Iterable[str] = ()) -> None:
         super().__init__(api_key=api_key)
+        self.chunks = 1
         self.agents: dict[str, dict[str, str]] = {}
         for agent_id in agents:
             self.add_agent(agent_id)
@@ -114,16 +126,19 @@ class FakeLetta(FakeVendorServer):
         ):
             return _validation_error(["body", "tags"], "Input should be a list of strings")
         created = body.get("created_at") or iso_now()
-        passage_id = f"passage-{uuid.uuid4()}"
-        passage: dict[str, Any] = {
-            "id": passage_id, "text": text, "tags": list(tags or []), "archive_id": archive_id,
-            "created_at": created, "updated_at": created, "created_by_id": None,
-            "last_updated_by_id": None, "embedding": None, "embedding_config": None,
-            "metadata": {}, "is_deleted": False, "file_id": None, "file_name": None,
-            "source_id": None,
-        }  # fmt: skip
-        self._store(passage_id, passage)
-        return json_reply(200, [passage])
+        passages = []
+        for chunk in _split(text, self.chunks):
+            passage_id = f"passage-{uuid.uuid4()}"
+            passage: dict[str, Any] = {
+                "id": passage_id, "text": chunk, "tags": list(tags or []),
+                "archive_id": archive_id, "created_at": created, "updated_at": created,
+                "created_by_id": None, "last_updated_by_id": None, "embedding": None,
+                "embedding_config": None, "metadata": {}, "is_deleted": False, "file_id": None,
+                "file_name": None, "source_id": None,
+            }  # fmt: skip
+            self._store(passage_id, passage)
+            passages.append(passage)
+        return json_reply(200, passages)
 
     def _list(self, request: Request, params: dict[str, str]) -> Reply:
         rows = self._passages(self._archive(params["agent_id"]))

@@ -31,7 +31,13 @@ from .model import (
     RetractEvent,
     Source,
 )
-from .queries import FactState, SweepResult, effective_superseders, fact_states
+from .queries import (
+    FactState,
+    SweepResult,
+    current_external,
+    effective_superseders,
+    fact_states,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,20 @@ def _text_arg(value: object, name: str, *, empty_ok: bool = False) -> str:
     if not empty_ok and not value:
         raise LedgerError(f"{name} must not be empty", field=name)
     return value
+
+
+# The wire keys of retract and forget events (SPEC 1.2): ``extra`` may add keys, not replace these.
+_ACTION_WIRE_KEYS = frozenset({"eventId", "kind", "txTime", "factId", "actor", "reason", "source"})
+_FORGET_WIRE_KEYS = _ACTION_WIRE_KEYS | {"valueDigest", "digestKind"}
+
+
+def _extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str, Any]:
+    if not extra:
+        return {}
+    clash = sorted(k for k in extra if not isinstance(k, str) or k in wire)
+    if clash:
+        raise LedgerError(f"extra must not replace the event's own keys: {clash}", field="extra")
+    return dict(extra)
 
 
 class Ledger:
@@ -298,16 +318,29 @@ class Ledger:
         return state
 
     def retract(
-        self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
+        self,
+        *,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> RetractEvent:
-        """Retract a fact (SPEC 2.3): it leaves the present; what it superseded is believed again."""
+        """Retract a fact (SPEC 2.3): it leaves the present; what it superseded is believed again.
+
+        ``extra``: additional keys recorded on the event after the wire keys (SPEC 1.2 keeps
+        unknown keys); the store mirror records restored external ids there.
+        """
         _text_arg(actor, "actor", empty_ok=True)
         _text_arg(reason, "reason", empty_ok=True)
+        more = _extra_arg(extra, _ACTION_WIRE_KEYS)
         with self.store.transaction():
             state = self._state(fact_id, "retract")
             if state.retracted:
                 raise LedgerError(f"fact {fact_id} is already retracted")
-            event = RetractEvent(_new_id(), self.now(), fact_id, actor, reason, Source(receipt_id))
+            event = RetractEvent(
+                _new_id(), self.now(), fact_id, actor, reason, Source(receipt_id), more
+            )
             self.store.append([event])
         self._appended([event])
         return event
@@ -370,15 +403,26 @@ class Ledger:
         reason: str,
         receipt_id: str | None = None,
         keep_digest: bool = True,
+        extra: Mapping[str, Any] | None = None,
     ) -> ForgetEvent:
-        """Erase a fact's value, keeping its digest (SPEC 2.5); rewrite and record are atomic."""
-        event = self._forget(fact_id, actor, reason, receipt_id, keep_digest)
+        """Erase a fact's value, keeping its digest (SPEC 2.5); rewrite and record are atomic.
+
+        ``extra``: additional keys recorded on the forget event, as for ``retract``.
+        """
+        more = _extra_arg(extra, _FORGET_WIRE_KEYS)
+        event = self._forget(fact_id, actor, reason, receipt_id, keep_digest, more)
         self.store.compact()
         self._appended([event])
         return event
 
     def _forget(
-        self, fact_id: str, actor: str, reason: str, receipt_id: str | None, keep_digest: bool
+        self,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None,
+        keep_digest: bool,
+        extra: dict[str, Any] | None = None,
     ) -> ForgetEvent:
         _text_arg(actor, "actor", empty_ok=True)
         _text_arg(reason, "reason", empty_ok=True)
@@ -393,7 +437,8 @@ class Ledger:
             )
             tx = self.now()
             event = ForgetEvent(
-                _new_id(), tx, fact_id, actor, reason, Source(receipt_id), digest, kind
+                _new_id(), tx, fact_id, actor, reason, Source(receipt_id), digest, kind,
+                dict(extra or {}),
             )
             self.store.forget(fact_id, Forgotten(digest, kind, tx), event)
         return event
@@ -495,6 +540,15 @@ class Ledger:
     def is_retracted(self, fact_id: str) -> bool:
         state = fact_states(self.store, [fact_id]).get(fact_id)
         return bool(state and state.retracted)
+
+    def current_external(self, fact_id: str) -> dict[str, str]:
+        """Where the stores hold the fact now: store name -> external id.
+
+        The assert's ``external``, updated by every later re-put recorded on an event (the store
+        mirror puts a fact back when a retraction makes it current again). Empty if unknown.
+        """
+        self.store.refresh()
+        return current_external(self.store, fact_id)
 
     def history(self, fact_id: str) -> list[Event]:
         """The fact's assert, the asserts superseding it and every event citing it, oldest first."""

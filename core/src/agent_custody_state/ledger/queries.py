@@ -108,3 +108,35 @@ def effective_superseders(
         if successor is not None:
             result[fact_id] = successor
     return result
+
+
+#: The event key under which the store mirror records a fact put back into the stores:
+#: ``{"factId": <the fact made current again>, "external": {store: id}}`` (SPEC 1.2 keeps it).
+RESTORED_KEY = "restored"
+
+
+def current_external(store: EventStore, fact_id: str) -> dict[str, str]:
+    """The fact's external ids now: its assert's, updated by later ``restored`` records.
+
+    A fact is put back only by the retraction or forget of a fact that (transitively)
+    superseded it, so only events of the facts below it in the supersession tree are read.
+    """
+    event = store.get_assert(fact_id)
+    if event is None:
+        return {}
+    external = dict(event.fact.external or {})
+    below: set[str] = set()
+    frontier = {fact_id}
+    while frontier:
+        children = {e.fact_id for e in store.superseders(frontier)} - below - {fact_id}
+        below |= children
+        frontier = children
+    if not below:
+        return external
+    for cited in store.events_for(below):
+        restored = getattr(cited, "extra", {}).get(RESTORED_KEY)
+        if isinstance(restored, dict) and restored.get("factId") == fact_id:
+            ids = restored.get("external")
+            if isinstance(ids, dict):
+                external.update({k: v for k, v in ids.items() if isinstance(v, str)})
+    return external

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from agent_custody_state.storekit import poll, run_sync, secret_from_env
+from agent_custody_state.storekit import call_sdk, poll, run_sync, secret_from_env
 from agent_custody_state.stores import StoreError
 
 
@@ -24,6 +24,29 @@ async def test_run_sync_propagates_exceptions() -> None:
 
     with pytest.raises(ValueError, match="nope"):
         await run_sync(boom)
+
+
+@pytest.mark.anyio
+async def test_call_sdk_names_the_store_and_the_operation() -> None:
+    def boom() -> None:
+        raise ConnectionError("refused")
+
+    def silent() -> None:
+        raise RuntimeError
+
+    def own() -> None:
+        raise StoreError("vault", "already specific")
+
+    assert await call_sdk("vault", "add", lambda x: x + 1, 1) == 2
+    with pytest.raises(StoreError) as raised:
+        await call_sdk("vault", "add", boom)
+    assert raised.value.store == "vault"
+    assert raised.value.message == "add failed: ConnectionError: refused"
+    assert isinstance(raised.value.__cause__, ConnectionError)
+    with pytest.raises(StoreError, match=r"delete failed: RuntimeError$"):
+        await call_sdk("vault", "delete", silent)
+    with pytest.raises(StoreError, match=r"^vault: already specific$"):
+        await call_sdk("vault", "get", own)
 
 
 def test_secret_from_env(monkeypatch: pytest.MonkeyPatch) -> None:

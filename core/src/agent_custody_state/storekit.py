@@ -1,8 +1,10 @@
 """Small helpers shared by write-through store adapters (mem0, Zep, Letta, Cognee, ...).
 
-Every vendor adapter needs the same three things, and none should carry its own copy:
+Every vendor adapter needs the same few things, and none should carry its own copy:
 
 - ``run_sync``: call a blocking SDK method without blocking the server's event loop.
+- ``call_sdk``: the same, with whatever the SDK raises turned into a ``StoreError`` that names
+  the store and the operation (the orchestration reports it as the store's refusal).
 - ``secret_from_env``: read a credential from a *named* environment variable, failing with
   that name when it is unset (config files hold variable names, never secrets).
 - ``poll``: wait, within a bound, for something asynchronous on the vendor side (a pending
@@ -22,7 +24,7 @@ import anyio
 
 from .stores import StoreError
 
-__all__ = ["poll", "run_sync", "secret_from_env"]
+__all__ = ["call_sdk", "poll", "run_sync", "secret_from_env"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -35,6 +37,26 @@ async def run_sync(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -
     Bound the call itself with the SDK's own timeout.
     """
     return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
+
+
+async def call_sdk(
+    store: str, what: str, func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """``run_sync``, raising ``StoreError(store, "<what> failed: <Type>: <message>")`` on error.
+
+    Handle the outcomes that are not failures (a 404 on a delete, say) inside ``func``: by the
+    time an exception reaches here it is reported as the store refusing ``what``.
+    """
+    try:
+        return await run_sync(func, *args, **kwargs)
+    except StoreError:
+        raise
+    except Exception as exc:
+        detail = str(exc).strip()
+        kind = type(exc).__name__
+        raise StoreError(
+            store, f"{what} failed: {kind}: {detail}" if detail else f"{what} failed: {kind}"
+        ) from exc
 
 
 def secret_from_env(store: str, variable: str | None, *, what: str = "API key") -> str | None:

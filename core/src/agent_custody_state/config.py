@@ -1,0 +1,216 @@
+"""The server's configuration: a TOML file, then ``AGENT_CUSTODY_*`` variables, then flags.
+
+Read through pydantic-settings. Nested keys come from the environment with ``__``
+(``AGENT_CUSTODY_SERVER__PORT=9000``). Secrets are never values in the file: the file names
+environment variables (``forget_key_env``, ``[[server.tokens]] env``, a store's ``*_env`` keys),
+and a variable that is named but not set stops the server at startup, naming it. Each
+``[[stores]]`` table is validated by the settings model its plugin registered; an unknown
+``type`` lists the installed ones.
+
+    ledger = "ledger.sqlite"
+    forget_key_env = "FORGET_KEY"
+    retention = "org=P365D,team:*=P90D"
+    key = "memory.key"
+
+    [server]
+    transport = "http"
+    port = 8790
+    [[server.tokens]]
+    env = "MEMORY_TOKEN"
+    role = "gateway"
+
+    [[stores]]
+    name = "mem0"
+    type = "mem0"
+    user_id = "support"
+    api_key_env = "MEM0_API_KEY"
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from .ledger.errors import LedgerError
+from .ledger.retention import RetentionPolicy
+
+_CONFIG_FILE: ContextVar[Path | None] = ContextVar("agent_custody_config_file", default=None)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the key or variable at fault."""
+
+
+class TokenConfig(BaseModel):
+    """``[[server.tokens]]``: the variable holding a bearer token, and its holder's role."""
+
+    model_config = ConfigDict(extra="forbid")
+    env: str = Field(min_length=1)
+    role: Literal["gateway", "direct"] = "gateway"
+
+
+class ServerConfig(BaseModel):
+    """``[server]``: transport and trust."""
+
+    model_config = ConfigDict(extra="forbid")
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(8790, ge=0, le=65535)
+    tokens: list[TokenConfig] = Field(default_factory=list)
+    allow_direct: bool = False
+    max_request_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    max_concurrency: int = Field(32, ge=1)
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+
+
+class VerifyConfig(BaseModel):
+    """``[verify]``: how removal from the stores is checked (SPEC 4.3)."""
+
+    model_config = ConfigDict(extra="forbid")
+    attempts: int = Field(3, ge=1)
+    delay_ms: float = Field(200, ge=0)
+
+
+class StoreConfig(BaseModel):
+    """``[[stores]]``: ``name`` and ``type``; every other key belongs to the store type."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(min_length=1)
+    type: str = Field(min_length=1)
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class MemoryConfig(BaseSettings):
+    """Everything ``agent-custody-memory serve`` can be told."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AGENT_CUSTODY_", env_nested_delimiter="__", extra="forbid",
+    )
+
+    ledger: str | None = None
+    forget_key_env: str | None = None
+    retention: str | dict[str, str] | None = None
+    key: str | None = None
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    stores: list[StoreConfig] = Field(default_factory=list)
+
+    @field_validator("retention")
+    @classmethod
+    def _retention_parses(cls, value: Any) -> Any:
+        try:
+            RetentionPolicy.parse(value)
+        except LedgerError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Highest first: flags (init), then the environment, then the file.
+        sources = [init_settings, env_settings]
+        path = _CONFIG_FILE.get()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+@contextmanager
+def _file(path: Path | None) -> Iterator[None]:
+    token = _CONFIG_FILE.set(path)
+    try:
+        yield
+    finally:
+        _CONFIG_FILE.reset(token)
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "config"
+        message = item["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryConfig:
+    """Read the file (if any), the environment and ``overrides`` (flags), in rising priority."""
+    file = Path(path) if path is not None else None
+    if file is not None:
+        if not file.is_file():
+            raise ConfigError(f"config file {file} does not exist")
+        try:
+            tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    try:
+        with _file(file):
+            return MemoryConfig(**overrides)
+    except ValidationError as exc:
+        where = f"{file}: " if file is not None else ""
+        raise ConfigError(f"{where}{_describe(exc)}") from None
+
+
+def env_secret(name: str, what: str) -> str:
+    """The value of a variable the configuration names; unset or empty is an error naming it."""
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigError(f"{what} names the environment variable {name}, which is not set")
+    return value
+
+
+def build_stores(configs: list[StoreConfig]) -> list[Any]:
+    """Validate every ``[[stores]]`` table through its plugin, then build the stores in order."""
+    from .plugins import PluginError, get_plugin_manager, resolve_ref
+
+    manager = get_plugin_manager()
+    names = [c.name for c in configs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"stores: names must be unique; repeated: {', '.join(repeated)}")
+    planned: list[tuple[StoreConfig, Any, Any]] = []
+    for index, table in enumerate(configs):
+        where = f"stores[{index}] ({table.name})"
+        try:
+            spec = manager.store_spec(table.type)
+        except PluginError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        raw = table.settings()
+        for key, value in raw.items():
+            if key.endswith("_env") and isinstance(value, str):
+                env_secret(value, f"{where} {key}")
+        try:
+            model = resolve_ref(spec.settings) if spec.settings is not None else None
+            settings = model.model_validate(raw) if model is not None else raw
+        except ValidationError as exc:
+            raise ConfigError(f"{where}: {_describe(exc)}") from None
+        except ImportError as exc:
+            raise ConfigError(f"{where}: the {table.type} store cannot be loaded: {exc}") from None
+        planned.append((table, spec, settings))
+    stores = []
+    for table, spec, settings in planned:
+        factory = resolve_ref(spec.factory)
+        try:
+            stores.append(factory(settings, name=table.name))
+        except Exception as exc:
+            raise ConfigError(f"store {table.name} ({table.type}) failed to start: {exc}") from exc
+    return stores

@@ -1,0 +1,82 @@
+"""``create_memory_server``: the MCP server object over a ledger (SPEC 4, SPEC 7).
+
+Built on the SDK's low-level ``Server`` so results carry ``_meta`` and ``isError`` exactly as
+written. The server is transport-free: ``stdio.py`` and ``http.py`` run it, and so can any MCP
+transport. The caller's role comes from the transport: a stream transport (stdio, in-process)
+means the peer spawned us and is the gateway; an HTTP request carries the role its bearer token
+was given, recorded in the request scope by ``guard.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from ..ledger.ledger import Ledger
+from ..ledger.retention import RetentionPolicy
+from ..stores import Store, StoreSet, VerifyPolicy
+from .service import MemoryService
+from .tools import TOOLS
+from .trust import Role, role_of_request
+from .worker import LedgerWorker
+
+SERVER_NAME = "agent-custody-memory"
+
+_TOOL_LIST = types.ListToolsResult(
+    tools=[types.Tool(name=name, description=description, input_schema=schema)
+           for name, description, schema in TOOLS]
+)
+
+
+class MemoryServer(Server[Any]):
+    """The SDK ``Server`` with the memory service attached (``.memory``)."""
+
+    memory: MemoryService
+
+
+def create_memory_server(
+    ledger: Ledger,
+    *,
+    require_gateway: bool = True,
+    stores: Sequence[Store] | StoreSet = (),
+    identity: Any = None,
+    retention: str | Mapping[str, str] | RetentionPolicy | None = None,
+    verify: VerifyPolicy | Mapping[str, Any] | None = None,
+    stream_role: Role = "gateway",
+    worker: LedgerWorker | None = None,
+) -> MemoryServer:
+    """Build the memory server.
+
+    - ``require_gateway``: refuse calls without a (believed) receipt id; ``False`` is
+      ``--allow-direct``: such calls are admitted as claimed.
+    - ``stores``: write-through ``Store`` objects, in order (or a ``StoreSet``).
+    - ``identity``: the signing identity for results (SPEC 4.4): a ``SigningIdentity``, an
+      Ed25519 private key, PEM bytes or the path of a PKCS8 PEM file; ``None`` signs nothing.
+    - ``retention``: windows for ``memory.sweep`` without ``before``
+      (``"org=P365D,team:*=P90D"``, a mapping, or a ``RetentionPolicy``); validated here.
+    - ``verify``: store removal checks, ``VerifyPolicy`` or ``{attempts, delay_ms}``.
+    - ``stream_role``: who the peer of a stream transport is (stdio: the spawning gateway).
+    """
+    service = MemoryService.build(
+        ledger, require_gateway=require_gateway, stores=stores, identity=identity,
+        retention=retention, verify=verify, worker=worker,
+    )
+    from .. import __version__
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return _TOOL_LIST
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        role = role_of_request(ctx.request, default=stream_role)
+        result = await service.call(params.name, params.arguments, params.meta, role)
+        return result.to_mcp()
+
+    server = MemoryServer(
+        SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
+        instructions="Governed memory: a bitemporal custody ledger behind the receipts gateway.",
+    )
+    server.memory = service
+    return server

@@ -1,0 +1,172 @@
+"""The server's commands for ``agent-custody-memory``: ``serve``, ``keygen``, ``demo``.
+
+``add_commands`` is called by ``cli.py``; ``sweep_with_stores`` backs ``sweep --config`` so a
+command-line sweep reaches the same stores, in the same way, as ``memory.sweep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+
+from ..config import ConfigError, build_stores, env_secret, load_config
+from ..timeutil import TimeFormatError, normalize_time
+
+
+def _cli_error(message: str) -> Exception:
+    from ..cli import CliError
+
+    return CliError(message)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Only the flags actually given: an absent flag must not mask the file or environment."""
+    top = {k: getattr(args, k) for k in ("ledger", "key", "forget_key_env", "retention")
+           if getattr(args, k) is not None}
+    server: dict[str, Any] = {}
+    if args.http:
+        server["transport"] = "http"
+    if args.transport is not None:
+        server["transport"] = args.transport
+    for name in ("host", "port", "max_request_bytes", "max_concurrency"):
+        if getattr(args, name) is not None:
+            server[name] = getattr(args, name)
+    if args.allow_direct:
+        server["allow_direct"] = True
+    if args.allowed_host:
+        server["allowed_hosts"] = args.allowed_host
+    if args.token_env or args.direct_token_env:
+        server["tokens"] = [{"env": n, "role": "gateway"} for n in args.token_env or []] + [
+            {"env": n, "role": "direct"} for n in args.direct_token_env or []]
+    if server:
+        top["server"] = server
+    return top
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .runtime import announce, open_runtime
+
+    try:
+        config = load_config(args.config, **_overrides(args))
+        runtime = open_runtime(config)
+    except ConfigError as exc:
+        raise _cli_error(str(exc)) from None
+    try:
+        if config.server.transport == "http":
+            from .http import create_memory_http_server
+
+            try:
+                http = create_memory_http_server(
+                    runtime.ledger, port=config.server.port, host=config.server.host,
+                    tokens=runtime.tokens, max_request_bytes=config.server.max_request_bytes,
+                    max_concurrency=config.server.max_concurrency,
+                    allowed_hosts=config.server.allowed_hosts or None,
+                    allowed_origins=config.server.allowed_origins, **runtime.server_options(),
+                )
+            except ValueError as exc:
+                raise _cli_error(str(exc)) from None
+            anyio.run(lambda: http.serve(on_bound=lambda s: announce(runtime, s.url)))
+        else:
+            from .app import create_memory_server
+            from .stdio import serve_stdio
+
+            if runtime.tokens:
+                print("agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
+                      "the spawning process is the gateway", file=sys.stderr)
+            server = create_memory_server(runtime.ledger, **runtime.server_options())
+            announce(runtime, "stdio")
+            anyio.run(lambda: serve_stdio(
+                server, max_message_bytes=config.server.max_request_bytes))
+    finally:
+        runtime.close()
+    return 0
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from .signing import generate_key_pair
+
+    try:
+        private, public, key_id = generate_key_pair(args.out, force=args.force)
+    except FileExistsError as exc:
+        raise _cli_error(str(exc)) from None
+    print(f"wrote {private} (private key, mode 0600) and {public} (public key, for the gateway)")
+    print(f"key id {key_id}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(keep=args.keep, color=args.color)
+
+
+def sweep_with_stores(ledger: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """``sweep --config FILE``: sweep the ledger, then remove from the configured stores."""
+    from .service import MemoryService
+    from .sweeping import run_sweep
+
+    try:
+        config = load_config(args.config)
+        if config.forget_key_env and ledger.forget_key is None:
+            ledger.forget_key = env_secret(config.forget_key_env, "forget_key_env")
+        stores = build_stores(config.stores)
+    except ConfigError as exc:
+        raise _cli_error(str(exc)) from None
+    try:
+        before = normalize_time(args.before)
+    except TimeFormatError as exc:
+        raise _cli_error(f"--before: {exc}") from None
+    service = MemoryService.build(
+        ledger, stores=stores, retention=config.retention, require_gateway=False,
+        verify={"attempts": config.verify.attempts, "delay_ms": config.verify.delay_ms},
+    )
+    try:
+        result = anyio.run(lambda: run_sweep(
+            service, before=before, space=args.space, actor=args.actor, reason=args.reason,
+            receipt_id=None, keep_digest=not args.no_digest))
+    finally:
+        service.close()
+    data: dict[str, Any] = json.loads(result.texts[-1]) if result.texts[-1][:1] == "{" else {}
+    if result.is_error:
+        print(json.dumps(data, indent=2))
+        raise _cli_error(result.texts[0])
+    return data
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``serve``, ``keygen`` and ``demo`` to the ``agent-custody-memory`` parser."""
+    p = sub.add_parser("serve", help="run the MCP memory server (stdio, or Streamable HTTP)")
+    p.add_argument("--config", metavar="FILE", help="TOML config file (see docs/configuration.md)")
+    p.add_argument("--ledger", help="ledger location: a .jsonl path, .sqlite/.db, postgres://...")
+    p.add_argument("--key", metavar="K", help="Ed25519 private key (PKCS8 PEM) to sign results")
+    p.add_argument("--forget-key-env", metavar="NAME", help="variable holding the forget key")
+    p.add_argument("--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D")
+    p.add_argument("--allow-direct", action="store_true", default=None,
+                   help="admit calls without a receipt, as claimed (quarantined)")
+    p.add_argument("--http", action="store_true", help="serve Streamable HTTP at /mcp")
+    p.add_argument("--transport", choices=("stdio", "http"), help=argparse.SUPPRESS)
+    p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="HTTP port (default 8790; 0 picks a free one)")
+    p.add_argument("--token-env", action="append", metavar="NAME",
+                   help="variable holding a gateway bearer token (repeatable)")
+    p.add_argument("--direct-token-env", action="append", metavar="NAME",
+                   help="variable holding a direct (untrusted) bearer token (repeatable)")
+    p.add_argument("--allowed-host", action="append", metavar="NAME[:PORT]",
+                   help="another Host name this server answers to (repeatable)")
+    p.add_argument("--max-request-bytes", type=int, metavar="N", help="message size limit")
+    p.add_argument("--max-concurrency", type=int, metavar="N", help="HTTP calls in flight")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("keygen", help="create an Ed25519 key pair for signed results")
+    p.add_argument("--out", required=True, metavar="FILE", help="private key path (public: FILE.pub)")
+    p.add_argument("--force", action="store_true", help="replace existing files")
+    p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser("demo", help="a guided tour on a temporary ledger (a few seconds)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary ledger and print its path")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.set_defaults(func=cmd_demo)

@@ -1,0 +1,232 @@
+"""The HTTP front door of ``/mcp``: Host, Origin, bearer tokens, body size, concurrency.
+
+An ASGI wrapper around the SDK's Streamable HTTP app; every check answers before the MCP layer
+sees the request:
+
+- ``Host`` not naming this server → 421 and a foreign ``Origin`` → 403 (DNS rebinding: a web page
+  must not reach a loopback server through a name it controls).
+- Missing or wrong bearer token → 401 ``{"error":"unauthorized"}``. Tokens are compared with
+  ``hmac.compare_digest`` against every configured token, so timing reveals neither a token nor
+  which one matched. The matched token's role (``gateway`` or ``direct``) goes into the request
+  scope for the tool handler, and an ``AuthenticatedUser`` binds each MCP session to the token
+  that opened it (another token cannot drive that session).
+- A body over ``max_request_bytes`` → 413, read incrementally, never buffered past the limit.
+- More than ``max_concurrency`` requests in flight → 503 with ``Retry-After`` and a JSON-RPC error
+  body, so an overloaded server sheds load with a clear answer instead of queueing until every
+  caller times out.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .trust import ROLES, SCOPE_ROLE_KEY, Role
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
+
+
+@dataclass(frozen=True)
+class BearerToken:
+    """One accepted token and the role its holder gets; ``label`` names it in logs, never the value."""
+
+    value: str
+    role: Role = "gateway"
+    label: str = ""
+
+
+def normalize_tokens(tokens: Any) -> list[BearerToken]:
+    """Accept ``None``, ``{token: role}``, or an iterable of strings (gateway role),
+    ``(token, role)`` pairs and ``BearerToken`` objects."""
+    if tokens is None:
+        return []
+    items: Iterable[Any] = tokens.items() if isinstance(tokens, Mapping) else tokens
+    out: list[BearerToken] = []
+    for index, item in enumerate(items, 1):
+        if isinstance(item, BearerToken):
+            token = item
+        elif isinstance(item, str):
+            token = BearerToken(item)
+        else:
+            value, role = item
+            token = BearerToken(value, role)
+        if not isinstance(token.value, str) or not token.value:
+            raise ValueError(f"bearer token {index} is empty")
+        if token.role not in ROLES:
+            raise ValueError(f'bearer token {index}: role must be "gateway" or "direct", '
+                             f"got {token.role!r}")
+        out.append(BearerToken(token.value, token.role, token.label or f"{token.role}-{index}"))
+    return out
+
+
+def _split_host(value: str) -> tuple[str, str | None]:
+    """``name[:port]`` → (lowercase name without brackets, port or None)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, _, rest = value[1:].partition("]")
+        return name, rest[1:] if rest.startswith(":") else None
+    if value.count(":") == 1:
+        name, port = value.split(":")
+        return name, port
+    return value, None
+
+
+class HostPolicy:
+    """Which ``Host`` and ``Origin`` values name this server."""
+
+    def __init__(self, allowed_hosts: Sequence[str] | None, allowed_origins: Sequence[str] = ()):
+        self.any_host = allowed_hosts is not None and "*" in allowed_hosts
+        self.hosts = [_split_host(h) for h in (allowed_hosts or ()) if h != "*"]
+        self.origins = {o.rstrip("/").lower() for o in allowed_origins}
+
+    def host_ok(self, host: str | None) -> bool:
+        if self.any_host:
+            return True
+        if not host:
+            return False
+        name, port = _split_host(host)
+        return any(name == n and (p is None or p == port) for n, p in self.hosts)
+
+    def origin_ok(self, origin: str | None) -> bool:
+        if origin is None:
+            return True  # not a browser: gateways and SDK clients send no Origin
+        if origin.rstrip("/").lower() in self.origins:
+            return True
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return False
+        port = str(parts.port) if parts.port else None
+        return any(parts.hostname == n and (p is None or p == port) for n, p in self.hosts)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def _respond(send: Send, status: int, body: Any, headers: Sequence[tuple[bytes, bytes]] = ()
+                   ) -> None:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+        *headers,
+    ]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def _rpc_error(code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+
+
+class HttpGuard:
+    """ASGI middleware applying the checks above, then calling ``app``."""
+
+    def __init__(
+        self, app: ASGIApp, *, tokens: Sequence[BearerToken], hosts: HostPolicy,
+        max_request_bytes: int, max_concurrency: int,
+    ) -> None:
+        self.app = app
+        self.tokens = list(tokens)
+        self.hosts = hosts
+        self.max_request_bytes = max_request_bytes
+        self.max_concurrency = max_concurrency
+        self.in_flight = 0
+        self.refused_overload = 0
+
+    def _authenticate(self, header: str | None) -> BearerToken | None:
+        presented = b""
+        if header and header[:7].lower() == "bearer ":
+            presented = header[7:].strip().encode()
+        match: BearerToken | None = None
+        for token in self.tokens:  # no early exit: every comparison runs
+            if hmac.compare_digest(presented, token.value.encode()) and presented:
+                match = token
+        return match
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not self.hosts.host_ok(_header(scope, b"host")):
+            await _respond(send, 421, {"error": "misdirected request: this server does not "
+                                                "answer to that Host"})
+            return
+        if not self.hosts.origin_ok(_header(scope, b"origin")):
+            await _respond(send, 403, {"error": "forbidden: cross-origin requests are refused"})
+            return
+        if self.tokens:
+            token = self._authenticate(_header(scope, b"authorization"))
+            if token is None:
+                await _respond(send, 401, {"error": "unauthorized"},
+                               [(b"www-authenticate", b"Bearer")])
+                return
+        else:
+            # No tokens (loopback only): nobody is authenticated, so nobody is a gateway.
+            token = BearerToken("-", "direct", "anonymous")
+        if scope["method"] == "POST":
+            await self._post(scope, receive, send, token)
+            return
+        await self._forward(scope, receive, send, token)
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send, token: BearerToken) -> None:
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_request_bytes:
+            await self._too_large(send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            if len(body) > self.max_request_bytes:
+                await self._too_large(send)
+                return
+            if not message.get("more_body", False):
+                break
+        if self.in_flight >= self.max_concurrency:
+            self.refused_overload += 1
+            await _respond(send, 503, _rpc_error(
+                OVERLOADED, f"memory server overloaded: {self.in_flight} calls in flight "
+                f"(max_concurrency {self.max_concurrency}); retry shortly"),
+                [(b"retry-after", b"1")])
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        self.in_flight += 1
+        try:
+            await self._forward(scope, replay, send, token)
+        finally:
+            self.in_flight -= 1
+
+    async def _too_large(self, send: Send) -> None:
+        await _respond(send, 413, _rpc_error(
+            -32600, f"request body too large: the limit is {self.max_request_bytes} bytes "
+            "(max_request_bytes)"))
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, token: BearerToken
+                       ) -> None:
+        scope = dict(scope)
+        scope[SCOPE_ROLE_KEY] = token.role
+        scope["user"] = AuthenticatedUser(
+            AccessToken(token="", client_id=token.label, scopes=[token.role])
+        )
+        await self.app(scope, receive, send)

@@ -1,0 +1,191 @@
+"""Streamable HTTP: the memory server at ``/mcp`` behind the guard, served by uvicorn.
+
+``build_http_app`` makes the Starlette app (only ``/mcp`` exists; other paths 404);
+``MemoryHttpServer`` runs it, in the caller's event loop (``await server.serve()``) or on a
+background thread (``serve_memory_http``, for embedding and tests). A non-loopback address is
+refused without a bearer token: an unauthenticated memory server on a network would let anyone
+read and erase memory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ..ledger.ledger import Ledger
+from .app import MemoryServer, create_memory_server
+from .guard import LOOPBACK_NAMES, BearerToken, HostPolicy, HttpGuard, normalize_tokens
+
+DEFAULT_PORT = 8790
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_CONCURRENCY = 32
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_host_names(host: str, extra: Sequence[str] | None) -> list[str]:
+    """Loopback names, the bind address, and ``extra``; any name (``*``) for a wildcard bind
+    without ``extra``, since the names such a server is reached by cannot be known."""
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    if host not in _WILDCARDS and host not in LOOPBACK_NAMES:
+        names.append(f"[{host}]" if ":" in host else host)
+    if extra:
+        names.extend(extra)
+    elif host in _WILDCARDS:
+        names.append("*")
+    return names
+
+
+async def _not_found(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"error": "not found: the memory server answers only at /mcp"}, 404)
+
+
+def build_http_app(
+    server: MemoryServer, *, tokens: Sequence[BearerToken], host: str = "127.0.0.1",
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
+) -> tuple[Starlette, HttpGuard]:
+    """The ASGI app serving ``server`` at ``/mcp``, and the guard in front of it."""
+    if not tokens and not is_loopback(host):
+        raise ValueError(
+            f"refusing to serve on {host or '*'} without a bearer token: anyone on the network "
+            "could read and erase memory; give --token-env NAME (or [[server.tokens]]), or bind "
+            "127.0.0.1"
+        )
+    if max_request_bytes <= 0 or max_concurrency <= 0:
+        raise ValueError("max_request_bytes and max_concurrency must be positive")
+    manager = StreamableHTTPSessionManager(
+        app=server, json_response=True, max_request_body_size=max_request_bytes,
+        session_idle_timeout=30 * 60,
+    )
+    guard = HttpGuard(
+        StreamableHTTPASGIApp(manager), tokens=tokens,
+        hosts=HostPolicy(allowed_host_names(host, allowed_hosts), allowed_origins),
+        max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
+    )
+    app = Starlette(
+        routes=[Route("/mcp", endpoint=guard, methods=["GET", "POST", "DELETE"])],
+        exception_handlers={404: _not_found},
+        lifespan=lambda _app: manager.run(),
+    )
+    return app, guard
+
+
+class MemoryHttpServer:
+    """A running (or ready-to-run) HTTP memory server; ``url`` is known once it is bound."""
+
+    def __init__(self, app: Starlette, guard: HttpGuard, *, host: str, port: int,
+                 memory: MemoryServer) -> None:
+        self.app, self.guard, self.memory = app, guard, memory
+        self.host, self.port = host, port
+        self._uvicorn: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/mcp"
+
+    async def serve(self, *, on_bound: Any = None) -> None:
+        """Serve until ``close()`` (or a signal when on the main thread)."""
+        config = uvicorn.Config(
+            self.app, host=self.host, port=self.port, log_level="warning", access_log=False,
+            lifespan="on", timeout_graceful_shutdown=3, server_header=False,
+        )
+        self._uvicorn = uvicorn.Server(config)
+        async with anyio.create_task_group() as tg:
+            async def announce() -> None:
+                while not self._uvicorn.started:  # type: ignore[union-attr]
+                    await anyio.sleep(0.01)
+                sockets = [s for srv in self._uvicorn.servers for s in srv.sockets]  # type: ignore[union-attr]
+                if sockets:
+                    self.port = sockets[0].getsockname()[1]
+                if on_bound is not None:
+                    on_bound(self)
+
+            tg.start_soon(announce)
+            await self._uvicorn.serve()
+            tg.cancel_scope.cancel()
+
+    def start(self, timeout: float = 10) -> MemoryHttpServer:
+        """Serve on a background thread; return once bound."""
+        bound = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                anyio.run(lambda: self.serve(on_bound=lambda _s: bound.set()))
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+                bound.set()
+
+        self._thread = threading.Thread(target=run, name="memory-http", daemon=True)
+        self._thread.start()
+        if not bound.wait(timeout) or failure:
+            raise RuntimeError(f"the HTTP memory server did not start: {failure or 'timeout'}")
+        return self
+
+    def close(self) -> None:
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> MemoryHttpServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def create_memory_http_server(
+    ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", tokens: Any = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (), **server_options: Any,
+) -> MemoryHttpServer:
+    """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``."""
+    memory = create_memory_server(ledger, **server_options)
+    app, guard = build_http_app(
+        memory, tokens=normalize_tokens(tokens), host=host,
+        max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
+        allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+    )
+    return MemoryHttpServer(app, guard, host=host, port=port, memory=memory)
+
+
+def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1",
+                      tokens: Any = None, **options: Any) -> MemoryHttpServer:
+    """Serve the memory server over Streamable HTTP on a background thread (SPEC 7).
+
+    ``tokens``: ``{token: "gateway" | "direct"}``, or a list of tokens (gateway role) /
+    ``(token, role)`` pairs / ``BearerToken``. Returns the running server: ``.url``, ``.port``,
+    ``.close()``; it is a context manager. ``port=0`` picks a free port. Other options:
+    ``max_request_bytes``, ``max_concurrency``, ``allowed_hosts``, ``allowed_origins`` and every
+    ``create_memory_server`` option.
+    """
+    server = create_memory_http_server(ledger, port=port, host=host, tokens=tokens, **options)
+    return server.start()
+
+
+__all__ = ["MemoryHttpServer", "build_http_app", "create_memory_http_server", "serve_memory_http"]

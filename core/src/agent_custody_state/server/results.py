@@ -1,0 +1,49 @@
+"""Tool results as the wire wants them: compact JSON text items, ``isError``, ``_meta``.
+
+Success is one text item holding the JSON (written exactly as ``JSON.stringify`` would, so a
+gateway that compares or digests the text sees the TypeScript server's bytes). A refusal is
+``isError`` with the reason as text; a half-done removal (the ledger changed, a store did not)
+is ``isError`` with the reason first and the result JSON second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from ..canonical import js_json
+
+
+@dataclass
+class ToolResult:
+    """What a handler returns; ``to_mcp()`` builds the SDK's ``CallToolResult``."""
+
+    texts: list[str]
+    is_error: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def ok(cls, data: Any, meta: dict[str, Any] | None = None) -> ToolResult:
+        return cls([js_json(data)], False, dict(meta or {}))
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls([message], True)
+
+    @classmethod
+    def partial(cls, message: str, data: Any) -> ToolResult:
+        """The operation happened in the ledger but not everywhere: an error with the JSON."""
+        return cls([message, js_json(data)], True)
+
+    def content(self) -> list[dict[str, Any]]:
+        """The content items as wire dicts (what a result signature digests)."""
+        return [{"type": "text", "text": text} for text in self.texts]
+
+    def to_mcp(self) -> types.CallToolResult:
+        return types.CallToolResult(
+            content=[types.TextContent(text=text) for text in self.texts],
+            is_error=self.is_error,
+            _meta=self.meta or None,
+        )

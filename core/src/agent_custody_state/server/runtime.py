@@ -1,0 +1,106 @@
+"""From a ``MemoryConfig`` to a running server: secrets, stores, ledger, the startup line.
+
+The ledger is opened on the worker thread that will serve every later ledger call, so a backend
+that binds a connection to its creating thread is used from that thread only.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from ..config import ConfigError, MemoryConfig, build_stores, env_secret
+from ..ledger.ledger import Ledger
+from .guard import BearerToken
+from .signing import SigningIdentity
+from .worker import LedgerWorker
+
+NO_FORGET_KEY_WARNING = (
+    "agent-custody-memory: warning: no forget key (--forget-key-env): a forgotten value leaves "
+    "a plain sha256 digest, which anyone who guesses the value can confirm"
+)
+
+
+@dataclass
+class Runtime:
+    """Everything resolved and opened, ready to build the server."""
+
+    config: MemoryConfig
+    ledger: Ledger
+    worker: LedgerWorker
+    tokens: list[BearerToken] = field(default_factory=list)
+    identity: SigningIdentity | None = None
+    stores: list[Any] = field(default_factory=list)
+
+    def server_options(self) -> dict[str, Any]:
+        return {
+            "require_gateway": not self.config.server.allow_direct,
+            "stores": self.stores,
+            "identity": self.identity,
+            "retention": self.config.retention,
+            "verify": {"attempts": self.config.verify.attempts,
+                       "delay_ms": self.config.verify.delay_ms},
+            "worker": self.worker,
+        }
+
+    def close(self) -> None:
+        try:
+            self.worker.call(self.ledger.close)
+        finally:
+            self.worker.close()
+
+
+def open_runtime(config: MemoryConfig) -> Runtime:
+    """Resolve secrets and stores first (cheap failures), then open the ledger."""
+    if not config.ledger:
+        raise ConfigError("no ledger: give --ledger or `ledger = ...` in the config file")
+    forget_key = (env_secret(config.forget_key_env, "forget_key_env")
+                  if config.forget_key_env else None)
+    tokens = [
+        BearerToken(env_secret(t.env, f"server.tokens[{i}] ({t.role})"), t.role,
+                    f"{t.role}:{t.env}")
+        for i, t in enumerate(config.server.tokens)
+    ]
+    identity = SigningIdentity.load(config.key) if config.key else None
+    stores = build_stores(config.stores)
+    worker = LedgerWorker()
+    try:
+        ledger = worker.call(Ledger, config.ledger, forget_key=forget_key)
+    except BaseException:
+        worker.close()
+        raise
+    return Runtime(config, ledger, worker, tokens, identity, stores)
+
+
+def startup_line(runtime: Runtime, where: str) -> str:
+    """One line naming the ledger, its event count and the trust mode (SPEC 5)."""
+    ledger = runtime.ledger
+    count = runtime.worker.call(ledger.count)
+    server = runtime.config.server
+    if server.transport == "http":
+        roles = [t.role for t in runtime.tokens]
+        counts = [f"{roles.count(r)} {r} token{'s' if roles.count(r) != 1 else ''}"
+                  for r in ("gateway", "direct") if r in roles]
+        trust = ", ".join(counts) if counts else "no tokens, every caller is direct"
+    else:
+        trust = "the spawning process is the gateway"
+    direct = ("direct calls admitted as claimed (quarantined)" if server.allow_direct
+              else "calls without a receipt are refused")
+    parts = [
+        f"ledger {ledger.location} ({ledger.store.kind}, {count} events)",
+        f"serving {where}",
+        f"trust: {trust}; {direct}",
+    ]
+    if runtime.stores:
+        parts.append("stores: " + ", ".join(s.name for s in runtime.stores))
+    if runtime.identity is not None:
+        parts.append(f"signing results (key {runtime.identity.key_id[:16]})")
+    return "agent-custody-memory: " + "; ".join(parts)
+
+
+def announce(runtime: Runtime, where: str, stream: TextIO | None = None) -> None:
+    stream = stream or sys.stderr
+    print(startup_line(runtime, where), file=stream, flush=True)
+    if runtime.ledger.forget_key is None:
+        print(NO_FORGET_KEY_WARNING, file=stream, flush=True)

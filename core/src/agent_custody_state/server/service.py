@@ -1,0 +1,130 @@
+"""The memory service: one call in, one result out, with trust, checks and signing around it.
+
+Transport-independent: the MCP server (``app.py``) hands it the tool name, the arguments, the
+call's ``_meta`` and the caller's role; it answers a ``ToolResult``. The order of checks is fixed:
+unknown tool, then the gateway requirement (an unauthenticated caller learns nothing about
+argument rules), then the arguments, then the tool itself. Every result of a call that carried a
+(believed) receipt id is signed when the server has a key, refusals included.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..eventstore import EventStoreError
+from ..ledger.errors import LedgerError
+from ..ledger.ledger import Ledger
+from ..ledger.retention import RetentionPolicy
+from ..stores import Store, StoreSet, StoreWriteError, VerifyPolicy
+from .evidence import EvidenceError
+from .handlers import HANDLERS
+from .results import ToolResult
+from .signing import SigningIdentity
+from .tools import SCHEMAS
+from .trust import GATEWAY_REQUIRED, SIGNATURE_KEY, CallContext, Role, call_context
+from .validation import ArgumentErrors, validate_arguments
+from .worker import LedgerWorker
+
+log = logging.getLogger(__name__)
+
+_REFUSALS = (LedgerError, EvidenceError, StoreWriteError)
+
+
+def verify_policy(verify: VerifyPolicy | Mapping[str, Any] | None) -> VerifyPolicy:
+    """Accept a ``VerifyPolicy`` or ``{attempts, delay_ms | delayMs | delay (seconds)}``."""
+    if verify is None or isinstance(verify, VerifyPolicy):
+        return verify or VerifyPolicy()
+    attempts = int(verify.get("attempts", 3))
+    if "delay_ms" in verify or "delayMs" in verify:
+        delay = float(verify.get("delay_ms", verify.get("delayMs", 200))) / 1000
+    else:
+        delay = float(verify.get("delay", 0.2))
+    if attempts < 1 or delay < 0:
+        raise ValueError("verify: attempts must be at least 1 and the delay not negative")
+    return VerifyPolicy(attempts=attempts, delay=delay)
+
+
+@dataclass
+class MemoryService:
+    """Everything a tool call needs; shared by all calls, holding no per-call state."""
+
+    ledger: Ledger
+    stores: StoreSet = field(default_factory=StoreSet)
+    retention: RetentionPolicy | None = None
+    require_gateway: bool = True
+    identity: SigningIdentity | None = None
+    worker: LedgerWorker = field(default_factory=LedgerWorker)
+
+    @classmethod
+    def build(
+        cls,
+        ledger: Ledger,
+        *,
+        require_gateway: bool = True,
+        stores: Sequence[Store] | StoreSet = (),
+        identity: Any = None,
+        retention: str | Mapping[str, str] | RetentionPolicy | None = None,
+        verify: VerifyPolicy | Mapping[str, Any] | None = None,
+        worker: LedgerWorker | None = None,
+    ) -> MemoryService:
+        """Normalise the ``create_memory_server`` options; bad ones fail here, at startup."""
+        if isinstance(stores, StoreSet):
+            store_set = stores
+            if verify is not None:
+                store_set.verify = verify_policy(verify)
+        else:
+            store_set = StoreSet(list(stores), verify_policy(verify))
+        if not isinstance(retention, RetentionPolicy):
+            retention = RetentionPolicy.parse(dict(retention) if isinstance(retention, Mapping)
+                                              else retention)
+        return cls(
+            ledger=ledger,
+            stores=store_set,
+            retention=retention,
+            require_gateway=require_gateway,
+            identity=SigningIdentity.load(identity) if identity is not None else None,
+            worker=worker or LedgerWorker(),
+        )
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any] | None,
+        role: Role,
+    ) -> ToolResult:
+        """Serve one tool call from a caller of ``role`` (``gateway`` or ``direct``)."""
+        context = call_context(meta, role)
+        result = await self._dispatch(name, arguments, context)
+        if self.identity is not None and context.receipt_id is not None:
+            result.meta[SIGNATURE_KEY] = self.identity.sign_result(
+                receipt_id=context.receipt_id, tool=name, content=result.content(),
+                is_error=result.is_error,
+            )
+        return result
+
+    async def _dispatch(
+        self, name: str, arguments: Mapping[str, Any] | None, context: CallContext
+    ) -> ToolResult:
+        handler = HANDLERS.get(name)
+        if handler is None:
+            return ToolResult.error(f"unknown tool {name}")
+        if self.require_gateway and context.receipt_id is None:
+            return ToolResult.error(GATEWAY_REQUIRED)
+        try:
+            args = validate_arguments(SCHEMAS[name], arguments)
+        except ArgumentErrors as exc:
+            return ToolResult.error(str(exc))
+        try:
+            return await handler(self, context, args)
+        except _REFUSALS as exc:
+            return ToolResult.error(str(exc))
+        except EventStoreError as exc:
+            log.error("%s failed in the event store: %s", name, exc)
+            return ToolResult.error(str(exc))
+        except Exception as exc:  # a bug must cost one call, not the connection
+            log.exception("%s failed", name)
+            return ToolResult.error(f"internal error in {name}: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        self.worker.close()

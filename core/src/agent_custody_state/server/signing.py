@@ -1,0 +1,160 @@
+"""Signed results (SPEC 4.4): an Ed25519 DSSE envelope over each result of a receipted call.
+
+The payload is the canonical JSON of ``{receiptId, tool, contentDigest}``, where
+``contentDigest`` is the sha256 hex of the canonical JSON of ``{content, isError}`` exactly as
+the result goes on the wire. The envelope is DSSE (payloadType
+``application/vnd.agent-custody.upstream+json``); the signature covers
+``PAE("DSSEv1", type, payload)`` and the ``keyid`` is the sha256 hex of the public key's SPKI DER,
+so the receipts gateway can tell which upstream key signed a memory execution.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ..canonical import canonical_json
+
+PAYLOAD_TYPE = "application/vnd.agent-custody.upstream+json"
+
+
+class SigningKeyError(ValueError):
+    """The signing key cannot be read or is not an Ed25519 private key."""
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding; lengths are byte counts."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def content_digest(content: Sequence[Any], is_error: bool) -> str:
+    """sha256 hex of the canonical JSON of ``{content, isError}`` (content as wire dicts)."""
+    return hashlib.sha256(
+        canonical_json({"content": list(content), "isError": bool(is_error)}).encode("utf-8")
+    ).hexdigest()
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    der = public_key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return hashlib.sha256(der).hexdigest()
+
+
+@dataclass(frozen=True)
+class SigningIdentity:
+    """The server's Ed25519 key; ``sign_result`` builds the envelope for one result."""
+
+    private_key: Ed25519PrivateKey
+
+    @property
+    def public_key(self) -> Ed25519PublicKey:
+        return self.private_key.public_key()
+
+    @property
+    def key_id(self) -> str:
+        return key_id(self.public_key)
+
+    @classmethod
+    def load(cls, source: str | os.PathLike[str] | bytes | Ed25519PrivateKey | SigningIdentity
+             ) -> SigningIdentity:
+        """From a PKCS8 PEM file path, PEM bytes, a key object, or an identity."""
+        if isinstance(source, SigningIdentity):
+            return source
+        if isinstance(source, Ed25519PrivateKey):
+            return cls(source)
+        if isinstance(source, bytes):
+            data, where = source, "the key given"
+        else:
+            path = Path(source)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise SigningKeyError(f"cannot read signing key {path}: {exc.strerror}") from None
+            where = str(path)
+        try:
+            key = serialization.load_pem_private_key(data, password=None)
+        except (ValueError, TypeError) as exc:
+            raise SigningKeyError(
+                f"{where} is not an unencrypted PKCS8 PEM private key ({exc}); create one with "
+                "`agent-custody-memory keygen --out memory.key`"
+            ) from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise SigningKeyError(f"{where} holds a {type(key).__name__}, not an Ed25519 key")
+        return cls(key)
+
+    def sign_result(
+        self, *, receipt_id: str, tool: str, content: Sequence[Any], is_error: bool
+    ) -> dict[str, Any]:
+        payload = canonical_json(
+            {"receiptId": receipt_id, "tool": tool,
+             "contentDigest": content_digest(content, is_error)}
+        ).encode("utf-8")
+        signature = self.private_key.sign(pae(PAYLOAD_TYPE, payload))
+        return {
+            "payloadType": PAYLOAD_TYPE,
+            "payload": base64.b64encode(payload).decode("ascii"),
+            "signatures": [
+                {"keyid": self.key_id, "sig": base64.b64encode(signature).decode("ascii")}
+            ],
+        }
+
+
+def verify_envelope(envelope: dict[str, Any], public_key: Ed25519PublicKey) -> dict[str, Any]:
+    """Check an envelope's signature; return its decoded payload. Raises ``ValueError``."""
+    if envelope.get("payloadType") != PAYLOAD_TYPE:
+        raise ValueError(f"unexpected payloadType {envelope.get('payloadType')!r}")
+    payload = base64.b64decode(envelope["payload"])
+    for entry in envelope.get("signatures", []):
+        if entry.get("keyid") != key_id(public_key):
+            continue
+        try:
+            public_key.verify(base64.b64decode(entry["sig"]), pae(PAYLOAD_TYPE, payload))
+        except InvalidSignature:
+            raise ValueError("signature does not verify") from None
+        return dict(json.loads(payload))
+    raise ValueError("no signature by this key")
+
+
+def generate_key_pair(out: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, Path, str]:
+    """Write a new Ed25519 private key (PKCS8 PEM, mode 0600) and its public key beside it.
+
+    Returns ``(private_path, public_path, key_id)``. The public key goes to ``<out>.pub``
+    (SubjectPublicKeyInfo PEM): that file is what the gateway is given.
+    """
+    private_path = Path(out)
+    public_path = private_path.with_name(private_path.name + ".pub")
+    key = Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
+    if not force:
+        for path in (private_path, public_path):
+            if path.exists():
+                raise FileExistsError(f"{path} already exists; pass --force to replace it")
+    private_path.parent.mkdir(parents=True, exist_ok=True)
+    # Created 0600 from the first byte: the key is never readable by others, even briefly.
+    fd = os.open(private_path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, private_pem)
+    finally:
+        os.close(fd)
+    public_path.write_bytes(public_pem)
+    return private_path, public_path, key_id(key.public_key())

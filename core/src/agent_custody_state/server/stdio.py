@@ -1,0 +1,190 @@
+"""The stdio transport, with a message size limit the SDK's own stdio transport lacks.
+
+Newline-delimited JSON-RPC on stdin/stdout. A message longer than ``max_message_bytes`` is never
+held in memory: the reader keeps only its first and last 64 KiB (to find the request id), drops
+the rest up to the newline, answers that request with a JSON-RPC error and goes on serving.
+A line that is not JSON-RPC gets a parse error instead of silence.
+
+While serving, fd 0 reads from /dev/null and fd 1 points at stderr, so a stray ``print`` in a
+plugin cannot corrupt the protocol stream; both are restored on exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.lowlevel import Server
+from mcp.shared.message import SessionMessage
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+_KEEP = 64 * 1024  # bytes kept from each end of an oversized message, to find its id
+_READ_CHUNK = 1 << 16
+
+_ID = r'(-?\d+|"(?:[^"\\]|\\.)*")'
+# The id is found only where it is certainly a top-level member: first (after an optional
+# "jsonrpc") or last before the closing brace. Anything else is answered with id null.
+_HEAD_ID = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID.encode())
+_TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID.encode() + rb"\s*\}\s*$")
+
+
+@dataclass
+class Oversized:
+    """A message dropped for its size: how big it was, and its two ends."""
+
+    size: int
+    head: bytes
+    tail: bytes
+
+    def request_id(self) -> Any:
+        match = _HEAD_ID.match(self.head) or _TAIL_ID.search(self.tail)
+        return json.loads(match.group(1)) if match else None
+
+
+class LineFramer:
+    """Split a byte stream into lines, replacing any line over ``limit`` bytes by ``Oversized``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        self._dropping: Oversized | None = None
+
+    def feed(self, chunk: bytes) -> list[bytes | Oversized]:
+        out: list[bytes | Oversized] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if self._dropping is not None:
+                self._dropping.size += len(piece)
+                self._dropping.tail = (self._dropping.tail + piece)[-_KEEP:]
+            else:
+                self._buf += piece
+                if len(self._buf) > self.limit:
+                    data = bytes(self._buf)
+                    self._dropping = Oversized(len(data), data[:_KEEP], data[-_KEEP:])
+                    self._buf.clear()
+            if end < 0:
+                return out
+            if self._dropping is not None:
+                out.append(self._dropping)
+                self._dropping = None
+            else:
+                line = bytes(self._buf).rstrip(b"\r")
+                self._buf.clear()
+                if line.strip():
+                    out.append(line)
+            start = end + 1
+
+
+def _error(request_id: Any, code: int, message: str) -> SessionMessage:
+    return SessionMessage(types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+    ))
+
+
+def _parse(line: bytes) -> SessionMessage:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except Exception as exc:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return _error(None, types.PARSE_ERROR, f"parse error: {exc.__class__.__name__}")
+        request_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            request_id = None
+        return _error(request_id, types.INVALID_REQUEST, "invalid JSON-RPC message")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+@asynccontextmanager
+async def stdio_transport(
+    *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, in_fd: int | None = None,
+    out_fd: int | None = None,
+) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
+    """Serve JSON-RPC over the process's stdin/stdout (or the given descriptors)."""
+    claimed = in_fd is None and out_fd is None
+    restore: list[tuple[int, int]] = []
+    if claimed:
+        in_fd, out_fd = os.dup(0), os.dup(1)
+        restore = [(in_fd, 0), (out_fd, 1)]
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+    assert in_fd is not None and out_fd is not None
+    read_send, read_recv = anyio.create_memory_object_stream[Any](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    # The reader answers oversized and unparsable messages itself, through the same writer.
+    reply_send = write_send.clone()
+
+    async def reader() -> None:
+        framer = LineFramer(max_message_bytes)
+        async with read_send, reply_send:
+            while True:
+                chunk = await anyio.to_thread.run_sync(
+                    os.read, in_fd, _READ_CHUNK, abandon_on_cancel=True
+                )
+                if not chunk:
+                    return
+                for item in framer.feed(chunk):
+                    if isinstance(item, Oversized):
+                        await reply_send.send(_error(
+                            item.request_id(), types.INVALID_REQUEST,
+                            f"message too large: {item.size} bytes; the limit is "
+                            f"{max_message_bytes} bytes (max_request_bytes)",
+                        ))
+                        continue
+                    message = _parse(item)
+                    if isinstance(message.message, types.JSONRPCError):
+                        await reply_send.send(message)
+                    else:
+                        await read_send.send(message)
+
+    written = anyio.Event()
+
+    async def writer() -> None:
+        try:
+            async with write_recv:
+                async for message in write_recv:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await anyio.to_thread.run_sync(_write_all, out_fd, data.encode() + b"\n")
+        finally:
+            written.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader)
+            tg.start_soon(writer)
+            yield read_recv, write_send
+            # Let the last answers reach stdout before stopping (the reader is usually done:
+            # stdin closed is what ended the server).
+            await write_send.aclose()
+            with anyio.move_on_after(2):
+                await written.wait()
+            tg.cancel_scope.cancel()
+    finally:
+        for saved, fd in restore:
+            os.dup2(saved, fd)
+            os.close(saved)
+
+
+async def serve_stdio(server: Server[Any], *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+                      ) -> None:
+    """Run ``server`` over stdio until stdin closes."""
+    async with stdio_transport(max_message_bytes=max_message_bytes) as (read, write):
+        await server.run(read, write, server.create_initialization_options())

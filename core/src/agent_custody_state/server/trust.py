@@ -1,0 +1,95 @@
+"""Who is calling, and what of its ``_meta`` to believe (SPEC 4.1).
+
+The receipts gateway puts three keys in a call's ``_meta``: the receipt id, the agent of the signed
+grant, and the facts it fetched for this call. Only a *gateway* may set them: over stdio the
+process that spawned the server is the gateway; over HTTP a bearer token's role decides. A
+direct caller's ``agent-custody/*`` keys are dropped before anything reads them, so its writes
+are ``claimed`` and it can neither confirm a fact nor pass the gateway requirement, whatever it
+sends.
+
+Everything per call lives in one immutable ``CallContext`` handed down explicitly, so two
+concurrent calls never share state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Role = Literal["gateway", "direct"]
+ROLES: tuple[Role, ...] = ("gateway", "direct")
+
+RECEIPT_KEY = "agent-custody/receipt"
+AGENT_KEY = "agent-custody/agent"
+OBSERVED_KEY = "agent-custody/observed"
+FACTS_KEY = "agent-custody/facts"
+SIGNATURE_KEY = "agent-custody/upstream-signature"
+
+#: Where the HTTP transport leaves the caller's role in the ASGI scope for the tool handler.
+SCOPE_ROLE_KEY = "agent_custody.role"
+
+GATEWAY_REQUIRED = (
+    "memory server accepts calls only through the receipts gateway; no receipt id on this call"
+)
+CONFIRM_NEEDS_GATEWAY = (
+    "confirmation must come through the receipts gateway; a self-reported caller cannot lift a "
+    "fact out of quarantine"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What one call is believed to be: role, receipt, agent, and the gateway's observations."""
+
+    role: Role
+    receipt_id: str | None = None
+    gateway_agent: str | None = None
+    observed: Mapping[str, Any] | None = None
+
+    @property
+    def provenance(self) -> str:
+        """``attested`` when the gateway named both a receipt and an agent, else ``claimed``."""
+        return "attested" if self.receipt_id and self.gateway_agent else "claimed"
+
+    def actor(self, argument: str | None = None) -> str:
+        """The grant's agent; else the caller's own ``actor`` argument; else ``anonymous``."""
+        if self.gateway_agent:
+            return self.gateway_agent
+        if argument:
+            return argument
+        return "anonymous"
+
+
+def _text(value: Any) -> str | None:
+    # A key that is not a non-empty string is treated as absent: a malformed receipt must not
+    # count as one, and an empty agent must not attest.
+    return value if isinstance(value, str) and value else None
+
+
+def call_context(meta: Mapping[str, Any] | None, role: Role) -> CallContext:
+    """Build the context of one call from its ``_meta`` and the transport's verdict on the caller."""
+    if role != "gateway" or not meta:
+        return CallContext(role=role)
+    observed = meta.get(OBSERVED_KEY)
+    return CallContext(
+        role=role,
+        receipt_id=_text(meta.get(RECEIPT_KEY)),
+        gateway_agent=_text(meta.get(AGENT_KEY)),
+        observed=observed if isinstance(observed, Mapping) else None,
+    )
+
+
+def role_of_request(request: Any, default: Role = "gateway") -> Role:
+    """The caller's role as the transport recorded it.
+
+    No HTTP request at all means a stream transport (stdio, in-process): the peer that owns the
+    streams spawned the server, so it is the gateway (``default``). An HTTP request carries the
+    role our guard put in its scope; one without it reached the server around the guard (someone
+    mounted the app elsewhere) and is treated as direct.
+    """
+    if request is None:
+        return default
+    scope = getattr(request, "scope", None)
+    role = scope.get(SCOPE_ROLE_KEY) if isinstance(scope, Mapping) else None
+    return role if role in ROLES else "direct"

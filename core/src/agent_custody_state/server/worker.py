@@ -1,0 +1,49 @@
+"""One dedicated thread for every ledger call, so the event loop never waits on disk or network.
+
+Why one thread and not a pool: event backends (a SQLite connection, a Postgres connection, the
+JSONL index) are safe to use from one thread at a time, not necessarily from any thread, and the
+ledger's own rules are checked inside a store transaction anyway, so a pool would buy little
+but risk. Calls queue in order; the loop stays free to accept, validate and answer other calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import anyio
+
+T = TypeVar("T")
+
+
+class LedgerWorker:
+    """Runs blocking callables on a single worker thread; ``await worker.run(fn, ...)``."""
+
+    def __init__(self, name: str = "ledger") -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        # Fallback for non-asyncio loops (trio): a limiter of one keeps calls serial.
+        self._limiter = anyio.CapacityLimiter(1)
+        self._closed = False
+        self._lock = threading.Lock()
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        call = functools.partial(fn, *args, **kwargs)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): anyio's threads, one at a time
+            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+        return await loop.run_in_executor(self._executor, call)
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run on the worker thread and wait, from synchronous code (startup, shutdown)."""
+        return self._executor.submit(functools.partial(fn, *args, **kwargs)).result()
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._executor.shutdown(wait=True)

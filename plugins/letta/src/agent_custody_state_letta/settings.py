@@ -1,0 +1,55 @@
+"""Settings of a ``type = "letta"`` store: the keys of its ``[[stores]]`` table.
+
+Secrets never appear here: ``api_key_env`` names the environment variable that holds the key.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .tags import CUSTODY_TAG, RESERVED_PREFIXES
+
+
+class LettaSettings(BaseModel):
+    """Where the passages go and how to reach Letta."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: str = Field(
+        pattern=r"^agent-[0-9a-fA-F-]{36}$",
+        description="The agent whose archival memory receives the facts ('agent-<uuid>').",
+    )
+    # Explicit rather than the SDK's LETTA_BASE_URL lookup: a stray variable in the server's
+    # environment must not silently redirect custody writes.
+    base_url: str = Field(
+        default="https://api.letta.com",
+        description="Letta server origin (no path); a self-hosted server is usually "
+        "http://localhost:8283.",
+    )
+    api_key_env: str | None = Field(
+        default="LETTA_API_KEY",
+        description="Name of the environment variable holding the API key; null for a "
+        "self-hosted server without auth.",
+    )
+    project: str | None = Field(default=None, description="Letta Cloud project (X-Project).")
+    tags: list[str] = Field(
+        default_factory=list, description="Extra tags added to every passage."
+    )
+    timeout: float = Field(default=30.0, gt=0, description="Seconds per HTTP request.")
+    max_retries: int = Field(
+        default=2, ge=0, description="SDK retries on 408/409/429/5xx and connection errors."
+    )
+
+    @field_validator("tags")
+    @classmethod
+    def _not_custody_tags(cls, tags: list[str]) -> list[str]:
+        for tag in tags:
+            if not tag.strip():
+                raise ValueError("tags must not be empty")
+            if tag == CUSTODY_TAG or tag.startswith(RESERVED_PREFIXES):
+                # A configured tag must never be mistaken for custody when decoding.
+                raise ValueError(
+                    f"tag {tag!r} is reserved: the adapter writes {CUSTODY_TAG!r} and the "
+                    f"{', '.join(RESERVED_PREFIXES)} tags itself"
+                )
+        return tags

@@ -1,0 +1,147 @@
+"""The Letta adapter: each fact becomes an archival passage of one agent.
+
+Agent archival passages take no free-form metadata, so custody travels as tags (``tags.py``):
+``agent-custody``, ``fact:<factId>``, ``space:<space>``, ``receipt:<receiptId>``, ``actor:``,
+``provenance:``, ``valid-from:`` and the configured extra tags. Removal is checked by the
+fact-id tag.
+
+``passages.create`` answers a *list*: a server may split one text into several passages. Every
+id is recorded; the external id is their comma-joined list, and removal deletes each one.
+
+``letta-client`` is synchronous here (its httpx client is thread-safe and, unlike the async
+one, not bound to one event loop), so every call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.storekit import run_sync, secret_from_env
+from agent_custody_state.stores import StoreError, fact_text
+from letta_client import APIError, Letta, NotFoundError
+
+from .settings import LettaSettings
+from .tags import custody_tags, fact_tag
+
+__all__ = ["LettaStore", "build", "split_ids"]
+
+T = TypeVar("T")
+
+#: Page size for the listing check; the listing is narrowed by the fact's text first.
+LIST_PAGE = 100
+#: Upper bound on listing pages per check, so a huge archive cannot stall a verification.
+MAX_LIST_PAGES = 20
+
+
+def split_ids(external_id: str) -> list[str]:
+    """The passage ids an external id stands for (``"passage-a,passage-b"`` -> two ids)."""
+    return [part.strip() for part in external_id.split(",") if part.strip()]
+
+
+class LettaStore:
+    """A write-through store over one Letta agent's archival memory."""
+
+    def __init__(
+        self, name: str, client: Letta, agent_id: str, *, tags: Iterable[str] = ()
+    ) -> None:
+        self.name = name
+        self.client = client
+        self.agent_id = agent_id
+        self.tags = list(tags)
+
+    def __repr__(self) -> str:
+        return f"<LettaStore {self.name} agent={self.agent_id} at {self.client.base_url}>"
+
+    async def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run one SDK call in a thread; turn its errors into a ``StoreError`` naming it."""
+        try:
+            return await run_sync(func, *args, **kwargs)
+        except APIError as exc:
+            raise StoreError(self.name, f"{what} failed: {exc}") from exc
+
+    async def put(self, fact: Fact) -> str:
+        passages = await self._call(
+            f"writing fact {fact.fact_id} to agent {self.agent_id}",
+            self.client.agents.passages.create,
+            self.agent_id,
+            text=fact_text(fact),
+            tags=custody_tags(fact, self.tags),
+        )
+        ids = [p.id for p in passages if p.id]
+        if not ids:
+            raise StoreError(self.name, f"Letta created no passage for fact {fact.fact_id}")
+        return ",".join(ids)
+
+    async def remove(self, external_id: str, fact: Fact) -> None:
+        failures: list[str] = []
+        # Try every passage even after a failure, so one bad id leaves as little behind as
+        # possible; then report all that failed.
+        for passage_id in split_ids(external_id):
+            try:
+                await run_sync(
+                    self.client.agents.passages.delete, passage_id, agent_id=self.agent_id
+                )
+            except NotFoundError:
+                continue  # already gone: removal is idempotent
+            except APIError as exc:
+                failures.append(f"{passage_id}: {exc}")
+        if failures:
+            raise StoreError(
+                self.name,
+                f"removing fact {fact.fact_id} from agent {self.agent_id} failed for "
+                + "; ".join(failures),
+            )
+
+    async def verify_removed(self, external_id: str, fact: Fact) -> bool:
+        """Gone when neither a tag search nor the text-filtered listing shows a passage of it.
+
+        A hit counts when it has one of the recorded ids or carries the fact's tag, so a
+        passage written for the fact under another id is caught too.
+        """
+        ids, marker = set(split_ids(external_id)), fact_tag(fact)
+
+        def ours(passage_id: str | None, tags: list[str] | None) -> bool:
+            return passage_id in ids or marker in (tags or [])
+
+        text = fact_text(fact)
+        found = await self._call(
+            f"searching agent {self.agent_id} for fact {fact.fact_id}",
+            self.client.agents.passages.search,
+            self.agent_id,
+            query=text,
+            tags=[marker],
+            top_k=max(10, len(ids) + 1),
+        )
+        if any(ours(hit.id, hit.tags) for hit in found.results):
+            return False
+        after: str | None = None
+        for _ in range(MAX_LIST_PAGES):
+            page = await self._call(
+                f"listing agent {self.agent_id} for fact {fact.fact_id}",
+                self.client.agents.passages.list,
+                self.agent_id,
+                search=text,
+                limit=LIST_PAGE,
+                **({"after": after} if after else {}),
+            )
+            if any(ours(p.id, p.tags) for p in page):
+                return False
+            if len(page) < LIST_PAGE or not page[-1].id:
+                return True
+            after = page[-1].id
+        return False  # could not see the end of the listing: do not claim it is gone
+
+
+def build(settings: LettaSettings, *, name: str) -> LettaStore:
+    """The factory named in the registration: a store from its validated settings."""
+    api_key = secret_from_env(name, settings.api_key_env, what="Letta API key")
+    client = Letta(
+        api_key=api_key,
+        base_url=settings.base_url,
+        project=settings.project,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+    )
+    return LettaStore(name, client, settings.agent_id, tags=settings.tags)

@@ -1,0 +1,50 @@
+"""The shared store suite and plugin hygiene, run on the Letta adapter against the Letta fake."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from agent_custody_state.stores import Store
+from agent_custody_state_conformance.fakes import FakeLetta
+from agent_custody_state_conformance.hygiene import PluginHygiene
+from agent_custody_state_conformance.stores import StoreConformance
+from agent_custody_state_letta.store import LettaStore
+
+
+class TestLettaConformance(StoreConformance):
+    capabilities = frozenset({"verify", "lag", "fail"})
+
+    @pytest.fixture
+    def store(self, make_store: Callable[..., LettaStore]) -> Store:
+        return make_store()
+
+    @pytest.fixture
+    def backdoor(self, letta_backdoor: Any) -> Any:
+        return letta_backdoor
+
+    @pytest.fixture
+    def lagging_store(self, fake: FakeLetta, make_store: Callable[..., LettaStore]) -> Store:
+        fake.lag_checks = 2  # search/list keep a deleted passage for two more calls
+        return make_store()
+
+    @pytest.fixture
+    def failing_store(self, fake: FakeLetta, make_store: Callable[..., LettaStore]) -> Store:
+        fake.fail = True
+        return make_store()
+
+
+class TestLettaChunkedConformance(TestLettaConformance):
+    """The whole suite again with every add answered by three passages."""
+
+    @pytest.fixture
+    def store(self, fake: FakeLetta, make_store: Callable[..., LettaStore]) -> Store:
+        fake.chunks = 3
+        return make_store()
+
+
+class TestLettaHygiene(PluginHygiene):
+    entry_point = "letta"
+    registers = frozenset({"store letta"})
+    heavy_modules = ("letta_client",)

@@ -330,7 +330,7 @@ class EventBackendConformance(PropertyChecks, ConformanceSuite):
         assert _ids(ledger.as_of(include="attested", tx_at=before)) == [at.fact_id, v.fact_id]
         fact = ledger.get(c.fact_id)
         assert fact is not None and fact.provenance == "attested"
-        assert [f.provenance for f in ledger.facts()][0] == "attested"
+        assert next(f.provenance for f in ledger.facts()) == "attested"
 
     @rule("EB-2.2-forgotten-past")
     def test_forgotten_in_past_reads(self, ledger: Ledger) -> None:

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from importlib.metadata import entry_points
+from typing import ClassVar
 
 from agent_custody_state.plugins import ENTRY_POINT_GROUP, PluginManager
 
@@ -25,7 +26,7 @@ class PluginHygiene(ConformanceSuite):
 
     __suite_root__ = True
     entry_point: str = ""
-    registers: set[str] = set()
+    registers: ClassVar[set[str]] = set()
     heavy_modules: tuple[str, ...] = ()
 
     @rule("PH-1")

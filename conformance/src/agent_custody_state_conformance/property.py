@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.builtins.memory import MemoryStore
 from agent_custody_state.eventstore import EventStore

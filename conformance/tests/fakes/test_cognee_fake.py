@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from agent_custody_state_conformance.fakes import FakeCognee
 
 TEXT = "alice likes: green tea [fact f1]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from agent_custody_state_conformance.fakes import FakeLetta
 from letta_client import (
     AuthenticationError,
     InternalServerError,
@@ -12,8 +13,6 @@ from letta_client import (
     NotFoundError,
     UnprocessableEntityError,
 )
-
-from agent_custody_state_conformance.fakes import FakeLetta
 
 KEY = "test-key"
 TEXT = "alice likes: green tea"

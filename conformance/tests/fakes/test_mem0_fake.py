@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from agent_custody_state_conformance.fakes import FakeMem0
 from mem0 import MemoryClient
 from mem0.exceptions import (
     AuthenticationError,
@@ -14,8 +15,6 @@ from mem0.exceptions import (
     MemoryNotFoundError,
     ValidationError,
 )
-
-from agent_custody_state_conformance.fakes import FakeMem0
 
 KEY = "test-key"
 FACT = "alice likes: green tea"

@@ -6,7 +6,6 @@ import threading
 
 import httpx
 import pytest
-
 from agent_custody_state_conformance.fakes import FakeLetta, FakeMem0, FakeZep
 from agent_custody_state_conformance.fakes._server import Request, compare, similarity
 

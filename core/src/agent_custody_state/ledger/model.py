@@ -8,10 +8,10 @@ strings. Keys this version does not know (written by a newer implementation) are
 from __future__ import annotations
 
 import json
-
-from ..canonical import js_json
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, TypeAlias
+
+from ..canonical import js_json
 
 Provenance = Literal["claimed", "attested", "verified"]
 PROVENANCE_RANK: dict[str, int] = {"claimed": 0, "attested": 1, "verified": 2}

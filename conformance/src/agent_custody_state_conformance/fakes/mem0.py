@@ -64,7 +64,9 @@ class FakeMem0(FakeVendorServer):
     """Fake mem0 platform. ``with FakeMem0(api_key="test-key") as fake: fake.url``.
 
     Extra switches: ``async_add`` (every add answers PENDING), ``event_polls_pending``
-    (PENDING answers an event gives before it succeeds, default 1). Extra views: ``events``
+    (PENDING answers an event gives before it settles, default 1), ``event_outcome``
+    (``"SUCCEEDED"``, or ``"FAILED"``: the event ends with an error and stores nothing). Extra
+    views: ``events``
     (event id -> event body as served). ``complete_events()`` finishes every pending add.
     """
 
@@ -85,6 +87,7 @@ class FakeMem0(FakeVendorServer):
         self.user_email = user_email
         self.async_add = False
         self.event_polls_pending = 1
+        self.event_outcome = "SUCCEEDED"
         self.events: dict[str, dict[str, Any]] = {}
         self._pending: dict[str, _PendingAdd] = {}
 
@@ -278,6 +281,10 @@ class FakeMem0(FakeVendorServer):
 
     def _finish(self, event_id: str) -> None:
         pending = self._pending.pop(event_id)
+        if self.event_outcome == "FAILED":
+            error = "Memory processing failed"
+            self.events[event_id].update(status="FAILED", error=error, updated_at=iso_now())
+            return
         results = self._ingest(pending.body)
         self.events[event_id].update(status="SUCCEEDED", results=results, updated_at=iso_now())
 

@@ -15,7 +15,7 @@ polls, an ingestion task for ``fake.ingest_polls_pending`` polls. With 0 (the de
 work is done at once, although the 202 reply still says ``pending`` as the real one does.
 ``fake.task_outcome`` (``"succeeded"``, ``"failed"`` or ``"partial"``) decides how tasks end;
 only a succeeded task has an effect. Ingestion extracts one edge per episode whose
-``episode_uuids`` cites it. Episode metadata is limited to 10 scalar (or scalar-array) values.
+``episode_uuids`` cites it; edge search honours ``filters.episode_uuids``. Episode metadata is limited to 10 scalar (or scalar-array) values.
 """
 
 from __future__ import annotations
@@ -332,7 +332,9 @@ class FakeZep(FakeVendorServer):
 
     def _search_edges(self, request: Request, params: dict[str, str]) -> Reply:
         graph_uuid, _ = self._resolve(params["graph"])
-        query = str(self._body(request).get("query") or "")
+        body = self._body(request)
+        query = str(body.get("query") or "")
+        cited = (body.get("filters") or {}).get("episode_uuids")
         # An edge stays findable while any episode it cites is still indexed (lag included).
         visible = {e["uuid"] for e in self._indexed()}
         for edge_uuid in [k for k, v in self.edges.items() if not visible & {*v["episode_uuids"]}]:
@@ -341,6 +343,7 @@ class FakeZep(FakeVendorServer):
             {**edge, "score": similarity(query, edge["fact"])}
             for edge in self.edges.values()
             if edge["graph_uuid"] == graph_uuid
+            and (cited is None or set(cited) & set(edge["episode_uuids"]))
         ]
         hits.sort(key=lambda hit: hit["score"], reverse=True)
         size = int(request.arg("page_size") or SEARCH_PAGE_SIZE)

@@ -10,6 +10,9 @@ failure (SPEC 4.2, 4.3, 6):
 - retract / forget / sweep: the ledger first, then ``remove`` on each store holding the fact,
   then ``verify_removed`` with retries and exponential delay: ``verified``, ``stillIndexed``,
   ``unverified`` (the store cannot be asked) or ``failed`` (the removal raised).
+- mirroring (SPEC 6 improvement): stores hold what is believed now. A store mirrors unless it
+  is configured append-only (``mirror = false`` in its ``[[stores]]`` table, a ``mirror = False``
+  attribute, or ``StoreSet(append_only=...)``). The flows that use this live in ``mirror.py``.
 
 Store methods are ``async`` so network stores never block the server's event loop; an adapter over
 a blocking SDK runs its calls in a worker thread (``anyio.to_thread.run_sync``).
@@ -18,7 +21,7 @@ a blocking SDK runs its calls in a worker thread (``anyio.to_thread.run_sync``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -110,22 +113,52 @@ class RemovalReport:
     verification: dict[str, Verification] = field(default_factory=dict)
 
 
-class StoreSet:
-    """The configured stores, in order, with the write/remove/verify orchestration."""
+def mirrors(store: Store) -> bool:
+    """Whether a store mirrors the present (the default) rather than only accumulating."""
+    return getattr(store, "mirror", True) is not False
 
-    def __init__(self, stores: Sequence[Store] = (), verify: VerifyPolicy | None = None) -> None:
+
+class StoreSet:
+    """The configured stores, in order, with the write/remove/verify orchestration.
+
+    ``append_only`` names stores that keep the plain append-only behaviour: they are written on
+    every write and cleaned on retract/forget/sweep, but a supersession does not remove the old
+    value from them and a retraction does not put one back.
+    """
+
+    def __init__(
+        self,
+        stores: Sequence[Store] = (),
+        verify: VerifyPolicy | None = None,
+        *,
+        append_only: Collection[str] = (),
+    ) -> None:
         names = [s.name for s in stores]
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ValueError(f"store names must be unique; repeated: {', '.join(sorted(duplicates))}")
+        unknown = set(append_only) - set(names)
+        if unknown:
+            raise ValueError(f"append_only names unknown stores: {', '.join(sorted(unknown))}")
         self.stores = list(stores)
         self.verify = verify or VerifyPolicy()
+        self.append_only = frozenset(append_only)
 
     def __bool__(self) -> bool:
         return bool(self.stores)
 
+    def __iter__(self) -> Iterator[Store]:
+        return iter(self.stores)
+
+    def __len__(self) -> int:
+        return len(self.stores)
+
     def by_name(self, name: str) -> Store | None:
         return next((s for s in self.stores if s.name == name), None)
+
+    def mirroring(self) -> list[Store]:
+        """The stores that mirror the present, in configuration order."""
+        return [s for s in self.stores if s.name not in self.append_only and mirrors(s)]
 
     async def put_all(self, fact: Fact) -> dict[str, str]:
         """Put into every store in order; on a failure compensate and raise ``StoreWriteError``."""
@@ -136,12 +169,13 @@ class StoreSet:
                 if not isinstance(external_id, str) or not external_id:
                     raise StoreError(store.name, f"put returned {external_id!r}, not an id")
             except Exception as exc:
-                compensation = await self._compensate(fact, written)
+                compensation = await self.compensate(fact, written)
                 raise StoreWriteError(store.name, _message(exc), compensation) from exc
             written[store.name] = external_id
         return written
 
-    async def _compensate(self, fact: Fact, written: dict[str, str]) -> dict[str, str]:
+    async def compensate(self, fact: Fact, written: dict[str, str]) -> dict[str, str]:
+        """Undo puts (newest first); returns store -> ``removed`` or ``removal failed: ...``."""
         outcome: dict[str, str] = {}
         for name, external_id in reversed(list(written.items())):
             store = self.by_name(name)
@@ -154,10 +188,15 @@ class StoreSet:
                 outcome[name] = f"removal failed: {_message(exc)}"
         return outcome
 
-    async def remove_all(self, fact: Fact) -> RemovalReport:
-        """Remove the fact from each store holding it (by ``fact.external``) and verify."""
+    async def remove_all(self, fact: Fact, only: Collection[str] | None = None) -> RemovalReport:
+        """Remove the fact from each store holding it (by ``fact.external``) and verify.
+
+        ``only`` limits the removal to the stores named (the mirror uses it for supersessions).
+        """
         report = RemovalReport()
         for store in self.stores:
+            if only is not None and store.name not in only:
+                continue
             external_id = (fact.external or {}).get(store.name)
             if external_id is None:
                 continue

@@ -60,8 +60,11 @@ import uuid
 from typing import Any, ClassVar
 
 import pytest
+from agent_custody_state import Ledger
+from agent_custody_state.builtins.memory import MemoryStore as MemoryEventStore
 from agent_custody_state.canonical import canonical_json
 from agent_custody_state.ledger.model import Fact, Source
+from agent_custody_state.mirror import forget_through, retract_through, supersede_through
 from agent_custody_state.stores import (
     Store,
     StoreError,
@@ -348,6 +351,49 @@ class StoreConformance(ConformanceSuite):
         assert caught.value.store == "refuser"
         assert caught.value.compensation == {store.name: "removed"}
         assert await self.find(backdoor, fact.fact_id) is None
+
+    @rule("ST-6-mirror")
+    async def test_mirror_swaps_and_restores(self, store: Store, backdoor: Any) -> None:
+        """Through the core's mirror flows with a ledger: a supersession removes the old value
+        from the store, retracting the replacement puts the old value back under a new id
+        recorded in the ledger, and forgetting it then leaves nothing.
+
+        Troubleshooting: the store must accept a fact again after it was removed (an upsert
+        keyed by the fact id must not be blocked by a tombstone or a content-hash dedupe),
+        and ``remove`` must work with the id the put-back returned.
+        """
+        stores = StoreSet([store], VerifyPolicy(attempts=self.lag_max_checks, delay=0.01))
+        with Ledger(MemoryEventStore("memory:")) as ledger:
+            old = await self._write(ledger, stores, "pro", None)
+            new = await self._write(ledger, stores, "enterprise", old.fact_id)
+            assert await self.find(backdoor, old.fact_id) is None
+            assert await self.find(backdoor, new.fact_id) is not None
+            undo = await retract_through(ledger, stores, fact_id=new.fact_id, actor="auditor",
+                                         reason="wrong plan")
+            assert undo.restored is not None and undo.restored.failed == {}
+            assert await self.find(backdoor, new.fact_id) is None
+            back = await self.find(backdoor, old.fact_id)
+            assert back is not None, "retracting the replacement did not put the old value back"
+            self._check_content(back, old)
+            assert ledger.current_external(old.fact_id) == undo.restored.external
+            if "id" in back:
+                assert back["id"] == undo.restored.external[store.name]
+            await forget_through(ledger, stores, fact_id=old.fact_id, actor="dpo", reason="gdpr")
+            assert await self.find(backdoor, old.fact_id) is None
+
+    async def _write(
+        self, ledger: Ledger, stores: StoreSet, value: Any, supersedes: str | None
+    ) -> Fact:
+        fact = make_fact(value=value)
+        external = await stores.put_all(fact)
+        event = ledger.assert_fact(
+            subject=fact.subject, predicate=fact.predicate, value=value, space=fact.space,
+            actor=fact.actor, receipt_id=fact.source.receipt_id, provenance=fact.provenance,
+            valid_from=fact.valid_from, fact_id=fact.fact_id, external=external,
+            supersedes=supersedes,
+        )
+        await supersede_through(ledger, stores, event)
+        return event.fact
 
     # -- verify --------------------------------------------------------------------------------
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from agent_custody_state.eventstore import EventStoreError
 from agent_custody_state.sqlbase import SqlEventStore
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from .location import LocationError, parse_location
@@ -69,9 +69,9 @@ class PostgresStore(SqlEventStore):
 
     # -- dialect hooks -----------------------------------------------------------------------
 
-    def _begin_write(self, conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN")
-        conn.exec_driver_sql(f"LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
+    def _begin_write(self) -> None:
+        self._exec("BEGIN")
+        self._exec(f"LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
 
     @contextmanager
     def _schema_lock(self, conn: Connection) -> Iterator[None]:
@@ -89,7 +89,14 @@ class PostgresStore(SqlEventStore):
     def _json_field(self, *path: str) -> str:
         return f"(json::jsonb #>> '{{{','.join(path)}}}')"
 
-    def _json_column_type(self, conn: Connection) -> Any:
+    def _in_ids(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        # One array parameter for any number of ids; the planner probes the index per element.
+        return column == sa.any_(sa.bindparam(name, type_=ARRAY(sa.Text)))
+
+    def _ids_param(self, ids: Sequence[str]) -> Any:
+        return list(ids)
+
+    def _json_is_jsonb(self, conn: Connection) -> bool:
         row = conn.execute(
             sa.text(
                 "SELECT data_type FROM information_schema.columns WHERE table_schema = "
@@ -98,7 +105,7 @@ class PostgresStore(SqlEventStore):
             ),
             {"schema": self.where.schema, "table": self.where.table},
         ).first()
-        return JSONB() if row is not None and row[0] == "jsonb" else None
+        return row is not None and row[0] == "jsonb"
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -110,7 +117,7 @@ class PostgresStore(SqlEventStore):
             raise EventStoreError(f"{self.location}: compact cannot run inside a transaction")
 
         def vacuum() -> None:
-            raw = self._conn.connection.driver_connection
+            raw = self._raw
             warnings: list[str] = []
 
             def on_notice(diag: Any) -> None:
@@ -120,7 +127,7 @@ class PostgresStore(SqlEventStore):
             raw.add_notice_handler(on_notice)
             try:
                 # The connection is in autocommit mode: VACUUM refuses to run in a transaction.
-                self._conn.exec_driver_sql(f"VACUUM FULL {self._qualified}")
+                self._exec(f"VACUUM FULL {self._qualified}")
             finally:
                 raw.remove_notice_handler(on_notice)
             if warnings:

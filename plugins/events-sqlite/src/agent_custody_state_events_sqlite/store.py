@@ -12,10 +12,11 @@ file and truncates it to zero bytes, so the old page images are gone too.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,10 @@ class SqliteStore(SqlEventStore):
 
     # -- dialect hooks -----------------------------------------------------------------------
 
-    def _begin_write(self, conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    def _begin_write(self) -> None:
+        # IMMEDIATE takes the write lock now, before the ledger re-reads and validates; a
+        # deferred BEGIN would let two processes validate against the same snapshot.
+        self._exec("BEGIN IMMEDIATE")
 
     @contextmanager
     def _schema_lock(self, conn: Connection) -> Iterator[None]:
@@ -96,6 +99,16 @@ class SqliteStore(SqlEventStore):
     def _json_field(self, *path: str) -> str:
         return f"json_extract(json, '$.{'.'.join(path)}')"
 
+    def _in_ids(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        # One JSON-array parameter for any number of ids; SQLite probes the index per element.
+        each = sa.select(sa.column("value")).select_from(
+            sa.func.json_each(sa.bindparam(name, type_=sa.Text))
+        )
+        return column.in_(each)
+
+    def _ids_param(self, ids: Sequence[str]) -> Any:
+        return json.dumps(list(ids))
+
     # -- housekeeping ------------------------------------------------------------------------
 
     def compact(self) -> None:
@@ -104,7 +117,7 @@ class SqliteStore(SqlEventStore):
             raise EventStoreError(f"{self.location}: compact cannot run inside a transaction")
         for attempt in range(3):
             busy, _log, _done = self._run(
-                lambda: self._conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+                lambda: self._raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             )
             if not busy:
                 self._erasure_pending = False

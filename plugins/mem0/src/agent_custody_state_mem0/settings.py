@@ -1,0 +1,75 @@
+"""Settings of a ``mem0`` store: the keys of its ``[[stores]]`` table in the server config.
+
+Secrets never appear here: ``api_key_env`` names the environment variable holding the platform
+key, and ``local_env`` names variables whose values are placed into the local configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_PLATFORM_ONLY = ("host", "app_id")
+_LOCAL_ONLY = ("local_config", "local_env", "local_objects")
+
+
+class Mem0Settings(BaseModel):
+    """How to reach mem0 and under which entity the custody memories live."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["platform", "local"] = "platform"
+    """``platform``: the hosted API through ``MemoryClient``; ``local``: the open-source
+    ``Memory`` running in this process."""
+
+    user_id: str = Field(min_length=1)
+    """The mem0 user every fact is written for (and the scope verification searches)."""
+    agent_id: str | None = None
+    """Optional agent scope, added to writes and to the verification filters."""
+    app_id: str | None = None
+    """Optional app scope (platform only)."""
+
+    unique_text: bool = False
+    """Always append ``(fact <factId>)`` to the memory text. Off by default: the text is the
+    fact verbatim, and only a fact whose text mem0 de-duplicated onto another fact's memory is
+    re-written with the marker (see the README)."""
+
+    # -- platform ---------------------------------------------------------------------------
+    api_key_env: str = Field(default="MEM0_API_KEY", min_length=1)
+    """Name of the environment variable holding the platform API key (checked at startup)."""
+    host: str | None = None
+    """Platform origin, e.g. ``https://api.mem0.ai`` (the SDK default when unset)."""
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds for one HTTP request (the SDK's own default is 300)."""
+    event_wait_seconds: float = Field(default=30.0, ge=0)
+    """Bound on waiting for an add the platform answered ``PENDING`` (polled by event id)."""
+
+    # -- local ------------------------------------------------------------------------------
+    local_config: dict[str, Any] | None = None
+    """``Memory.from_config`` dict (``vector_store``, ``embedder``, ``history_db_path``...).
+    Without ``llm`` a placeholder is configured: writes use ``infer=False`` and never call it."""
+    local_env: dict[str, str] = Field(default_factory=dict)
+    """Dotted path in ``local_config`` -> environment variable whose value is put there,
+    e.g. ``{"embedder.config.api_key" = "OPENAI_API_KEY"}``."""
+    local_objects: dict[str, str] = Field(default_factory=dict)
+    """Dotted path in ``local_config`` -> ``"module:callable"`` called without arguments, for
+    values TOML cannot hold (a LangChain embeddings object for the ``langchain`` embedder)."""
+
+    # -- both -------------------------------------------------------------------------------
+    mem0_dir: str | None = None
+    """Directory mem0 keeps its own files in (``MEM0_DIR``); default: a per-user directory
+    under the system temp dir, so the SDK does not write ``~/.mem0``. An ``MEM0_DIR`` already in
+    the environment wins."""
+    telemetry: bool = False
+    """mem0's anonymous PostHog telemetry. Off unless asked for; read when mem0 is imported."""
+
+    @model_validator(mode="after")
+    def _mode_specific(self) -> Mem0Settings:
+        if self.mode == "platform":
+            misplaced = [k for k in _LOCAL_ONLY if getattr(self, k)]
+        else:
+            misplaced = [k for k in _PLATFORM_ONLY if getattr(self, k)]
+        if misplaced:
+            raise ValueError(f"{', '.join(misplaced)} do(es) not apply to mode {self.mode!r}")
+        return self

@@ -1,0 +1,181 @@
+"""The mem0 write-through store: one verbatim memory per fact, removal checked two ways.
+
+``put`` adds the fact text as one user message with ``infer=False`` (no LLM rewriting, so the
+memory *is* the fact) and the custody metadata, for the configured user. The platform may
+answer ``PENDING`` instead of ids; the add event is then polled within ``event_wait_seconds``.
+
+mem0 de-duplicates direct imports by a hash of the text within a scope, so two facts with
+equal text would come back with one memory id, and retracting either would delete both. After
+each add the memory is read back: when it carries another fact's ``factId`` (or none: a memory
+custody did not write), the fact is added again with ``(fact <factId>)`` appended, which gives
+it a different hash and a memory of its own. ``unique_text`` appends the marker always.
+
+``verify_removed`` is true only when the memory id reads as not found, no memory of the scope
+carries the fact's ``factId`` (a metadata-filtered listing), and a threshold-free search for the
+fact text returns neither the id nor the ``factId``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.storekit import call_sdk, poll, secret_from_env
+from agent_custody_state.stores import StoreError, custody_metadata, fact_text
+
+from .backend import EventState, Mem0Backend, Record
+from .settings import Mem0Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def marked_text(fact: Fact) -> str:
+    """The fact text with its id appended: unique per fact, so mem0 cannot merge it."""
+    return f"{fact_text(fact)} (fact {fact.fact_id})"
+
+
+def _owner(record: Record) -> str | None:
+    metadata = record.get("metadata")
+    owner = metadata.get("factId") if isinstance(metadata, dict) else None
+    return str(owner) if owner is not None else None
+
+
+class Mem0Store:
+    """A ``Store`` over a ``Mem0Backend`` (hosted platform or local ``Memory``)."""
+
+    def __init__(
+        self,
+        name: str,
+        backend: Mem0Backend,
+        *,
+        unique_text: bool = False,
+        event_wait_seconds: float = 30.0,
+    ) -> None:
+        self.name = name
+        self.backend = backend
+        self.unique_text = unique_text
+        self.event_wait_seconds = event_wait_seconds
+
+    async def _call(self, what: str, func: Callable[..., T], *args: Any) -> T:
+        return await call_sdk(self.name, what, func, *args)
+
+    # -- put ------------------------------------------------------------------------------
+
+    async def put(self, fact: Fact) -> str:
+        metadata = custody_metadata(fact)
+        if self.unique_text:
+            return await self._add(marked_text(fact), metadata, fact)
+        memory_id = await self._add(fact_text(fact), metadata, fact)
+        holder = await self._holder(memory_id, fact)
+        if holder is None:
+            return memory_id
+        log.info(
+            "%s: mem0 merged fact %s into memory %s of %s; writing it with its id marker",
+            self.name, fact.fact_id, memory_id, holder,
+        )  # fmt: skip
+        marked_id = await self._add(marked_text(fact), metadata, fact)
+        holder = await self._holder(marked_id, fact)
+        if holder is not None:
+            raise StoreError(
+                self.name,
+                f"mem0 stored fact {fact.fact_id} as memory {marked_id}, which belongs to "
+                f"{holder}; refusing to share one memory between two facts",
+            )
+        return marked_id
+
+    async def _holder(self, memory_id: str, fact: Fact) -> str | None:
+        """Who else the memory belongs to: ``None`` when it is this fact's (or unreadable)."""
+        record = await self._call("get", self.backend.get, memory_id)
+        if record is None:
+            # Not readable right after the add; nothing shows a merge, so keep the id.
+            log.warning("%s: memory %s not readable after add", self.name, memory_id)
+            return None
+        owner = _owner(record)
+        if owner == fact.fact_id:
+            return None
+        return f"fact {owner}" if owner else "a memory without custody metadata"
+
+    async def _add(self, text: str, metadata: dict[str, Any], fact: Fact) -> str:
+        added = await self._call("add", self.backend.add, text, metadata)
+        if added.memory_id:
+            return added.memory_id
+        assert added.event_id is not None
+        return await self._await_event(added.event_id, fact)
+
+    async def _await_event(self, event_id: str, fact: Fact) -> str:
+        state = EventState(done=False)
+
+        async def settled() -> bool:
+            nonlocal state
+            state = await self._call("add (event poll)", self.backend.event, event_id)
+            return state.done
+
+        finished = await poll(
+            settled, attempts=None, delay=0.1, max_delay=2.0, timeout=self.event_wait_seconds
+        )
+        if not finished:
+            raise StoreError(
+                self.name,
+                f"add event {event_id} still pending after {self.event_wait_seconds:g}s; if "
+                f"mem0 completes it later, the memory carries factId {fact.fact_id}",
+            )
+        if state.error:
+            raise StoreError(self.name, f"add event {event_id} failed: {state.error}")
+        if not state.memory_id:
+            raise StoreError(self.name, f"add event {event_id} succeeded without a memory id")
+        return state.memory_id
+
+    # -- remove and verify ----------------------------------------------------------------
+
+    async def remove(self, external_id: str, fact: Fact) -> None:
+        await self._call("delete", self.backend.delete, external_id)
+
+    async def verify_removed(self, external_id: str, fact: Fact) -> bool:
+        if await self._call("get", self.backend.get, external_id) is not None:
+            return False
+        if await self._call("list by factId", self.backend.by_fact, fact.fact_id):
+            return False
+        hits = await self._call("search", self.backend.search, fact_text(fact))
+        return not any(hit.get("id") == external_id or _owner(hit) == fact.fact_id for hit in hits)
+
+    def close(self) -> None:
+        """Close the SDK client (and the local vector store's files)."""
+        self.backend.close()
+
+
+def build(settings: Mem0Settings | Mapping[str, Any], *, name: str = "mem0") -> Mem0Store:
+    """The store factory the plugin registers: ``build(settings, name=...)``.
+
+    Checks the API key variable at once (a named but unset variable fails startup with its
+    name); the platform client itself connects on first use.
+    """
+    if not isinstance(settings, Mem0Settings):
+        settings = Mem0Settings.model_validate(settings)
+    backend: Mem0Backend
+    if settings.mode == "platform":
+        api_key = secret_from_env(name, settings.api_key_env)
+        assert api_key is not None  # api_key_env is required by the settings model
+        from .platform import PlatformBackend
+
+        backend = PlatformBackend(settings, api_key)
+    else:
+        from .local import LocalBackend
+
+        try:
+            backend = LocalBackend(settings, name)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(
+                name, f"local mem0 did not start: {type(exc).__name__}: {exc}"
+            ) from exc
+    return Mem0Store(
+        name,
+        backend,
+        unique_text=settings.unique_text,
+        event_wait_seconds=settings.event_wait_seconds,
+    )

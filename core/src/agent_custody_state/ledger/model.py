@@ -267,7 +267,7 @@ class ForgetEvent(_EventBase):
 
 Event: TypeAlias = AssertEvent | RetractEvent | ConfirmEvent | ForgetEvent | HoldEvent | ReleaseEvent
 
-_ACTION_CLASSES: dict[str, type[_ActionEvent]] = {
+_ACTION_CLASSES: dict[str, type[RetractEvent | HoldEvent | ReleaseEvent]] = {
     "retract": RetractEvent,
     "hold": HoldEvent,
     "release": ReleaseEvent,

@@ -73,7 +73,7 @@ def plugin(session: nox.Session, name: str) -> None:
 @nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
     """Repository-wide checks: every hook documented, every plugin has its extra, versions."""
-    session.install("pytest>=8", "-e", "core")
+    _install_core(session)
     session.run("pytest", "tests", "-q", *session.posargs)
 
 

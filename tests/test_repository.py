@@ -77,3 +77,13 @@ def test_every_module_has_a_docstring() -> None:
         if text and not text.startswith(('"""', "'''", 'r"""')):
             missing.append(str(path.relative_to(ROOT)))
     assert missing == []
+
+
+def test_conformance_page_is_current() -> None:
+    """docs/conformance.md is generated from the suite; regenerate it when a rule changes."""
+    from agent_custody_state_conformance.catalog import render
+
+    page = (ROOT / "docs" / "conformance.md").read_text()
+    assert page == render(), (
+        "run: python -m agent_custody_state_conformance.catalog > docs/conformance.md"
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from datetime import datetime
 from os import PathLike
 from typing import Any
@@ -203,9 +203,20 @@ class Ledger:
         )
         return AssertEvent(event_id=_new_id(), tx_time=tx, fact=fact, supersedes=supersedes)
 
-    def _check_assert(self, event: AssertEvent, batch: Mapping[str, AssertEvent] = {}) -> None:
+    def _check_assert(
+        self,
+        event: AssertEvent,
+        batch: Mapping[str, AssertEvent] = {},
+        known: Container[str] | None = None,
+    ) -> None:
+        """Rules 2.1 for one assert. ``known``: the fact ids among a batch's that the store
+        already holds, looked up in one query by ``assert_many`` (None: ask the store)."""
         fact = event.fact
-        if fact.fact_id in batch or self.store.get_assert(fact.fact_id) is not None:
+        exists = (
+            fact.fact_id in known if known is not None
+            else self.store.get_assert(fact.fact_id) is not None
+        )
+        if fact.fact_id in batch or exists:
             raise LedgerError(f"fact {fact.fact_id} already exists", field="fact_id")
         sup = event.supersedes
         if sup is None:
@@ -247,10 +258,23 @@ class Ledger:
         """
         events: list[AssertEvent] = []
         with self.store.transaction():
+            # Build every event first, so the store is asked once which of their fact ids it
+            # already holds (not once per item); the first build error is raised at its place
+            # in the item order, after the checks of the items before it, as before.
+            built: list[AssertEvent] = []
+            build_error: BaseException | None = None
+            try:
+                for item in items:
+                    built.append(self._build_assert(**item))
+            except Exception as exc:
+                build_error = exc
+            known = {
+                e.fact_id for e in self.store.events_for([e.fact_id for e in built])
+                if isinstance(e, AssertEvent)
+            }
             batch: dict[str, AssertEvent] = {}
             pending_sup: set[str] = set()
-            for i, item in enumerate(items):
-                event = self._build_assert(**item)
+            for i, event in enumerate(built):
                 try:
                     sup = event.supersedes
                     if sup is not None and sup in batch:
@@ -258,7 +282,8 @@ class Ledger:
                         if sup in pending_sup:
                             raise LedgerError(f"fact {sup} is already superseded")
                         self._check_assert(
-                            AssertEvent(event.event_id, event.tx_time, event.fact, None), batch
+                            AssertEvent(event.event_id, event.tx_time, event.fact, None), batch,
+                            known,
                         )
                         old = batch[sup].fact
                         if wire_time_key(event.fact.valid_from) < wire_time_key(old.valid_from):
@@ -275,13 +300,15 @@ class Ledger:
                     else:
                         if sup is not None and sup in pending_sup:
                             raise LedgerError(f"fact {sup} is already superseded")
-                        self._check_assert(event, batch)
+                        self._check_assert(event, batch, known)
                 except LedgerError as exc:
                     raise LedgerError(f"item {i}: {exc}", field=exc.field) from None
                 if sup is not None:
                     pending_sup.add(sup)
                 batch[event.fact_id] = event
                 events.append(event)
+            if build_error is not None:
+                raise build_error
             self.store.append(events)
         self._appended(events)
         return events

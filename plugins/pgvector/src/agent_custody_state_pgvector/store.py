@@ -1,0 +1,235 @@
+"""The pgvector store: one row per fact in a ``vector(n)`` table, removal checked by search.
+
+Table (created if missing, with an HNSW index on the embedding)::
+
+    id text PRIMARY KEY          -- the fact id, so a put is an upsert and ids never collide
+    text text NOT NULL           -- "<subject> <predicate>: <value>" (SPEC 6)
+    embedding vector(n) NOT NULL -- embed(text)
+    metadata jsonb NOT NULL      -- the custody metadata
+    created_at timestamptz NOT NULL DEFAULT now()
+
+Removal is ``DELETE ... WHERE id``; verification reads by id and then re-embeds the text and
+checks the id is not among the ``top_k`` nearest neighbours, which is what a retrieval would
+return. psycopg 3 is synchronous here and runs in worker threads (``storekit.call_sdk``), so the
+store works from any event loop; connections are reused through a small idle list whose
+failures surface with the driver's own message (a pool's "timed out" would hide it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.plugins import resolve_ref
+from agent_custody_state.storekit import call_sdk, secret_from_env
+from agent_custody_state.stores import StoreError, custody_metadata, fact_text
+from pgvector import Vector
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from .settings import PgvectorSettings
+
+Embedder = Callable[[str], Sequence[float]]
+
+#: distance setting -> (operator, HNSW operator class)
+_DISTANCES = {
+    "cosine": ("<=>", "vector_cosine_ops"),
+    "l2": ("<->", "vector_l2_ops"),
+    "inner_product": ("<#>", "vector_ip_ops"),
+}
+_MAX_IDLE = 4
+
+
+class _Connections:
+    """Reusable autocommit connections: take one, give it back unless it broke."""
+
+    def __init__(self, dsn: str, timeout: float, prepare: Callable[[psycopg.Connection[Any]], None]):
+        self._dsn = dsn
+        self._timeout = max(1, round(timeout))  # libpq takes whole seconds
+        self._prepare = prepare
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout)
+            try:
+                self._prepare(conn)
+            except BaseException:
+                conn.close()
+                raise
+        try:
+            yield conn
+        except BaseException:
+            conn.close()  # its state is unknown; a fresh one is cheap
+            raise
+        with self._lock:
+            if not conn.closed and len(self._idle) < _MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class PgvectorStore:
+    """A ``Store`` over one pgvector table."""
+
+    def __init__(
+        self,
+        name: str,
+        dsn: str,
+        embed: Embedder,
+        *,
+        dimensions: int,
+        table: str = "agent_custody_facts",
+        top_k: int = 10,
+        distance: str = "cosine",
+        create: bool = True,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.name = name
+        self.table = table
+        self.dimensions = dimensions
+        self.top_k = top_k
+        self.create = create
+        self._embed = embed
+        self._operator, self._opclass = _DISTANCES[distance]
+        self._ident = sql.Identifier(*table.split("."))
+        self._index = sql.Identifier(f"{table.replace('.', '_')}_embedding_hnsw")
+        self._ready = False
+        self._setup_lock = threading.Lock()
+        self._connections = _Connections(dsn, connect_timeout, self._prepare)
+        self.vector(f"{name} dimension probe")  # a wrong embedder fails at startup, not later
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def vector(self, text: str) -> Vector:
+        """The text's embedding, checked against ``dimensions``."""
+        values = [float(v) for v in self._embed(text)]
+        if len(values) != self.dimensions:
+            raise StoreError(
+                self.name,
+                f"the embedder returned {len(values)} floats but dimensions = {self.dimensions}",
+            )
+        return Vector(values)
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        with self._setup_lock:
+            if not self._ready:
+                self._setup(conn)
+                self._ready = True
+        register_vector(conn)  # only after the extension exists
+
+    def _setup(self, conn: psycopg.Connection[Any]) -> None:
+        if self.create:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, text text NOT NULL, "
+                    "embedding vector({}) NOT NULL, metadata jsonb NOT NULL, "
+                    "created_at timestamptz NOT NULL DEFAULT now())"
+                ).format(self._ident, sql.Literal(self.dimensions))
+            )
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding {})").format(
+                    self._index, self._ident, sql.SQL(self._opclass)
+                )
+            )
+        row = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%s) AND attname = 'embedding' AND NOT attisdropped",
+            (self.table,),
+        ).fetchone()
+        if row is None:
+            raise StoreError(
+                self.name,
+                f"table {self.table} does not exist (or has no embedding column); create it or "
+                "set create = true",
+            )
+        if row[0] != f"vector({self.dimensions})":
+            raise StoreError(
+                self.name,
+                f"table {self.table} has embedding {row[0]} but dimensions = {self.dimensions}",
+            )
+
+    # -- the Store protocol ----------------------------------------------------------------------
+
+    def _put(self, fact: Fact) -> str:
+        text = fact_text(fact)
+        embedding = self.vector(text)
+        with self._connections.connection() as conn:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (id, text, embedding, metadata) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO UPDATE SET text = EXCLUDED.text, "
+                    "embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata"
+                ).format(self._ident),
+                (fact.fact_id, text, embedding, Jsonb(custody_metadata(fact))),
+            )
+        return fact.fact_id
+
+    def _remove(self, external_id: str) -> None:
+        with self._connections.connection() as conn:
+            conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(self._ident),
+                         (external_id,))
+
+    def nearest(self, text: str) -> list[str]:
+        """Ids of the ``top_k`` rows nearest to the text's embedding (what retrieval returns)."""
+        query = self.vector(text)
+        with self._connections.connection() as conn:
+            rows = conn.execute(
+                sql.SQL("SELECT id FROM {} ORDER BY embedding {} %s LIMIT %s").format(
+                    self._ident, sql.SQL(self._operator)
+                ),
+                (query, self.top_k),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def _verify_removed(self, external_id: str, fact: Fact) -> bool:
+        with self._connections.connection() as conn:
+            if conn.execute(sql.SQL("SELECT 1 FROM {} WHERE id = %s").format(self._ident),
+                            (external_id,)).fetchone():
+                return False
+        return external_id not in self.nearest(fact_text(fact))
+
+    async def put(self, fact: Fact) -> str:
+        return await call_sdk(self.name, "put", self._put, fact)
+
+    async def remove(self, external_id: str, fact: Fact) -> None:
+        await call_sdk(self.name, "remove", self._remove, external_id)
+
+    async def verify_removed(self, external_id: str, fact: Fact) -> bool:
+        return await call_sdk(self.name, "verify", self._verify_removed, external_id, fact)
+
+    def close(self) -> None:
+        self._connections.close()
+
+
+def build(settings: PgvectorSettings, *, name: str) -> PgvectorStore:
+    """The registered factory: the URL from the named variable, the embedder by reference."""
+    dsn = secret_from_env(name, settings.dsn_env, what="PostgreSQL URL") or settings.dsn
+    assert dsn is not None  # the settings model requires one of the two
+    try:
+        embed = resolve_ref(settings.embed)
+    except (ImportError, AttributeError) as exc:
+        raise StoreError(name, f"embed {settings.embed!r} cannot be imported: {exc}") from exc
+    if not callable(embed):
+        raise StoreError(name, f"embed {settings.embed!r} is not callable")
+    return PgvectorStore(
+        name, dsn, embed, dimensions=settings.dimensions, table=settings.table,
+        top_k=settings.top_k, distance=settings.distance, create=settings.create,
+        connect_timeout=settings.connect_timeout,
+    )

@@ -50,10 +50,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .runtime import announce, open_runtime
 
+    from .http import check_bind
+
     try:
         config = load_config(args.config, **_overrides(args))
+        if config.server.transport == "http":
+            # Checked before the ledger is opened: a refused start leaves nothing behind.
+            check_bind(config.server.host, has_tokens=bool(config.server.tokens))
         runtime = open_runtime(config)
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:
         raise _cli_error(str(exc)) from None
     try:
         if config.server.transport == "http":

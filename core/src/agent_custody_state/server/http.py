@@ -41,6 +41,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_bind(host: str, *, has_tokens: bool) -> None:
+    """Refuse a non-loopback address without a token (``ValueError``)."""
+    if not has_tokens and not is_loopback(host):
+        raise ValueError(
+            f"refusing to serve on {host or '*'} without a bearer token: anyone on the network "
+            "could read and erase memory; give --token-env NAME (or [[server.tokens]]), or bind "
+            "127.0.0.1"
+        )
+
+
 def allowed_host_names(host: str, extra: Sequence[str] | None) -> list[str]:
     """Loopback names, the bind address, and ``extra``; any name (``*``) for a wildcard bind
     without ``extra``, since the names such a server is reached by cannot be known."""
@@ -65,12 +75,7 @@ def build_http_app(
     allowed_origins: Sequence[str] = (),
 ) -> tuple[Starlette, HttpGuard]:
     """The ASGI app serving ``server`` at ``/mcp``, and the guard in front of it."""
-    if not tokens and not is_loopback(host):
-        raise ValueError(
-            f"refusing to serve on {host or '*'} without a bearer token: anyone on the network "
-            "could read and erase memory; give --token-env NAME (or [[server.tokens]]), or bind "
-            "127.0.0.1"
-        )
+    check_bind(host, has_tokens=bool(tokens))
     if max_request_bytes <= 0 or max_concurrency <= 0:
         raise ValueError("max_request_bytes and max_concurrency must be positive")
     manager = StreamableHTTPSessionManager(

@@ -1,0 +1,33 @@
+"""Fixtures for the memory server tests: real subprocess servers, the official MCP client.
+
+Servers run as ``python -m agent_custody_state.cli serve ...`` subprocesses and are driven over
+real stdio and real HTTP; spawning costs about a second, so servers are shared per module and
+each test works in its own subject or space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from servertest import HttpServer, start_http
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ledger")
+
+
+@pytest.fixture(scope="module")
+def http_server(module_dir: Path) -> Iterator[HttpServer]:
+    """Gateway-only HTTP server with one gateway and one direct token."""
+    server = start_http("--ledger", str(module_dir / "http.jsonl"), "--token-env", "MEMORY_TOKEN",
+                        "--direct-token-env", "AGENT_TOKEN")
+    yield server
+    server.stop()

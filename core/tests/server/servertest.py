@@ -1,0 +1,77 @@
+"""Helpers for the memory server tests: spawning servers, unique names, ledger snapshots."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "agent_custody_state.cli"]
+GATEWAY_TOKEN = "gw-" + uuid.uuid4().hex
+DIRECT_TOKEN = "direct-" + uuid.uuid4().hex
+TOKEN_ENV = {"MEMORY_TOKEN": GATEWAY_TOKEN, "AGENT_TOKEN": DIRECT_TOKEN}
+
+
+def unique(prefix: str = "s") -> str:
+    return f"{prefix}:{uuid.uuid4().hex[:10]}"
+
+
+def ledger_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file of a ledger folder, by name (the ledger and its sidecars)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@dataclass
+class HttpServer:
+    """A ``serve --http`` subprocess; ``url`` parsed from its startup line."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    lines: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def start_http(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> HttpServer:
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--http", "--port", "0", *args], stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **TOKEN_ENV, **(env or {})},
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    url = None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        match = re.search(r"serving (http://\S+/mcp);", line)
+        if match:
+            url = match.group(1)
+            break
+    if url is None:
+        proc.kill()
+        raise RuntimeError("HTTP server did not start:\n" + "".join(lines) + proc.stderr.read())
+    server = HttpServer(proc, url, lines)
+    # Keep draining stderr so the server never blocks on a full pipe.
+    threading.Thread(target=lambda: [lines.append(x) for x in proc.stderr],  # type: ignore[union-attr]
+                     daemon=True).start()
+    return server
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, cwd=cwd)

@@ -1,0 +1,107 @@
+"""The HTTP guard in isolation: overload shedding, token roles, Host and Origin policy."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from agent_custody_state.server.guard import BearerToken, HostPolicy, HttpGuard, normalize_tokens
+from agent_custody_state.server.trust import SCOPE_ROLE_KEY
+
+pytestmark = pytest.mark.anyio
+
+
+class SlowApp:
+    """Holds each request until released; records the role the guard handed it."""
+
+    def __init__(self) -> None:
+        self.release = anyio.Event()
+        self.roles: list[str] = []
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.roles.append(scope[SCOPE_ROLE_KEY])
+        self.bodies.append((await receive())["body"])
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+def guard(app: Any, **kw: Any) -> HttpGuard:
+    options: dict[str, Any] = {
+        "tokens": normalize_tokens({"g": "gateway", "d": "direct"}),
+        "hosts": HostPolicy(["127.0.0.1", "localhost"]), "max_request_bytes": 100,
+        "max_concurrency": 2, **kw}
+    return HttpGuard(app, **options)
+
+
+async def test_overload_answers_503_with_retry_after_and_recovers() -> None:
+    app = SlowApp()
+    front = guard(app)
+    transport = httpx.ASGITransport(app=front)
+    statuses: list[int] = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        async def call(token: str) -> None:
+            response = await client.post("/mcp", content=b"{}",
+                                         headers={"Authorization": f"Bearer {token}"})
+            statuses.append(response.status_code)
+            if response.status_code == 503:
+                assert response.headers["retry-after"] == "1"
+                error = response.json()["error"]
+                assert error["code"] == -32000 and "overloaded" in error["message"]
+
+        async with anyio.create_task_group() as tg:
+            for token in ("g", "d", "g", "g"):
+                tg.start_soon(call, token)
+            with anyio.fail_after(5):
+                while len(statuses) < 2:
+                    await anyio.sleep(0.01)
+            assert statuses == [503, 503]
+            app.release.set()
+        assert sorted(statuses) == [200, 200, 503, 503]
+        assert front.in_flight == 0 and front.refused_overload == 2
+        assert len(app.roles) == 2
+        app.roles.clear()
+        for token in ("d", "g"):
+            response = await client.post("/mcp", content=b"{}",
+                                         headers={"Authorization": f"Bearer {token}"})
+            assert response.status_code == 200
+        assert app.roles == ["direct", "gateway"]
+
+
+async def test_body_is_replayed_unchanged_and_limit_is_exact() -> None:
+    app = SlowApp()
+    app.release.set()
+    transport = httpx.ASGITransport(app=guard(app))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        body = json.dumps({"x": "y" * 80}).encode()[:100]
+        ok = await client.post("/mcp", content=body, headers={"Authorization": "Bearer g"})
+        assert ok.status_code == 200 and app.bodies == [body]
+        big = await client.post("/mcp", content=b"z" * 101, headers={"Authorization": "Bearer g"})
+        assert big.status_code == 413
+
+
+def test_host_and_origin_policy() -> None:
+    policy = HostPolicy(["127.0.0.1", "localhost", "[::1]", "memory:8790"], ["https://ops.example"])
+    assert policy.host_ok("127.0.0.1:8790") and policy.host_ok("LOCALHOST")
+    assert policy.host_ok("[::1]:1") and policy.host_ok("memory:8790")
+    assert not policy.host_ok("memory:8791") and not policy.host_ok(None)
+    assert not policy.host_ok("evil.example")
+    assert policy.origin_ok(None) and policy.origin_ok("http://localhost:3000")
+    assert policy.origin_ok("https://ops.example/") and policy.origin_ok("http://[::1]:9")
+    assert not policy.origin_ok("http://evil.example") and not policy.origin_ok("null")
+    assert not policy.origin_ok("file://localhost")
+    assert HostPolicy(["*"]).host_ok("anything:1")
+
+
+def test_tokens_normalised_and_checked() -> None:
+    tokens = normalize_tokens(["a", ("b", "direct"), BearerToken("c", "gateway", "ops")])
+    assert [(t.value, t.role, t.label) for t in tokens] == [
+        ("a", "gateway", "gateway-1"), ("b", "direct", "direct-2"), ("c", "gateway", "ops")]
+    with pytest.raises(ValueError, match="empty"):
+        normalize_tokens([""])
+    with pytest.raises(ValueError, match="role must be"):
+        normalize_tokens({"x": "admin"})

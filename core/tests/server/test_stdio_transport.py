@@ -1,0 +1,77 @@
+"""The stdio transport: size limit with a JSON-RPC error, garbage answered, serving goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_custody_state.server.stdio import LineFramer, Oversized
+from agent_custody_state_conformance.gateway import GatewayClient
+from mcp.shared.exceptions import MCPError
+from servertest import CLI, unique
+
+WRITE = {"subject": "acct:1", "predicate": "plan", "space": "org"}
+
+
+@pytest.mark.anyio
+async def test_oversized_message_gets_an_error_and_serving_continues(tmp_path: Path) -> None:
+    async with GatewayClient.stdio("serve", "--ledger", str(tmp_path / "l.jsonl"),
+                                   "--max-request-bytes", "4000") as gw:
+        with pytest.raises(MCPError) as caught:
+            await gw.call("memory.write", {**WRITE, "value": "x" * 10_000})
+        assert "message too large" in str(caught.value)
+        assert "the limit is 4000 bytes" in str(caught.value)
+        result = await gw.call("memory.write", {**WRITE, "subject": unique(), "value": "ok"})
+        assert not result.is_error
+        with pytest.raises(MCPError):
+            await gw.call("memory.write", {**WRITE, "value": "y" * 1_000_000})
+        assert not (await gw.call("memory.read", {})).is_error
+    assert b"x" * 100 not in (tmp_path / "l.jsonl").read_bytes()
+
+
+def _exchange(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}
+    data = json.dumps(init).encode() + b"\n" + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    data += b"".join(line + b"\n" for line in lines)
+    done = subprocess.run([*CLI, "serve", "--ledger", str(tmp_path / "raw.jsonl"),
+                           "--max-request-bytes", "3000"], input=data, capture_output=True,
+                          timeout=60, env=os.environ.copy())
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_raw_protocol_errors_keep_ids_where_known(tmp_path: Path) -> None:
+    ping = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'
+    head_id = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"' + b"a" * 5000 + b'"}}'
+    tail_id = b'{"method":"tools/call","params":{"x":"' + b"b" * 5000 + b'"},"jsonrpc":"2.0","id":"t-8"}'
+    nested = b'{"method":"x","params":{"id":9,"x":"' + b"c" * 5000 + b'"},"jsonrpc":"2.0","id":null}'
+    replies = _exchange(tmp_path, [ping % 1, b"not json", head_id, tail_id, nested,
+                                   b'{"jsonrpc":"2.0","id":5,"nomethod":1}', ping % 2])
+    by_id: dict[Any, list[dict[str, Any]]] = {}
+    for reply in replies:
+        by_id.setdefault(reply.get("id"), []).append(reply)
+    assert "result" in by_id[1][0] and "result" in by_id[2][0]
+    assert "too large" in by_id[7][0]["error"]["message"]
+    assert "too large" in by_id["t-8"][0]["error"]["message"]
+    nulls = [r["error"]["message"] for r in by_id[None]]
+    assert any(m.startswith("parse error") for m in nulls)
+    assert any("too large" in m for m in nulls)  # nested id is not the request's
+    assert by_id[5][0]["error"]["code"] == -32600
+    assert 9 not in by_id
+
+
+def test_line_framer_splits_and_drops() -> None:
+    framer = LineFramer(10)
+    assert framer.feed(b"abc\nde") == [b"abc"]
+    assert framer.feed(b"f\r\n\n") == [b"def"]
+    out = framer.feed(b"0123456789AB")
+    assert out == []
+    out = framer.feed(b"CD\nok\n")
+    assert isinstance(out[0], Oversized) and out[0].size == 14 and out[1] == b"ok"
+    exact = framer.feed(b"0123456789\n")
+    assert exact == [b"0123456789"]

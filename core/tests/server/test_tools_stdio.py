@@ -1,0 +1,331 @@
+"""Every tool over real stdio, called as the gateway calls it: results, errors and their texts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_custody_state_conformance.gateway import FACTS_KEY, GatewayClient
+
+from servertest import unique
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = ["memory.write", "memory.read", "memory.confirm", "memory.retract", "memory.forget",
+         "memory.hold", "memory.release", "memory.sweep", "memory.get", "memory.history"]
+
+
+@pytest.fixture(scope="module")
+async def gw(module_dir: Path) -> AsyncIterator[GatewayClient]:
+    async with GatewayClient.stdio(
+        "serve", "--ledger", str(module_dir / "stdio.jsonl"), "--retention", "sweep:*=PT0S",
+        agent="support-agent",
+    ) as client:
+        yield client
+
+
+async def write(gw: GatewayClient, **args: Any) -> dict[str, Any]:
+    base = {"subject": unique("acct"), "predicate": "plan", "value": "pro", "space": "org"}
+    result = await gw.call("memory.write", {**base, **args})
+    assert not result.is_error, result.texts
+    return result.data  # type: ignore[no-any-return]
+
+
+async def test_tools_are_listed_in_spec_order_with_schemas(gw: GatewayClient) -> None:
+    tools = (await gw.session.list_tools()).tools
+    assert [t.name for t in tools] == TOOLS
+    for tool in tools:
+        assert tool.description and tool.input_schema["type"] == "object"
+    write_schema = tools[0].input_schema
+    assert write_schema["required"] == ["subject", "predicate", "value", "space"]
+
+
+async def test_attested_write_result_shape(gw: GatewayClient) -> None:
+    result = await gw.call("memory.write", {"subject": "acct:1", "predicate": "plan",
+                                            "value": {"tier": "pro"}, "space": "org",
+                                            "confidence": 0.5, "lookupKey": "ignored"})
+    assert not result.is_error and len(result.texts) == 1
+    data = result.data
+    assert list(data) == ["fact", "eventId", "txTime", "supersedes"]
+    fact = data["fact"]
+    assert list(fact) == ["factId", "subject", "predicate", "value", "space", "actor", "source",
+                          "provenance", "validFrom", "validTo", "confidence"]
+    assert fact["provenance"] == "attested"
+    assert fact["actor"] == "support-agent"
+    assert fact["source"] == {"receiptId": result.receipt}
+    assert fact["validFrom"] == data["txTime"] and data["supersedes"] is None
+    assert "lookupKey" not in result.text
+    # compact JSON, as JSON.stringify writes it
+    assert ": " not in result.text and ", " not in result.text
+
+
+async def test_gateway_agent_wins_over_actor_argument(gw: GatewayClient) -> None:
+    data = await write(gw, actor="someone-else")
+    assert data["fact"]["actor"] == "support-agent"
+
+
+async def test_receipt_without_agent_is_claimed_and_actor_from_argument(gw: GatewayClient) -> None:
+    result = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
+                                            "space": "org", "actor": "script"}, agent=None)
+    assert result.data["fact"]["provenance"] == "claimed"
+    assert result.data["fact"]["actor"] == "script"
+    result = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
+                                            "space": "org"}, agent=None)
+    assert result.data["fact"]["actor"] == "anonymous"
+
+
+async def test_times_are_normalised_and_offsetless_refused(gw: GatewayClient) -> None:
+    data = await write(gw, validFrom="2026-09-01T02:00:00+02:00")
+    assert data["fact"]["validFrom"] == "2026-09-01T00:00:00.000Z"
+    result = await gw.call("memory.write", {"subject": "a", "predicate": "b", "value": 1,
+                                            "space": "org", "validFrom": "2026-09-01T00:00:00"})
+    assert result.is_error
+    assert result.text.startswith("invalid arguments: validFrom: ")
+    assert "offset" in result.text
+    result = await gw.call("memory.read", {"validAt": "yesterday", "txAt": "2026-01-01"})
+    assert result.text.startswith("invalid arguments: validAt: ")
+    assert "; txAt: " in result.text
+
+
+async def test_argument_errors_name_every_field(gw: GatewayClient) -> None:
+    result = await gw.call("memory.write", {"subject": "", "predicate": 3, "space": "org",
+                                            "confidence": 1.5, "evidence": {"path": 1}})
+    assert result.is_error
+    assert result.text == (
+        "invalid arguments: subject: must not be empty; predicate: expected a string, got number; "
+        "value: required; confidence: must be between 0 and 1; evidence.fact: required; "
+        "evidence.path: expected a string, got number"
+    )
+    result = await gw.call("memory.read", {"includeClaimed": "yes"})
+    assert result.text == "invalid arguments: includeClaimed: expected a boolean, got string"
+    for tool in ("memory.confirm", "memory.get", "memory.history"):
+        assert (await gw.call(tool, {})).text == "invalid arguments: factId: required"
+    for tool in ("memory.retract", "memory.forget", "memory.hold", "memory.release"):
+        result = await gw.call(tool, {"factId": 7})
+        assert result.text == ("invalid arguments: factId: expected a string, got number; "
+                               "reason: required")
+    assert (await gw.call("memory.sweep", {})).text == "invalid arguments: reason: required"
+    result = await gw.call("memory.forget", {"factId": "x", "reason": "r", "keepDigest": "no"})
+    assert result.text == "invalid arguments: keepDigest: expected a boolean, got string"
+
+
+async def test_unknown_tool(gw: GatewayClient) -> None:
+    result = await gw.call("memory.nope", {})
+    assert result.is_error and result.text == "unknown tool memory.nope"
+
+
+async def test_read_quarantine_and_facts_meta(gw: GatewayClient) -> None:
+    subject = unique("acct")
+    attested = await write(gw, subject=subject, predicate="plan")
+    claimed = await gw.call("memory.write", {"subject": subject, "predicate": "region",
+                                             "value": "eu", "space": "org"}, agent=None)
+    result = await gw.call("memory.read", {"subject": subject})
+    ids = [f["factId"] for f in result.data["facts"]]
+    assert ids == [attested["fact"]["factId"]]
+    assert result.meta[FACTS_KEY] == ids
+    result = await gw.call("memory.read", {"subject": subject, "includeClaimed": True})
+    assert [f["factId"] for f in result.data["facts"]] == [
+        attested["fact"]["factId"], claimed.data["fact"]["factId"]]
+    assert (await gw.call("memory.read", {"subject": subject, "requireVerified": True})
+            ).data == {"facts": []}
+
+
+async def test_supersession_and_validity_queries(gw: GatewayClient) -> None:
+    subject = unique("acct")
+    old = await write(gw, subject=subject, validFrom="2026-01-01T00:00:00Z")
+    new = await write(gw, subject=subject, value="enterprise", validFrom="2026-06-01T00:00:00Z",
+                      supersedes=old["fact"]["factId"])
+    assert new["supersedes"] == old["fact"]["factId"]
+    now = await gw.call("memory.read", {"subject": subject})
+    assert [f["value"] for f in now.data["facts"]] == ["enterprise"]
+    then = await gw.call("memory.read", {"subject": subject, "validAt": "2026-03-01T00:00:00Z"})
+    assert [(f["value"], f["validTo"]) for f in then.data["facts"]] == [
+        ("pro", "2026-06-01T00:00:00.000Z")]
+    before_any = await gw.call("memory.read", {"subject": subject,
+                                               "txAt": "2000-01-01T00:00:00Z"})
+    assert before_any.data == {"facts": []}
+    again = await gw.call("memory.write", {"subject": subject, "predicate": "plan", "value": 1,
+                                           "space": "org", "supersedes": old["fact"]["factId"]})
+    assert again.is_error and again.text == f"fact {old['fact']['factId']} is already superseded"
+    missing = await gw.call("memory.write", {"subject": subject, "predicate": "plan", "value": 1,
+                                             "space": "org", "supersedes": "nope"})
+    assert missing.text == "cannot supersede unknown fact nope"
+
+
+async def test_evidence_verifies_or_refuses(gw: GatewayClient) -> None:
+    observed = {"crm": {"account": {"plan": "pro", "seats": [5, {"n": 1}]}}}
+    ok = await gw.call("memory.write", {"subject": unique(), "predicate": "plan", "value": "pro",
+                                        "space": "org",
+                                        "evidence": {"fact": "crm", "path": "account.plan"}},
+                       observed=observed)
+    assert ok.data["fact"]["provenance"] == "verified"
+    nested = await gw.call("memory.write", {"subject": unique(), "predicate": "n", "value": 1,
+                                            "space": "org",
+                                            "evidence": {"fact": "crm", "path": "account.seats.1.n"}},
+                           observed=observed)
+    assert nested.data["fact"]["provenance"] == "verified"
+    whole = await gw.call("memory.write", {"subject": unique(), "predicate": "acct", "space": "org",
+                                           "value": {"plan": "pro", "seats": [5, {"n": 1}]},
+                                           "evidence": {"fact": "crm", "path": "account"}},
+                          observed={"crm": {"account": {"seats": [5, {"n": 1}], "plan": "pro"}}})
+    assert whole.data["fact"]["provenance"] == "verified"  # key order ignored
+    wrong_type = await gw.call("memory.write", {"subject": unique(), "predicate": "n",
+                                                "value": "1", "space": "org",
+                                                "evidence": {"fact": "crm",
+                                                             "path": "account.seats.1.n"}},
+                               observed=observed)
+    assert wrong_type.text == ('value differs from what the gateway observed in '
+                               '"crm.account.seats.1.n"; write refused')
+    differs = await gw.call("memory.write", {"subject": unique(), "predicate": "plan",
+                                             "value": "free", "space": "org",
+                                             "evidence": {"fact": "crm"}}, observed=observed)
+    assert differs.text == 'value differs from what the gateway observed in "crm"; write refused'
+    unknown = await gw.call("memory.write", {"subject": unique(), "predicate": "plan",
+                                             "value": "pro", "space": "org",
+                                             "evidence": {"fact": "billing"}}, observed=observed)
+    assert unknown.text == ('no fact named "billing" was fetched by the gateway for this call; '
+                            "configure a fact lookup for memory.write")
+    no_agent = await gw.call("memory.write", {"subject": unique(), "predicate": "plan",
+                                              "value": "pro", "space": "org",
+                                              "evidence": {"fact": "crm"}},
+                             agent=None, observed=observed)
+    assert no_agent.text == ("evidence needs the gateway: only a fact the gateway fetched itself "
+                             "can verify a value")
+
+
+async def test_confirm(gw: GatewayClient) -> None:
+    claimed = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
+                                             "space": "org"}, agent=None)
+    fact_id = claimed.data["fact"]["factId"]
+    refused = await gw.call("memory.confirm", {"factId": fact_id}, agent=None)
+    assert refused.text == ("confirmation must come through the receipts gateway; a "
+                            "self-reported caller cannot lift a fact out of quarantine")
+    result = await gw.call("memory.confirm", {"factId": fact_id})
+    assert list(result.data) == ["eventId", "factId", "txTime", "actor", "source"]
+    assert result.data["actor"] == "support-agent"
+    assert result.data["source"] == {"receiptId": result.receipt}
+    again = await gw.call("memory.confirm", {"factId": fact_id})
+    assert again.text == f"fact {fact_id} is already attested"
+    got = await gw.call("memory.get", {"factId": fact_id})
+    assert got.data["provenance"] == "attested"
+    assert (await gw.call("memory.confirm", {"factId": "nope"})).text == (
+        "cannot confirm unknown fact nope")
+
+
+async def test_retract_restores_what_it_superseded(gw: GatewayClient) -> None:
+    subject = unique("acct")
+    old = await write(gw, subject=subject)
+    new = await write(gw, subject=subject, value="enterprise", supersedes=old["fact"]["factId"])
+    result = await gw.call("memory.retract", {"factId": new["fact"]["factId"], "reason": "wrong",
+                                              "actor": "ignored-through-gateway"})
+    assert list(result.data) == ["eventId", "factId", "txTime", "actor", "reason", "source",
+                                 "removedFrom", "verification"]
+    assert result.data["actor"] == "support-agent"
+    assert result.data["removedFrom"] == [] and result.data["verification"] == {}
+    now = await gw.call("memory.read", {"subject": subject})
+    assert [f["value"] for f in now.data["facts"]] == ["pro"]
+    again = await gw.call("memory.retract", {"factId": new["fact"]["factId"], "reason": "x"})
+    assert again.text == f"fact {new['fact']['factId']} is already retracted"
+    assert (await gw.call("memory.retract", {"factId": "nope", "reason": "x"})).text == (
+        "cannot retract unknown fact nope")
+
+
+async def test_hold_release_forget(gw: GatewayClient) -> None:
+    fact_id = (await write(gw, value={"secret": "s3"}))["fact"]["factId"]
+    hold = await gw.call("memory.hold", {"factId": fact_id, "reason": "litigation"})
+    assert list(hold.data) == ["eventId", "kind", "txTime", "factId", "actor", "reason", "source"]
+    assert hold.data["kind"] == "hold"
+    assert (await gw.call("memory.hold", {"factId": fact_id, "reason": "x"})).text == (
+        f"fact {fact_id} is already on hold")
+    blocked = await gw.call("memory.forget", {"factId": fact_id, "reason": "gdpr"})
+    assert blocked.text == f"fact {fact_id} is on legal hold; release it first"
+    release = await gw.call("memory.release", {"factId": fact_id, "reason": "closed"})
+    assert release.data["kind"] == "release"
+    assert (await gw.call("memory.release", {"factId": fact_id, "reason": "x"})).text == (
+        f"fact {fact_id} is not on hold")
+    forget = await gw.call("memory.forget", {"factId": fact_id, "reason": "gdpr"})
+    assert list(forget.data) == ["factId", "valueDigest", "digestKind", "txTime", "actor",
+                                 "reason", "source", "erasedFromLedger", "removedFrom",
+                                 "stillHeld", "verification"]
+    assert forget.data["digestKind"] == "sha256" and len(forget.data["valueDigest"]) == 64
+    assert forget.data["erasedFromLedger"] is True
+    assert forget.data["source"] == {"receiptId": forget.receipt}
+    assert (await gw.call("memory.forget", {"factId": fact_id, "reason": "x"})).text == (
+        f"fact {fact_id} is already forgotten")
+    got = await gw.call("memory.get", {"factId": fact_id})
+    assert "value" not in got.data and got.data["retracted"] is True
+    assert got.data["forgotten"]["digestKind"] == "sha256"
+    no_digest = (await write(gw))["fact"]["factId"]
+    result = await gw.call("memory.forget", {"factId": no_digest, "reason": "r",
+                                             "keepDigest": False})
+    assert result.data["digestKind"] == "none" and result.data["valueDigest"] is None
+    got = await gw.call("memory.get", {"factId": no_digest})
+    assert got.data["forgotten"] == {"digestKind": "none", "at": result.data["txTime"]}
+
+
+async def test_get_is_shaped_for_policy(gw: GatewayClient) -> None:
+    data = await write(gw, confidence=0.9)
+    fact_id = data["fact"]["factId"]
+    got = await gw.call("memory.get", {"factId": fact_id})
+    assert got.data == {**{k: v for k, v in data["fact"].items() if v is not None},
+                        "source": data["fact"]["source"]["receiptId"], "retracted": False}
+    assert "validTo" not in got.data
+    claimed = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
+                                             "space": "org"}, receipt=None, agent=None,
+                            meta={"agent-custody/receipt": ""})
+    assert claimed.is_error  # an empty receipt is no receipt
+    assert (await gw.call("memory.get", {"factId": "nope"})).text == "unknown fact nope"
+
+
+async def test_history(gw: GatewayClient) -> None:
+    subject = unique()
+    old = (await write(gw, subject=subject))["fact"]["factId"]
+    new = (await write(gw, subject=subject, supersedes=old))["fact"]["factId"]
+    await gw.call("memory.retract", {"factId": new, "reason": "r"})
+    history = await gw.call("memory.history", {"factId": old})
+    assert [e["kind"] for e in history.data["events"]] == ["assert", "assert"]
+    history = await gw.call("memory.history", {"factId": new})
+    assert [e["kind"] for e in history.data["events"]] == ["assert", "retract"]
+    assert (await gw.call("memory.history", {"factId": "nope"})).data == {"events": []}
+
+
+async def test_sweep_with_before_and_with_retention(gw: GatewayClient) -> None:
+    space = unique("sweep")
+    kept = await write(gw, space=space)
+    held = (await write(gw, space=space))["fact"]["factId"]
+    await gw.call("memory.hold", {"factId": held, "reason": "keep"})
+    result = await gw.call("memory.sweep", {"reason": "retention", "space": space,
+                                            "before": "2000-01-01T01:00:00+01:00"})
+    assert result.data == {"before": "2000-01-01T00:00:00.000Z", "retention": None,
+                           "space": space, "forgotten": [], "held": [], "stillHeld": []}
+    result = await gw.call("memory.sweep", {"reason": "retention", "space": space})
+    assert result.data["before"] is None
+    assert result.data["retention"] == {"sweep:*": "PT0S"}
+    assert [f["factId"] for f in result.data["forgotten"]] == [kept["fact"]["factId"]]
+    entry = result.data["forgotten"][0]
+    assert list(entry) == ["factId", "valueDigest", "digestKind", "removedFrom", "verification"]
+    assert result.data["held"] == [held]
+    other = await write(gw, space="org")
+    await gw.call("memory.sweep", {"reason": "retention"})  # org has no window: never swept
+    assert (await gw.call("memory.get", {"factId": other["fact"]["factId"]})).data["value"] == "pro"
+
+
+async def test_concurrent_calls_keep_their_own_receipts(gw: GatewayClient) -> None:
+    import anyio
+
+    results: dict[int, Any] = {}
+
+    async def one(i: int) -> None:
+        results[i] = await gw.call("memory.write", {"subject": unique(), "predicate": "p",
+                                                    "value": i, "space": "org"},
+                                   agent=f"agent-{i}", receipt=f"rcpt-{i}")
+
+    async with anyio.create_task_group() as tg:
+        for i in range(24):
+            tg.start_soon(one, i)
+    for i, result in results.items():
+        fact = result.data["fact"]
+        assert (fact["value"], fact["actor"], fact["source"]["receiptId"]) == (
+            i, f"agent-{i}", f"rcpt-{i}")

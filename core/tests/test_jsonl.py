@@ -217,3 +217,22 @@ def test_failed_forget_leaves_ledger_unchanged(tmp_path: Path, monkeypatch: pyte
         got = ledger.get(fact.fact_id)
         assert got is not None and got.value == "secret"
         assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_forget_removes_temporaries_of_a_crashed_forget(tmp_path: Path) -> None:
+    """A forget killed before its rename leaves a rewrite temporary with other facts' values;
+    the next forget must delete it, or a value forgotten later survives in that copy."""
+    path = tmp_path / "l.jsonl"
+    with Ledger(path) as ledger:
+        first = ledger.assert_fact(subject="s", predicate="p", value="one", space="org",
+                                   actor="a")
+        later = ledger.assert_fact(subject="t", predicate="p", value="secret-later",
+                                   space="org", actor="a")
+        # What a forget of `first` killed between writing and renaming leaves behind.
+        stale = tmp_path / ".l.jsonl.99999.forget.tmp"
+        stale.write_bytes(path.read_bytes())
+        ledger.forget(fact_id=later.fact_id, actor="dpo", reason="erasure")
+        assert not stale.exists()
+        assert all(b"secret-later" not in p.read_bytes() for p in tmp_path.iterdir()
+                   if p.is_file())
+        assert ledger.get(first.fact_id) is not None

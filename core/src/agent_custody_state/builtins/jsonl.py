@@ -294,6 +294,7 @@ class JsonlStore(EventStore):
         forget_line = (event.to_json() + "\n").encode("utf-8")
         new_offsets.append(len(out))
         out += forget_line
+        self._remove_stale_temps()
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.forget.tmp")
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -318,6 +319,16 @@ class JsonlStore(EventStore):
         self._ident = (st.st_dev, st.st_ino)
         self._read_to = st.st_size
         self._needs_newline = False
+
+    def _remove_stale_temps(self) -> None:
+        """Delete rewrite temporaries left by a forget that crashed before its rename.
+
+        Such a file holds a copy of the ledger, with the values of facts that may be forgotten
+        later; left in place it would keep them on disk. Only called under the exclusive lock,
+        so no other process is writing one.
+        """
+        for stale in self.path.parent.glob(f".{self.path.name}.*.forget.tmp"):
+            stale.unlink(missing_ok=True)
 
     # -- queries (each first picks up other processes' lines) --------------------------------
 

@@ -44,7 +44,8 @@ def make_store(
     def make(**settings: Any) -> Mem0Store:
         values: dict[str, Any] = {"user_id": "u-test", "host": fake.url, "api_key_env": KEY_ENV}
         values.update(settings)
-        store = build(Mem0Settings(**values), name=values.pop("name", "mem0"))
+        name = values.pop("name", "mem0")
+        store = build(Mem0Settings(**values), name=name)
         built.append(store)
         return store
 

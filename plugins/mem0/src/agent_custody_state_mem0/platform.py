@@ -56,9 +56,14 @@ class PlatformBackend:
                     self._client = self._client_class(
                         api_key=self._api_key, host=self._settings.host, client=http
                     )
-                except BaseException:
+                except Exception as exc:
                     http.close()
-                    raise
+                    # The constructor's key check fails with a bare ValueError; say what it was.
+                    where = self._settings.host or "the default mem0 host"
+                    first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+                    raise ConnectionError(
+                        f"mem0 client check (GET /v1/ping/ on {where}) failed: {first_line}"
+                    ) from exc
             return self._client
 
     def _filters(self, *extra: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,160 @@
+"""The LangGraph store: one ``BaseStore`` item per fact, keyed by the fact id (SPEC 6).
+
+LangMem keeps an agent's memories as items in a namespace such as ``("memories", <user>)``,
+with the text under ``content``. Writing facts there, in the same shape, puts them where a
+LangGraph agent already searches, under custody::
+
+    namespace: ("memories", "{space}")  -- or any configured labels
+    key:       <factId>
+    value:     {"content": "<subject> <predicate>: <value>", "subject", "predicate", "value",
+                "factId", "space", "actor", "provenance", "receiptId", "validFrom", "source"}
+
+Removal is ``delete`` (idempotent in every BaseStore). Verification asks twice, as every adapter
+should: ``get`` by key is None, and a ``search`` filtered by ``factId`` (plus a vector search for
+the content when an index is configured) no longer returns the key.
+
+Works with any BaseStore; :func:`build` opens LangGraph's own InMemoryStore, SqliteStore or
+PostgresStore from the settings. The sync API runs in worker threads (``storekit.call_sdk``): the
+SQLite and PostgreSQL stores guard their single connection with a lock of their own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.plugins import resolve_ref
+from agent_custody_state.storekit import call_sdk, secret_from_env
+from agent_custody_state.stores import StoreError, custody_metadata, fact_text
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from .settings import LangGraphSettings
+
+DEFAULT_NAMESPACE = ("memories", "{space}")
+
+
+def item_value(fact: Fact) -> dict[str, Any]:
+    """The item stored for a fact: LangMem's ``content`` plus the fields and custody."""
+    return {
+        "content": fact_text(fact),
+        "subject": fact.subject,
+        "predicate": fact.predicate,
+        "value": fact.value,
+        **custody_metadata(fact),
+    }
+
+
+class LangGraphStore:
+    """A ``Store`` over any LangGraph ``BaseStore``."""
+
+    def __init__(
+        self,
+        name: str,
+        base: BaseStore,
+        *,
+        namespace: Sequence[str] = DEFAULT_NAMESPACE,
+        indexed: bool = False,
+        top_k: int = 10,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.base = base
+        self.namespace_template = tuple(namespace)
+        self.indexed = indexed
+        self.top_k = top_k
+        self._on_close = on_close
+
+    def namespace_for(self, fact: Fact) -> tuple[str, ...]:
+        """The configured labels with ``{space}`` filled in from the fact."""
+        labels = tuple(label.replace("{space}", fact.space) for label in self.namespace_template)
+        bad = [label for label in labels if not label or "." in label]
+        if bad:
+            raise StoreError(self.name, f'namespace label "{bad[0]}" (from space '
+                             f'"{fact.space}") is empty or contains "."; LangGraph refuses it')
+        return labels
+
+    def _verify_removed(self, namespace: tuple[str, ...], key: str, fact: Fact) -> bool:
+        if self.base.get(namespace, key) is not None:
+            return False
+        hits = self.base.search(namespace, filter={"factId": fact.fact_id}, limit=self.top_k)
+        if self.indexed:
+            hits += self.base.search(namespace, query=fact_text(fact), limit=self.top_k)
+        return all(hit.key != key for hit in hits)
+
+    async def put(self, fact: Fact) -> str:
+        namespace = self.namespace_for(fact)
+        await call_sdk(self.name, "put", self.base.put, namespace, fact.fact_id, item_value(fact))
+        return fact.fact_id
+
+    async def remove(self, external_id: str, fact: Fact) -> None:
+        namespace = self.namespace_for(fact)
+        await call_sdk(self.name, "remove", self.base.delete, namespace, external_id)
+
+    async def verify_removed(self, external_id: str, fact: Fact) -> bool:
+        namespace = self.namespace_for(fact)
+        return await call_sdk(self.name, "verify", self._verify_removed, namespace,
+                              external_id, fact)
+
+    def close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+            self._on_close = None
+
+
+def _index(settings: LangGraphSettings, name: str) -> dict[str, Any] | None:
+    if settings.index_embed is None:
+        return None
+    try:
+        embed = resolve_ref(settings.index_embed)
+    except (ImportError, AttributeError) as exc:
+        raise StoreError(name, f"index_embed {settings.index_embed!r} cannot be imported: "
+                         f"{exc}") from exc
+    return {"dims": settings.index_dimensions, "embed": embed, "fields": ["content"]}
+
+
+def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Callable[[], None]]:
+    """LangGraph's own store for ``settings.backend``, set up, with a function that closes it."""
+    index = _index(settings, name)
+    if settings.backend == "memory":
+        return InMemoryStore(index=index), lambda: None  # type: ignore[arg-type]
+    try:
+        if settings.backend == "sqlite":
+            from langgraph.store.sqlite import SqliteStore
+
+            assert settings.path is not None
+            # The form SqliteStore.from_conn_string uses: autocommit, usable from any thread
+            # (the store serialises access with its own lock).
+            conn = sqlite3.connect(settings.path, check_same_thread=False, isolation_level=None)
+            sqlite_store = SqliteStore(conn, index=index)  # type: ignore[arg-type]
+            sqlite_store.setup()
+            return sqlite_store, conn.close
+        from langgraph.store.postgres import PostgresStore
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+
+        dsn = secret_from_env(name, settings.dsn_env, what="PostgreSQL URL")
+        assert dsn is not None
+        # The connection options PostgresStore.from_conn_string uses.
+        pg = Connection.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        pg_store = PostgresStore(pg, index=index)  # type: ignore[arg-type]
+        pg_store.setup()
+        return pg_store, pg.close
+    except StoreError:
+        raise
+    except ImportError as exc:
+        raise StoreError(name, f'backend "{settings.backend}" needs {exc.name}: pip install '
+                         f"'agent-custody-state-langgraph[{settings.backend}]'") from exc
+    except Exception as exc:
+        raise StoreError(name, f"cannot open the {settings.backend} store: "
+                         f"{type(exc).__name__}: {exc}") from exc
+
+
+def build(settings: LangGraphSettings, *, name: str) -> LangGraphStore:
+    """The registered factory: open the configured BaseStore and wrap it."""
+    base, close = open_backend(settings, name)
+    return LangGraphStore(name, base, namespace=settings.namespace,
+                          indexed=settings.index_embed is not None, top_k=settings.top_k,
+                          on_close=close)

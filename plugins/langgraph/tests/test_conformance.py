@@ -1,0 +1,147 @@
+"""The shared store suite on LangGraph's real stores: InMemoryStore (with a vector index),
+SqliteStore and PostgresStore (with a pgvector index, on the embedded server)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from agent_custody_state_conformance.embeddings import embed_texts_8
+from agent_custody_state_conformance.hygiene import PluginHygiene
+from agent_custody_state_conformance.stores import StoreConformance
+from agent_custody_state_langgraph.settings import LangGraphSettings
+from agent_custody_state_langgraph.store import LangGraphStore, build
+from langgraph.store.memory import InMemoryStore
+
+INDEX = {"dims": 8, "embed": embed_texts_8, "fields": ["content"]}
+EMBED = "agent_custody_state_conformance.embeddings:embed_texts_8"
+
+
+def record(namespace: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """What a backdoor reports: the item, with its namespace so tests can check it."""
+    return {"id": key, "text": value["content"], "value": value["value"], "metadata": value,
+            "namespace": namespace}
+
+
+class MemoryBackdoor:
+    """Reads InMemoryStore's own dict of namespaces, not through any search."""
+
+    def __init__(self, base: InMemoryStore) -> None:
+        self.base = base
+
+    def find(self, fact_id: str) -> dict[str, Any] | None:
+        for namespace, items in self.base._data.items():
+            for key, item in items.items():
+                if item.value.get("factId") == fact_id:
+                    return record(".".join(namespace), key, item.value)
+        return None
+
+
+class SqliteBackdoor:
+    """Reads LangGraph's ``store`` table with its own sqlite3 connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def find(self, fact_id: str) -> dict[str, Any] | None:
+        with sqlite3.connect(self.path) as conn:
+            row = conn.execute(
+                "SELECT prefix, key, value FROM store WHERE json_extract(value, '$.factId') = ?",
+                (fact_id,),
+            ).fetchone()
+        return record(row[0], row[1], json.loads(row[2])) if row else None
+
+
+class PostgresBackdoor:
+    """Reads LangGraph's ``store`` table (and its vectors) with its own connection."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def find(self, fact_id: str) -> dict[str, Any] | None:
+        with psycopg.connect(self.url) as conn:
+            row = conn.execute(
+                "SELECT prefix, key, value FROM store WHERE value->>'factId' = %s", (fact_id,)
+            ).fetchone()
+            if row is None:
+                vectors = conn.execute("SELECT count(*) FROM store_vectors WHERE key = %s",
+                                       (fact_id,)).fetchone()
+                assert vectors == (0,), "an embedding outlived its item"
+                return None
+        return record(row[0], row[1], row[2])
+
+
+class TestInMemoryStoreConformance(StoreConformance):
+    capabilities = frozenset({"verify"})
+
+    @pytest.fixture
+    def base(self) -> InMemoryStore:
+        return InMemoryStore(index=INDEX)  # type: ignore[arg-type]
+
+    @pytest.fixture
+    def store(self, base: InMemoryStore) -> LangGraphStore:
+        return LangGraphStore("langmem", base, indexed=True)
+
+    @pytest.fixture
+    def backdoor(self, base: InMemoryStore) -> MemoryBackdoor:
+        return MemoryBackdoor(base)
+
+
+class TestSqliteStoreConformance(StoreConformance):
+    capabilities = frozenset({"verify", "fail"})
+
+    @pytest.fixture
+    def path(self, tmp_path: Path) -> Path:
+        return tmp_path / "langgraph.sqlite"
+
+    @pytest.fixture
+    def store(self, path: Path) -> Iterator[LangGraphStore]:
+        store = build(LangGraphSettings(backend="sqlite", path=str(path)), name="langmem")
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def backdoor(self, path: Path, store: LangGraphStore) -> SqliteBackdoor:
+        return SqliteBackdoor(path)
+
+    @pytest.fixture
+    def failing_store(self, tmp_path: Path) -> LangGraphStore:
+        store = build(LangGraphSettings(backend="sqlite", path=str(tmp_path / "gone.sqlite")),
+                      name="langmem")
+        store.close()  # the store's connection is closed: every call raises
+        return store
+
+
+@pytest.mark.postgres
+class TestPostgresStoreConformance(StoreConformance):
+    capabilities = frozenset({"verify", "fail"})
+
+    @pytest.fixture
+    def store(self, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LangGraphStore]:
+        monkeypatch.setenv("LANGGRAPH_PG_URL", postgres_url)
+        settings = LangGraphSettings(backend="postgres", dsn_env="LANGGRAPH_PG_URL",
+                                     index_dimensions=8, index_embed=EMBED)
+        store = build(settings, name="langmem")
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def backdoor(self, postgres_url: str) -> PostgresBackdoor:
+        return PostgresBackdoor(postgres_url)
+
+    @pytest.fixture
+    def failing_store(self, store: LangGraphStore) -> LangGraphStore:
+        store.close()  # the server is fine, the store's connection is gone
+        return store
+
+
+class TestLangGraphHygiene(PluginHygiene):
+    entry_point = "langgraph"
+    registers = frozenset({"store langgraph"})
+    heavy_modules = ("langgraph", "langchain_core", "psycopg")
+

@@ -1,0 +1,97 @@
+"""LangGraph specifics: the item LangMem sees, namespaces, settings, backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from agent_custody_state.stores import StoreError, custody_metadata
+from agent_custody_state_conformance.embeddings import embed_texts_8
+from agent_custody_state_conformance.stores import make_fact
+from agent_custody_state_langgraph.settings import LangGraphSettings
+from agent_custody_state_langgraph.store import LangGraphStore, build
+from langgraph.store.memory import InMemoryStore
+from pydantic import ValidationError
+
+
+def test_item_is_what_langmem_reads() -> None:
+    base = InMemoryStore(index={"dims": 8, "embed": embed_texts_8, "fields": ["content"]})  # type: ignore[arg-type]
+    store = LangGraphStore("langmem", base, namespace=("memories", "dana"), indexed=True)
+    fact = make_fact(value={"tier": "pro"})
+    assert anyio.run(store.put, fact) == fact.fact_id
+    item = base.get(("memories", "dana"), fact.fact_id)
+    assert item is not None
+    assert item.value == {
+        "content": 'acct:42 plan: {"tier":"pro"}', "subject": "acct:42", "predicate": "plan",
+        "value": {"tier": "pro"}, **custody_metadata(fact),
+    }
+    # A LangMem search tool: semantic query over the user's namespace finds it first.
+    hits = base.search(("memories", "dana"), query='acct:42 plan: {"tier":"pro"}', limit=3)
+    assert hits[0].key == fact.fact_id
+
+
+def test_default_namespace_is_the_space() -> None:
+    base = InMemoryStore()
+    store = LangGraphStore("langmem", base)
+    fact = make_fact(space="user:dana")
+    anyio.run(store.put, fact)
+    assert base.get(("memories", "user:dana"), fact.fact_id) is not None
+    with pytest.raises(StoreError, match='namespace label "team.support"') as caught:
+        anyio.run(store.put, make_fact(space="team.support"))
+    assert caught.value.store == "langmem"
+
+
+def settings(**data: Any) -> LangGraphSettings:
+    return LangGraphSettings.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"backend": "sqlite"}, 'backend "sqlite" needs path'),
+        ({"backend": "postgres"}, 'backend "postgres" needs dsn_env'),
+        ({"path": "x.db"}, 'path is only for backend "sqlite"'),
+        ({"namespace": ["memories", "a.b"]}, 'contain no "."'),
+        ({"namespace": []}, "at least one label"),
+        ({"namespace": ["langgraph", "x"]}, 'may not be "langgraph"'),
+        ({"index_dimensions": 8}, "both index_dimensions and index_embed"),
+        ({"index_embed": "nope", "index_dimensions": 8}, '"module:function"'),
+        ({"dsn": "postgresql://x"}, "Extra inputs are not permitted"),
+    ],
+)
+def test_settings_refused(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        settings(**data)
+
+
+def test_sqlite_backend_persists(tmp_path: Path) -> None:
+    path = str(tmp_path / "lg.sqlite")
+    fact = make_fact()
+    first = build(settings(backend="sqlite", path=path), name="langmem")
+    try:
+        anyio.run(first.put, fact)
+    finally:
+        first.close()
+    second = build(settings(backend="sqlite", path=path), name="langmem")
+    try:
+        assert anyio.run(second.verify_removed, fact.fact_id, fact) is False
+        anyio.run(second.remove, fact.fact_id, fact)
+        assert anyio.run(second.verify_removed, fact.fact_id, fact) is True
+    finally:
+        second.close()
+
+
+def test_postgres_backend_needs_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_LANGGRAPH_URL", raising=False)
+    with pytest.raises(StoreError, match="environment variable NO_SUCH_LANGGRAPH_URL is not set"):
+        build(settings(backend="postgres", dsn_env="NO_SUCH_LANGGRAPH_URL"), name="langmem")
+
+
+def test_unreachable_postgres_names_the_store(monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    monkeypatch.setenv("LG_URL", f"postgresql://nobody@/x?host={tmp_path}&connect_timeout=1")
+    with pytest.raises(StoreError, match="cannot open the postgres store") as caught:
+        build(settings(backend="postgres", dsn_env="LG_URL"), name="langmem")
+    assert caught.value.store == "langmem"

@@ -203,4 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the package's module, not this ``__main__`` copy, so exception classes raised by other
+    # modules (``from ..cli import CliError``) are the ones ``main`` catches.
+    from agent_custody_state.cli import main as _main
+
+    sys.exit(_main())

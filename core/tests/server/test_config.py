@@ -1,0 +1,195 @@
+"""The config file (TOML), ``AGENT_CUSTODY_*`` variables and flags, in rising priority."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agent_custody_state.config import ConfigError, build_stores, load_config
+from agent_custody_state.plugins import PluginManager, set_plugin_manager
+from servertest import run_cli
+
+FULL = '''
+ledger = "ledger.sqlite"
+forget_key_env = "FORGET_KEY"
+retention = "org=P365D,team:*=P90D"
+key = "memory.key"
+
+[server]
+transport = "http"
+host = "127.0.0.1"
+port = 8790
+allow_direct = true
+max_request_bytes = 1048576
+max_concurrency = 16
+allowed_hosts = ["memory:8790"]
+
+[[server.tokens]]
+env = "MEMORY_TOKEN"
+role = "gateway"
+
+[[server.tokens]]
+env = "AGENT_TOKEN"
+role = "direct"
+
+[verify]
+attempts = 5
+delay_ms = 50
+
+[[stores]]
+name = "notes"
+type = "unknown-kind"
+api_key_env = "NOTES_KEY"
+'''
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("AGENT_CUSTODY_") and name != "AGENT_CUSTODY_BLOCK_PLUGINS":
+            monkeypatch.delenv(name)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "memory.toml"
+    path.write_text(text)
+    return path
+
+
+def test_every_key_is_read(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, FULL))
+    assert config.ledger == "ledger.sqlite" and config.forget_key_env == "FORGET_KEY"
+    assert config.retention == "org=P365D,team:*=P90D" and config.key == "memory.key"
+    server = config.server
+    assert (server.transport, server.host, server.port, server.allow_direct) == (
+        "http", "127.0.0.1", 8790, True)
+    assert (server.max_request_bytes, server.max_concurrency) == (1048576, 16)
+    assert server.allowed_hosts == ["memory:8790"]
+    assert [(t.env, t.role) for t in server.tokens] == [("MEMORY_TOKEN", "gateway"),
+                                                         ("AGENT_TOKEN", "direct")]
+    assert (config.verify.attempts, config.verify.delay_ms) == (5, 50)
+    assert config.stores[0].name == "notes" and config.stores[0].settings() == {
+        "api_key_env": "NOTES_KEY"}
+
+
+def test_environment_overrides_file_and_flags_override_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, FULL)
+    monkeypatch.setenv("AGENT_CUSTODY_LEDGER", "env.jsonl")
+    monkeypatch.setenv("AGENT_CUSTODY_SERVER__PORT", "9001")
+    monkeypatch.setenv("AGENT_CUSTODY_BLOCK_PLUGINS", "nothing")  # not a config key: ignored
+    config = load_config(path)
+    assert config.ledger == "env.jsonl" and config.server.port == 9001
+    assert config.server.max_concurrency == 16  # the rest of [server] still from the file
+    config = load_config(path, ledger="flag.jsonl", server={"port": 9002})
+    assert config.ledger == "flag.jsonl" and config.server.port == 9002
+    assert config.server.transport == "http"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('ledger = "x"\nretention = "org=P3X"', "retention: invalid retention duration 'P3X'"),
+    ('[server]\nport = 70000', "server.port: Input should be less than or equal to 65535"),
+    ('[server]\nroll = "x"', "server.roll: Extra inputs are not permitted"),
+    ('[[server.tokens]]\nenv = "T"\nrole = "admin"', "server.tokens.0.role: Input should be"),
+    ('ledgr = "x"', "ledgr: Extra inputs are not permitted"),
+    ('[verify]\nattempts = 0', "verify.attempts: Input should be greater than or equal to 1"),
+    ('ledger = ', "not valid TOML"),
+])
+def test_invalid_files_are_refused_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+    assert message in str(caught.value)
+    assert str(tmp_path / "memory.toml") in str(caught.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_unknown_store_type_lists_installed_ones() -> None:
+    from agent_custody_state import hookimpl
+
+    class Plugin:
+        @hookimpl
+        def register_stores(self, register):  # type: ignore[no-untyped-def]
+            register("alpha", lambda s, name: None)
+            register("beta", lambda s, name: None)
+
+    manager = PluginManager(load_entry_points=False)
+    manager.register_plugin(Plugin(), name="two-stores")
+    set_plugin_manager(manager)
+    try:
+        config = load_config(None, stores=[{"name": "n", "type": "gamma"}])
+        with pytest.raises(ConfigError) as caught:
+            build_stores(config.stores)
+        assert "stores[0] (n): unknown store type 'gamma'; installed: alpha, beta" in str(
+            caught.value)
+    finally:
+        set_plugin_manager(None)
+
+
+def test_store_settings_validated_and_secrets_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_custody_state import hookimpl
+    from pydantic import BaseModel
+
+    class Settings(BaseModel):
+        user_id: str
+        api_key_env: str
+
+    class Plugin:
+        @hookimpl
+        def register_stores(self, register):  # type: ignore[no-untyped-def]
+            register("kv", lambda s, name: (name, s), settings=Settings)
+
+    manager = PluginManager(load_entry_points=False)
+    manager.register_plugin(Plugin(), name="kv")
+    set_plugin_manager(manager)
+    try:
+        monkeypatch.delenv("KV_KEY", raising=False)
+        config = load_config(None, stores=[{"name": "k", "type": "kv", "user_id": "u",
+                                            "api_key_env": "KV_KEY"}])
+        with pytest.raises(ConfigError, match="api_key_env names the environment variable "
+                                              "KV_KEY, which is not set"):
+            build_stores(config.stores)
+        monkeypatch.setenv("KV_KEY", "secret")
+        [(name, settings)] = build_stores(config.stores)
+        assert name == "k" and settings.user_id == "u"
+        config = load_config(None, stores=[{"name": "k", "type": "kv", "api_key_env": "KV_KEY"}])
+        with pytest.raises(ConfigError, match=r"stores\[0\] \(k\): user_id: Field required"):
+            build_stores(config.stores)
+        config = load_config(None, stores=[{"name": "k", "type": "kv"}, {"name": "k", "type": "kv"}])
+        with pytest.raises(ConfigError, match="names must be unique; repeated: k"):
+            build_stores(config.stores)
+    finally:
+        set_plugin_manager(None)
+
+
+def test_serve_with_config_file_reports_unknown_store_type(tmp_path: Path) -> None:
+    path = write(tmp_path, f'ledger = "{tmp_path / "l.jsonl"}"\n[[stores]]\nname = "m"\n'
+                           'type = "no-such-store"\n')
+    done = run_cli("serve", "--config", str(path))
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: stores[0] (m): unknown store type 'no-such-store'; "
+                                  "installed: ")
+    assert not (tmp_path / "l.jsonl").exists()
+
+
+def test_serve_names_an_unset_secret(tmp_path: Path) -> None:
+    path = write(tmp_path, f'ledger = "{tmp_path / "l.jsonl"}"\nforget_key_env = "NO_SUCH_VAR_X"\n')
+    done = run_cli("serve", "--config", str(path))
+    assert done.returncode == 1
+    assert done.stderr == ("error: forget_key_env names the environment variable NO_SUCH_VAR_X, "
+                           "which is not set\n")
+    done = run_cli("serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--token-env",
+                   "NO_SUCH_TOKEN_Y")
+    assert done.returncode == 1 and "NO_SUCH_TOKEN_Y, which is not set" in done.stderr
+
+
+def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run_cli("serve", "--port", "eighty").returncode == 2
+    assert run_cli("serve", "--no-such-flag").returncode == 2
+    done = run_cli("serve")
+    assert done.returncode == 1 and "no ledger" in done.stderr

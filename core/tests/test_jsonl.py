@@ -236,3 +236,44 @@ def test_forget_removes_temporaries_of_a_crashed_forget(tmp_path: Path) -> None:
         assert all(b"secret-later" not in p.read_bytes() for p in tmp_path.iterdir()
                    if p.is_file())
         assert ledger.get(first.fact_id) is not None
+
+
+def _crash_mid_batch(path: str) -> None:
+    """Assert a batch of three, dying (as SIGKILL would) once the first line is on disk."""
+    real_write = os.write
+
+    def write_first_line_then_die(fd: int, data: Any) -> int:
+        data = bytes(data)
+        if data.count(b"\n") > 1:  # the batch itself, not the journal
+            real_write(fd, data[: data.index(b"\n") + 1])
+            os._exit(9)
+        return real_write(fd, data)
+
+    with Ledger(path) as ledger:
+        os.write = write_first_line_then_die  # type: ignore[assignment]
+        ledger.assert_many([{"subject": f"b{i}", "predicate": "p", "value": i, "space": "org",
+                             "actor": "a"} for i in range(3)])
+
+
+def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
+    """A crash between two lines of a batch leaves no torn line; the batch journal still shows
+    the batch incomplete, and it is rolled back: all of a batch, or none of it."""
+    path = tmp_path / "l.jsonl"
+    with Ledger(path) as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value=0, space="org", actor="a")
+    reader = JsonlStore(path)  # open before the crash: it only reads (shared lock) afterwards
+    proc = multiprocessing.get_context("spawn").Process(target=_crash_mid_batch,
+                                                         args=(str(path),))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 9
+    assert len(path.read_text().splitlines()) == 2  # one batch line made it to the file
+    assert reader.count() == 1  # a reader stops where the unfinished batch starts
+    with Ledger(path) as ledger:
+        assert ledger.count() == 1
+        assert "batch of events was cut short" in ledger.store.repairs[0]  # type: ignore[attr-defined]
+        ledger.assert_many([{"subject": "c", "predicate": "p", "value": 1, "space": "org",
+                             "actor": "a"}] * 2)
+        assert ledger.count() == 3
+    assert not (tmp_path / "l.jsonl.batch").exists()
+    reader.close()

@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..eventstore import EventStore, EventStoreError
@@ -90,6 +90,7 @@ class JsonlStore(EventStore):
 
     def _catch_up(self, *, exclusive: bool) -> None:
         """Read lines appended since the last look; reload if the file was replaced."""
+        limit = self._recover_batch(exclusive=exclusive)
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -97,15 +98,16 @@ class JsonlStore(EventStore):
                 self._reset()
             self._ident = None
             return
+        size = st.st_size if limit is None else min(st.st_size, limit)
         ident = (st.st_dev, st.st_ino)
-        if ident != self._ident or st.st_size < self._read_to:
+        if ident != self._ident or size < self._read_to:
             self._reset()
             self._ident = ident
-        if st.st_size == self._read_to:
+        if size == self._read_to:
             return
         with open(self.path, "rb") as fh:
             fh.seek(self._read_to)
-            data = fh.read(st.st_size - self._read_to)
+            data = fh.read(size - self._read_to)
         base = self._read_to
         end = data.rfind(b"\n") + 1
         body, tail = data[:end], data[end:]
@@ -169,6 +171,75 @@ class JsonlStore(EventStore):
         note = f"{message}; moved aside to {aside.name}"
         log.warning(note)
         self.repairs.append(note)
+
+    # -- multi-event commits ------------------------------------------------------------------
+    #
+    # A commit of several events (assert_many, import) is one write, but a crash can cut a write
+    # between two lines, leaving the first events of the batch complete and the rest missing:
+    # nothing in the file shows it (the line format has no transaction marks). So before such a
+    # write a small journal ``<file>.batch`` records where the batch starts and how long it is
+    # (no event bytes, so no value is copied); it is removed once the batch is fsynced. Finding
+    # the journal means the batch may be incomplete: a writer rolls it back (moved aside, like a
+    # torn line), and until then readers stop at its start.
+
+    @property
+    def _journal(self) -> Path:
+        return self.path.with_name(self.path.name + ".batch")
+
+    def _begin_batch(self, offset: int, length: int) -> None:
+        record = json.dumps({"offset": offset, "length": length}).encode()
+        fd = os.open(self._journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, record)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(self.path.parent)
+
+    def _recover_batch(self, *, exclusive: bool) -> int | None:
+        """Settle a batch a crashed writer left; returns the offset readers must stop at."""
+        try:
+            raw = self._journal.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            record = json.loads(raw)
+            offset, length = int(record["offset"]), int(record["length"])
+        except (ValueError, KeyError, TypeError):
+            # The journal itself was cut short: it is fsynced before the batch is written, so
+            # the batch never started.
+            if exclusive:
+                self._journal.unlink(missing_ok=True)
+            return None
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            size = 0
+        if size >= offset + length:
+            if exclusive:  # the whole batch reached the file: it stands
+                self._journal.unlink(missing_ok=True)
+            return None
+        if not exclusive:
+            return offset
+        if size > offset:
+            with open(self.path, "rb") as fh:
+                fh.seek(offset)
+                partial = fh.read()
+            aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time() * 1000)}")
+            aside.write_bytes(partial)
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, offset)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            note = (f"{self.location}: a batch of events was cut short at byte {offset} "
+                    f"({size - offset} of {length} bytes written); it was never acknowledged "
+                    f"and is rolled back, moved aside to {aside.name}")
+            log.warning(note)
+            self.repairs.append(note)
+        self._journal.unlink(missing_ok=True)
+        return None
 
     def repair(self) -> list[str]:
         """Move a torn final line aside now (used by ``agent-custody-memory repair``)."""
@@ -234,10 +305,13 @@ class JsonlStore(EventStore):
         prefix = b"\n" if self._needs_newline else b""
         data = prefix + b"".join(self._pending)
         created = not self.path.exists()
+        batch = len(self._pending) > 1
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             before = os.fstat(fd).st_size
             try:
+                if batch:
+                    self._begin_batch(before, len(data))
                 _write_all(fd, data)
                 os.fsync(fd)
             except OSError as exc:
@@ -245,14 +319,20 @@ class JsonlStore(EventStore):
                 try:
                     os.ftruncate(fd, before)
                     os.fsync(fd)
+                    self._journal.unlink(missing_ok=True)
                 except OSError:
-                    pass
+                    pass  # the journal stays: the next reader or writer rolls the batch back
                 raise EventStoreError(
                     f"could not append to {self.location}: {exc}; nothing was written"
                 ) from exc
             st = os.fstat(fd)
         finally:
             os.close(fd)
+        if batch:
+            # The batch is durable; a journal that cannot be removed only makes the next
+            # reader check the length again, which it passes.
+            with suppress(OSError):
+                self._journal.unlink()
         if created:
             _fsync_dir(self.path.parent)
         offset = before + len(prefix)

@@ -1,0 +1,77 @@
+"""Settings of a ``zep`` store: the keys of its ``[[stores]]`` table in the server config.
+
+The API key never appears here: ``api_key_env`` names the environment variable holding it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+API_PREFIX = "/api/v4"
+_SELECTORS = ("graph_uuid", "graph_id", "user_id")
+
+
+class ZepSettings(BaseModel):
+    """Which Zep project and graph the custody episodes go to, and how patiently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_key_env: str = Field(default="ZEP_API_KEY", min_length=1)
+    """Name of the environment variable holding the Zep API key (checked at startup)."""
+    base_url: str | None = None
+    """API base, e.g. ``https://api.getzep.com/api/v4`` (the SDK default when unset). A bare
+    origin gets ``/api/v4`` appended: the v4 SDK's paths are relative to that prefix."""
+
+    graph_uuid: str | None = None
+    """The graph, by its Zep-generated UUID (from ``graph.create``)."""
+    graph_id: str | None = None
+    """A developer-assigned (legacy) graph id, resolved to its UUID with ``graph.lookup``."""
+    user_id: str | None = None
+    """A developer-assigned user id: episodes go to that user's graph (resolved by lookup)."""
+
+    wait_seconds: float = Field(default=30.0, ge=0)
+    """Bound on awaiting a delete, which Zep runs as a background task."""
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds for one HTTP request."""
+    max_retries: int = Field(default=2, ge=0)
+    """The SDK's retries on 408/409/429/5xx (each with back-off)."""
+    source_description: str = "agent-custody"
+    """``source_description`` of every episode."""
+    max_episode_chars: int = Field(default=10_000, gt=0)
+    """Zep's cap on episode data; a larger fact is refused before any request is made."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _v4_prefix(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"base_url must be an http(s) URL, got {value!r}")
+        path = parts.path or API_PREFIX
+        return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+    @field_validator("graph_uuid")
+    @classmethod
+    def _is_uuid(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                raise ValueError(
+                    f"graph_uuid must be a Zep-generated UUID, got {value!r}; "
+                    "give a developer-assigned id as graph_id"
+                ) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_graph(self) -> ZepSettings:
+        chosen = [name for name in _SELECTORS if getattr(self, name)]
+        if len(chosen) != 1:
+            raise ValueError(
+                f"give exactly one of {', '.join(_SELECTORS)} (got {', '.join(chosen) or 'none'})"
+            )
+        return self

@@ -1,0 +1,141 @@
+"""The Zep write-through store: one JSON episode per fact, deletes awaited as background tasks.
+
+``put`` adds an episode of type ``json`` whose data is the fact's subject, predicate and value
+with the custody metadata, and puts the custody metadata on the episode itself, within Zep's
+limits (at most 10 keys, scalar values: ``None`` values are dropped). The episode uuid is the
+external id. Zep does not de-duplicate episodes, so equal facts are separate episodes.
+
+``remove`` starts the delete (``202`` with a task) and polls the task within ``wait_seconds``: a
+task that ends ``failed`` or ``partial`` is a failed removal; one still running at the bound is
+left to finish in the background, and verification reports the episode until it has.
+
+``verify_removed`` is true only when the episode reads as not found, the episode list filtered by
+the ``factId`` metadata is empty, and an edge search restricted to the episode finds no edge
+whose ``episode_uuids`` cite it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.storekit import call_sdk, poll, secret_from_env
+from agent_custody_state.stores import StoreError, custody_metadata, fact_text
+
+from .api import TaskState, ZepGraph
+from .settings import ZepSettings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MAX_METADATA_KEYS = 10
+
+
+def episode_data(fact: Fact) -> str:
+    """The episode body: subject, predicate and value, then the custody metadata, as JSON."""
+    body = {"subject": fact.subject, "predicate": fact.predicate, "value": fact.value}
+    body.update(custody_metadata(fact))
+    # UTF-8 as is: Zep counts characters, and escapes would be stored literally.
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def episode_metadata(fact: Fact) -> dict[str, Any]:
+    """The custody metadata as Zep accepts it on an episode (no ``None``, scalars only)."""
+    metadata = {k: v for k, v in custody_metadata(fact).items() if v is not None}
+    assert len(metadata) <= MAX_METADATA_KEYS
+    return metadata
+
+
+class ZepStore:
+    """A ``Store`` writing episodes into one Zep graph."""
+
+    def __init__(
+        self,
+        name: str,
+        graph: ZepGraph,
+        *,
+        wait_seconds: float = 30.0,
+        max_episode_chars: int = 10_000,
+    ) -> None:
+        self.name = name
+        self.graph = graph
+        self.wait_seconds = wait_seconds
+        self.max_episode_chars = max_episode_chars
+
+    async def _call(self, what: str, func: Callable[..., T], *args: Any) -> T:
+        return await call_sdk(self.name, what, func, *args)
+
+    async def put(self, fact: Fact) -> str:
+        data = episode_data(fact)
+        if len(data) > self.max_episode_chars:
+            raise StoreError(
+                self.name,
+                f"fact {fact.fact_id} is {len(data)} characters as a Zep episode; Zep accepts "
+                f"at most {self.max_episode_chars}",
+            )
+        return await self._call(
+            "episode add", self.graph.add_episode, data, episode_metadata(fact),
+            fact.valid_from or None,
+        )  # fmt: skip
+
+    async def remove(self, external_id: str, fact: Fact) -> None:
+        task_uuid = await self._call("episode delete", self.graph.delete_episode, external_id)
+        if task_uuid is None:
+            return  # already gone: removal is idempotent
+        state = TaskState("pending")
+
+        async def settled() -> bool:
+            nonlocal state
+            state = await self._call("delete task poll", self.graph.task, task_uuid)
+            return state.done
+
+        if not await poll(
+            settled, attempts=None, delay=0.1, max_delay=2.0, timeout=self.wait_seconds
+        ):
+            # Accepted but not finished: the episode is still there, and verification says so.
+            log.warning(
+                "%s: delete of episode %s (task %s) still %s after %gs; it continues in Zep",
+                self.name, external_id, task_uuid, state.status, self.wait_seconds,
+            )  # fmt: skip
+            return
+        if state.status != "succeeded":
+            reason = f": {state.error}" if state.error else ""
+            raise StoreError(
+                self.name,
+                f"delete of episode {external_id} (task {task_uuid}) ended {state.status}{reason}",
+            )
+
+    async def verify_removed(self, external_id: str, fact: Fact) -> bool:
+        if await self._call("episode get", self.graph.get_episode, external_id) is not None:
+            return False
+        if await self._call("episode list by factId", self.graph.episodes_for_fact, fact.fact_id):
+            return False
+        edges = await self._call(
+            "edge search", self.graph.edges_citing, external_id, fact_text(fact)
+        )
+        return not edges
+
+    def close(self) -> None:
+        """Close the SDK's HTTP connections."""
+        self.graph.close()
+
+
+def build(settings: ZepSettings | Mapping[str, Any], *, name: str = "zep") -> ZepStore:
+    """The store factory the plugin registers: ``build(settings, name=...)``.
+
+    Checks the API key variable at once (a named but unset variable fails startup with its
+    name); a ``graph_id`` or ``user_id`` is resolved to the graph's UUID on first use.
+    """
+    if not isinstance(settings, ZepSettings):
+        settings = ZepSettings.model_validate(settings)
+    api_key = secret_from_env(name, settings.api_key_env)
+    assert api_key is not None  # api_key_env is required by the settings model
+    return ZepStore(
+        name,
+        ZepGraph(settings, api_key),
+        wait_seconds=settings.wait_seconds,
+        max_episode_chars=settings.max_episode_chars,
+    )

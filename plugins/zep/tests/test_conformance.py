@@ -1,0 +1,96 @@
+"""The shared store suite on the Zep store, through the real ``zep-cloud`` 4.x SDK on the
+loopback Zep v4 fake: a named graph addressed by UUID, and a user's graph found by lookup with
+ingestion and deletion left pending for a few task polls."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from agent_custody_state.stores import StoreError
+from agent_custody_state_conformance.fakes import FakeZep
+from agent_custody_state_conformance.hygiene import PluginHygiene
+from agent_custody_state_conformance.stores import StoreConformance
+from agent_custody_state_zep.store import ZepStore
+from zep_cloud import Zep
+
+from conftest import API_KEY
+
+
+class FakeBackdoor:
+    """Reads the fake's primary episode records directly, never through the SDK."""
+
+    def __init__(self, fake: FakeZep) -> None:
+        self.fake = fake
+
+    def find(self, fact_id: str) -> dict[str, Any] | None:
+        with self.fake.lock:
+            episodes = [
+                e
+                for e in self.fake.items.values()
+                if (e["metadata"] or {}).get("factId") == fact_id
+            ]
+        assert len(episodes) <= 1, f"fact {fact_id} is held by {len(episodes)} episodes"
+        if not episodes:
+            return None
+        episode = episodes[0]
+        data = json.loads(episode["content"])
+        assert data["factId"] == fact_id and episode["source"] == "json"
+        return {"id": episode["uuid"], "value": data["value"], "metadata": episode["metadata"]}
+
+
+class TestZepGraph(StoreConformance):
+    """A named graph given by its UUID; tasks complete at once."""
+
+    capabilities = frozenset({"verify", "lag", "fail"})
+
+    @pytest.fixture
+    def store(self, make_store: Callable[..., ZepStore]) -> ZepStore:
+        return make_store()
+
+    @pytest.fixture
+    def backdoor(self, fake: FakeZep) -> FakeBackdoor:
+        return FakeBackdoor(fake)
+
+    @pytest.fixture
+    def lagging_store(self, fake: FakeZep, make_store: Callable[..., ZepStore]) -> ZepStore:
+        fake.lag_checks = 2  # list and edge search keep the episode for two more reads
+        return make_store()
+
+    @pytest.fixture
+    def failing_store(self, fake: FakeZep, make_store: Callable[..., ZepStore]) -> ZepStore:
+        fake.fail = True
+        return make_store(max_retries=0)  # the SDK would retry every 500 twice, with back-off
+
+    @pytest.mark.xfail(
+        reason="Zep caps episode data at 10,000 characters; the ~16 KB fact is refused with a "
+        "StoreError naming the limit (test_store.py checks unicode within the cap)",
+        raises=StoreError,
+        strict=True,
+    )
+    async def test_awkward_value_round_trip(self, store: Any, backdoor: Any) -> None:
+        await super().test_awkward_value_round_trip(store, backdoor)
+
+
+class TestZepUserGraphPendingTasks(TestZepGraph):
+    """A user's graph found by ``user_id``; ingestion and deletion pending for two task polls."""
+
+    @pytest.fixture
+    def fake(self, fake: FakeZep) -> FakeZep:
+        fake.task_polls_pending = 2
+        fake.ingest_polls_pending = 2
+        client = Zep(api_key=API_KEY, base_url=fake.url + "/api/v4")
+        client.user.create(user_id="support-team")
+        return fake
+
+    @pytest.fixture
+    def make_store(self, make_store: Callable[..., ZepStore]) -> Callable[..., ZepStore]:
+        return lambda **settings: make_store(user_id="support-team", **settings)
+
+
+class TestHygiene(PluginHygiene):
+    entry_point = "zep"
+    registers = {"store zep"}  # noqa: RUF012 - the suite's own class attribute
+    heavy_modules = ("zep_cloud",)

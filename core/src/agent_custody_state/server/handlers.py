@@ -17,6 +17,7 @@ import anyio
 
 from ..ledger.errors import LedgerError
 from ..ledger.model import AssertEvent, Fact, Source
+from ..mirror import Removal, forget_through, retract_through, supersede_through
 from ..stores import RemovalReport
 from .evidence import check_evidence
 from .results import ToolResult
@@ -34,10 +35,9 @@ def _still_held(report: RemovalReport) -> str:
     return "; ".join(f"{name}: {message}" for name, message in report.still_held.items())
 
 
-async def _remove(svc: MemoryService, fact: Fact | None) -> RemovalReport:
-    if fact is None or not svc.stores or not fact.external:
-        return RemovalReport()
-    return await svc.stores.remove_all(fact)
+def _restored(done: Removal) -> Args:
+    """``restored`` for a result: the fact put back into the stores (only when one was)."""
+    return {"restored": done.restored.to_dict()} if done.restored is not None else {}
 
 
 async def write(svc: MemoryService, call: CallContext, args: Args) -> ToolResult:
@@ -59,10 +59,18 @@ async def write(svc: MemoryService, call: CallContext, args: Args) -> ToolResult
     }
     with anyio.CancelScope(shield=True):
         event = await _write_through(svc, fields)
-    return ToolResult.ok({
+        # Stores mirror the present: the superseded value leaves the mirroring stores.
+        superseded = await supersede_through(svc.ledger, svc.stores, event, run=svc.worker.run)
+    data: Args = {
         "fact": event.fact.to_dict(), "eventId": event.event_id, "txTime": event.tx_time,
         "supersedes": event.supersedes,
-    })
+    }
+    if superseded is not None and event.supersedes is not None:
+        data["mirror"] = {
+            "factId": event.supersedes, "removedFrom": superseded.removed_from,
+            "stillHeld": list(superseded.still_held), "verification": superseded.verification,
+        }
+    return ToolResult.ok(data)
 
 
 async def _write_through(svc: MemoryService, fields: Args) -> AssertEvent:
@@ -122,20 +130,18 @@ async def confirm(svc: MemoryService, call: CallContext, args: Args) -> ToolResu
 async def retract(svc: MemoryService, call: CallContext, args: Args) -> ToolResult:
     fact_id = args["factId"]
 
-    def retract_and_get() -> tuple[Any, Fact | None]:
-        event = svc.ledger.retract(
-            fact_id=fact_id, actor=call.actor(args.get("actor")), reason=args["reason"],
-            receipt_id=call.receipt_id,
-        )
-        return event, svc.ledger.get(fact_id)
-
     with anyio.CancelScope(shield=True):
-        event, fact = await svc.worker.run(retract_and_get)
-        report = await _remove(svc, fact)
+        # Ledger first, then the stores; what the retraction makes current again is put back.
+        done = await retract_through(
+            svc.ledger, svc.stores, fact_id=fact_id, actor=call.actor(args.get("actor")),
+            reason=args["reason"], receipt_id=call.receipt_id, run=svc.worker.run,
+        )
+    event, report = done.event, done.removal
     data = {
         "eventId": event.event_id, "factId": event.fact_id, "txTime": event.tx_time,
         "actor": event.actor, "reason": event.reason, "source": event.source.to_dict(),
         "removedFrom": report.removed_from, "verification": report.verification,
+        **_restored(done),
     }
     if report.still_held:
         return ToolResult.partial(
@@ -146,26 +152,21 @@ async def retract(svc: MemoryService, call: CallContext, args: Args) -> ToolResu
 
 async def forget(svc: MemoryService, call: CallContext, args: Args) -> ToolResult:
     fact_id = args["factId"]
-
-    def forget_keeping_copy() -> tuple[Any, Fact | None]:
-        # The stores need the value (their removal check searches for its text), and the
-        # ledger will no longer have it: take the fact before the erasure.
-        before = svc.ledger.get(fact_id)
-        event = svc.ledger.forget(
-            fact_id=fact_id, actor=call.actor(), reason=args["reason"],
-            receipt_id=call.receipt_id, keep_digest=args.get("keepDigest", True),
-        )
-        return event, before
-
     with anyio.CancelScope(shield=True):
-        event, before = await svc.worker.run(forget_keeping_copy)
-        report = await _remove(svc, before)
+        # The stores' removal check needs the value, which the ledger erases: the flow takes
+        # the fact before the erasure, and puts back what the forget makes current again.
+        done = await forget_through(
+            svc.ledger, svc.stores, fact_id=fact_id, actor=call.actor(), reason=args["reason"],
+            receipt_id=call.receipt_id, keep_digest=args.get("keepDigest", True),
+            run=svc.worker.run,
+        )
+    event, report = done.event, done.removal
     data = {
         "factId": event.fact_id, "valueDigest": event.value_digest,
         "digestKind": event.digest_kind, "txTime": event.tx_time, "actor": event.actor,
         "reason": event.reason, "source": event.source.to_dict(), "erasedFromLedger": True,
         "removedFrom": report.removed_from, "stillHeld": list(report.still_held),
-        "verification": report.verification,
+        "verification": report.verification, **_restored(done),
     }
     if report.still_held:
         return ToolResult.partial(

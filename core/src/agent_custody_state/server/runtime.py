@@ -14,7 +14,7 @@ from ..config import ConfigError, MemoryConfig, build_stores, env_secret
 from ..ledger.ledger import Ledger
 from .guard import BearerToken
 from .signing import SigningIdentity
-from .worker import LedgerWorker
+from .worker import NO_IO_BACKENDS, LedgerWorker
 
 NO_FORGET_KEY_WARNING = (
     "agent-custody-memory: warning: no forget key (--forget-key-env): a forgotten value leaves "
@@ -70,6 +70,7 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     except BaseException:
         worker.close()
         raise
+    worker.inline = ledger.store.kind in NO_IO_BACKENDS
     return Runtime(config, ledger, worker, tokens, identity, stores)
 
 

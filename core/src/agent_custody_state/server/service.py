@@ -26,7 +26,7 @@ from .signing import SigningIdentity
 from .tools import SCHEMAS
 from .trust import GATEWAY_REQUIRED, SIGNATURE_KEY, CallContext, Role, call_context
 from .validation import ArgumentErrors, validate_arguments
-from .worker import LedgerWorker
+from .worker import LedgerWorker, worker_for
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class MemoryService:
             retention=retention,
             require_gateway=require_gateway,
             identity=SigningIdentity.load(identity) if identity is not None else None,
-            worker=worker or LedgerWorker(),
+            worker=worker or worker_for(ledger),
         )
 
     async def call(

@@ -48,9 +48,12 @@ async def run_sweep(
         copies: dict[str, Fact] = {}
         for where, cutoff in _cutoffs(svc, before, space):
             if svc.stores:
-                # Keep the values the stores must find again to remove and verify.
-                copies.update({f.fact_id: f for f in svc.ledger.learned_before(cutoff, where)
-                               if f.external})
+                # Keep the values the stores must find again to remove and verify, with the
+                # ids the stores hold them under now (a fact put back has new ones).
+                for f in svc.ledger.learned_before(cutoff, where):
+                    external = svc.ledger.current_external(f.fact_id)
+                    if external:
+                        copies[f.fact_id] = f.with_(external=external)
             result = svc.ledger.sweep(
                 before=cutoff, space=where, actor=actor, reason=reason, receipt_id=receipt_id,
                 keep_digest=keep_digest,

@@ -4,6 +4,9 @@ Why one thread and not a pool: event backends (a SQLite connection, a Postgres c
 JSONL index) are safe to use from one thread at a time, not necessarily from any thread, and the
 ledger's own rules are checked inside a store transaction anyway, so a pool would buy little
 but risk. Calls queue in order; the loop stays free to accept, validate and answer other calls.
+
+The in-memory backend does no I/O at all, so its calls run inline (``inline=True``): a thread
+hop would cost more than the call.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ T = TypeVar("T")
 class LedgerWorker:
     """Runs blocking callables on a single worker thread; ``await worker.run(fn, ...)``."""
 
-    def __init__(self, name: str = "ledger") -> None:
+    def __init__(self, name: str = "ledger", *, inline: bool = False) -> None:
+        self.inline = inline
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         # Fallback for non-asyncio loops (trio): a limiter of one keeps calls serial.
         self._limiter = anyio.CapacityLimiter(1)
@@ -32,6 +36,8 @@ class LedgerWorker:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         call = functools.partial(fn, *args, **kwargs)
+        if self.inline:
+            return call()
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not asyncio (trio): anyio's threads, one at a time
@@ -40,6 +46,8 @@ class LedgerWorker:
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run on the worker thread and wait, from synchronous code (startup, shutdown)."""
+        if self.inline:
+            return fn(*args, **kwargs)
         return self._executor.submit(functools.partial(fn, *args, **kwargs)).result()
 
     def close(self) -> None:
@@ -47,3 +55,13 @@ class LedgerWorker:
             if not self._closed:
                 self._closed = True
                 self._executor.shutdown(wait=True)
+
+
+#: Event backends whose calls never touch disk or network (run inline, see above).
+NO_IO_BACKENDS = frozenset({"memory"})
+
+
+def worker_for(ledger: object) -> LedgerWorker:
+    """A worker suited to the ledger's backend."""
+    kind = getattr(getattr(ledger, "store", None), "kind", "")
+    return LedgerWorker(inline=kind in NO_IO_BACKENDS)

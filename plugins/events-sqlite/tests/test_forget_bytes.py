@@ -70,3 +70,41 @@ def test_second_process_does_not_keep_value_alive(tmp_path: Path) -> None:
         writer.forget(fact_id=a.fact_id, actor="dpo", reason="erasure")
         assert _holding(path, marker.encode()) == []
         assert [f.value for f in reader.as_of(subject="s")] == []
+
+
+def _forget_then_die(path: str, fact_id: str) -> None:
+    """Forget, and die (as SIGKILL would) after the commit, before the WAL is truncated."""
+    import os
+
+    from agent_custody_state_events_sqlite.store import SqliteStore
+
+    def die(self: object) -> None:
+        os._exit(9)
+
+    SqliteStore.compact = die  # type: ignore[method-assign]
+    with Ledger(path) as ledger:
+        ledger.forget(fact_id=fact_id, actor="dpo", reason="erasure")
+
+
+def test_reopen_finishes_the_erasure_of_a_crashed_forget(tmp_path: Path) -> None:
+    """A forget that died between its commit and the WAL truncation left the value in the WAL
+    and in the old page of the main file; opening the ledger again must erase them, not wait
+    for the next forget."""
+    import multiprocessing
+
+    path = tmp_path / "l.sqlite"
+    marker = f"secret-{uuid.uuid4().hex}"
+    with Ledger(path) as ledger:
+        fact = ledger.assert_fact(subject="dana", predicate="email", value=marker,
+                                  space="user:d", actor="a")
+        ledger.compact()  # the value is in the main file
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_forget_then_die, args=(str(path), fact.fact_id))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 9
+    assert _holding(path, marker.encode()), "the crash must leave the value behind"
+    with Ledger(path) as ledger:  # a server restarting on the file, and staying up
+        got = ledger.get(fact.fact_id)
+        assert got is not None and got.value is None
+        assert _holding(path, marker.encode()) == []

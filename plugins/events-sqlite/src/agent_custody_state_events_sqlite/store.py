@@ -78,6 +78,8 @@ class SqliteStore(SqlEventStore):
                 cur.close()
 
         super().__init__(engine, location=str(location), table="events")
+        self._busy_ms = int(busy_timeout * 1000)
+        self._settle_wal()
 
     # -- dialect hooks -----------------------------------------------------------------------
 
@@ -110,6 +112,31 @@ class SqliteStore(SqlEventStore):
         return json.dumps(list(ids))
 
     # -- housekeeping ------------------------------------------------------------------------
+
+    def _settle_wal(self) -> None:
+        """Finish the erasure of a forget that died between its commit and its WAL truncation.
+
+        Such a forget is committed, but the WAL still holds the old page images with the value,
+        and the main file the old page, until a checkpoint. So opening a file with a non-empty
+        WAL checkpoints it, without waiting: if another connection holds a read snapshot, the
+        next ``compact()`` or ``close()`` finishes the job.
+        """
+        wal = Path(f"{self.path}-wal")
+        if not wal.exists() or wal.stat().st_size == 0:
+            return
+
+        def checkpoint() -> bool:
+            conn = self._conn
+            conn.exec_driver_sql("PRAGMA busy_timeout=0")
+            try:
+                busy = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()[0]
+            except sa.exc.OperationalError:
+                busy = 1  # locked by another process: not an error at open
+            finally:
+                conn.exec_driver_sql(f"PRAGMA busy_timeout={self._busy_ms}")
+            return bool(busy)
+
+        self._erasure_pending = self._run(checkpoint)
 
     def compact(self) -> None:
         """Checkpoint the WAL into the file and truncate it, erasing old page images."""

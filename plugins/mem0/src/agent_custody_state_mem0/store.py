@@ -89,7 +89,16 @@ class Mem0Store:
 
     async def _holder(self, memory_id: str, fact: Fact) -> str | None:
         """Who else the memory belongs to: ``None`` when it is this fact's (or unreadable)."""
-        record = await self._call("get", self.backend.get, memory_id)
+        try:
+            record = await self._call("get", self.backend.get, memory_id)
+        except StoreError as exc:
+            # Not knowing whose memory this is, deleting it could delete another fact's memory;
+            # refuse the write and say how to find the memory if it is this fact's.
+            raise StoreError(
+                self.name,
+                f"reading back memory {memory_id} after the add: {exc.message}; if mem0 created "
+                f"it for this write it carries factId {fact.fact_id}",
+            ) from exc
         if record is None:
             # Not readable right after the add; nothing shows a merge, so keep the id.
             log.warning("%s: memory %s not readable after add", self.name, memory_id)

@@ -193,3 +193,18 @@ def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run_cli("serve", "--no-such-flag").returncode == 2
     done = run_cli("serve")
     assert done.returncode == 1 and "no ledger" in done.stderr
+
+
+def test_tokens_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_CUSTODY_SERVER__TOKENS",
+                       '[{"env": "MEMORY_TOKEN", "role": "gateway"}, {"env": "A", "role": "direct"}]')
+    monkeypatch.setenv("AGENT_CUSTODY_SERVER__ALLOW_DIRECT", "true")
+    config = load_config(None)
+    assert [(t.env, t.role) for t in config.server.tokens] == [("MEMORY_TOKEN", "gateway"),
+                                                                ("A", "direct")]
+    assert config.server.allow_direct is True
+
+
+def test_retention_as_a_table(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, '[retention]\norg = "P365D"\n"team:*" = "P90D"\n'))
+    assert config.retention == {"org": "P365D", "team:*": "P90D"}

@@ -70,8 +70,13 @@ def make_store(
     made: list[LettaStore] = []
 
     def make(name: str = "letta", **settings: Any) -> LettaStore:
-        options: dict[str, Any] = {"agent_id": agent_id, "base_url": fake.url,
-                                   "api_key_env": KEY_ENV, "max_retries": 0, **settings}
+        options: dict[str, Any] = {
+            "agent_id": agent_id,
+            "base_url": fake.url,
+            "api_key_env": KEY_ENV,
+            "max_retries": 0,
+            **settings,
+        }
         store = build(LettaSettings(**options), name=name)
         made.append(store)
         return store

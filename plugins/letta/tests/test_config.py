@@ -44,9 +44,9 @@ def test_unset_key_variable_stops_startup_naming_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv(table["api_key_env"], raising=False)
     with pytest.raises(ConfigError, match=table["api_key_env"]):
         build_stores([StoreConfig(**table)])
-    # Left to its default, the variable is still required, and still named.
+    # Letta Cloud without a key variable is refused at startup too, not at the first write.
     del table["api_key_env"]
-    with pytest.raises(ConfigError, match="LETTA_API_KEY is not set"):
+    with pytest.raises(ConfigError, match="api_key_env is required for Letta Cloud"):
         build_stores([StoreConfig(**table)])
 
 

@@ -130,8 +130,9 @@ async def test_unknown_agent_is_a_store_error(fake: FakeLetta, make_store: MakeS
 
 def test_unset_key_variable_fails_at_build_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ACS_NOT_SET", raising=False)
-    settings = LettaSettings(agent_id=f"agent-{'0' * 8}-0000-4000-8000-{'0' * 12}",
-                             api_key_env="ACS_NOT_SET")
+    settings = LettaSettings(
+        agent_id=f"agent-{'0' * 8}-0000-4000-8000-{'0' * 12}", api_key_env="ACS_NOT_SET"
+    )
     with pytest.raises(StoreError, match="ACS_NOT_SET is not set") as caught:
         build(settings, name="letta-main")
     assert caught.value.store == "letta-main"
@@ -142,7 +143,9 @@ def test_base_url_is_explicit_not_taken_from_the_sdk_variable(
 ) -> None:
     monkeypatch.setenv("LETTA_BASE_URL", "http://127.0.0.1:9")
     assert str(make_store().client.base_url).rstrip("/") == fake.url
-    defaults = LettaSettings(agent_id=f"agent-{'0' * 8}-0000-4000-8000-{'0' * 12}")
+    defaults = LettaSettings(
+        agent_id=f"agent-{'0' * 8}-0000-4000-8000-{'0' * 12}", api_key_env="LETTA_API_KEY"
+    )
     assert defaults.base_url == "https://api.letta.com"
 
 
@@ -155,10 +158,14 @@ def test_base_url_is_explicit_not_taken_from_the_sdk_variable(
         ({"tags": [" "]}, "empty"),
         ({"api_key": "inline-secret"}, "Extra inputs"),
         ({"timeout": 0}, "timeout"),
+        ({"api_key_env": None}, "api_key_env is required for Letta Cloud"),
     ],
 )
 def test_settings_validation(changes: dict[str, Any], message: str) -> None:
-    base: dict[str, Any] = {"agent_id": f"agent-{'1' * 8}-1111-4111-8111-{'1' * 12}"}
+    base: dict[str, Any] = {
+        "agent_id": f"agent-{'1' * 8}-1111-4111-8111-{'1' * 12}",
+        "api_key_env": "LETTA_API_KEY",
+    }
     with pytest.raises(ValidationError, match=message):
         LettaSettings(**{**base, **changes})
 
@@ -179,3 +186,14 @@ async def test_registered_factory_builds_a_working_store(
         assert (await store.put(fact)) in fake.items
     finally:
         store.client.close()
+
+
+async def test_no_key_variable_sends_no_credentials(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LETTA_API_KEY", "ambient-key")
+    with FakeLetta(api_key=None) as open_fake:
+        agent = open_fake.add_agent()
+        store = make_store(base_url=open_fake.url, agent_id=agent, api_key_env=None)
+        await store.put(make_fact())
+        assert "authorization" not in open_fake.requests_for("add")[0].headers

@@ -5,7 +5,9 @@ Secrets never appear here: ``api_key_env`` names the environment variable that h
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .tags import CUSTODY_TAG, RESERVED_PREFIXES
 
@@ -27,14 +29,12 @@ class LettaSettings(BaseModel):
         "http://localhost:8283.",
     )
     api_key_env: str | None = Field(
-        default="LETTA_API_KEY",
-        description="Name of the environment variable holding the API key; null for a "
-        "self-hosted server without auth.",
+        default=None,
+        description="Name of the environment variable holding the API key (required for "
+        "Letta Cloud); leave it out for a self-hosted server without auth.",
     )
     project: str | None = Field(default=None, description="Letta Cloud project (X-Project).")
-    tags: list[str] = Field(
-        default_factory=list, description="Extra tags added to every passage."
-    )
+    tags: list[str] = Field(default_factory=list, description="Extra tags added to every passage.")
     timeout: float = Field(default=30.0, gt=0, description="Seconds per HTTP request.")
     max_retries: int = Field(
         default=2, ge=0, description="SDK retries on 408/409/429/5xx and connection errors."
@@ -53,3 +53,10 @@ class LettaSettings(BaseModel):
                     f"{', '.join(RESERVED_PREFIXES)} tags itself"
                 )
         return tags
+
+    @model_validator(mode="after")
+    def _cloud_needs_a_key(self) -> Self:
+        # Without this, a forgotten key would surface as a 401 on the first write, not at startup.
+        if "api.letta.com" in self.base_url and not self.api_key_env:
+            raise ValueError("api_key_env is required for Letta Cloud (api.letta.com)")
+        return self

@@ -144,4 +144,7 @@ def build(settings: LettaSettings, *, name: str) -> LettaStore:
         timeout=settings.timeout,
         max_retries=settings.max_retries,
     )
+    if api_key is None:
+        # The SDK falls back to LETTA_API_KEY; "no key configured" must mean no credentials sent.
+        client.api_key = None
     return LettaStore(name, client, settings.agent_id, tags=settings.tags)

@@ -86,11 +86,14 @@ class VerifyConfig(BaseModel):
 
 
 class StoreConfig(BaseModel):
-    """``[[stores]]``: ``name`` and ``type``; every other key belongs to the store type."""
+    """``[[stores]]``: ``name``, ``type`` and ``mirror``; every other key belongs to the store
+    type. ``mirror = false`` keeps the plain append-only behaviour (no removal on supersession,
+    no put-back on retraction; see ``agent_custody_state.mirror``)."""
 
     model_config = ConfigDict(extra="allow")
     name: str = Field(min_length=1)
     type: str = Field(min_length=1)
+    mirror: bool = True
 
     def settings(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -210,7 +213,10 @@ def build_stores(configs: list[StoreConfig]) -> list[Any]:
     for table, spec, settings in planned:
         factory = resolve_ref(spec.factory)
         try:
-            stores.append(factory(settings, name=table.name))
+            store = factory(settings, name=table.name)
+            if not table.mirror:
+                store.mirror = False  # read by StoreSet.mirroring()
         except Exception as exc:
             raise ConfigError(f"store {table.name} ({table.type}) failed to start: {exc}") from exc
+        stores.append(store)
     return stores

@@ -147,6 +147,8 @@ async def _leave_present(
     forgetting: bool,
     run: Runner,
 ) -> Removal:
+    if not stores:
+        return Removal(await run(mutate, None), RemovalReport())
     plan: _Plan = await run(_plan, ledger, fact_id, forgetting=forgetting)
     restore: Restore | None = None
     if plan.uncovers is not None and stores.mirroring():
@@ -159,7 +161,7 @@ async def _leave_present(
             await stores.compensate(plan.uncovers, restore.external)
         raise
     fact = plan.fact
-    if fact is None or not fact.external or not stores:
+    if fact is None or not fact.external:
         return Removal(event, RemovalReport(), restore)
     return Removal(event, await stores.remove_all(fact), restore)
 

@@ -7,6 +7,7 @@ long jobs CI does not. Virtualenvs are built with uv, so repeated runs are quick
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 import nox
@@ -65,8 +66,12 @@ def plugin(session: nox.Session, name: str) -> None:
     """One plugin folder: install it with its test extra and run its tests (conformance incl.)."""
     folder = ROOT / "plugins" / name
     _install_core(session, *PG_DEPS)
-    extras = "[test]" if "test =" in (folder / "pyproject.toml").read_text() else ""
-    session.install("-e", f"plugins/{name}{extras}")
+    meta = tomllib.loads((folder / "pyproject.toml").read_text())
+    extras = "[test]" if "test" in meta["project"].get("optional-dependencies", {}) else ""
+    # The `test` dependency group, minus workspace members (already installed editable).
+    group = [d for d in meta.get("dependency-groups", {}).get("test", [])
+             if isinstance(d, str) and not d.startswith("agent-custody-state")]
+    session.install("-e", f"plugins/{name}{extras}", *group)
     session.run("pytest", f"plugins/{name}/tests", "-q", *session.posargs)
 
 

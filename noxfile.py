@@ -18,7 +18,7 @@ PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.tom
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "stores_e2e",
-                        "repo"]
+                        "plugin_template", "repo"]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "httpx>=0.27"]
@@ -82,6 +82,14 @@ def stores_e2e(session: nox.Session) -> None:
     _install_core(session, *PG_DEPS)
     session.install("-e", "plugins/pgvector[test]", "-e", "plugins/langgraph[test]")
     session.run("pytest", "tests/e2e", "-q", "-rs", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def plugin_template(session: nox.Session) -> None:
+    """docs/plugin-template, installed and tested as a third party would (suite + hygiene)."""
+    _install_core(session)
+    session.install("-e", "docs/plugin-template[test]")
+    session.run("pytest", "docs/plugin-template/tests", "-q", "-rs", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -1,0 +1,56 @@
+"""The shared store suite, run on this plugin: one subclass, four fixtures, its capabilities."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acme_custody_notes.store import NotesFile, NotesStore
+from agent_custody_state_conformance.hygiene import PluginHygiene
+from agent_custody_state_conformance.stores import StoreConformance
+
+
+class NotesBackdoor:
+    """Looks into the vendor without the adapter: reads the JSON file itself."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def find(self, fact_id: str) -> dict[str, Any] | None:
+        if not self.path.exists():
+            return None
+        for record_id, record in json.loads(self.path.read_text(encoding="utf-8")).items():
+            if record["labels"].get("factId") == fact_id:
+                return {"id": record_id, "text": record["body"], "metadata": record["labels"]}
+        return None
+
+
+class TestNotesStore(StoreConformance):
+    # "verify": the store has verify_removed; "fail": a failing_store fixture exists.
+    # This vendor has no lagging index, so "lag" is not declared and ST-4.3-lag is skipped.
+    capabilities = frozenset({"verify", "fail"})
+
+    @pytest.fixture
+    def path(self, tmp_path: Path) -> Path:
+        return tmp_path / "notes.json"
+
+    @pytest.fixture
+    def store(self, path: Path) -> NotesStore:
+        return NotesStore("notes", NotesFile(path))
+
+    @pytest.fixture
+    def backdoor(self, path: Path) -> NotesBackdoor:
+        return NotesBackdoor(path)
+
+    @pytest.fixture
+    def failing_store(self, tmp_path: Path) -> NotesStore:
+        # The vendor fails every call: its "file" is a directory.
+        return NotesStore("notes", NotesFile(tmp_path))
+
+
+class TestNotesHygiene(PluginHygiene):
+    entry_point = "acme-notes"
+    registers = frozenset({"store acme-notes"})
+    heavy_modules = ("acme_custody_notes.store",)

@@ -76,7 +76,7 @@ async def write(svc: MemoryService, call: CallContext, args: Args) -> ToolResult
 async def _write_through(svc: MemoryService, fields: Args) -> AssertEvent:
     """Validate, put into every store in order, then append with the stores' ids."""
     if not svc.stores:
-        return await svc.worker.run(svc.ledger.assert_fact, **fields)
+        return await svc.appender.assert_fact(fields)
     await svc.worker.run(svc.ledger.validate_assert, **fields)
     fact = Fact(
         fact_id=fields["fact_id"], subject=fields["subject"], predicate=fields["predicate"],
@@ -86,7 +86,7 @@ async def _write_through(svc: MemoryService, fields: Args) -> AssertEvent:
     )
     external = await svc.stores.put_all(fact)
     try:
-        return await svc.worker.run(svc.ledger.assert_fact, **fields, external=external)
+        return await svc.appender.assert_fact({**fields, "external": external})
     except LedgerError as exc:
         # Another call changed the ledger between validation and append: undo the puts.
         report = await svc.stores.remove_all(fact.with_(external=external))

@@ -19,6 +19,7 @@ from ..ledger.errors import LedgerError
 from ..ledger.ledger import Ledger
 from ..ledger.retention import RetentionPolicy
 from ..stores import Store, StoreSet, StoreWriteError, VerifyPolicy
+from .appender import Appender
 from .evidence import EvidenceError
 from .handlers import HANDLERS
 from .results import ToolResult
@@ -57,6 +58,10 @@ class MemoryService:
     require_gateway: bool = True
     identity: SigningIdentity | None = None
     worker: LedgerWorker = field(default_factory=LedgerWorker)
+    appender: Appender = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.appender = Appender(self.ledger, self.worker)
 
     @classmethod
     def build(

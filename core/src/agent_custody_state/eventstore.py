@@ -69,6 +69,18 @@ class EventStore(abc.ABC):
     def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
         """Every assert whose ``supersedes`` is in ``fact_ids``, in append order."""
 
+    def events_around(self, fact_ids: Collection[str]) -> list[Event]:
+        """Every event citing one of ``fact_ids`` or one of their superseders, in append order.
+
+        That is ``events_for`` of the ids together with the ids of ``superseders(fact_ids)``
+        (so the superseding asserts are included): what the ledger needs to know the status of
+        some facts and of what supersedes them. A SQL backend answers it with one query instead
+        of two.
+        """
+        ids = dict.fromkeys(fact_ids)
+        ids.update(dict.fromkeys(e.fact_id for e in self.superseders(fact_ids)))
+        return self.events_for(list(ids))
+
     @abc.abstractmethod
     def history(self, fact_id: str) -> list[Event]:
         """Events citing ``fact_id`` or superseding it, in append order."""

@@ -222,9 +222,13 @@ class SqlEventStore(EventStore):
         """SQL text extracting ``path`` (e.g. ``fact``, ``space``) from the json column as text."""
         raise NotImplementedError
 
-    def _in_ids(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
-        """``column`` is one of the ids passed (as ``_ids_param``) in bind parameter ``name``."""
+    def _ids_select(self, name: str) -> sa.Select[Any]:
+        """A one-column SELECT of the ids passed (as ``_ids_param``) in bind parameter ``name``."""
         raise NotImplementedError
+
+    def _in_ids(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+        """``column`` is one of the ids passed in bind parameter ``name``."""
+        return column.in_(self._ids_select(name))
 
     def _ids_param(self, ids: Sequence[str]) -> Any:
         raise NotImplementedError
@@ -304,6 +308,13 @@ class SqlEventStore(EventStore):
                            .order_by(seq).limit(1))
         self._q_for = p(self._base.where(self._in_ids(t.c.fact_id, "ids")).order_by(seq))
         self._q_supers = p(self._base.where(self._in_ids(t.c.supersedes, "ids")).order_by(seq))
+        # events_around: the ids themselves and the facts superseding them, in one IN list.
+        sup = t.alias("sup")
+        around_ids = sa.union(
+            self._ids_select("ids"),
+            sa.select(sup.c.fact_id).where(self._in_ids(sup.c.supersedes, "ids")),
+        )
+        self._q_around = p(self._base.where(t.c.fact_id.in_(around_ids)).order_by(seq))
         self._q_history = p(self._base.where(sa.or_(t.c.fact_id == sa.bindparam("f"),
                                                     t.c.supersedes == sa.bindparam("f2")))
                             .order_by(seq))
@@ -477,6 +488,9 @@ class SqlEventStore(EventStore):
 
     def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
         return self._decode(self._by_ids(self._q_supers, fact_ids))
+
+    def events_around(self, fact_ids: Collection[str]) -> list[Event]:
+        return self._decode(self._by_ids(self._q_around, fact_ids))
 
     def history(self, fact_id: str) -> list[Event]:
         return self._decode(self._rows(self._q_history, {"f": fact_id, "f2": fact_id}))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from os import PathLike
 from typing import Any
@@ -37,6 +37,7 @@ from .queries import (
     current_external,
     effective_superseders,
     fact_states,
+    states_from,
 )
 
 log = logging.getLogger(__name__)
@@ -224,9 +225,10 @@ class Ledger:
         old = batch.get(sup) or self.store.get_assert(sup)
         if old is None:
             raise LedgerError(f"cannot supersede unknown fact {sup}")
-        if effective_superseders(self.store, [sup]).get(sup) is not None:
+        around = self.store.events_around([sup])  # one question answers rules 2 and 3
+        if effective_superseders(self.store, [sup], around=around).get(sup) is not None:
             raise LedgerError(f"fact {sup} is already superseded")
-        state = fact_states(self.store, [sup]).get(sup)
+        state = states_from(around).get(sup)
         if state is not None and state.retracted:
             raise LedgerError(f"fact {sup} is retracted")
         if wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
@@ -530,10 +532,14 @@ class Ledger:
         )
         if not candidates:
             return []
-        ids = [c.fact_id for c in candidates]
-        states = fact_states(self.store, ids, tx_at=ta)
+        # One question for the candidates' status and their superseders' (a SQL store answers
+        # it with one indexed query); deeper chains are asked for only past a retracted link.
+        around = self.store.events_around([c.fact_id for c in candidates])
+        states = states_from(around, tx_at=ta)
         alive = [c for c in candidates if not states[c.fact_id].retracted]
-        supers = effective_superseders(self.store, [c.fact_id for c in alive], tx_at=ta)
+        supers = effective_superseders(
+            self.store, [c.fact_id for c in alive], tx_at=ta, around=around
+        )
         out: list[Fact] = []
         for event in alive:
             fact = event.fact
@@ -552,14 +558,17 @@ class Ledger:
     def get(self, fact_id: str) -> Fact | None:
         """A fact in any state (confirmed provenance shown, validTo from supersession), or None."""
         self.store.refresh()
-        state = fact_states(self.store, [fact_id]).get(fact_id)
+        around = self.store.events_around([fact_id])
+        state = states_from(around).get(fact_id)
         if state is None:
             return None
-        return self._present(state)
+        return self._present(state, around)
 
-    def _present(self, state: FactState) -> Fact:
+    def _present(self, state: FactState, around: Sequence[Event] | None = None) -> Fact:
         fact = state.assert_event.fact
-        successor = effective_superseders(self.store, [fact.fact_id]).get(fact.fact_id)
+        successor = effective_superseders(self.store, [fact.fact_id], around=around).get(
+            fact.fact_id
+        )
         valid_to = successor.fact.valid_from if successor and not state.retracted else None
         provenance = "attested" if state.confirmed else fact.provenance
         return fact.with_(valid_to=valid_to, provenance=provenance)

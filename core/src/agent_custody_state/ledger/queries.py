@@ -5,12 +5,20 @@ Both are computed from a few store queries over the facts in question, never fro
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..eventstore import EventStore
 from ..timeutil import wire_time_key
-from .model import AssertEvent, ConfirmEvent, ForgetEvent, HoldEvent, ReleaseEvent, RetractEvent
+from .model import (
+    AssertEvent,
+    ConfirmEvent,
+    Event,
+    ForgetEvent,
+    HoldEvent,
+    ReleaseEvent,
+    RetractEvent,
+)
 
 
 @dataclass(slots=True)
@@ -32,14 +40,10 @@ class SweepResult:
     held: list[str] = field(default_factory=list)
 
 
-def fact_states(
-    store: EventStore, fact_ids: Collection[str], *, tx_at: str | None = None
-) -> dict[str, FactState]:
-    """Status of each known fact id (unknown ids are absent from the result)."""
+def states_from(events: Iterable[Event], *, tx_at: str | None = None) -> dict[str, FactState]:
+    """Status of every fact whose assert is among ``events`` (which are in append order)."""
     states: dict[str, FactState] = {}
-    if not fact_ids:
-        return states
-    for event in store.events_for(fact_ids):
+    for event in events:
         if tx_at is not None and wire_time_key(event.tx_time) > tx_at:
             continue
         if isinstance(event, AssertEvent):
@@ -62,13 +66,29 @@ def fact_states(
     return states
 
 
-def effective_superseders(
+def fact_states(
     store: EventStore, fact_ids: Collection[str], *, tx_at: str | None = None
+) -> dict[str, FactState]:
+    """Status of each known fact id (unknown ids are absent from the result)."""
+    if not fact_ids:
+        return {}
+    return states_from(store.events_for(fact_ids), tx_at=tx_at)
+
+
+def effective_superseders(
+    store: EventStore,
+    fact_ids: Collection[str],
+    *,
+    tx_at: str | None = None,
+    around: Sequence[Event] | None = None,
 ) -> dict[str, AssertEvent]:
     """For each fact, the assert that currently supersedes it, skipping retracted links.
 
     If B superseded A and B is retracted, B's own effective superseder stands in for it, so in
     A <- B <- C retracting B leaves C superseding A, and retracting C makes B (or A) current again.
+
+    ``around``: ``store.events_around(ids)`` for a superset of ``fact_ids``, when the caller
+    already has it (it answers the first level without another query).
     """
     children: dict[str, list[AssertEvent]] = {}
     retracted: set[str] = set()
@@ -76,18 +96,22 @@ def effective_superseders(
     seen: set[str] = set()
     while frontier:
         seen |= frontier
+        # One question per level: the superseders of the frontier and every event citing them.
+        events = around if around is not None else store.events_around(frontier)
+        around = None
         found = [
-            e for e in store.superseders(frontier)
-            if tx_at is None or wire_time_key(e.tx_time) <= tx_at
+            e for e in events
+            if isinstance(e, AssertEvent) and e.supersedes in frontier
+            and (tx_at is None or wire_time_key(e.tx_time) <= tx_at)
         ]
         if not found:
             break
         for e in found:
             children.setdefault(e.supersedes or "", []).append(e)
-        ids = [e.fact_id for e in found]
-        for state_id, state in fact_states(store, ids, tx_at=tx_at).items():
-            if state.retracted:
-                retracted.add(state_id)
+        states = states_from(events, tx_at=tx_at)
+        for e in found:
+            if states[e.fact_id].retracted:
+                retracted.add(e.fact_id)
         # Only retracted links need their own superseders looked at.
         frontier = {e.fact_id for e in found if e.fact_id in retracted} - seen
 

@@ -89,6 +89,9 @@ class PostgresStore(SqlEventStore):
     def _json_field(self, *path: str) -> str:
         return f"(json::jsonb #>> '{{{','.join(path)}}}')"
 
+    def _ids_select(self, name: str) -> sa.Select[Any]:
+        return sa.select(sa.func.unnest(sa.bindparam(name, type_=ARRAY(sa.Text))))
+
     def _in_ids(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
         # One array parameter for any number of ids; the planner probes the index per element.
         return column == sa.any_(sa.bindparam(name, type_=ARRAY(sa.Text)))

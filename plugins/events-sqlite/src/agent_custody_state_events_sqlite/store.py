@@ -101,12 +101,11 @@ class SqliteStore(SqlEventStore):
     def _json_field(self, *path: str) -> str:
         return f"json_extract(json, '$.{'.'.join(path)}')"
 
-    def _in_ids(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
+    def _ids_select(self, name: str) -> sa.Select[Any]:
         # One JSON-array parameter for any number of ids; SQLite probes the index per element.
-        each = sa.select(sa.column("value")).select_from(
+        return sa.select(sa.column("value")).select_from(
             sa.func.json_each(sa.bindparam(name, type_=sa.Text))
         )
-        return column.in_(each)
 
     def _ids_param(self, ids: Sequence[str]) -> Any:
         return json.dumps(list(ids))

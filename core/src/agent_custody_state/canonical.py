@@ -94,7 +94,10 @@ def js_json(value: Any) -> str:
     floats, no integers past 2**53, no lone surrogates.
     """
     if _plain(value):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        # Lone surrogates are looked for once in the output, not in every string of the input.
+        if not _SURROGATE.search(text):
+            return text
     parts: list[str] = []
     _encode(value, parts, False)
     return "".join(parts)
@@ -105,8 +108,25 @@ _SAFE_INT = 2**53
 
 
 def _plain(value: Any) -> bool:
+    """Whether ``json.dumps`` writes ``value`` as JavaScript would (lone surrogates aside).
+
+    Called on every event written, so the exact built-in types take a fast path; subclasses go
+    through the isinstance checks.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -_SAFE_INT < value < _SAFE_INT
+    if kind is dict:
+        for key, item in value.items():
+            if (type(key) is not str and not _plain(key)) or not _plain(item):
+                return False
+        return True
+    if kind is list:
+        return all(_plain(item) for item in value)
     if isinstance(value, str):
-        return not _SURROGATE.search(value)
+        return True
     if value is None or isinstance(value, bool):
         return True
     if isinstance(value, int):

@@ -1,0 +1,125 @@
+"""The store suite is honest: run on deliberately broken stores, the right rules fail.
+
+Each case runs the suite in a child pytest (pytester) against the reference store with one
+defect, and checks which rule ids fail; a suite that passed a broken store would be worthless.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HEADER = '''
+import pytest
+from agent_custody_state.builtins.memory_store import MemoryVendor, MemoryWriteStore
+from agent_custody_state.stores import StoreError
+from agent_custody_state_conformance.stores import StoreConformance
+
+
+class Backdoor:
+    def __init__(self, vendor):
+        self.vendor = vendor
+
+    def find(self, fact_id):
+        for rid, r in self.vendor.rows.items():
+            if r["metadata"]["factId"] == fact_id:
+                return {"id": rid, **r}
+        return None
+
+
+class Suite(StoreConformance):
+    capabilities = frozenset({"verify", "fail", "lag"})
+
+    @pytest.fixture
+    def vendor(self):
+        return MemoryVendor()
+
+    @pytest.fixture
+    def store(self, vendor):
+        return Broken("memory", vendor)
+
+    @pytest.fixture
+    def backdoor(self, vendor):
+        return Backdoor(vendor)
+
+    @pytest.fixture
+    def lagging_store(self):
+        return Broken("memory", MemoryVendor(lag_checks=2))
+
+    @pytest.fixture
+    def failing_store(self):
+        return Broken("memory", MemoryVendor(fail=True))
+
+
+class TestBroken(Suite):
+    pass
+'''
+
+CASES = {
+    # remove does nothing: the record stays.
+    "remove_is_a_no_op": (
+        "class Broken(MemoryWriteStore):\n"
+        "    async def remove(self, external_id, fact):\n"
+        "        return None\n",
+        {"test_remove_makes_backdoor_miss", "test_remove_is_idempotent",
+         "test_equal_text_removed_separately", "test_compensation_removes_the_write",
+         "test_verify_agrees_with_backdoor", "test_mirror_swaps_and_restores",
+         "test_lagging_index", "test_vendor_errors_name_the_store"},
+    ),
+    # verification answers "gone" without asking.
+    "verify_always_true": (
+        "class Broken(MemoryWriteStore):\n"
+        "    async def verify_removed(self, external_id, fact):\n"
+        "        return True\n",
+        {"test_verify_agrees_with_backdoor", "test_equal_text_removed_separately",
+         "test_lagging_index", "test_vendor_errors_name_the_store"},
+    ),
+    # deduplicates by text: equal texts share one record and one id.
+    "dedupes_by_text": (
+        "class Broken(MemoryWriteStore):\n"
+        "    async def put(self, fact):\n"
+        "        from agent_custody_state.stores import fact_text\n"
+        "        for rid, r in self.vendor.rows.items():\n"
+        "            if r['text'] == fact_text(fact):\n"
+        "                return rid\n"
+        "        return await super().put(fact)\n",
+        {"test_equal_text_removed_separately", "test_put_custody_metadata"},
+    ),
+    # vendor errors are swallowed and reported as success.
+    "swallows_errors": (
+        "class Broken(MemoryWriteStore):\n"
+        "    async def put(self, fact):\n"
+        "        try:\n"
+        "            return await super().put(fact)\n"
+        "        except StoreError:\n"
+        "            return 'pretend-id'\n",
+        {"test_vendor_errors_name_the_store"},
+    ),
+    # custody metadata dropped.
+    "drops_custody": (
+        "class Broken(MemoryWriteStore):\n"
+        "    async def put(self, fact):\n"
+        "        rid = await super().put(fact)\n"
+        "        self.vendor.rows[rid]['metadata'].pop('receiptId')\n"
+        "        return rid\n",
+        {"test_put_custody_metadata"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str) -> None:
+    defect, expected = CASES[case]
+    pytester.makepyfile(test_broken=HEADER + "\n\n" + defect)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly")
+    failed = set(re.findall(r"FAILED \S+::TestBroken::(\w+)", result.stdout.str()))
+    assert failed == expected, result.stdout.str()[-3000:]
+
+
+def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ok=HEADER + "\n\nBroken = MemoryWriteStore\n")
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=13, skipped=1)

@@ -37,7 +37,6 @@ import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 CLI = [sys.executable, "-m", "agent_custody_state.cli"]
 TOKEN = "bench-" + uuid.uuid4().hex
@@ -136,7 +135,7 @@ async def timed(fn: Callable[[], Awaitable[Any]], n: int, warmup: int) -> list[f
 
 def pct(samples: list[float], p: float) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 # -- servers as processes ----------------------------------------------------------------------
@@ -342,6 +341,19 @@ async def load(port: int, clients: int, seconds: float) -> dict[str, Any]:
     return result
 
 
+async def bare_concurrency_runs(seconds: float) -> list[dict[str, Any]]:
+    """The same load on the bare SDK server (its one tool answers every name): the ceiling."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--bare-http", str(port)],
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/")
+        return [await load(port, clients, seconds) for clients in (1, 8, 32)]
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 async def concurrency_runs(seconds: float, folder: str, ledger_kind: str) -> list[dict[str, Any]]:
     ledger = "memory:" if ledger_kind == "memory" else os.path.join(folder, "load.jsonl")
     proc, url = spawn_http([*CLI, "serve", "--ledger", ledger, "--http", "--port", "0",
@@ -371,13 +383,19 @@ def report(rows: list[Row], loads: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(out)
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, only: str | None) -> None:
     n, warmup, seconds = (100, 10, 1.5) if quick else (500, 50, 4.0)
+    rows: list[Row] = []
+    loads: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as folder:
-        rows = await stdio_runs(n, warmup, folder)
-        rows += await http_runs(n, warmup, folder)
-        loads = {"JSONL, fsync": await concurrency_runs(seconds, folder, "jsonl"),
-                 "memory": await concurrency_runs(seconds, folder, "memory")}
+        if only in (None, "stdio"):
+            rows += await stdio_runs(n, warmup, folder)
+        if only in (None, "http"):
+            rows += await http_runs(n, warmup, folder)
+        if only in (None, "load"):
+            loads = {"bare SDK (no-op)": await bare_concurrency_runs(seconds),
+                     "ours, memory backend": await concurrency_runs(seconds, folder, "memory"),
+                     "ours, JSONL (fsync)": await concurrency_runs(seconds, folder, "jsonl")}
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
           f"{n} sequential calls per row after {warmup} warm-up, through the SDK's client; "
           f"load runs {seconds:.1f} s each, raw HTTP/1.1 keep-alive clients\n")
@@ -387,6 +405,7 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("stdio", "http", "load"))
     parser.add_argument("--bare-stdio", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bare-http", type=int, help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -395,4 +414,4 @@ if __name__ == "__main__":
     elif options.bare_http:
         run_bare_http(options.bare_http)
     else:
-        anyio.run(main, options.quick)
+        anyio.run(main, options.quick, options.only)

@@ -44,6 +44,9 @@ class BearerToken:
     label: str = ""
 
 
+_ANONYMOUS = BearerToken("-", "direct", "anonymous")
+
+
 def normalize_tokens(tokens: Any) -> list[BearerToken]:
     """Accept ``None``, ``{token: role}``, or an iterable of strings (gateway role),
     ``(token, role)`` pairs and ``BearerToken`` objects."""
@@ -143,6 +146,10 @@ class HttpGuard:
         self.max_concurrency = max_concurrency
         self.in_flight = 0
         self.refused_overload = 0
+        # One user object per token, made once: the SDK binds each session to it.
+        self._users = {t: AuthenticatedUser(AccessToken(token="", client_id=t.label,
+                                                              scopes=[t.role]))
+                       for t in [*self.tokens, _ANONYMOUS]}
 
     def _authenticate(self, header: str | None) -> BearerToken | None:
         presented = b""
@@ -173,7 +180,7 @@ class HttpGuard:
                 return
         else:
             # No tokens (loopback only): nobody is authenticated, so nobody is a gateway.
-            token = BearerToken("-", "direct", "anonymous")
+            token = _ANONYMOUS
         if scope["method"] == "POST":
             await self._post(scope, receive, send, token)
             return
@@ -224,9 +231,5 @@ class HttpGuard:
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, token: BearerToken
                        ) -> None:
-        scope = dict(scope)
-        scope[SCOPE_ROLE_KEY] = token.role
-        scope["user"] = AuthenticatedUser(
-            AccessToken(token="", client_id=token.label, scopes=[token.role])
-        )
+        scope = {**scope, SCOPE_ROLE_KEY: token.role, "user": self._users[token]}
         await self.app(scope, receive, send)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .ledger.ledger import Ledger
 from .ledger.model import AssertEvent, Fact, ForgetEvent, RetractEvent
@@ -35,6 +35,7 @@ from .ledger.queries import RESTORED_KEY
 from .stores import RemovalReport, StoreSet, _message
 
 T = TypeVar("T")
+E = TypeVar("E", RetractEvent, ForgetEvent)
 Runner = Callable[..., Awaitable[Any]]
 
 __all__ = [
@@ -70,10 +71,10 @@ class Restore:
 
 
 @dataclass
-class Removal:
+class Removal(Generic[E]):
     """What a retraction or forget did: the event, the removal from the stores, any restore."""
 
-    event: RetractEvent | ForgetEvent
+    event: E
     removal: RemovalReport
     restored: Restore | None = None
 
@@ -142,11 +143,11 @@ async def _leave_present(
     ledger: Ledger,
     stores: StoreSet,
     fact_id: str,
-    mutate: Callable[[dict[str, Any] | None], RetractEvent | ForgetEvent],
+    mutate: Callable[[dict[str, Any] | None], E],
     *,
     forgetting: bool,
     run: Runner,
-) -> Removal:
+) -> Removal[E]:
     if not stores:
         return Removal(await run(mutate, None), RemovalReport())
     plan: _Plan = await run(_plan, ledger, fact_id, forgetting=forgetting)
@@ -175,7 +176,7 @@ async def retract_through(
     reason: str,
     receipt_id: str | None = None,
     run: Runner = _inline,
-) -> Removal:
+) -> Removal[RetractEvent]:
     """Retract in the ledger and remove from every store holding the fact; put back what the
     retraction makes current again (mirroring stores), recording its ids on the event."""
 
@@ -196,7 +197,7 @@ async def forget_through(
     receipt_id: str | None = None,
     keep_digest: bool = True,
     run: Runner = _inline,
-) -> Removal:
+) -> Removal[ForgetEvent]:
     """Forget in the ledger, then remove from every store (the removal and its verification
     use the value taken before the erasure, the ledger no longer has it); puts back what the
     forget makes current again, like :func:`retract_through`."""

@@ -35,7 +35,7 @@ def _still_held(report: RemovalReport) -> str:
     return "; ".join(f"{name}: {message}" for name, message in report.still_held.items())
 
 
-def _restored(done: Removal) -> Args:
+def _restored(done: Removal[Any]) -> Args:
     """``restored`` for a result: the fact put back into the stores (only when one was)."""
     return {"restored": done.restored.to_dict()} if done.restored is not None else {}
 

@@ -346,14 +346,35 @@ class SqlEventStore(EventStore):
     # -- plumbing ----------------------------------------------------------------------------
 
     def _run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` under the store lock, turning driver errors into ``EventStoreError``."""
+        """Run ``fn`` under the store lock, turning driver errors into ``EventStoreError``.
+
+        A connection the server dropped (restart, idle timeout) is replaced once and ``fn``
+        retried, but only outside a write section: inside one, the transaction is gone and the
+        caller must see the failure.
+        """
         with self._lock:
             if self._closed:
                 raise EventStoreError(f"ledger {self.location} is closed")
             try:
                 return fn()
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+                if self._depth or not self._connection_lost():
+                    raise EventStoreError(f"{self.location}: {_reason(exc)}") from None
+            try:
+                self._reconnect()
+                return fn()
+            except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
                 raise EventStoreError(f"{self.location}: {_reason(exc)}") from None
+
+    def _connection_lost(self) -> bool:
+        """Whether the driver connection is dead (the dialect knows how to tell)."""
+        return False
+
+    def _reconnect(self) -> None:
+        with suppress(Exception):
+            self._conn.invalidate()
+        self._conn = self._engine.connect()
+        self._raw = self._conn.connection.driver_connection
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
         def run() -> list[Any]:
@@ -384,6 +405,10 @@ class SqlEventStore(EventStore):
             cur.close()
 
     def _decode(self, rows: Sequence[Any]) -> list[Any]:
+        with self._lock:  # the cache is shared by every thread using this store
+            return self._decode_locked(rows)
+
+    def _decode_locked(self, rows: Sequence[Any]) -> list[Any]:
         cache = self._cache
         out: list[Any] = []
         for seq, text in rows:
@@ -429,7 +454,13 @@ class SqlEventStore(EventStore):
                     self._depth -= 1
                 return
             try:
-                self._begin_write()
+                try:
+                    self._begin_write()
+                except (sa.exc.SQLAlchemyError, self._driver_error):
+                    if not self._connection_lost():
+                        raise
+                    self._reconnect()  # nothing was written yet: safe to start again
+                    self._begin_write()
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
                 self._rollback_quietly()
                 raise EventStoreError(

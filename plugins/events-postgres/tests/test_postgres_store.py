@@ -217,3 +217,19 @@ def test_vacuum_false_skips_vacuum_full(
         assert _filenode(postgres_url, "novac") == before
         assert ledger.get(a.fact_id).value is None  # type: ignore[union-attr]
         assert _outside_wal(embedded_postgres, marker.encode()), "the dead row version remains"
+
+
+def test_reconnects_after_the_server_drops_the_connection(
+    postgres_url: str, embedded_postgres: EmbeddedPostgres
+) -> None:
+    with Ledger(f"{postgres_url}&table=dropped") as ledger:
+        a = ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        pid = ledger.store._raw.info.backend_pid  # type: ignore[attr-defined]
+        with _admin(embedded_postgres.admin_url) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert ledger.get(a.fact_id) is not None  # a read reconnects
+        pid = ledger.store._raw.info.backend_pid  # type: ignore[attr-defined]
+        with _admin(embedded_postgres.admin_url) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        ledger.retract(fact_id=a.fact_id, actor="a", reason="r")  # so does a write section
+        assert ledger.count() == 2

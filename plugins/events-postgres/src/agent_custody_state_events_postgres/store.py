@@ -110,6 +110,9 @@ class PostgresStore(SqlEventStore):
         ).first()
         return row is not None and row[0] == "jsonb"
 
+    def _connection_lost(self) -> bool:
+        return bool(self._raw.closed or self._raw.broken)
+
     # -- housekeeping ------------------------------------------------------------------------
 
     def compact(self) -> None:

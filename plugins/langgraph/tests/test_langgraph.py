@@ -95,3 +95,25 @@ def test_unreachable_postgres_names_the_store(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(StoreError, match="cannot open the postgres store") as caught:
         build(settings(backend="postgres", dsn_env="LG_URL"), name="langmem")
     assert caught.value.store == "langmem"
+
+
+@pytest.mark.postgres
+def test_postgres_store_survives_dropped_connections(postgres_url: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    monkeypatch.setenv("LG_URL", postgres_url)
+    store = build(settings(backend="postgres", dsn_env="LG_URL"), name="langmem")
+    try:
+        first, second = make_fact(), make_fact(subject="acct:7")
+        anyio.run(store.put, first)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            killed = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        anyio.run(store.put, second)  # the pool noticed and reconnected
+        assert anyio.run(store.verify_removed, second.fact_id, second) is False
+    finally:
+        store.close()

@@ -171,3 +171,21 @@ def test_hash_embedding_is_deterministic_and_unit_length() -> None:
     assert a == b and a != sha256_embedding("y", 8)
     assert abs(sum(v * v for v in a) - 1) < 1e-9
     assert len(sha256_embedding("x", 384)) == 384
+
+
+@pytest.mark.postgres
+def test_dropped_connections_are_replaced(postgres_url: str) -> None:
+    store = PgvectorStore("vectors", postgres_url, embed_8, dimensions=8, table="facts")
+    first, second = make_fact(), make_fact(subject="acct:7")
+    try:
+        anyio.run(store.put, first)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            killed = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        assert anyio.run(store.put, second) == second.fact_id  # no failed call in between
+        assert anyio.run(store.verify_removed, first.fact_id, first) is False
+    finally:
+        store.close()

@@ -15,7 +15,8 @@ the content when an index is configured) no longer returns the key.
 
 Works with any BaseStore; :func:`build` opens LangGraph's own InMemoryStore, SqliteStore or
 PostgresStore from the settings. The sync API runs in worker threads (``storekit.call_sdk``): the
-SQLite and PostgreSQL stores guard their single connection with a lock of their own.
+SQLite store guards its connection with a lock of its own; the PostgreSQL store gets a small pool
+that checks each connection before use.
 """
 
 from __future__ import annotations
@@ -134,14 +135,29 @@ def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Cal
         from langgraph.store.postgres import PostgresStore
         from psycopg import Connection
         from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
 
         dsn = secret_from_env(name, settings.dsn_env, what="PostgreSQL URL")
         assert dsn is not None
         # The connection options PostgresStore.from_conn_string uses.
-        pg = Connection.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        pg_store = PostgresStore(pg, index=index)  # type: ignore[arg-type]
-        pg_store.setup()
-        return pg_store, pg.close
+        options = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        # One direct connection first: a wrong URL or password fails here with the driver's
+        # own message (a pool would only report a timeout).
+        Connection.connect(dsn, **options).close()  # type: ignore[arg-type]
+        # A pool that checks connections on checkout, so a server restart costs one failed
+        # call at most instead of a store that fails until the process restarts.
+        pool: ConnectionPool[Any] = ConnectionPool(
+            dsn, min_size=1, max_size=4, kwargs=options, check=ConnectionPool.check_connection,
+            open=False,
+        )
+        pool.open(wait=True, timeout=30)
+        pg_store = PostgresStore(pool, index=index)  # type: ignore[arg-type]
+        try:
+            pg_store.setup()
+        except BaseException:
+            pool.close()
+            raise
+        return pg_store, pool.close
     except StoreError:
         raise
     except ImportError as exc:

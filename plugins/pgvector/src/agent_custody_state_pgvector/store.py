@@ -12,15 +12,15 @@ Removal is ``DELETE ... WHERE id``; verification reads by id and then re-embeds 
 checks the id is not among the ``top_k`` nearest neighbours, which is what a retrieval would
 return. psycopg 3 is synchronous here and runs in worker threads (``storekit.call_sdk``), so the
 store works from any event loop; connections are reused through a small idle list whose
-failures surface with the driver's own message (a pool's "timed out" would hide it).
+failures surface with the driver's own message (a pool's "timed out" would hide it), and an idle
+connection the server dropped is replaced once, transparently (every statement is idempotent).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 from agent_custody_state.ledger.model import Fact
@@ -35,6 +35,7 @@ from psycopg.types.json import Jsonb
 from .settings import PgvectorSettings
 
 Embedder = Callable[[str], Sequence[float]]
+T = TypeVar("T")
 
 #: distance setting -> (operator, HNSW operator class)
 _DISTANCES = {
@@ -55,27 +56,43 @@ class _Connections:
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
 
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def _take(self) -> tuple[bool, psycopg.Connection[Any]]:
         with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout)
-            try:
-                self._prepare(conn)
-            except BaseException:
-                conn.close()
-                raise
+            if self._idle:
+                return True, self._idle.pop()
+        conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout)
         try:
-            yield conn
+            self._prepare(conn)
         except BaseException:
-            conn.close()  # its state is unknown; a fresh one is cheap
+            conn.close()
             raise
+        return False, conn
+
+    def _give(self, conn: psycopg.Connection[Any]) -> None:
         with self._lock:
             if not conn.closed and len(self._idle) < _MAX_IDLE:
                 self._idle.append(conn)
                 return
         conn.close()
+
+    def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``work`` on a connection. An idle connection the server dropped meanwhile (a
+        restart, an idle timeout) is replaced once: every statement here is idempotent."""
+        for attempt in (1, 2):
+            reused, conn = self._take()
+            try:
+                result = work(conn)
+            except psycopg.OperationalError:
+                conn.close()
+                if reused and attempt == 1:
+                    continue
+                raise
+            except BaseException:
+                conn.close()  # its state is unknown; a fresh one is cheap
+                raise
+            self._give(conn)
+            return result
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         with self._lock:
@@ -170,39 +187,34 @@ class PgvectorStore:
     def _put(self, fact: Fact) -> str:
         text = fact_text(fact)
         embedding = self.vector(text)
-        with self._connections.connection() as conn:
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {} (id, text, embedding, metadata) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (id) DO UPDATE SET text = EXCLUDED.text, "
-                    "embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata"
-                ).format(self._ident),
-                (fact.fact_id, text, embedding, Jsonb(custody_metadata(fact))),
-            )
+        statement = sql.SQL(
+            "INSERT INTO {} (id, text, embedding, metadata) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET text = EXCLUDED.text, "
+            "embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata"
+        ).format(self._ident)
+        params = (fact.fact_id, text, embedding, Jsonb(custody_metadata(fact)))
+        self._connections.run(lambda conn: conn.execute(statement, params))
         return fact.fact_id
 
     def _remove(self, external_id: str) -> None:
-        with self._connections.connection() as conn:
-            conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(self._ident),
-                         (external_id,))
+        statement = sql.SQL("DELETE FROM {} WHERE id = %s").format(self._ident)
+        self._connections.run(lambda conn: conn.execute(statement, (external_id,)))
 
     def nearest(self, text: str) -> list[str]:
         """Ids of the ``top_k`` rows nearest to the text's embedding (what retrieval returns)."""
         query = self.vector(text)
-        with self._connections.connection() as conn:
-            rows = conn.execute(
-                sql.SQL("SELECT id FROM {} ORDER BY embedding {} %s LIMIT %s").format(
-                    self._ident, sql.SQL(self._operator)
-                ),
-                (query, self.top_k),
-            ).fetchall()
+        statement = sql.SQL("SELECT id FROM {} ORDER BY embedding {} %s LIMIT %s").format(
+            self._ident, sql.SQL(self._operator)
+        )
+        rows = self._connections.run(
+            lambda conn: conn.execute(statement, (query, self.top_k)).fetchall()
+        )
         return [row[0] for row in rows]
 
     def _verify_removed(self, external_id: str, fact: Fact) -> bool:
-        with self._connections.connection() as conn:
-            if conn.execute(sql.SQL("SELECT 1 FROM {} WHERE id = %s").format(self._ident),
-                            (external_id,)).fetchone():
-                return False
+        statement = sql.SQL("SELECT 1 FROM {} WHERE id = %s").format(self._ident)
+        if self._connections.run(lambda conn: conn.execute(statement, (external_id,)).fetchone()):
+            return False
         return external_id not in self.nearest(fact_text(fact))
 
     async def put(self, fact: Fact) -> str:

@@ -245,8 +245,11 @@ class Ledger:
 
     def assert_fact(self, **kwargs: Any) -> AssertEvent:
         """Assert a fact (SPEC 2.1). Keyword arguments as SPEC section 7; returns the event."""
-        event = self._build_assert(**kwargs)
         with self.store.transaction():
+            # The transaction time is taken under the write lock, as every other event's is, so
+            # append order and transaction time agree across processes: an event stamped before
+            # another committed first would change what a read "as of" that instant returns.
+            event = self._build_assert(**kwargs)
             self._check_assert(event)
             self.store.append([event])
         self._appended([event])

@@ -117,7 +117,7 @@ def _plain(value: Any) -> bool:
     if kind is str or kind is bool or value is None:
         return True
     if kind is int:
-        return -_SAFE_INT < value < _SAFE_INT
+        return bool(-_SAFE_INT < value < _SAFE_INT)
     if kind is dict:
         for key, item in value.items():
             if (type(key) is not str and not _plain(key)) or not _plain(item):

@@ -145,7 +145,7 @@ class Prepared:
     __slots__ = ("defaults", "names", "sql")
 
     def __init__(self, stmt: sa.ClauseElement, dialect: sa.Dialect) -> None:
-        compiled = stmt.compile(dialect=dialect)
+        compiled: Any = stmt.compile(dialect=dialect)  # a SQLCompiler: positional, positiontup
         self.sql = str(compiled)
         self.defaults = {k: v for k, v in compiled.params.items() if v is not None}
         self.names: tuple[str, ...] | None = (

@@ -8,6 +8,7 @@ one JSON line to ``tests/reliability/.results.jsonl`` (git-ignored), which is wh
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -131,3 +132,146 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.02) 
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+# -- memory servers and a raw MCP client ------------------------------------------------------
+
+CLI = [sys.executable, "-m", "agent_custody_state.cli"]
+
+
+class ServerProcess:
+    """``agent-custody-memory serve`` as a subprocess, every byte of its stderr kept.
+
+    HTTP: ``url`` is parsed from the startup line. stdio: talk through ``stdin``/``stdout``.
+    """
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, *, http: bool = True,
+                 timeout: float = 60) -> None:
+        import re
+        import threading
+
+        self.args = args
+        self.stderr_lines: list[str] = []
+        cmd = [*CLI, "serve", *(["--http", "--port", "0"] if http else []), *args]
+        self.proc = subprocess.Popen(
+            cmd, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE,
+            stdin=None if http else subprocess.PIPE, stdout=None if http else subprocess.PIPE,
+        )
+        assert self.proc.stderr is not None
+        self.url = ""
+        deadline = time.monotonic() + timeout
+        while http and time.monotonic() < deadline:
+            raw = self.proc.stderr.readline()
+            if not raw:
+                break
+            line = raw.decode("utf-8", "replace")
+            self.stderr_lines.append(line)
+            match = re.search(r"serving (http://\S+/mcp)", line)
+            if match:
+                self.url = match.group(1)
+                break
+        if http and not self.url:
+            self.proc.kill()
+            rest = self.proc.stderr.read().decode("utf-8", "replace")
+            raise RuntimeError("server did not start:\n" + "".join(self.stderr_lines) + rest)
+        stream = self.proc.stderr
+
+        def drain() -> None:
+            for raw in stream:
+                self.stderr_lines.append(raw.decode("utf-8", "replace"))
+
+        self._drain = threading.Thread(target=drain, daemon=True)
+        self._drain.start()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int:
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._drain.join(5)
+        return self.proc.returncode
+
+
+PROTOCOL = "2025-06-18"
+
+
+class RawMcp:
+    """A minimal Streamable HTTP MCP client on httpx: JSON-RPC POSTs, nothing hidden.
+
+    The official client would do; this one is lighter (32 of them share two CPUs with two
+    servers) and lets a test send exactly the bytes and headers it wants.
+    """
+
+    def __init__(self, client: Any, url: str, token: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.client, self.url = client, url
+        self.headers = {"accept": "application/json, text/event-stream",
+                        "content-type": "application/json", **(headers or {})}
+        if token is not None:
+            self.headers["authorization"] = f"Bearer {token}"
+        self.next_id = 1
+
+    async def post(self, body: bytes | dict[str, Any], headers: dict[str, str] | None = None
+                   ) -> Any:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return await self.client.post(self.url, content=data,
+                                      headers={**self.headers, **(headers or {})})
+
+    async def rpc(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}}
+        response = await self.post(body)
+        if response.status_code != 200:
+            return {"httpStatus": response.status_code, "body": response.text}
+        reply: dict[str, Any] = response.json()
+        return reply
+
+    async def open(self) -> RawMcp:
+        response = await self.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "reliability", "version": "0"}}})
+        if response.status_code != 200:
+            raise RuntimeError(f"initialize: HTTP {response.status_code} {response.text[:200]}")
+        session = response.headers.get("mcp-session-id")
+        if session:
+            self.headers["mcp-session-id"] = session
+        self.headers["mcp-protocol-version"] = PROTOCOL
+        await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return self
+
+    async def call(self, name: str, arguments: Any, meta: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+        """``tools/call``; returns ``{"isError", "texts", "meta"}`` or ``{"httpStatus", ...}``
+        or ``{"rpcError": ...}``."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta is not None:
+            params["_meta"] = meta
+        reply = await self.rpc("tools/call", params)
+        if "httpStatus" in reply:
+            return reply
+        if "error" in reply:
+            return {"rpcError": reply["error"]}
+        result = reply["result"]
+        return {"isError": bool(result.get("isError")),
+                "texts": [c.get("text", "") for c in result.get("content", [])],
+                "meta": result.get("_meta") or {}}
+
+
+def gateway_meta(agent: str = "reliability-agent", **extra: Any) -> dict[str, Any]:
+    import uuid
+
+    return {"agent-custody/receipt": f"rcpt-{uuid.uuid4()}", "agent-custody/agent": agent,
+            **extra}

@@ -76,6 +76,16 @@ def test_routing_by_suffix(tmp_path: Path, name: str) -> None:
         assert store.location == str(tmp_path / name)
 
 
+def test_path_with_url_characters(tmp_path: Path) -> None:
+    path = tmp_path / "odd?name#x %41.sqlite"
+    with Ledger(path) as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+    assert path.exists() and [p.name for p in tmp_path.iterdir() if p.suffix == ".sqlite"] == [
+        path.name]
+    with Ledger(path) as again:
+        assert again.count() == 1
+
+
 def test_tx_time_column_is_normalised(tmp_path: Path) -> None:
     """A hand-written event with an offset time is stored under its UTC instant."""
     with Ledger(tmp_path / "l.sqlite") as ledger:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -51,13 +52,16 @@ class SqliteStore(SqlEventStore):
         self.path = Path(location)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._erasure_pending = False
+        path = str(self.path)
         engine = sa.create_engine(
-            "sqlite+pysqlite:///" + str(self.path),
+            "sqlite+pysqlite://",
+            # The file is opened by path, never through a URL, so ``?``, ``#`` or ``%`` in a
+            # file name mean nothing special.
+            creator=lambda: sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False),
             # Autocommit at the driver: we issue BEGIN IMMEDIATE / COMMIT ourselves, and a bare
             # read then sees every write other processes have committed.
             isolation_level="AUTOCOMMIT",
             poolclass=sa.pool.NullPool,
-            connect_args={"timeout": busy_timeout, "check_same_thread": False},
         )
 
         @sa.event.listens_for(engine, "connect")

@@ -246,9 +246,13 @@ class RawClient:
 
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        status, headers, _ = await self.post({"method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"}}})
+        while True:  # connecting while the server sheds load: honour the 503 and retry
+            status, headers, _ = await self.post({"method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"}}})
+            if status != 503:
+                break
+            await anyio.sleep(0.01)
         assert status == 200, status
         self.session = headers["mcp-session-id"]
         await self.post({"method": "notifications/initialized"}, notify=True)
@@ -305,7 +309,8 @@ async def load(port: int, clients: int, seconds: float) -> dict[str, Any]:
         raw = RawClient(port, TOKEN)
         await raw.open()
         subject = f"acct:{index}"
-        await raw.tool("memory.write", {**WRITE_ARGS, "subject": subject})
+        while await raw.tool("memory.write", {**WRITE_ARGS, "subject": subject}) == "overload":
+            await anyio.sleep(0.01)
         ready[0] += 1
         if ready[0] == clients:
             window.append(time.monotonic())

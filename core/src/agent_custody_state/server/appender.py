@@ -6,6 +6,10 @@ asserts as one ``assert_many`` batch: one transaction, one fsync, every rule sti
 order (an assert may even supersede one earlier in the batch). If the batch is refused, every
 item is retried on its own, so each caller gets exactly the answer a lone write would get and
 one bad write never fails another. A lone write is a batch of one.
+
+A batch is not free everywhere: the JSONL backend journals a multi-event commit (measured: about
+four fsyncs against one for a single event), so for JSONL a batch is formed only from four
+waiting writes up; fewer are appended one by one. SQL backends commit a batch in one go.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from ..ledger.model import AssertEvent
 from .worker import LedgerWorker
 
 MAX_BATCH = 64
+#: The smallest batch worth one transaction, by backend kind (default 2).
+MIN_BATCH = {"jsonl": 4}
 
 
 @dataclass
@@ -37,6 +43,7 @@ class Appender:
 
     def __init__(self, ledger: Ledger, worker: LedgerWorker) -> None:
         self.ledger, self.worker = ledger, worker
+        self.min_batch = MIN_BATCH.get(getattr(ledger.store, "kind", ""), 2)
         self._queue: list[_Pending] = []
         self._lock = anyio.Lock()
 
@@ -57,21 +64,19 @@ class Appender:
 
     async def _commit(self, batch: list[_Pending]) -> None:
         try:
-            if len(batch) == 1:
-                batch[0].event = await self.worker.run(self.ledger.assert_fact, **batch[0].fields)
+            if len(batch) < self.min_batch:
+                await self._one_by_one(batch)
             else:
                 events = await self.worker.run(self.ledger.assert_many,
                                                [p.fields for p in batch])
                 for pending, event in zip(batch, events, strict=True):
                     pending.event = event
-        except LedgerError as exc:
-            if len(batch) == 1:
-                batch[0].error = exc
-            else:
-                await self._one_by_one(batch)
-        except Exception as exc:  # a backend failure fails the whole batch
+        except LedgerError:
+            await self._one_by_one(batch)
+        except Exception as exc:  # a backend failure fails what was not appended
             for pending in batch:
-                pending.error = exc
+                if pending.event is None and pending.error is None:
+                    pending.error = exc
         finally:
             for pending in batch:
                 pending.done.set()
@@ -80,5 +85,6 @@ class Appender:
         for pending in batch:
             try:
                 pending.event = await self.worker.run(self.ledger.assert_fact, **pending.fields)
-            except LedgerError as exc:
+            except Exception as exc:
                 pending.error = exc
+            pending.done.set()  # answer each caller as soon as its own write is durable

@@ -68,11 +68,11 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
-    port: int = Field(8790, ge=0, le=65535)
+    port: int = Field(default=8790, ge=0, le=65535)
     tokens: list[TokenConfig] = Field(default_factory=list)
     allow_direct: bool = False
-    max_request_bytes: int = Field(4 * 1024 * 1024, gt=0)
-    max_concurrency: int = Field(16, ge=1)
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    max_concurrency: int = Field(default=16, ge=1)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
 
@@ -81,8 +81,8 @@ class VerifyConfig(BaseModel):
     """``[verify]``: how removal from the stores is checked (SPEC 4.3)."""
 
     model_config = ConfigDict(extra="forbid")
-    attempts: int = Field(3, ge=1)
-    delay_ms: float = Field(200, ge=0)
+    attempts: int = Field(default=3, ge=1)
+    delay_ms: float = Field(default=200, ge=0)
 
 
 class StoreConfig(BaseModel):
@@ -110,8 +110,8 @@ class MemoryConfig(BaseSettings):
     forget_key_env: str | None = None
     retention: str | dict[str, str] | None = None
     key: str | None = None
-    server: ServerConfig = Field(default_factory=ServerConfig)
-    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    server: ServerConfig = Field(default_factory=lambda: ServerConfig())
+    verify: VerifyConfig = Field(default_factory=lambda: VerifyConfig())
     stores: list[StoreConfig] = Field(default_factory=list)
 
     @field_validator("retention")

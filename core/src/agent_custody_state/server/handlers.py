@@ -196,10 +196,11 @@ async def sweep(svc: MemoryService, call: CallContext, args: Args) -> ToolResult
     if before is None and svc.retention is None:
         return ToolResult.error(SWEEP_NEEDS_BEFORE)
     with anyio.CancelScope(shield=True):
-        return await run_sweep(
+        result = await run_sweep(
             svc, before=before, space=space, actor=call.actor(), reason=args["reason"],
             receipt_id=call.receipt_id, keep_digest=args.get("keepDigest", True),
         )
+    return result
 
 
 async def get(svc: MemoryService, call: CallContext, args: Args) -> ToolResult:

@@ -329,3 +329,49 @@ async def test_concurrent_calls_keep_their_own_receipts(gw: GatewayClient) -> No
         fact = result.data["fact"]
         assert (fact["value"], fact["actor"], fact["source"]["receiptId"]) == (
             i, f"agent-{i}", f"rcpt-{i}")
+
+
+async def test_ledger_refusals_reach_the_caller_verbatim(gw: GatewayClient) -> None:
+    subject = unique()
+    old = (await write(gw, subject=subject, validFrom="2026-05-01T00:00:00Z"))["fact"]["factId"]
+    texts = {}
+
+    async def refusal(tool: str, args: dict[str, Any], **options: Any) -> str:
+        result = await gw.call(tool, args, **options)
+        assert result.is_error, result.texts
+        return result.text
+
+    texts["early"] = await refusal("memory.write", {
+        "subject": subject, "predicate": "plan", "value": 1, "space": "org", "supersedes": old,
+        "validFrom": "2026-04-01T00:00:00Z"})
+    texts["other"] = await refusal("memory.write", {
+        "subject": subject, "predicate": "tier", "value": 1, "space": "org", "supersedes": old})
+    await gw.call("memory.retract", {"factId": old, "reason": "r"})
+    texts["retracted"] = await refusal("memory.write", {
+        "subject": subject, "predicate": "plan", "value": 1, "space": "org", "supersedes": old})
+    texts["confirm"] = await refusal("memory.confirm", {"factId": old})
+    texts["hold"] = await refusal("memory.hold", {"factId": "nope", "reason": "r"})
+    texts["release"] = await refusal("memory.release", {"factId": "nope", "reason": "r"})
+    texts["forget"] = await refusal("memory.forget", {"factId": "nope", "reason": "r"})
+    gone = (await write(gw))["fact"]["factId"]
+    await gw.call("memory.forget", {"factId": gone, "reason": "r"})
+    texts["hold-forgotten"] = await refusal("memory.hold", {"factId": gone, "reason": "r"})
+    texts["retract-forgotten"] = await refusal("memory.retract", {"factId": gone, "reason": "r"})
+    assert texts == {
+        "early": "replacement cannot start before the fact it supersedes",
+        "other": "a replacement must keep the subject and predicate of the fact it supersedes",
+        "retracted": f"fact {old} is retracted",
+        "confirm": f"fact {old} is retracted",
+        "hold": "cannot hold unknown fact nope",
+        "release": "cannot release unknown fact nope",
+        "forget": "cannot forget unknown fact nope",
+        "hold-forgotten": f"fact {gone} is already forgotten",
+        "retract-forgotten": f"fact {gone} is already retracted",
+    }
+
+
+async def test_sweep_without_before_or_windows_is_refused(tmp_path: Path) -> None:
+    async with GatewayClient.stdio("serve", "--ledger", str(tmp_path / "l.jsonl")) as plain:
+        result = await plain.call("memory.sweep", {"reason": "r"})
+        assert result.text == ("sweep needs `before`, or a server started with retention "
+                               "windows")

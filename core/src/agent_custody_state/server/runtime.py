@@ -32,6 +32,7 @@ class Runtime:
     tokens: list[BearerToken] = field(default_factory=list)
     identity: SigningIdentity | None = None
     stores: list[Any] = field(default_factory=list)
+    event_count: int = 0  # counted at open, so announcing never waits on the ledger
 
     def server_options(self) -> dict[str, Any]:
         return {
@@ -71,13 +72,14 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         worker.close()
         raise
     worker.inline = ledger.store.kind in NO_IO_BACKENDS
-    return Runtime(config, ledger, worker, tokens, identity, stores)
+    count = worker.call(ledger.count)
+    return Runtime(config, ledger, worker, tokens, identity, stores, count)
 
 
 def startup_line(runtime: Runtime, where: str) -> str:
     """One line naming the ledger, its event count and the trust mode (SPEC 5)."""
     ledger = runtime.ledger
-    count = runtime.worker.call(ledger.count)
+    count = runtime.event_count
     server = runtime.config.server
     if server.transport == "http":
         roles = [t.role for t in runtime.tokens]

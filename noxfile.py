@@ -18,7 +18,7 @@ PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.tom
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "stores_e2e",
-                        "plugin_template", "repo"]
+                        "plugin_template", "reliability", "repo"]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "httpx>=0.27"]
@@ -127,7 +127,7 @@ def cognee_server(session: nox.Session) -> None:
 def repo(session: nox.Session) -> None:
     """Repository-wide checks: every hook documented, every plugin has its extra, versions."""
     _install_core(session)
-    session.run("pytest", "tests", "-q", *session.posargs)
+    session.run("pytest", "tests/test_repository.py", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -148,11 +148,22 @@ def bench(session: nox.Session) -> None:
         session.run("python", script)
 
 
+def _install_everything(session: nox.Session) -> None:
+    _install_core(session, *PG_DEPS)
+    editable = [arg for name in PLUGINS for arg in ("-e", f"plugins/{name}")]
+    session.install(*editable)
+
+
+@nox.session(python=PYTHON)
+def reliability(session: nox.Session) -> None:
+    """Short versions of the crash, fault, concurrency, fuzz, security and erasure tests."""
+    _install_everything(session)
+    session.run("pytest", "tests/reliability", "-q", "-rs", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def stress(session: nox.Session) -> None:
     """The long versions of the crash, fault, concurrency and fuzz tests (not part of CI)."""
-    _install_core(session, *PG_DEPS)
-    for name in PLUGINS:
-        session.install("-e", f"plugins/{name}")
+    _install_everything(session)
     session.run("pytest", "tests/reliability", "-q", "-m", "slow or not slow", *session.posargs,
                 env={"AGENT_CUSTODY_STRESS": "1", "AGENT_CUSTODY_PROPERTY_EXAMPLES": "500"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -147,4 +148,7 @@ def test_startup_line_names_ledger_count_and_trust(http_server: HttpServer) -> N
     line = "".join(http_server.lines[:2])
     assert "http.jsonl (jsonl, " in line and " events)" in line
     assert "trust: 1 gateway token, 1 direct token; calls without a receipt are refused" in line
-    assert "warning: no forget key" in "".join(http_server.lines)
+    deadline = time.monotonic() + 10  # the drain thread reads the warning line a moment later
+    while "warning: no forget key" not in "".join(http_server.lines):
+        assert time.monotonic() < deadline, http_server.lines
+        time.sleep(0.05)

@@ -271,7 +271,8 @@ def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
     assert reader.count() == 1  # a reader stops where the unfinished batch starts
     with Ledger(path) as ledger:
         assert ledger.count() == 1
-        assert "batch of events was cut short" in ledger.store.repairs[0]  # type: ignore[attr-defined]
+        repairs = ledger.store.repairs  # type: ignore[attr-defined]
+        assert "batch of events was cut short" in repairs[0]
         ledger.assert_many([{"subject": "c", "predicate": "p", "value": 1, "space": "org",
                              "actor": "a"}] * 2)
         assert ledger.count() == 3

@@ -18,6 +18,9 @@ from agent_custody_state.timeutil import TimeFormatError, normalize_time
         ("2026-08-31T19:30:00.5-04:30", "2026-09-01T00:00:00.500Z"),
         ("2026-09-01t00:00:00.123456z", "2026-09-01T00:00:00.123Z"),
         (datetime(2026, 9, 1, 1, tzinfo=timezone(timedelta(hours=1))), "2026-09-01T00:00:00.000Z"),
+        # Four-digit years below 1000 (strftime("%Y") drops the zeros on glibc).
+        ("0274-12-27T06:37:33.058801+00:00", "0274-12-27T06:37:33.058Z"),
+        ("0001-01-01T01:00:00+01:00", "0001-01-01T00:00:00.000Z"),
     ],
 )
 def test_normalise(given: object, want: str) -> None:
@@ -33,6 +36,9 @@ def test_normalise(given: object, want: str) -> None:
         ("2026-09-01T00:00:00+25:00", "not a valid time"),
         (datetime(2026, 9, 1), "naive"),
         (12, "expected an RFC 3339 time string"),
+        # Valid local times whose UTC instant falls outside years 1-9999: refused, not a crash.
+        ("0001-01-01T00:00:00+01:00", "outside the years 0001-9999"),
+        ("9999-12-31T23:59:59-01:00", "outside the years 0001-9999"),
     ],
 )
 def test_refused(given: object, message: str) -> None:

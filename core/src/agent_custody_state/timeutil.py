@@ -31,8 +31,17 @@ def format_time(moment: datetime) -> str:
     """Format an aware datetime as the wire form (UTC, milliseconds, ``Z``)."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise TimeFormatError("a naive datetime has no offset; pass an aware datetime")
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:
+        raise TimeFormatError(
+            f"{moment.isoformat()} is outside the years 0001-9999 in UTC"
+        ) from None
+    # Not strftime("%Y"): glibc writes year 274 as "274", breaking the fixed width that lets
+    # normalised times compare as strings (and the wire format).
+    m = moment
+    return (f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:"
+            f"{m.second:02d}.{m.microsecond // 1000:03d}Z")
 
 
 def parse_time(value: object) -> datetime:
@@ -67,7 +76,11 @@ def parse_time(value: object) -> datetime:
         )
     except ValueError as exc:
         raise TimeFormatError(f"{value!r} is not a valid time: {exc}") from None
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        # e.g. 0001-01-01T00:00:00+01:00: a valid local time whose UTC instant is in year 0.
+        raise TimeFormatError(f"{value!r} is outside the years 0001-9999 in UTC") from None
 
 
 def normalize_time(value: object) -> str:

@@ -357,6 +357,14 @@ class SqlEventStore(EventStore):
                 raise EventStoreError(f"ledger {self.location} is closed")
             try:
                 return fn()
+            except UnicodeEncodeError as exc:
+                # A Python str with a lone surrogate (JSON cannot carry one) has no UTF-8 form,
+                # so no SQL text column can store or match it: a refusal, not a crash.
+                bad = exc.object[exc.start : exc.end]
+                raise EventStoreError(
+                    f"{self.location}: text with a lone surrogate ({bad!r}) cannot be stored "
+                    "or looked up; pass valid Unicode"
+                ) from None
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
                 if self._depth or not self._connection_lost():
                     raise EventStoreError(f"{self.location}: {_reason(exc)}") from None

@@ -289,3 +289,18 @@ def test_event_row_for_assert_only_fills_query_columns() -> None:
     assert event_row(a)["subject"] == "acct:42"
     assert {k: event_row(r)[k] for k in ("space", "subject", "predicate", "supersedes")} == {
         "space": None, "subject": None, "predicate": None, "supersedes": None}
+
+
+def test_lone_surrogates_are_refused_cleanly(tmp_path: Path) -> None:
+    """A Python str with a lone surrogate has no UTF-8 form: storing or looking it up in a text
+    column is an EventStoreError naming the ledger, not a raw UnicodeEncodeError (which the
+    server reported as an internal error); inside the JSON (a value) it is escaped and kept."""
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        with pytest.raises(EventStoreError, match="lone surrogate"):
+            ledger.assert_fact(subject="x\udfff", predicate="p", value=1, space="org",
+                               actor="a")
+        with pytest.raises(EventStoreError, match="lone surrogate"):
+            ledger.as_of(subject="\ud800")
+        assert ledger.count() == 0
+        ledger.assert_fact(subject="s", predicate="p", value="\ud800", space="org", actor="a")
+        assert [f.value for f in ledger.facts()] == ["\ud800"]

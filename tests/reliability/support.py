@@ -226,7 +226,7 @@ class RawMcp:
 
     async def post(self, body: bytes | dict[str, Any], headers: dict[str, str] | None = None
                    ) -> Any:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else encode_json(body)
         return await self.client.post(self.url, content=data,
                                       headers={**self.headers, **(headers or {})})
 
@@ -275,3 +275,39 @@ def gateway_meta(agent: str = "reliability-agent", **extra: Any) -> dict[str, An
 
     return {"agent-custody/receipt": f"rcpt-{uuid.uuid4()}", "agent-custody/agent": agent,
             **extra}
+
+
+class _Raw(str):
+    """A piece of JSON text already encoded (used by ``encode_json``'s stack)."""
+
+
+def encode_json(value: Any) -> bytes:
+    """JSON text for any value, at any nesting depth (the stdlib encoder recurses and stops near
+    a thousand levels; hostile inputs nest far deeper). NaN and infinities are written as
+    Python writes them (``NaN``), which is not JSON: a server must refuse them cleanly."""
+    parts: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            parts.append(item)
+        elif isinstance(item, dict):
+            parts.append("{")
+            stack.append(_Raw("}"))
+            entries = list(item.items())
+            for i in reversed(range(len(entries))):
+                key, child = entries[i]
+                stack.append(child)
+                stack.append(_Raw(json.dumps(str(key)) + ":"))
+                if i:
+                    stack.append(_Raw(","))
+        elif isinstance(item, list | tuple):
+            parts.append("[")
+            stack.append(_Raw("]"))
+            for i in reversed(range(len(item))):
+                stack.append(item[i])
+                if i:
+                    stack.append(_Raw(","))
+        else:
+            parts.append(json.dumps(item))
+    return "".join(parts).encode("utf-8")

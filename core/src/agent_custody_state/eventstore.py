@@ -81,6 +81,24 @@ class EventStore(abc.ABC):
         ids.update(dict.fromkeys(e.fact_id for e in self.superseders(fact_ids)))
         return self.events_for(list(ids))
 
+    def asserts_around(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+    ) -> tuple[list[AssertEvent], list[Event]]:
+        """``find_asserts`` with these filters, and ``events_around`` the facts it found.
+
+        The as-of read in one question: a SQL backend answers a read by subject with one
+        indexed query instead of two.
+        """
+        found = list(
+            self.find_asserts(space=space, subject=subject, predicate=predicate, tx_at=tx_at)
+        )
+        return found, self.events_around([e.fact_id for e in found]) if found else []
+
     @abc.abstractmethod
     def history(self, fact_id: str) -> list[Event]:
         """Events citing ``fact_id`` or superseding it, in append order."""

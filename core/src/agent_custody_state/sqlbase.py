@@ -193,6 +193,7 @@ class SqlEventStore(EventStore):
         self._index_prefix = index_prefix or (f"{schema}_{table}" if schema else table)
         self._cache: OrderedDict[str, Event] = OrderedDict()
         self._find: dict[tuple[bool, ...], Prepared] = {}
+        self._around_by: dict[tuple[bool, ...], Prepared] = {}
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         try:
             self._conn: Connection = engine.connect()
@@ -419,7 +420,8 @@ class SqlEventStore(EventStore):
     def _decode_locked(self, rows: Sequence[Any]) -> list[Any]:
         cache = self._cache
         out: list[Any] = []
-        for seq, text in rows:
+        for row in rows:
+            seq, text = row[0], row[1]
             event = cache.get(text)
             if event is None:
                 try:
@@ -530,6 +532,48 @@ class SqlEventStore(EventStore):
 
     def events_around(self, fact_ids: Collection[str]) -> list[Event]:
         return self._decode(self._by_ids(self._q_around, fact_ids))
+
+    def asserts_around(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+    ) -> tuple[list[AssertEvent], list[Event]]:
+        if subject is None:  # possibly huge: the paged two-step path
+            return super().asserts_around(
+                space=space, subject=subject, predicate=predicate, tx_at=tx_at
+            )
+        params = {"space": space, "subject": subject, "predicate": predicate, "tx_at": tx_at}
+        shape = tuple(v is not None for v in params.values())
+        q = self._around_by.get(shape)
+        if q is None:
+            q = self._around_by[shape] = self._compile(self._asserts_around_stmt(shape))
+        rows = self._rows(q, {k: v for k, v in params.items() if v is not None})
+        events = self._decode(rows)
+        found = [e for row, e in zip(rows, events, strict=True) if row[2]]
+        return found, events
+
+    def _asserts_around_stmt(self, shape: tuple[bool, ...]) -> sa.Select[Any]:
+        """Rows of the matching asserts and of everything around them, each flagged if it is
+        one of the matching asserts (the filter re-applied to the row's own columns)."""
+        t = self.table
+        names = ("space", "subject", "predicate")
+        match = [t.c.kind == "assert"]
+        match += [t.c[n] == sa.bindparam(n) for n, given in zip(names, shape, strict=False)
+                  if given]
+        if shape[3]:
+            match.append(t.c.tx_time <= sa.bindparam("tx_at"))
+        found = sa.select(t.c.fact_id).where(*match)
+        sup = t.alias("sup")
+        ids = sa.union(found, sa.select(sup.c.fact_id).where(sup.c.supersedes.in_(found)))
+        flag = sa.case((sa.and_(*match), 1), else_=0)
+        return (
+            sa.select(t.c.seq, self._base.selected_columns[1], flag)
+            .where(t.c.fact_id.in_(ids))
+            .order_by(t.c.seq)
+        )
 
     def history(self, fact_id: str) -> list[Event]:
         return self._decode(self._rows(self._q_history, {"f": fact_id, "f2": fact_id}))

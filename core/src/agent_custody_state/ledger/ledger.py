@@ -530,14 +530,13 @@ class Ledger:
         ta = _time_arg(tx_at, "tx_at") or now
         min_rank = {"all": 0, "attested": 1, "verified": 2}[include]
         self.store.refresh()
-        candidates = list(
-            self.store.find_asserts(space=space, subject=subject, predicate=predicate, tx_at=ta)
+        # The candidates, with every event citing them or their superseders: one question (one
+        # indexed query on SQL); deeper chains are asked for only past a retracted link.
+        candidates, around = self.store.asserts_around(
+            space=space, subject=subject, predicate=predicate, tx_at=ta
         )
         if not candidates:
             return []
-        # One question for the candidates' status and their superseders' (a SQL store answers
-        # it with one indexed query); deeper chains are asked for only past a retracted link.
-        around = self.store.events_around([c.fact_id for c in candidates])
         states = states_from(around, tx_at=ta)
         alive = [c for c in candidates if not states[c.fact_id].retracted]
         supers = effective_superseders(

@@ -66,9 +66,9 @@ from langgraph.store.sqlite import SqliteStore  # noqa: E402
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 STORES = ("mem0", "zep", "letta", "cognee", "vectors", "langmem")
-# The one trace the platform keeps that no API removes: mem0's add events
-# (``GET /v1/event/{id}/``) echo the memory text in ``results[*].data.memory``, and the
-# platform has no route to delete an event. Anything else the fake still holds fails the test.
+# The one trace allowed to outlive a forget: mem0's add events (``GET /v1/event/{id}/``) echo
+# the memory text in ``results[*].data.memory``, the fake keeps them as the platform does, and
+# the documented API has no route to delete an event. Any other trace in the fake fails the test.
 MEM0_EVENT_ECHO = re.compile(r"^FakeMem0\['events'\]\['[0-9a-f-]+'\]\['results'\]\[\d+\]"
                              r"\['data'\]\['memory'\]$")
 TABLE = "custody_facts"
@@ -276,6 +276,6 @@ async def test_six_stores_mirror_the_present(deployment: Deployment) -> None:
         assert deployment.traces(swept_value) == {}
         read = ok(await gw.call("memory.read", {"subject": "acct:7", "includeClaimed": True}))
         assert read["facts"] == []
-    # No secret reached a store, the ledger or a tool result's record.
+    # No API key reached a store's stored state, the SQL tables or the ledger.
     for key in (v for k, v in deployment.env.items() if k.endswith("_KEY")):
         assert deployment.traces(key) == {}, "an API key was stored"

@@ -29,6 +29,7 @@ and a variable that is named but not set stops the server at startup, naming it.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -158,19 +159,40 @@ def _describe(error: ValidationError) -> str:
 def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryConfig:
     """Read the file (if any), the environment and ``overrides`` (flags), in rising priority."""
     file = Path(path) if path is not None else None
+    raw: dict[str, Any] = {}
     if file is not None:
         if not file.is_file():
             raise ConfigError(f"config file {file} does not exist")
         try:
-            tomllib.loads(file.read_text(encoding="utf-8"))
+            raw = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     try:
         with _file(file):
-            return MemoryConfig(**overrides)
+            config = MemoryConfig(**overrides)
     except ValidationError as exc:
         where = f"{file}: " if file is not None else ""
         raise ConfigError(f"{where}{_describe(exc)}") from None
+    if file is not None:
+        _anchor_paths(config, raw, file.parent)
+    return config
+
+
+def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> None:
+    """A relative ``ledger`` or ``key`` written in the file is relative to the file, so a gateway
+    can spawn the server from any working directory; the same value from a flag or the
+    environment stays relative to the working directory."""
+    for key in ("ledger", "key"):
+        value = getattr(config, key)
+        if value is None or raw.get(key) != value or _is_location_url(value):
+            continue
+        if not Path(value).is_absolute():
+            setattr(config, key, str(folder / value))
+
+
+def _is_location_url(value: str) -> bool:
+    # postgres://..., memory:, or any other scheme a plugin claims
+    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", value) is not None
 
 
 def env_secret(name: str, what: str) -> str:

@@ -60,8 +60,10 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_every_key_is_read(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, FULL))
-    assert config.ledger == "ledger.sqlite" and config.forget_key_env == "FORGET_KEY"
-    assert config.retention == "org=P365D,team:*=P90D" and config.key == "memory.key"
+    assert config.ledger == str(tmp_path / "ledger.sqlite")
+    assert config.forget_key_env == "FORGET_KEY"
+    assert config.retention == "org=P365D,team:*=P90D"
+    assert config.key == str(tmp_path / "memory.key")
     server = config.server
     assert (server.transport, server.host, server.port, server.allow_direct) == (
         "http", "127.0.0.1", 8790, True)
@@ -208,3 +210,18 @@ def test_tokens_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) ->
 def test_retention_as_a_table(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, '[retention]\norg = "P365D"\n"team:*" = "P90D"\n'))
     assert config.retention == {"org": "P365D", "team:*": "P90D"}
+
+
+def test_relative_paths_in_the_file_are_relative_to_the_file(tmp_path: Path) -> None:
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    path = folder / "memory.toml"
+    path.write_text('ledger = "data/ledger.jsonl"\nkey = "memory.key"\n')
+    config = load_config(path)
+    assert config.ledger == str(folder / "data/ledger.jsonl")
+    assert config.key == str(folder / "memory.key")
+    assert load_config(path, ledger="mine.jsonl").ledger == "mine.jsonl"  # a flag: as given
+    path.write_text('ledger = "postgres://u@h/db"\n')
+    assert load_config(path).ledger == "postgres://u@h/db"
+    path.write_text('ledger = "memory:"\n')
+    assert load_config(path).ledger == "memory:"

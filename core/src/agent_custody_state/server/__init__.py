@@ -3,6 +3,7 @@
 Modules by role: ``tools`` (schemas), ``validation`` (argument checks), ``trust`` (``_meta`` and
 caller roles), ``evidence``, ``handlers`` (one function per tool), ``sweeping``, ``service``
 (checks, dispatch, signing), ``signing`` (DSSE envelopes, keys), ``worker`` (the ledger thread),
+``appender`` (group commit of concurrent writes),
 ``app`` (the SDK server), ``stdio`` and ``http``/``guard`` (transports), ``runtime`` and
 ``commands`` (the command line), ``demo``.
 """

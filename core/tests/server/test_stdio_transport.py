@@ -65,6 +65,24 @@ def test_raw_protocol_errors_keep_ids_where_known(tmp_path: Path) -> None:
     assert 9 not in by_id
 
 
+def test_deeply_nested_message_is_refused_and_serving_continues(tmp_path: Path) -> None:
+    """A line nested 50,000 deep (under the size limit) used to raise RecursionError in the
+    parse-error path and end the server; it gets a parse error and the next call an answer."""
+    ping = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'
+    deep = b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":' + b"[" * 50_000 + \
+        b"]" * 50_000 + b"}"
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}
+    data = json.dumps(init).encode() + b"\n" + b"\n".join([ping % 1, deep, ping % 2]) + b"\n"
+    done = subprocess.run([*CLI, "serve", "--ledger", str(tmp_path / "deep.jsonl")],
+                          input=data, capture_output=True, timeout=60, env=os.environ.copy())
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert [r.get("id") for r in replies] == [0, 1, None, 2]
+    assert replies[2]["error"]["message"].startswith("parse error")
+    assert b"Traceback" not in done.stderr
+
+
 def test_line_framer_splits_and_drops() -> None:
     framer = LineFramer(10)
     assert framer.feed(b"abc\nde") == [b"abc"]

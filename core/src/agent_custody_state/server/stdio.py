@@ -97,7 +97,9 @@ def _parse(line: bytes) -> SessionMessage:
     except Exception as exc:
         try:
             data = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            # RecursionError: a message nested thousands deep; answering it must not end the
+            # server (the reader task would die with it).
             return _error(None, types.PARSE_ERROR, f"parse error: {exc.__class__.__name__}")
         request_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):

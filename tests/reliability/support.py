@@ -192,8 +192,11 @@ class ServerProcess:
 
     def stop(self) -> int:
         if self.proc.stdin is not None:
+            # stdio: end of input is the clean way to stop; give it the chance to exit 0.
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
         if self.proc.poll() is None:
             self.proc.terminate()
         try:

@@ -9,6 +9,7 @@ the next call.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from typing import Any
 from urllib.parse import quote
@@ -24,6 +25,16 @@ _QUERY_CHARS = 1000
 _PAGE = 100
 
 
+class _ExpectedNotFound(logging.Filter):
+    """Drops the SDK's error log for a 404: a removal check *expects* the memory to be gone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "404 Not Found" not in record.getMessage()
+
+
+_QUIET_404 = _ExpectedNotFound()
+
+
 class PlatformBackend:
     """``Mem0Backend`` over the hosted API."""
 
@@ -32,6 +43,9 @@ class PlatformBackend:
         from mem0.exceptions import MemoryNotFoundError
 
         self._client_class = mem0.MemoryClient
+        sdk_log = logging.getLogger("mem0.client.utils")
+        if _QUIET_404 not in sdk_log.filters:
+            sdk_log.addFilter(_QUIET_404)
         self._not_found = MemoryNotFoundError
         self._settings = settings
         self._api_key = api_key

@@ -94,6 +94,12 @@ def test_host_and_origin_policy() -> None:
     assert policy.origin_ok("https://ops.example/") and policy.origin_ok("http://[::1]:9")
     assert not policy.origin_ok("http://evil.example") and not policy.origin_ok("null")
     assert not policy.origin_ok("file://localhost")
+    # Malformed values that a lenient parser would read as a loopback name.
+    for bad in ("http://[::1].evil.example", "http://localhost:abc", "http://localhost/x",
+                "http://user@localhost", "http://[::1]x:9"):
+        assert not policy.origin_ok(bad), bad
+    for bad in ("[::1].evil.example", "[::1]x:8790", "localhost:abc", "127.0.0.1:80:80"):
+        assert not policy.host_ok(bad), bad
     assert HostPolicy(["*"]).host_ok("anything:1")
 
 

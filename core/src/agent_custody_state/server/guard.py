@@ -72,14 +72,22 @@ def normalize_tokens(tokens: Any) -> list[BearerToken]:
 
 
 def _split_host(value: str) -> tuple[str, str | None]:
-    """``name[:port]`` → (lowercase name without brackets, port or None)."""
+    """``name[:port]`` → (lowercase name without brackets, port or None).
+
+    Anything else (``[::1].evil.example``, ``localhost:abc``) comes back whole, so it matches
+    no allowed name: a lenient split would read those as ``::1`` and ``localhost``.
+    """
     value = value.strip().lower()
     if value.startswith("["):
         name, _, rest = value[1:].partition("]")
-        return name, rest[1:] if rest.startswith(":") else None
+        if not rest:
+            return name, None
+        if rest.startswith(":") and rest[1:].isdigit():
+            return name, rest[1:]
+        return value, None
     if value.count(":") == 1:
         name, port = value.split(":")
-        return name, port
+        return (name, port) if port.isdigit() else (value, None)
     return value, None
 
 
@@ -105,10 +113,14 @@ class HostPolicy:
         if origin.rstrip("/").lower() in self.origins:
             return True
         parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
             return False
-        port = str(parts.port) if parts.port else None
-        return any(parts.hostname == n and (p is None or p == port) for n, p in self.hosts)
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            return False  # an origin is scheme://host[:port], nothing more
+        # The host part goes through the same strict split as Host (urlsplit alone reads
+        # "http://[::1].evil.example" as host ::1).
+        name, port = _split_host(parts.netloc)
+        return any(name == n and (p is None or p == port) for n, p in self.hosts)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -83,6 +83,20 @@ def test_deeply_nested_message_is_refused_and_serving_continues(tmp_path: Path) 
     assert b"Traceback" not in done.stderr
 
 
+def test_requests_read_before_end_of_input_are_answered(tmp_path: Path) -> None:
+    calls = [json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {
+        "name": "memory.write", "_meta": {"agent-custody/receipt": f"r{i}",
+                                          "agent-custody/agent": "a"},
+        "arguments": {"subject": f"s{i}", "predicate": "p", "value": i, "space": "org"}}}
+                        ).encode() for i in range(20)]
+    replies = _exchange(tmp_path, calls)
+    answered = {r["id"]: r for r in replies if isinstance(r.get("id"), int) and r["id"] >= 100}
+    assert sorted(answered) == list(range(100, 120))
+    assert not any(r["result"].get("isError") for r in answered.values())
+    lines = (tmp_path / "raw.jsonl").read_text().splitlines()
+    assert len(lines) == 20
+
+
 def test_line_framer_splits_and_drops() -> None:
     framer = LineFramer(10)
     assert framer.feed(b"abc\nde") == [b"abc"]

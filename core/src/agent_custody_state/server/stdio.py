@@ -3,7 +3,8 @@
 Newline-delimited JSON-RPC on stdin/stdout. A message longer than ``max_message_bytes`` is never
 held in memory: the reader keeps only its first and last 64 KiB (to find the request id), drops
 the rest up to the newline, answers that request with a JSON-RPC error and goes on serving.
-A line that is not JSON-RPC gets a parse error instead of silence.
+A line that is not JSON-RPC gets a parse error instead of silence. At the end of input the
+requests already read are answered (for up to 10 s) before the server stops.
 
 While serving, fd 0 reads from /dev/null and fd 1 points at stderr, so a stray ``print`` in a
 plugin cannot corrupt the protocol stream; both are restored on exit.
@@ -28,6 +29,7 @@ from mcp.shared.message import SessionMessage
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 _KEEP = 64 * 1024  # bytes kept from each end of an oversized message, to find its id
 _READ_CHUNK = 1 << 16
+_DRAIN_SECONDS = 10  # at end of input, how long answers to requests already read are awaited
 
 _ID = r'(-?\d+|"(?:[^"\\]|\\.)*")'
 # The id is found only where it is certainly a top-level member: first (after an optional
@@ -85,6 +87,24 @@ class LineFramer:
             start = end + 1
 
 
+class _Outstanding:
+    """Ids of requests read but not yet answered."""
+
+    def __init__(self) -> None:
+        self.ids: set[Any] = set()
+        self._changed = anyio.Event()
+
+    def answered(self, request_id: Any) -> None:
+        self.ids.discard(request_id)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def drained(self, timeout: float) -> None:
+        with anyio.move_on_after(timeout):
+            while self.ids:
+                await self._changed.wait()
+
+
 def _error(request_id: Any, code: int, message: str) -> SessionMessage:
     return SessionMessage(types.JSONRPCError(
         jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
@@ -134,6 +154,10 @@ async def stdio_transport(
     # The reader answers oversized and unparsable messages itself, through the same writer.
     reply_send = write_send.clone()
 
+    # At end of input the server keeps an open (empty) stream until every request already read
+    # is answered, so `echo request | agent-custody-memory serve` gets its answer.
+    outstanding = _Outstanding()
+
     async def reader() -> None:
         framer = LineFramer(max_message_bytes)
         async with read_send, reply_send:
@@ -142,6 +166,7 @@ async def stdio_transport(
                     os.read, in_fd, _READ_CHUNK, abandon_on_cancel=True
                 )
                 if not chunk:
+                    await outstanding.drained(_DRAIN_SECONDS)
                     return
                 for item in framer.feed(chunk):
                     if isinstance(item, Oversized):
@@ -155,6 +180,8 @@ async def stdio_transport(
                     if isinstance(message.message, types.JSONRPCError):
                         await reply_send.send(message)
                     else:
+                        if isinstance(message.message, types.JSONRPCRequest):
+                            outstanding.ids.add(message.message.id)
                         await read_send.send(message)
 
     written = anyio.Event()
@@ -165,6 +192,8 @@ async def stdio_transport(
                 async for message in write_recv:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await anyio.to_thread.run_sync(_write_all, out_fd, data.encode() + b"\n")
+                    if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
+                        outstanding.answered(message.message.id)
         finally:
             written.set()
 

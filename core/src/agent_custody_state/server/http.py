@@ -10,6 +10,7 @@ read and erase memory.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -110,26 +111,38 @@ class MemoryHttpServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/mcp"
 
+    def _listen(self) -> socket.socket:
+        """Bind and listen here, so a taken port is a clear error and port 0 is known at once."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+            sock.listen(2048)
+        except OSError as exc:
+            sock.close()
+            raise OSError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
+        self.port = sock.getsockname()[1]
+        return sock
+
     async def serve(self, *, on_bound: Any = None) -> None:
-        """Serve until ``close()`` (or a signal when on the main thread)."""
+        """Serve until ``close()`` (or a signal when on the main thread).
+
+        ``on_bound(self)`` is called once the socket listens; connections made from then on
+        wait in the backlog until the app has started.
+        """
+        sock = self._listen()
         config = uvicorn.Config(
-            self.app, host=self.host, port=self.port, log_level="warning", access_log=False,
-            lifespan="on", timeout_graceful_shutdown=3, server_header=False,
+            self.app, log_level="warning", access_log=False, lifespan="on",
+            timeout_graceful_shutdown=3, server_header=False,
         )
         self._uvicorn = uvicorn.Server(config)
-        async with anyio.create_task_group() as tg:
-            async def announce() -> None:
-                while not self._uvicorn.started:  # type: ignore[union-attr]
-                    await anyio.sleep(0.01)
-                sockets = [s for srv in self._uvicorn.servers for s in srv.sockets]  # type: ignore[union-attr]
-                if sockets:
-                    self.port = sockets[0].getsockname()[1]
-                if on_bound is not None:
-                    on_bound(self)
-
-            tg.start_soon(announce)
-            await self._uvicorn.serve()
-            tg.cancel_scope.cancel()
+        if on_bound is not None:
+            on_bound(self)
+        try:
+            await self._uvicorn.serve(sockets=[sock])
+        finally:
+            sock.close()
 
     def start(self, timeout: float = 10) -> MemoryHttpServer:
         """Serve on a background thread; return once bound."""

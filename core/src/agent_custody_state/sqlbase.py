@@ -400,7 +400,10 @@ class SqlEventStore(EventStore):
         def run() -> None:
             cur = self._raw.cursor()
             try:
-                cur.executemany(q.sql, [q.args(p) for p in params])
+                if len(params) == 1:  # a single append: executemany's batching only costs
+                    cur.execute(q.sql, q.args(params[0]))
+                else:
+                    cur.executemany(q.sql, [q.args(p) for p in params])
             finally:
                 cur.close()
 
@@ -487,8 +490,13 @@ class SqlEventStore(EventStore):
                     self._exec("COMMIT")
                 except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
                     self._rollback_quietly()
+                    # Not "nothing was written": a COMMIT whose answer was lost (connection
+                    # dropped) may have committed, and so may a SQLite commit whose WAL fsync
+                    # failed (the next open replays the frames). Retrying blindly duplicates.
                     raise EventStoreError(
-                        f"{self.location}: commit failed, nothing was written: {_reason(exc)}"
+                        f"{self.location}: commit failed: {_reason(exc)}; the write is not "
+                        "acknowledged and may or may not have been recorded: look (e.g. "
+                        "memory.get / history) before retrying"
                     ) from None
             finally:
                 self._depth = 0

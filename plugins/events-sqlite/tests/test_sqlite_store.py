@@ -304,3 +304,25 @@ def test_lone_surrogates_are_refused_cleanly(tmp_path: Path) -> None:
         assert ledger.count() == 0
         ledger.assert_fact(subject="s", predicate="p", value="\ud800", space="org", actor="a")
         assert [f.value for f in ledger.facts()] == ["\ud800"]
+
+
+def test_failed_commit_does_not_claim_nothing_was_written(tmp_path: Path) -> None:
+    """A COMMIT that reached the database but whose answer was an error (a lost connection, a
+    failed WAL fsync that the next open replays) may have committed: the error must say the
+    outcome is unknown, never 'nothing was written', or a caller retries into a duplicate."""
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        store: Any = ledger.store
+        real_exec = store._exec
+
+        def commit_then_fail(sql: str, *args: Any) -> Any:
+            out = real_exec(sql, *args)
+            if sql == "COMMIT":
+                raise sqlite3.OperationalError("disk I/O error")
+            return out
+
+        store._exec = commit_then_fail
+        with pytest.raises(EventStoreError, match="may or may not have been recorded") as err:
+            ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        assert "nothing was written" not in str(err.value)
+        store._exec = real_exec
+        assert ledger.count() == 1  # it had been recorded

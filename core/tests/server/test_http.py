@@ -152,3 +152,16 @@ def test_startup_line_names_ledger_count_and_trust(http_server: HttpServer) -> N
     while "warning: no forget key" not in "".join(http_server.lines):
         assert time.monotonic() < deadline, http_server.lines
         time.sleep(0.05)
+
+
+def test_a_taken_port_is_a_one_line_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_cli("serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--port",
+                       str(port))
+    assert done.returncode == 1
+    assert done.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"

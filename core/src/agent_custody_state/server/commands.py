@@ -48,9 +48,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .runtime import announce, open_runtime
-
     from .http import check_bind
+    from .runtime import announce, open_runtime
 
     try:
         config = load_config(args.config, **_overrides(args))

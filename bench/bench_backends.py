@@ -258,6 +258,18 @@ ORDER BY a.seq
 """
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak resident set. VmHWM, not ru_maxrss: Linux carries ru_maxrss across
+    exec, so a child would report its parent's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[str, Any]:
     """Runs in a fresh process: open time, as-of latencies (ours and raw), peak RSS."""
     subjects = max(1, n_events // EVENTS_PER_SUBJECT)
@@ -330,7 +342,7 @@ def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[s
         "load_average": os.getloadavg()[0],
         "answers_differ": mismatches, "reads": len(ours),
         "count": count, "count_s": count_s,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": _peak_rss_mb(),
     }
 
 

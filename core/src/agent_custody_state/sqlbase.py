@@ -20,6 +20,7 @@ Design notes, because each was a choice:
   on the driver's cursor (``Prepared``). Building and executing a Core statement costs 30-180 µs
   of Python per call, several times the indexed lookup itself; compiled once, a lookup is a
   few microseconds, which is what lets a read stay within a small factor of hand-written SQL.
+* No cache of decoded events (see ``_decode``): the garbage collector pays for every one.
 * Id lists are one parameter (a JSON array for SQLite's ``json_each``, an array for Postgres'
   ``= ANY``), so one statement serves any number of ids.
 * ``tx_time`` holds the normalised wire time, so comparing the column as text compares instants.
@@ -32,7 +33,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -81,11 +81,6 @@ TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _ID_CHUNK = 5000
 #: Rows per page of a streamed read.
 _PAGE = 2000
-#: Decoded events kept by JSON text. The ledger's rule checks and reads ask for the same rows
-#: several times per call (an assert is a candidate, then cited, then a superseder); keying on
-#: the exact text makes a hit always correct, also after a forget rewrote the row.
-_DECODE_CACHE = 4096
-
 _ROW_COLUMNS = ("event_id", "kind", "tx_time", "fact_id", *QUERY_COLUMNS, "json")
 
 
@@ -191,7 +186,6 @@ class SqlEventStore(EventStore):
         self._schema = schema
         self._qualified = quoted_table or (f"{schema}.{table}" if schema else table)
         self._index_prefix = index_prefix or (f"{schema}_{table}" if schema else table)
-        self._cache: OrderedDict[str, Event] = OrderedDict()
         self._find: dict[tuple[bool, ...], Prepared] = {}
         self._around_by: dict[tuple[bool, ...], Prepared] = {}
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
@@ -417,27 +411,15 @@ class SqlEventStore(EventStore):
             cur.close()
 
     def _decode(self, rows: Sequence[Any]) -> list[Any]:
-        with self._lock:  # the cache is shared by every thread using this store
-            return self._decode_locked(rows)
-
-    def _decode_locked(self, rows: Sequence[Any]) -> list[Any]:
-        cache = self._cache
-        out: list[Any] = []
-        for row in rows:
-            seq, text = row[0], row[1]
-            event = cache.get(text)
-            if event is None:
-                try:
-                    event = event_from_json(text)
-                except ValueError as exc:
-                    raise EventStoreError(
-                        f"{self.location}: the event with seq {seq} is not a valid event: {exc}"
-                    ) from None
-                cache[text] = event
-                if len(cache) > _DECODE_CACHE:
-                    cache.popitem(last=False)
-            out.append(event)
-        return out
+        # No cache of decoded events: a read by subject asks one query that returns each event
+        # once, and thousands of cached, long-lived events made every GC pass (and so the p99
+        # of reads) several times slower than the decoding they saved.
+        try:
+            return [event_from_json(row[1]) for row in rows]
+        except ValueError:
+            for row in rows:  # name the bad row
+                self._decode_one(row[0], row[1])
+            raise
 
     def _by_ids(self, q: Prepared, ids: Collection[str]) -> list[Any]:
         """Rows of ``q`` for ``ids`` (in chunks), in ``seq`` order."""
@@ -641,8 +623,7 @@ class SqlEventStore(EventStore):
         last = 0
         while True:
             rows = self._rows(self._q_page, {"after": last, "n": _PAGE})
-            # Streamed: decode without filling the cache with the whole ledger.
-            yield from (self._decode_one(seq, text) for seq, text in rows)
+            yield from self._decode(rows)
             if len(rows) < _PAGE:
                 return
             last = rows[-1][0]

@@ -83,6 +83,38 @@ def test_sqlite_backend_persists(tmp_path: Path) -> None:
         second.close()
 
 
+def test_sqlite_backend_leaves_no_bytes_of_a_removed_fact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A removal must erase the item's bytes from the file, whatever secure_delete default the
+    SQLite library was built with (Debian's is on; SQLite's own default is off, which
+    this test imitates)."""
+    import sqlite3
+
+    real_connect = sqlite3.connect
+
+    def default_off(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete=OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", default_off)
+    path = tmp_path / "lg.sqlite"
+    marker = "erase-me-0123456789abcdef"
+    keep = make_fact(value="keep-0123456789abcdef")
+    gone = make_fact(value=marker)
+    store = build(settings(backend="sqlite", path=str(path)), name="langmem")
+    try:
+        anyio.run(store.put, keep)
+        anyio.run(store.put, gone)
+        anyio.run(store.remove, gone.fact_id, gone)
+    finally:
+        store.close()
+    data = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert b"keep-0123456789abcdef" in data
+    assert marker.encode() not in data
+
+
 def test_postgres_backend_needs_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_LANGGRAPH_URL", raising=False)
     with pytest.raises(StoreError, match="environment variable NO_SUCH_LANGGRAPH_URL is not set"):

@@ -129,6 +129,9 @@ def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Cal
             # The form SqliteStore.from_conn_string uses: autocommit, usable from any thread
             # (the store serialises access with its own lock).
             conn = sqlite3.connect(settings.path, check_same_thread=False, isolation_level=None)
+            # A removed fact's bytes must not stay in the file's free space; secure_delete's
+            # default depends on how the SQLite library was built (SQLite's own default is off).
+            conn.execute("PRAGMA secure_delete=ON")
             sqlite_store = SqliteStore(conn, index=index)  # type: ignore[arg-type]
             sqlite_store.setup()
             return sqlite_store, conn.close

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
+import statistics
+import time
 from pathlib import Path
 
 import httpx
@@ -54,3 +57,22 @@ async def test_direct_results_are_never_signed(server) -> None:  # type: ignore[
         result = await gw.call("memory.read", {"includeClaimed": True})
         assert SIGNATURE_KEY in result.meta
         assert json.loads(result.text)["facts"][0]["provenance"] == "claimed"
+
+
+def test_no_nagle_stall_between_calls(server) -> None:  # type: ignore[no-untyped-def]
+    """Header and body go out in separate writes; without TCP_NODELAY each call would wait
+    for the client's delayed ACK (40 ms on Linux)."""
+    sock = server._uvicorn.servers[0].sockets[0]
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    with httpx.Client(timeout=10) as client:
+        opened = client.post(server.url, json=INIT,
+                             headers={**HEADERS, "Authorization": "Bearer gw-token"})
+        session = opened.headers["mcp-session-id"]
+        headers = {**HEADERS, "Authorization": "Bearer gw-token", "Mcp-Session-Id": session}
+        times = []
+        for i in range(15):
+            start = time.perf_counter()
+            assert client.post(server.url, json={"jsonrpc": "2.0", "id": i + 2, "method": "ping"},
+                               headers=headers).status_code == 200
+            times.append(time.perf_counter() - start)
+    assert statistics.median(times) < 0.03, times

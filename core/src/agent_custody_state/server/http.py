@@ -114,8 +114,11 @@ class MemoryHttpServer:
     def _listen(self) -> socket.socket:
         """Bind and listen here, so a taken port is a clear error and port 0 is known at once."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say they are
+        # TCP, and without it Nagle's algorithm meets delayed ACKs: 40 ms on every call.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((self.host, self.port))
             sock.listen(2048)

@@ -42,7 +42,7 @@ ACTIONS = {"before": 0, "after": 1, "torn": 2}
 SPACES = ("org", "team:crash", "user:dana")
 
 
-def _value(rng: random.Random) -> tuple[Any, list[str]]:
+def make_value(rng: random.Random) -> tuple[Any, list[str]]:
     """A value of a random shape, and the byte strings (hex) a file holding it would contain.
 
     Every value carries a fresh random marker, so a needle found in a file can only come from
@@ -104,7 +104,7 @@ class Worker:
     # -- operations ---------------------------------------------------------------------------
 
     def op_assert(self) -> tuple[dict[str, Any], Any]:
-        value, needles = _value(self.rng)
+        value, needles = make_value(self.rng)
         fid = str(uuid.uuid4())
         intent = {"factIds": [fid], "needles": {fid: needles}, "values": {fid: value}}
         space = self.rng.choice(SPACES)
@@ -129,7 +129,7 @@ class Worker:
         prev = self.ledger.get(old)
         if prev is None:
             return None
-        value, needles = _value(self.rng)
+        value, needles = make_value(self.rng)
         fid = str(uuid.uuid4())
         intent = {"factIds": [fid], "needles": {fid: needles}, "values": {fid: value},
                   "supersedes": old}
@@ -150,7 +150,7 @@ class Worker:
     def op_many(self) -> tuple[dict[str, Any], Any]:
         items, needles, values = [], {}, {}
         for _ in range(self.rng.randrange(2, 5)):
-            value, n = _value(self.rng)
+            value, n = make_value(self.rng)
             fid = str(uuid.uuid4())
             needles[fid], values[fid] = n, value
             items.append({"subject": f"b-{fid[:8]}", "predicate": "p", "value": value,
@@ -236,7 +236,7 @@ class Worker:
         # one compaction at the end, the path a retention job takes.
         space = f"sweep-{uuid.uuid4().hex[:8]}"
         for _ in range(self.rng.randrange(2, 4)):
-            value, needles = _value(self.rng)
+            value, needles = make_value(self.rng)
             fid = str(uuid.uuid4())
             intent = {"factIds": [fid], "needles": {fid: needles}, "values": {fid: value}}
             self._run("assert", intent, lambda fid=fid, value=value: [self.ledger.assert_fact(

@@ -100,6 +100,8 @@ def judge(kind: str, result: dict[str, Any], tally: Counter[str]) -> None:
         tally[f"failed_but_durable:{case['op']}"] += 1
         assert kind != "jsonl" or case["op"] in ("forget", "sweep"), (
             f"{where}: JSONL reported failure for a durable event: {result}")
+        assert "nothing was written" not in err["message"], (
+            f"{where}: said nothing was written, but the write was recorded: {result}")
     elif result["new_events"]:
         # Seen by a fresh reader while the disk was failing, gone once the writer recovered.
         tally["visible_until_cut_off"] += 1

@@ -78,8 +78,8 @@ def test_deeply_nested_message_is_refused_and_serving_continues(tmp_path: Path) 
     done = subprocess.run([*CLI, "serve", "--ledger", str(tmp_path / "deep.jsonl")],
                           input=data, capture_output=True, timeout=60, env=os.environ.copy())
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    assert [r.get("id") for r in replies] == [0, 1, None, 2]
-    assert replies[2]["error"]["message"].startswith("parse error")
+    assert [r.get("id") for r in replies] == [0, 1, 3, 2]  # the deep one answered by its id
+    assert replies[2]["error"]["message"] == "parse error: the message is nested too deeply"
     assert b"Traceback" not in done.stderr
 
 

@@ -117,10 +117,15 @@ def _parse(line: bytes) -> SessionMessage:
     except Exception as exc:
         try:
             data = json.loads(line)
-        except (ValueError, RecursionError):
-            # RecursionError: a message nested thousands deep; answering it must not end the
-            # server (the reader task would die with it).
+        except ValueError:
             return _error(None, types.PARSE_ERROR, f"parse error: {exc.__class__.__name__}")
+        except RecursionError:
+            # Valid JSON nested thousands deep: answering it must not end the server (the
+            # reader task would die with it), and the caller waits for its id, found the way
+            # an oversized message's is.
+            request_id = Oversized(len(line), line[:_KEEP], line[-_KEEP:]).request_id()
+            return _error(request_id, types.PARSE_ERROR,
+                          "parse error: the message is nested too deeply")
         request_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             request_id = None

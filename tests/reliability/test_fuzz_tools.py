@@ -381,7 +381,8 @@ class StdioClient:
         stdout = self.server.proc.stdout
         assert stdout is not None
         ready, _, _ = select.select([stdout], [], [], timeout)
-        assert ready, f"the stdio server did not answer within {timeout}s (hung)"
+        assert ready, (f"the stdio server did not answer within {timeout}s (hung) to "
+                       f"{SHORT.repr(self.last)}:\n{self.server.stderr[-3000:]}")
         line = stdout.readline()
         assert line, f"the stdio server exited:\n{self.server.stderr[-3000:]}"
         reply: dict[str, Any] = json.loads(line)
@@ -392,7 +393,9 @@ class StdioClient:
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         while True:
             reply = self.receive()
-            if reply.get("id") == self.next_id:
+            # One request is in flight at a time, so an error with id null (JSON-RPC's answer
+            # when the id cannot be read) is this request's answer too.
+            if reply.get("id") == self.next_id or (reply.get("id") is None and "error" in reply):
                 return reply
 
     def call(self, name: str, args: Any, meta: Any) -> dict[str, Any]:

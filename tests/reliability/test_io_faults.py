@@ -107,7 +107,9 @@ def judge(kind: str, result: dict[str, Any], tally: Counter[str]) -> None:
         tally["visible_until_cut_off"] += 1
 
 
-def run_loop(kind: str, location: str, shim: Path, tmp_path: Path) -> dict[str, Any]:
+def run_loop(kind: str, location: str, shim: Path, tmp_path: Path,
+             errnos: tuple[int, ...] | None = None, persistence: tuple[bool, ...] | None = None,
+             fsize: bool = True) -> dict[str, Any]:
     rng = random.Random(11)
     worker = FaultWorker(shim, tmp_path / "fault.log")
     tally: Counter[str] = Counter()
@@ -123,8 +125,9 @@ def run_loop(kind: str, location: str, shim: Path, tmp_path: Path) -> dict[str, 
             if not STRESS:
                 points = sorted(rng.sample(points, min(len(points), 3)))
             for at in points:
-                for err in ERRNOS[kind]:
-                    for persistent in ((False, True) if STRESS else (rng.random() < 0.5,)):
+                for err in errnos or ERRNOS[kind]:
+                    modes = persistence or ((False, True) if STRESS else (rng.random() < 0.5,))
+                    for persistent in modes:
                         result = worker.run({"location": location, "op": op, "fault": {
                             "kind": "shim", "at": at, "classes": CLASSES[kind], "errno": err,
                             "persistent": persistent}})
@@ -132,7 +135,7 @@ def run_loop(kind: str, location: str, shim: Path, tmp_path: Path) -> dict[str, 
                         per_op[op] += 1
                         if "error" in result:
                             messages[result["error"]["message"].split(": ", 1)[-1][:70]] += 1
-            if kind != "postgres":
+            if kind != "postgres" and fsize:
                 rooms = [0, 1, 50, 200, 700, 1500, 4096, 9000]
                 for room in rooms if STRESS else rng.sample(rooms, 2):
                     result = worker.run({"location": location, "op": op,
@@ -170,6 +173,22 @@ def test_postgres_network_faults(tmp_path: Path, shim_or_skip: Path, postgres_ur
                         reason="events-postgres not installed")
     figures = run_loop("postgres", f"{postgres_url}&table=faults", shim_or_skip, tmp_path)
     record("io_faults[postgres-network]", **figures)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_more_errnos(kind: str, tmp_path: Path, shim_or_skip: Path) -> None:
+    """Long only: the whole loop again with the rarer failures a disk can report: quota
+    (EDQUOT), read-only remount (EROFS), file too large (EFBIG), and a single EINTR, which must
+    be retried, never reported."""
+    location = str(tmp_path / "l" / f"ledger.{kind}")
+    figures = run_loop(kind, location, shim_or_skip, tmp_path,
+                       errnos=(errno.EDQUOT, errno.EROFS, errno.EFBIG), fsize=False)
+    eintr = run_loop(kind, location, shim_or_skip, tmp_path, errnos=(errno.EINTR,),
+                     persistence=(False,), fsize=False)
+    refused = eintr["outcomes"].get("refused", 0)
+    record(f"io_faults[{kind}, more errnos]", **figures, eintr_faults=eintr["faults_injected"],
+           eintr_refused=refused)
 
 
 # -- torn and garbled JSONL tails --------------------------------------------------------------

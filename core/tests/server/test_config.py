@@ -179,22 +179,35 @@ def test_serve_with_config_file_reports_unknown_store_type(tmp_path: Path) -> No
     assert not (tmp_path / "l.jsonl").exists()
 
 
-def test_serve_names_an_unset_secret(tmp_path: Path) -> None:
+def serve_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from agent_custody_state import cli
+
+    try:
+        code = cli.main(["serve", *args])
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_serve_names_an_unset_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_VAR_X", raising=False)
+    monkeypatch.delenv("NO_SUCH_TOKEN_Y", raising=False)
     path = write(tmp_path, f'ledger = "{tmp_path / "l.jsonl"}"\nforget_key_env = "NO_SUCH_VAR_X"\n')
-    done = run_cli("serve", "--config", str(path))
-    assert done.returncode == 1
-    assert done.stderr == ("error: forget_key_env names the environment variable NO_SUCH_VAR_X, "
-                           "which is not set\n")
-    done = run_cli("serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--token-env",
-                   "NO_SUCH_TOKEN_Y")
-    assert done.returncode == 1 and "NO_SUCH_TOKEN_Y, which is not set" in done.stderr
+    code, err = serve_in_process(capsys, "--config", str(path))
+    assert code == 1
+    assert err == ("error: forget_key_env names the environment variable NO_SUCH_VAR_X, "
+                   "which is not set\n")
+    code, err = serve_in_process(capsys, "--ledger", str(tmp_path / "l.jsonl"), "--http",
+                                 "--token-env", "NO_SUCH_TOKEN_Y")
+    assert code == 1 and "NO_SUCH_TOKEN_Y, which is not set" in err
 
 
-def test_serve_usage_errors_exit_2(tmp_path: Path) -> None:
-    assert run_cli("serve", "--port", "eighty").returncode == 2
-    assert run_cli("serve", "--no-such-flag").returncode == 2
-    done = run_cli("serve")
-    assert done.returncode == 1 and "no ledger" in done.stderr
+def test_serve_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert serve_in_process(capsys, "--port", "eighty")[0] == 2
+    assert serve_in_process(capsys, "--no-such-flag")[0] == 2
+    code, err = serve_in_process(capsys)
+    assert code == 1 and "no ledger" in err
 
 
 def test_tokens_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) -> None:

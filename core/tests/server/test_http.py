@@ -9,7 +9,7 @@ import httpx
 import pytest
 from agent_custody_state_conformance.gateway import GatewayClient
 from mcp.shared.exceptions import MCPError
-from servertest import DIRECT_TOKEN, GATEWAY_TOKEN, HttpServer, run_cli, start_http, unique
+from servertest import DIRECT_TOKEN, GATEWAY_TOKEN, HttpServer, start_http, unique
 
 pytestmark = pytest.mark.anyio
 
@@ -136,11 +136,14 @@ async def test_oversized_body_is_413_and_server_keeps_serving(open_server: HttpS
         assert not result.is_error
 
 
-def test_non_loopback_without_token_is_refused(tmp_path: Path) -> None:
-    done = run_cli("serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--host", "0.0.0.0",
-                   "--port", "0")
-    assert done.returncode == 1
-    assert "refusing to serve on 0.0.0.0 without a bearer token" in done.stderr
+def test_non_loopback_without_token_is_refused(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_custody_state import cli
+
+    code = cli.main(["serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--host",
+                     "0.0.0.0", "--port", "0"])
+    assert code == 1
+    assert "refusing to serve on 0.0.0.0 without a bearer token" in capsys.readouterr().err
     assert not (tmp_path / "l.jsonl").exists()
 
 
@@ -154,14 +157,18 @@ def test_startup_line_names_ledger_count_and_trust(http_server: HttpServer) -> N
         time.sleep(0.05)
 
 
-def test_a_taken_port_is_a_one_line_error(tmp_path: Path) -> None:
+def test_a_taken_port_is_a_one_line_error(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     import socket
+
+    from agent_custody_state import cli
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = run_cli("serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--port",
-                       str(port))
-    assert done.returncode == 1
-    assert done.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+        code = cli.main(["serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--port",
+                         str(port)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.endswith(f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n")

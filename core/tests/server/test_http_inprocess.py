@@ -62,7 +62,7 @@ async def test_direct_results_are_never_signed(server) -> None:  # type: ignore[
 def test_no_nagle_stall_between_calls(server) -> None:  # type: ignore[no-untyped-def]
     """Header and body go out in separate writes; without TCP_NODELAY each call would wait
     for the client's delayed ACK (40 ms on Linux)."""
-    sock = server._uvicorn.servers[0].sockets[0]
+    sock = server.socket
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     with httpx.Client(timeout=10) as client:
         opened = client.post(server.url, json=INIT,

@@ -105,6 +105,7 @@ class MemoryHttpServer:
         self.host, self.port = host, port
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self.socket: socket.socket | None = None  # the listening socket, once bound
 
     @property
     def url(self) -> str:
@@ -126,6 +127,7 @@ class MemoryHttpServer:
             sock.close()
             raise OSError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
         self.port = sock.getsockname()[1]
+        self.socket = sock
         return sock
 
     async def serve(self, *, on_bound: Any = None) -> None:

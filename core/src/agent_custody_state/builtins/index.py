@@ -25,6 +25,10 @@ class EventIndex:
         self._by_supersedes: dict[str, list[int]] = defaultdict(list)
         self._assert_of: dict[str, int] = {}
         self._asserts: list[int] = []
+        # Positions of asserts by subject and by space, so a filtered read looks at its
+        # candidates only instead of scanning every assert.
+        self._by_subject: dict[str, list[int]] = defaultdict(list)
+        self._by_space: dict[str, list[int]] = defaultdict(list)
         self._space_counts: dict[str, int] = defaultdict(int)
 
     def __len__(self) -> int:
@@ -38,6 +42,8 @@ class EventIndex:
         if isinstance(event, AssertEvent):
             self._assert_of.setdefault(event.fact_id, pos)
             self._asserts.append(pos)
+            self._by_subject[event.fact.subject].append(pos)
+            self._by_space[event.fact.space].append(pos)
             self._space_counts[event.fact.space] += 1
             if event.supersedes:
                 self._by_supersedes[event.supersedes].append(pos)
@@ -90,7 +96,12 @@ class EventIndex:
         tx_at: str | None = None,
         tx_before: str | None = None,
     ) -> Iterator[AssertEvent]:
-        for pos in self._asserts:
+        positions = self._asserts
+        if subject is not None:
+            positions = self._by_subject.get(subject, [])
+        elif space is not None:
+            positions = self._by_space.get(space, [])
+        for pos in positions:
             event = self.events[pos]
             assert isinstance(event, AssertEvent)
             fact = event.fact

@@ -160,7 +160,6 @@ class Ledger:
         confidence: float | None = None,
         supersedes: str | None = None,
         fact_id: str | None = None,
-        tx_time: str | None = None,
     ) -> AssertEvent:
         _text_arg(subject, "subject")
         _text_arg(predicate, "predicate")
@@ -186,7 +185,9 @@ class Ledger:
             _text_arg(fact_id, "fact_id")
         if supersedes is not None:
             _text_arg(supersedes, "supersedes")
-        tx = tx_time or self.now()
+        # Transaction time is the ledger's clock, never the caller's: backdating it would let a
+        # writer rewrite what the ledger "knew" in the past.
+        tx = self.now()
         vf = _time_arg(valid_from, "valid_from") or tx
         fact = Fact(
             fact_id=fact_id or _new_id(),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_custody_state.config import ConfigError, StoreConfig, build_stores
+from agent_custody_state_conformance.readme import readme_store_tables
 from agent_custody_state_conformance.fakes import FakeLetta
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_letta.store import LettaStore
@@ -17,9 +16,8 @@ README = Path(__file__).parents[1] / "README.md"
 
 
 def readme_table() -> dict[str, Any]:
-    (block,) = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.S)
-    (table,) = tomllib.loads(block)["stores"]
-    return dict(table)
+    (table,) = readme_store_tables(README)
+    return table
 
 
 @pytest.mark.anyio

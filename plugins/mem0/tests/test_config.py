@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_custody_state.config import StoreConfig, build_stores
 from agent_custody_state.stores import StoreError
+from agent_custody_state_conformance.readme import readme_store_tables
 from agent_custody_state_conformance.fakes import FakeMem0
 from agent_custody_state_mem0.local import PLACEHOLDER_LLM, local_config
 from agent_custody_state_mem0.settings import Mem0Settings
@@ -26,9 +25,9 @@ README = Path(__file__).parents[1] / "README.md"
 
 
 def readme_stores() -> list[dict[str, Any]]:
-    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.S)
-    assert len(blocks) == 2
-    return [table for block in blocks for table in tomllib.loads(block)["stores"]]
+    tables = readme_store_tables(README)
+    assert len(tables) == 2
+    return tables
 
 
 @pytest.mark.parametrize("table", readme_stores(), ids=lambda t: t["name"])

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_custody_state.config import StoreConfig, build_stores
 from agent_custody_state.stores import StoreError
+from agent_custody_state_conformance.readme import readme_store_tables
 from agent_custody_state_conformance.fakes import FakeZep
 from agent_custody_state_zep.settings import ZepSettings
 from agent_custody_state_zep.store import ZepStore, build
@@ -21,9 +20,9 @@ README = Path(__file__).parents[1] / "README.md"
 
 
 def readme_stores() -> list[dict[str, Any]]:
-    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.S)
-    assert len(blocks) == 2
-    return [table for block in blocks for table in tomllib.loads(block)["stores"]]
+    tables = readme_store_tables(README)
+    assert len(tables) == 2
+    return tables
 
 
 @pytest.mark.parametrize("table", readme_stores(), ids=lambda t: t["name"])

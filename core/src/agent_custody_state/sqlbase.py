@@ -1,8 +1,8 @@
 """The shared SQL event store: SPEC section 3's ``events`` table on SQLAlchemy Core.
 
 The SQLite and PostgreSQL plugins are thin dialect subclasses of ``SqlEventStore``; everything
-they share lives here: the table layout and its DDL, the row written for an event, the indexed
-query behind each ``EventStore`` question, decoding rows back into events, in-place migration of
+they share lives here (the table layout, its DDL and the row written for an event are in
+``sqlschema``): the indexed query behind each ``EventStore`` question, decoding rows back into events, in-place migration of
 tables that lack the query columns, and the write section.
 
 Nothing in the core imports this module (only the plugins do), so the core installs and imports
@@ -31,7 +31,6 @@ Design notes, because each was a choice:
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -41,6 +40,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .eventstore import EventStore, EventStoreError
+from .sqlschema import (
+    _ROW_COLUMNS,
+    INDEXES,
+    QUERY_COLUMNS,
+    Prepared,
+    create_ddl,
+    event_row,
+    events_table,
+    index_ddl,
+)
 from .ledger.model import (
     AssertEvent,
     Event,
@@ -49,109 +58,15 @@ from .ledger.model import (
     event_from_json,
     forget_assert,
 )
-from .timeutil import wire_time_key
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: The four columns filled for asserts only (an older layout lacks them).
-QUERY_COLUMNS = ("space", "subject", "predicate", "supersedes")
-
-#: Index name suffix -> indexed columns (SPEC 3). The name is ``<prefix>_<suffix>``.
-INDEXES: dict[str, tuple[str, ...]] = {
-    "fact": ("fact_id",),
-    "subject": ("subject", "predicate"),
-    "space": ("space", "tx_time"),
-    "supersedes": ("supersedes",),
-    "tx": ("tx_time",),
-}
-
-#: Columns after ``seq``, with their SPEC types; ``seq``'s type is the dialect's.
-_COLUMNS_DDL = (
-    "event_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, tx_time TEXT NOT NULL, "
-    "fact_id TEXT NOT NULL, space TEXT, subject TEXT, predicate TEXT, supersedes TEXT, "
-    "json TEXT NOT NULL"
-)
-
-#: SPEC 3's rule for a Postgres ``?table=`` (kept here so every SQL backend can share it).
-TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
-
 #: Ids per statement: bounds the size of one parameter, not a driver limit.
 _ID_CHUNK = 5000
 #: Rows per page of a streamed read.
 _PAGE = 2000
-_ROW_COLUMNS = ("event_id", "kind", "tx_time", "fact_id", *QUERY_COLUMNS, "json")
-
-
-def events_table(name: str, schema: str | None = None) -> sa.Table:
-    """The SQLAlchemy Core description of the events table (for queries; DDL is ``create_ddl``)."""
-    return sa.Table(
-        name,
-        sa.MetaData(),
-        sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=True),
-        *(sa.Column(c, sa.Text, nullable=c not in ("event_id", "kind", "tx_time", "fact_id",
-                                                   "json")) for c in _ROW_COLUMNS),
-        schema=schema,
-    )
-
-
-def create_ddl(qualified: str, index_prefix: str, seq_type: str) -> list[str]:
-    """``CREATE TABLE`` and ``CREATE INDEX`` statements, exactly SPEC section 3's layout.
-
-    ``qualified`` is the (already quoted if need be) table name, ``index_prefix`` the index name
-    stem (``events`` for SQLite, the table name with ``.`` replaced by ``_`` for Postgres).
-    """
-    statements = [f"CREATE TABLE IF NOT EXISTS {qualified} (seq {seq_type}, {_COLUMNS_DDL})"]
-    statements += index_ddl(qualified, index_prefix, INDEXES)
-    return statements
-
-
-def index_ddl(qualified: str, prefix: str, indexes: dict[str, tuple[str, ...]]) -> list[str]:
-    return [
-        f"CREATE INDEX IF NOT EXISTS {prefix}_{suffix} ON {qualified} ({', '.join(columns)})"
-        for suffix, columns in indexes.items()
-    ]
-
-
-def event_row(event: Event) -> dict[str, Any]:
-    """The row stored for an event: query columns for asserts only, the wire JSON verbatim."""
-    is_assert = isinstance(event, AssertEvent)
-    return {
-        "event_id": event.event_id,
-        "kind": event.kind,
-        "tx_time": wire_time_key(event.tx_time),
-        "fact_id": event.fact_id,
-        "space": event.fact.space if is_assert else None,  # type: ignore[union-attr]
-        "subject": event.fact.subject if is_assert else None,  # type: ignore[union-attr]
-        "predicate": event.fact.predicate if is_assert else None,  # type: ignore[union-attr]
-        "supersedes": event.supersedes if is_assert else None,  # type: ignore[union-attr]
-        "json": event.to_json(),
-    }
-
-
-class Prepared:
-    """A Core statement compiled once for a dialect, run with plain parameters on a DBAPI cursor.
-
-    Bound values fixed in the statement (``kind = 'assert'``) are remembered from compilation;
-    the caller supplies the named ``bindparam`` values.
-    """
-
-    __slots__ = ("defaults", "names", "sql")
-
-    def __init__(self, stmt: sa.ClauseElement, dialect: sa.Dialect) -> None:
-        compiled: Any = stmt.compile(dialect=dialect)  # a SQLCompiler: positional, positiontup
-        self.sql = str(compiled)
-        self.defaults = {k: v for k, v in compiled.params.items() if v is not None}
-        self.names: tuple[str, ...] | None = (
-            tuple(compiled.positiontup or ()) if compiled.positional else None
-        )
-
-    def args(self, params: dict[str, Any]) -> Any:
-        merged = {**self.defaults, **params} if self.defaults else params
-        if self.names is None:
-            return merged
-        return tuple(merged[n] for n in self.names)
 
 
 class SqlEventStore(EventStore):

@@ -11,7 +11,7 @@ import pytest
 from agent_custody_state import Ledger, open_store
 from agent_custody_state.eventstore import EventStoreError
 from agent_custody_state.ledger.model import AssertEvent
-from agent_custody_state.sqlbase import event_row
+from agent_custody_state.sqlschema import event_row
 from agent_custody_state_events_sqlite.store import SqliteStore
 
 SPEC_DDL = (

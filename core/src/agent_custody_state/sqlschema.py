@@ -1,0 +1,109 @@
+"""SPEC section 3's events table: its columns, DDL, indexes, and the row stored for an event.
+
+Shared by every SQL event backend through ``sqlbase``; the DDL is written out as text so a table
+made here is byte for byte the one the TypeScript implementation makes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlalchemy as sa
+
+from .ledger.model import AssertEvent, Event
+from .timeutil import wire_time_key
+
+#: The four columns filled for asserts only (an older layout lacks them).
+QUERY_COLUMNS = ("space", "subject", "predicate", "supersedes")
+
+#: Index name suffix -> indexed columns (SPEC 3). The name is ``<prefix>_<suffix>``.
+INDEXES: dict[str, tuple[str, ...]] = {
+    "fact": ("fact_id",),
+    "subject": ("subject", "predicate"),
+    "space": ("space", "tx_time"),
+    "supersedes": ("supersedes",),
+    "tx": ("tx_time",),
+}
+
+#: Columns after ``seq``, with their SPEC types; ``seq``'s type is the dialect's.
+_COLUMNS_DDL = (
+    "event_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, tx_time TEXT NOT NULL, "
+    "fact_id TEXT NOT NULL, space TEXT, subject TEXT, predicate TEXT, supersedes TEXT, "
+    "json TEXT NOT NULL"
+)
+
+#: SPEC 3's rule for a Postgres ``?table=`` (kept here so every SQL backend can share it).
+TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
+
+_ROW_COLUMNS = ("event_id", "kind", "tx_time", "fact_id", *QUERY_COLUMNS, "json")
+
+
+def events_table(name: str, schema: str | None = None) -> sa.Table:
+    """The SQLAlchemy Core description of the events table (for queries; DDL is ``create_ddl``)."""
+    return sa.Table(
+        name,
+        sa.MetaData(),
+        sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=True),
+        *(sa.Column(c, sa.Text, nullable=c not in ("event_id", "kind", "tx_time", "fact_id",
+                                                   "json")) for c in _ROW_COLUMNS),
+        schema=schema,
+    )
+
+
+def create_ddl(qualified: str, index_prefix: str, seq_type: str) -> list[str]:
+    """``CREATE TABLE`` and ``CREATE INDEX`` statements, exactly SPEC section 3's layout.
+
+    ``qualified`` is the (already quoted if need be) table name, ``index_prefix`` the index name
+    stem (``events`` for SQLite, the table name with ``.`` replaced by ``_`` for Postgres).
+    """
+    statements = [f"CREATE TABLE IF NOT EXISTS {qualified} (seq {seq_type}, {_COLUMNS_DDL})"]
+    statements += index_ddl(qualified, index_prefix, INDEXES)
+    return statements
+
+
+def index_ddl(qualified: str, prefix: str, indexes: dict[str, tuple[str, ...]]) -> list[str]:
+    return [
+        f"CREATE INDEX IF NOT EXISTS {prefix}_{suffix} ON {qualified} ({', '.join(columns)})"
+        for suffix, columns in indexes.items()
+    ]
+
+
+def event_row(event: Event) -> dict[str, Any]:
+    """The row stored for an event: query columns for asserts only, the wire JSON verbatim."""
+    is_assert = isinstance(event, AssertEvent)
+    return {
+        "event_id": event.event_id,
+        "kind": event.kind,
+        "tx_time": wire_time_key(event.tx_time),
+        "fact_id": event.fact_id,
+        "space": event.fact.space if is_assert else None,  # type: ignore[union-attr]
+        "subject": event.fact.subject if is_assert else None,  # type: ignore[union-attr]
+        "predicate": event.fact.predicate if is_assert else None,  # type: ignore[union-attr]
+        "supersedes": event.supersedes if is_assert else None,  # type: ignore[union-attr]
+        "json": event.to_json(),
+    }
+
+
+class Prepared:
+    """A Core statement compiled once for a dialect, run with plain parameters on a DBAPI cursor.
+
+    Bound values fixed in the statement (``kind = 'assert'``) are remembered from compilation;
+    the caller supplies the named ``bindparam`` values.
+    """
+
+    __slots__ = ("defaults", "names", "sql")
+
+    def __init__(self, stmt: sa.ClauseElement, dialect: sa.Dialect) -> None:
+        compiled: Any = stmt.compile(dialect=dialect)  # a SQLCompiler: positional, positiontup
+        self.sql = str(compiled)
+        self.defaults = {k: v for k, v in compiled.params.items() if v is not None}
+        self.names: tuple[str, ...] | None = (
+            tuple(compiled.positiontup or ()) if compiled.positional else None
+        )
+
+    def args(self, params: dict[str, Any]) -> Any:
+        merged = {**self.defaults, **params} if self.defaults else params
+        if self.names is None:
+            return merged
+        return tuple(merged[n] for n in self.names)

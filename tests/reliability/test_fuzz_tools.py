@@ -489,7 +489,7 @@ def test_fuzz_in_process(tmp_path: Path, backend: str) -> None:
 
     if backend == "sqlite":
         pytest.importorskip("agent_custody_state_events_sqlite", reason="events-sqlite missing")
-    n = scale(600, 20_000)
+    n = scale(600, 10_000)
     ledger_dir = tmp_path / "ledger"
     ledger_dir.mkdir()
     ledger = Ledger(ledger_dir / f"fuzz.{backend}")
@@ -507,7 +507,7 @@ def test_fuzz_in_process(tmp_path: Path, backend: str) -> None:
         ids = Ids()
         seed_ledger(call, ids)
         harness = Harness(ledger_dir, f"in-process/{backend}")
-        fuzz(n, tools, call, harness, ids, in_process=True, seed=3)
+        fuzz(n, tools, call, harness, ids, in_process=True, seed=3 + (backend == "sqlite"))
     finally:
         loop.close()
         service.close()

@@ -6,7 +6,7 @@
  * process can run with it preloaded and only the part under test is counted.
  *
  * Control (through ctypes, from the process itself):
- *   acs_arm(at, action, err, classes)  reset the counter, count calls of `classes`, act at call `at`
+ *   acs_arm(at, action, err, classes)  reset the counter; count `classes` calls; act at call `at`
  *   acs_disarm()                        stop counting
  *   acs_ignore_fd(fd)                   never count this fd (the test's own acknowledgement file)
  *   acs_count()                         calls counted since acs_arm

@@ -1,10 +1,10 @@
 """Fuzzing every tool (issue 7, item 4): schema-derived and hostile inputs, three ways in.
 
 Inputs come from each tool's JSON input schema as the server lists it (``tools/list``, turned
-into Hypothesis strategies by ``from_schema`` below), mixed with hostile cases: wrong types for every field, huge strings,
-deep nesting, invalid and offset-less timestamps, lone surrogates, NUL bytes, unknown ids, ids of
-forgotten, retracted and held facts, non-object arguments and hostile ``_meta``. Each case goes
-to one of the ten tools (or an unknown one), over:
+into Hypothesis strategies by ``from_schema`` below), mixed with hostile cases: wrong types for
+every field, huge strings, deep nesting, invalid and offset-less timestamps, lone surrogates,
+NUL bytes, unknown ids, ids of forgotten, retracted and held facts, non-object arguments and
+hostile ``_meta``. Each case goes to one of the ten tools (or an unknown one), over:
 
 * **stdio**: ``agent-custody-memory serve`` as a subprocess, raw JSON-RPC lines;
 * **HTTP**: ``serve --http`` as a subprocess, raw JSON-RPC POSTs with a gateway token;

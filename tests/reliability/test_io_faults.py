@@ -1,4 +1,4 @@
-"""I/O fault injection (issue 7, item 2): the ledger fails closed and never acks what is not durable.
+"""I/O fault injection (issue 7, item 2): the ledger fails closed, never acks what is not durable.
 
 Loops, not single cases (``core/tests/test_jsonl.py`` has those):
 

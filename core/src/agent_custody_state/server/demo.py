@@ -173,7 +173,11 @@ async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> N
 def run_demo(*, keep: bool = False, color: str = "auto") -> int:
     paint = Painter(color)
     folder = tempfile.mkdtemp(prefix="agent-custody-demo-")
-    ledger = os.path.join(folder, "ledger.jsonl")
+    # The embedded default of a plain install (SQLite); the builtin JSONL file without it.
+    from ..plugins import get_plugin_manager
+
+    suffix = "sqlite" if "sqlite" in get_plugin_manager().backends else "jsonl"
+    ledger = os.path.join(folder, f"ledger.{suffix}")
     print(paint("1", "agent-custody-memory demo") +
           paint("2", f": the memory server over stdio, called as the receipts gateway would; "
                      f"ledger {ledger}"))
@@ -188,8 +192,10 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
                     sys.stderr.write(fh.read())
                 raise
         print("\n" + paint("1;32", "done.") + " Every step above is an event in the ledger:")
-        with open(ledger, encoding="utf-8") as fh:
-            kinds = [json.loads(line)["kind"] for line in fh if line.strip()]
+        from ..ledger.ledger import Ledger
+
+        with Ledger(ledger) as book:
+            kinds = [event.kind for event in book.export()]
         print("   " + ", ".join(kinds))
         if keep:
             print(f"   kept: {ledger}  (try: agent-custody-memory export --ledger {ledger} ...)")

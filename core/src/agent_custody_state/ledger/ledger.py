@@ -8,7 +8,6 @@ before the section ends, so two racing supersessions cannot both pass rule 2.1.2
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from os import PathLike
@@ -16,7 +15,7 @@ from typing import Any
 
 from ..canonical import value_digest
 from ..eventstore import EventStore
-from ..timeutil import TimeFormatError, format_time, normalize_time, utc_now, wire_time_key
+from ..timeutil import TimeFormatError, format_time, utc_now, wire_time_key
 from .errors import LedgerError
 from .model import (
     PROVENANCE_RANK,
@@ -40,45 +39,18 @@ from .queries import (
     states_from,
 )
 
+from .arguments import (
+    ACTION_WIRE_KEYS,
+    FORGET_WIRE_KEYS,
+    TimeLike,
+    build_assert,
+    extra_arg,
+    new_id,
+    text_arg,
+    time_arg,
+)
+
 log = logging.getLogger(__name__)
-
-TimeLike = datetime | str
-
-
-def _new_id() -> str:
-    return str(uuid.uuid4())
-
-
-def _time_arg(value: TimeLike | None, name: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        return normalize_time(value)
-    except TimeFormatError as exc:
-        raise LedgerError(f"{name}: {exc}", field=name) from None
-
-
-def _text_arg(value: object, name: str, *, empty_ok: bool = False) -> str:
-    if not isinstance(value, str):
-        raise LedgerError(f"{name} must be a string", field=name)
-    if not empty_ok and not value:
-        raise LedgerError(f"{name} must not be empty", field=name)
-    return value
-
-
-# The wire keys of retract and forget events (SPEC 1.2): ``extra`` may add keys, not replace these.
-_ACTION_WIRE_KEYS = frozenset({"eventId", "kind", "txTime", "factId", "actor", "reason", "source"})
-_FORGET_WIRE_KEYS = _ACTION_WIRE_KEYS | {"valueDigest", "digestKind"}
-
-
-def _extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str, Any]:
-    if not extra:
-        return {}
-    clash = sorted(k for k in extra if not isinstance(k, str) or k in wire)
-    if clash:
-        raise LedgerError(f"extra must not replace the event's own keys: {clash}", field="extra")
-    return dict(extra)
-
 
 class Ledger:
     """A bitemporal, append-only ledger of facts over an ``EventStore``.
@@ -145,65 +117,8 @@ class Ledger:
 
     # -- assert --------------------------------------------------------------------------------
 
-    def _build_assert(
-        self,
-        *,
-        subject: str,
-        predicate: str,
-        value: Any,
-        space: str,
-        actor: str,
-        receipt_id: str | None = None,
-        provenance: str = "claimed",
-        external: Mapping[str, str] | None = None,
-        valid_from: TimeLike | None = None,
-        confidence: float | None = None,
-        supersedes: str | None = None,
-        fact_id: str | None = None,
-    ) -> AssertEvent:
-        _text_arg(subject, "subject")
-        _text_arg(predicate, "predicate")
-        _text_arg(space, "space")
-        _text_arg(actor, "actor", empty_ok=True)
-        if receipt_id is not None:
-            _text_arg(receipt_id, "receipt_id", empty_ok=True)
-        if provenance not in PROVENANCE_RANK:
-            raise LedgerError(
-                "provenance must be one of claimed, attested, verified", field="provenance"
-            )
-        if confidence is not None and (
-            isinstance(confidence, bool)
-            or not isinstance(confidence, int | float)
-            or not 0 <= confidence <= 1
-        ):
-            raise LedgerError("confidence must be between 0 and 1", field="confidence")
-        if external is not None and not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in external.items()
-        ):
-            raise LedgerError("external must map store names to string ids", field="external")
-        if fact_id is not None:
-            _text_arg(fact_id, "fact_id")
-        if supersedes is not None:
-            _text_arg(supersedes, "supersedes")
-        # Transaction time is the ledger's clock, never the caller's: backdating it would let a
-        # writer rewrite what the ledger "knew" in the past.
-        tx = self.now()
-        vf = _time_arg(valid_from, "valid_from") or tx
-        fact = Fact(
-            fact_id=fact_id or _new_id(),
-            subject=subject,
-            predicate=predicate,
-            value=value,
-            space=space,
-            actor=actor,
-            source=Source(receipt_id),
-            provenance=provenance,
-            external=dict(external) if external else None,
-            valid_from=vf,
-            valid_to=None,
-            confidence=confidence,
-        )
-        return AssertEvent(event_id=_new_id(), tx_time=tx, fact=fact, supersedes=supersedes)
+    def _build_assert(self, **kwargs: Any) -> AssertEvent:
+        return build_assert(self.now, **kwargs)
 
     def _check_assert(
         self,
@@ -344,7 +259,7 @@ class Ledger:
     # -- the other mutations ---------------------------------------------------------------------
 
     def _state(self, fact_id: str, verb: str) -> FactState:
-        _text_arg(fact_id, "fact_id")
+        text_arg(fact_id, "fact_id")
         state = fact_states(self.store, [fact_id]).get(fact_id)
         if state is None:
             raise LedgerError(f"cannot {verb} unknown fact {fact_id}")
@@ -364,15 +279,15 @@ class Ledger:
         ``extra``: additional keys recorded on the event after the wire keys (SPEC 1.2 keeps
         unknown keys); the store mirror records restored external ids there.
         """
-        _text_arg(actor, "actor", empty_ok=True)
-        _text_arg(reason, "reason", empty_ok=True)
-        more = _extra_arg(extra, _ACTION_WIRE_KEYS)
+        text_arg(actor, "actor", empty_ok=True)
+        text_arg(reason, "reason", empty_ok=True)
+        more = extra_arg(extra, ACTION_WIRE_KEYS)
         with self.store.transaction():
             state = self._state(fact_id, "retract")
             if state.retracted:
                 raise LedgerError(f"fact {fact_id} is already retracted")
             event = RetractEvent(
-                _new_id(), self.now(), fact_id, actor, reason, Source(receipt_id), more
+                new_id(), self.now(), fact_id, actor, reason, Source(receipt_id), more
             )
             self.store.append([event])
         self._appended([event])
@@ -380,14 +295,14 @@ class Ledger:
 
     def confirm(self, *, fact_id: str, actor: str, receipt_id: str | None = None) -> ConfirmEvent:
         """Lift a claimed fact out of quarantine (SPEC 2.4)."""
-        _text_arg(actor, "actor", empty_ok=True)
+        text_arg(actor, "actor", empty_ok=True)
         with self.store.transaction():
             state = self._state(fact_id, "confirm")
             if state.retracted:
                 raise LedgerError(f"fact {fact_id} is retracted")
             if state.assert_event.fact.provenance != "claimed" or state.confirmed:
                 raise LedgerError(f"fact {fact_id} is already attested")
-            event = ConfirmEvent(_new_id(), self.now(), fact_id, actor, Source(receipt_id))
+            event = ConfirmEvent(new_id(), self.now(), fact_id, actor, Source(receipt_id))
             self.store.append([event])
         self._appended([event])
         return event
@@ -396,15 +311,15 @@ class Ledger:
         self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
     ) -> HoldEvent:
         """Place a legal hold (SPEC 2.6): forget and sweep are refused until released."""
-        _text_arg(actor, "actor", empty_ok=True)
-        _text_arg(reason, "reason", empty_ok=True)
+        text_arg(actor, "actor", empty_ok=True)
+        text_arg(reason, "reason", empty_ok=True)
         with self.store.transaction():
             state = self._state(fact_id, "hold")
             if state.forgotten:
                 raise LedgerError(f"fact {fact_id} is already forgotten")
             if state.held:
                 raise LedgerError(f"fact {fact_id} is already on hold")
-            event = HoldEvent(_new_id(), self.now(), fact_id, actor, reason, Source(receipt_id))
+            event = HoldEvent(new_id(), self.now(), fact_id, actor, reason, Source(receipt_id))
             self.store.append([event])
         self._appended([event])
         return event
@@ -413,13 +328,13 @@ class Ledger:
         self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
     ) -> ReleaseEvent:
         """Release a legal hold."""
-        _text_arg(actor, "actor", empty_ok=True)
-        _text_arg(reason, "reason", empty_ok=True)
+        text_arg(actor, "actor", empty_ok=True)
+        text_arg(reason, "reason", empty_ok=True)
         with self.store.transaction():
             state = self._state(fact_id, "release")
             if not state.held:
                 raise LedgerError(f"fact {fact_id} is not on hold")
-            event = ReleaseEvent(_new_id(), self.now(), fact_id, actor, reason, Source(receipt_id))
+            event = ReleaseEvent(new_id(), self.now(), fact_id, actor, reason, Source(receipt_id))
             self.store.append([event])
         self._appended([event])
         return event
@@ -442,7 +357,7 @@ class Ledger:
 
         ``extra``: additional keys recorded on the forget event, as for ``retract``.
         """
-        more = _extra_arg(extra, _FORGET_WIRE_KEYS)
+        more = extra_arg(extra, FORGET_WIRE_KEYS)
         event = self._forget(fact_id, actor, reason, receipt_id, keep_digest, more)
         self.store.compact()
         self._appended([event])
@@ -457,8 +372,8 @@ class Ledger:
         keep_digest: bool,
         extra: dict[str, Any] | None = None,
     ) -> ForgetEvent:
-        _text_arg(actor, "actor", empty_ok=True)
-        _text_arg(reason, "reason", empty_ok=True)
+        text_arg(actor, "actor", empty_ok=True)
+        text_arg(reason, "reason", empty_ok=True)
         with self.store.transaction():
             state = self._state(fact_id, "forget")
             if state.forgotten:
@@ -470,7 +385,7 @@ class Ledger:
             )
             tx = self.now()
             event = ForgetEvent(
-                _new_id(), tx, fact_id, actor, reason, Source(receipt_id), digest, kind,
+                new_id(), tx, fact_id, actor, reason, Source(receipt_id), digest, kind,
                 dict(extra or {}),
             )
             self.store.forget(fact_id, Forgotten(digest, kind, tx), event)
@@ -487,10 +402,10 @@ class Ledger:
         keep_digest: bool = True,
     ) -> SweepResult:
         """Forget every fact learned before ``before`` (transaction time), skipping held ones."""
-        cutoff = _time_arg(before, "before")
+        cutoff = time_arg(before, "before")
         assert cutoff is not None
         if space is not None:
-            _text_arg(space, "space")
+            text_arg(space, "space")
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
         for fact in self.learned_before(cutoff, space):
@@ -527,8 +442,8 @@ class Ledger:
         if include not in ("all", "attested", "verified"):
             raise LedgerError('include must be "all", "attested" or "verified"', field="include")
         now = self.now()
-        va = _time_arg(valid_at, "valid_at") or now
-        ta = _time_arg(tx_at, "tx_at") or now
+        va = time_arg(valid_at, "valid_at") or now
+        ta = time_arg(tx_at, "tx_at") or now
         min_rank = {"all": 0, "attested": 1, "verified": 2}[include]
         self.store.refresh()
         # The candidates, with every event citing them or their superseders: one question (one
@@ -613,7 +528,7 @@ class Ledger:
 
     def learned_before(self, before: TimeLike, space: str | None = None) -> list[Fact]:
         """Facts whose assert ``txTime < before``, not yet forgotten, in append order (SPEC 2.7)."""
-        cutoff = _time_arg(before, "before")
+        cutoff = time_arg(before, "before")
         assert cutoff is not None
         events = list(self.store.find_asserts(space=space, tx_before=cutoff))
         return [e.fact for e in events if e.fact.forgotten is None]

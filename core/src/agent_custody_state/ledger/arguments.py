@@ -1,0 +1,116 @@
+"""Argument checks of the ledger's mutations, and building an assert from them.
+
+Every caller-supplied value is checked here before any store is touched, with a ``LedgerError``
+naming the Python parameter (``field``), so the rules in ``ledger.py`` only ever see well-formed
+events.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from ..timeutil import TimeFormatError, normalize_time
+from .errors import LedgerError
+from .model import PROVENANCE_RANK, AssertEvent, Fact, Source
+
+TimeLike = datetime | str
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def time_arg(value: TimeLike | None, name: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        return normalize_time(value)
+    except TimeFormatError as exc:
+        raise LedgerError(f"{name}: {exc}", field=name) from None
+
+
+def text_arg(value: object, name: str, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise LedgerError(f"{name} must be a string", field=name)
+    if not empty_ok and not value:
+        raise LedgerError(f"{name} must not be empty", field=name)
+    return value
+
+
+# The wire keys of retract and forget events (SPEC 1.2): ``extra`` may add keys, not replace these.
+ACTION_WIRE_KEYS = frozenset({"eventId", "kind", "txTime", "factId", "actor", "reason", "source"})
+FORGET_WIRE_KEYS = ACTION_WIRE_KEYS | {"valueDigest", "digestKind"}
+
+
+def extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str, Any]:
+    if not extra:
+        return {}
+    clash = sorted(k for k in extra if not isinstance(k, str) or k in wire)
+    if clash:
+        raise LedgerError(f"extra must not replace the event's own keys: {clash}", field="extra")
+    return dict(extra)
+
+
+def build_assert(
+    now: Callable[[], str],
+    *,
+    subject: str,
+    predicate: str,
+    value: Any,
+    space: str,
+    actor: str,
+    receipt_id: str | None = None,
+    provenance: str = "claimed",
+    external: Mapping[str, str] | None = None,
+    valid_from: TimeLike | None = None,
+    confidence: float | None = None,
+    supersedes: str | None = None,
+    fact_id: str | None = None,
+) -> AssertEvent:
+    """Validate ``assert_fact``'s arguments and build the event (``now`` stamps it)."""
+    text_arg(subject, "subject")
+    text_arg(predicate, "predicate")
+    text_arg(space, "space")
+    text_arg(actor, "actor", empty_ok=True)
+    if receipt_id is not None:
+        text_arg(receipt_id, "receipt_id", empty_ok=True)
+    if provenance not in PROVENANCE_RANK:
+        raise LedgerError(
+            "provenance must be one of claimed, attested, verified", field="provenance"
+        )
+    if confidence is not None and (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not 0 <= confidence <= 1
+    ):
+        raise LedgerError("confidence must be between 0 and 1", field="confidence")
+    if external is not None and not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in external.items()
+    ):
+        raise LedgerError("external must map store names to string ids", field="external")
+    if fact_id is not None:
+        text_arg(fact_id, "fact_id")
+    if supersedes is not None:
+        text_arg(supersedes, "supersedes")
+    # Transaction time is the ledger's clock, never the caller's: backdating it would let a
+    # writer rewrite what the ledger "knew" in the past.
+    tx = now()
+    vf = time_arg(valid_from, "valid_from") or tx
+    fact = Fact(
+        fact_id=fact_id or new_id(),
+        subject=subject,
+        predicate=predicate,
+        value=value,
+        space=space,
+        actor=actor,
+        source=Source(receipt_id),
+        provenance=provenance,
+        external=dict(external) if external else None,
+        valid_from=vf,
+        valid_to=None,
+        confidence=confidence,
+    )
+    return AssertEvent(event_id=new_id(), tx_time=tx, fact=fact, supersedes=supersedes)

@@ -45,6 +45,44 @@ ACTION_WIRE_KEYS = frozenset({"eventId", "kind", "txTime", "factId", "actor", "r
 FORGET_WIRE_KEYS = ACTION_WIRE_KEYS | {"valueDigest", "digestKind"}
 
 
+#: Deepest nesting a value may have. Far beyond what the MCP transports carry (their JSON parser
+#: stops near 200 levels), and far enough below the interpreter's recursion limit that encoding,
+#: digesting and reading the value back can never fail on it.
+MAX_VALUE_DEPTH = 256
+
+
+def value_arg(value: Any) -> Any:
+    """Refuse a value that is not JSON (a set, a date, a non-string key) or nests too deeply.
+
+    Without this, such a value failed deep inside the encoder with a TypeError or a
+    RecursionError, which the server reports as an internal error. Walked iteratively.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "value", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if depth > MAX_VALUE_DEPTH:
+            raise LedgerError(
+                f"value is nested too deeply (more than {MAX_VALUE_DEPTH} levels)", field="value"
+            )
+        if item is None or isinstance(item, str | bool | int | float):
+            continue
+        if isinstance(item, list | tuple):
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item))
+        elif isinstance(item, Mapping):
+            for key, v in item.items():
+                if not isinstance(key, str):
+                    raise LedgerError(
+                        f"value must be JSON: {path} has a {type(key).__name__} key",
+                        field="value",
+                    )
+                stack.append((v, f"{path}.{key}", depth + 1))
+        else:
+            raise LedgerError(
+                f"value must be JSON: {path} is a {type(item).__name__}", field="value"
+            )
+    return value
+
+
 def extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str, Any]:
     if not extra:
         return {}
@@ -75,6 +113,7 @@ def build_assert(
     text_arg(predicate, "predicate")
     text_arg(space, "space")
     text_arg(actor, "actor", empty_ok=True)
+    value_arg(value)
     if receipt_id is not None:
         text_arg(receipt_id, "receipt_id", empty_ok=True)
     if provenance not in PROVENANCE_RANK:

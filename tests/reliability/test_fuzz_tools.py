@@ -72,7 +72,7 @@ CLEAR = re.compile(
     r"|replacement cannot start before the fact it supersedes"
     r"|a replacement must keep the subject and predicate of the fact it supersedes"
     r"|confidence must be between 0 and 1"
-    r"|(subject|predicate|space|actor|reason|fact_id|supersedes|valid_from|before) .*"
+    r"|(subject|predicate|space|actor|reason|fact_id|supersedes|valid_from|before|value) .*"
     r"|\S+: text with a lone surrogate \(.*\) cannot be stored or looked up; pass valid Unicode)$",
     re.S,
 )

@@ -49,6 +49,7 @@ from .support import (
     record,
     scale,
 )
+from .support import STRESS
 
 GATEWAY_TOKEN = "gw-" + uuid.uuid4().hex
 SHORT = reprlib.Repr()  # bounded depth and length: hostile arguments nest 50,000 deep
@@ -339,6 +340,27 @@ def fuzz(n: int, tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any
         harness.judge(name, args, call(name, args, meta))
 
     one()
+    if in_process or STRESS:
+        hostile_matrix(tools, call, harness, ids, in_process=in_process)
+
+
+def hostile_matrix(tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any], Any],
+                   harness: Harness, ids: Ids, *, in_process: bool) -> None:
+    """Every hostile value in every field of every tool, once (the random part may miss one)."""
+    base = {"subject": "s-matrix", "predicate": "p", "value": "v", "space": "org",
+            "reason": "matrix", "factId": ids.all()[0]}
+    values: list[Any] = [*HOSTILE_VALUES, *HOSTILE_STRINGS, *BAD_TIMES]
+    for name, schema in tools.items():
+        required = {k: base.get(k, "x") for k in schema.get("required", [])}
+        for field in schema.get("properties", {}):
+            for value in values:
+                if not STRESS and isinstance(value, str) and len(value) > 10_000:
+                    continue  # the huge ones cost most of the time: long run only
+                if not in_process and isinstance(value, str) and len(value) > 1_000_000:
+                    value = value[:900_000]  # under the transport limit
+                args = {**required, field: value}
+                harness.hostile += 1
+                harness.judge(name, args, call(name, args, gateway_meta()))
 
 
 # -- the three ways in ---------------------------------------------------------------------------

@@ -314,3 +314,16 @@ def encode_json(value: Any) -> bytes:
         else:
             parts.append(json.dumps(item))
     return "".join(parts).encode("utf-8")
+
+
+#: Client-side keep-alive shorter than the server's (uvicorn closes idle connections after 5 s):
+#: a client that reuses a connection at the moment the server closes it gets a ReadError that
+#: says nothing about the server. Every HTTP client here uses these limits.
+HTTP_LIMITS_KW: dict[str, Any] = {"max_connections": 100, "keepalive_expiry": 2.0}
+
+
+def http_client(timeout: float = 60) -> Any:
+    """An ``httpx.AsyncClient`` that never reuses a connection the server may be closing."""
+    import httpx
+
+    return httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(**HTTP_LIMITS_KW))

@@ -36,7 +36,7 @@ import pytest
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent, RetractEvent
 
-from .support import RawMcp, ServerProcess, gateway_meta, record, scale
+from .support import http_client, RawMcp, ServerProcess, gateway_meta, record, scale
 
 CLIENTS = 32
 SUBJECTS = 8
@@ -168,8 +168,7 @@ async def act_on_head(mcp: RawMcp, work: Workload, subject: str, tool: str,
 
 
 async def run_clients(urls: list[str], seconds: float, work: Workload) -> list[str]:
-    limits = httpx.Limits(max_connections=CLIENTS * 2)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+    async with http_client() as http:
         setup = await RawMcp(http, urls[0], GATEWAY_TOKEN).open()
         subjects = []
         for i in range(SUBJECTS):
@@ -274,7 +273,9 @@ def concurrency(location: str, tmp_path: Path) -> None:
     finally:
         for server in servers:
             server.stop()
-    assert not work.failures, f"{work.outcomes['failure']} failures, e.g. {work.failures[:5]}"
+    assert not work.failures, (
+        f"{work.outcomes['failure']} failures, e.g. {work.failures[:5]}; server logs:\n"
+        + "\n".join(s.stderr[-2000:] for s in servers))
     assert not work.two_current_seen, f"a read saw two current values: {work.two_current_seen[:3]}"
     figures = check_total_order(location, work, subjects)
     kind = "postgres" if location.startswith("postgres") else "sqlite"

@@ -33,13 +33,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from .support import (
+    STRESS,
+    http_client,
     RawMcp,
     ServerProcess,
     digest_files,
@@ -49,7 +50,6 @@ from .support import (
     record,
     scale,
 )
-from .support import STRESS
 
 GATEWAY_TOKEN = "gw-" + uuid.uuid4().hex
 SHORT = reprlib.Repr()  # bounded depth and length: hostile arguments nest 50,000 deep
@@ -475,7 +475,7 @@ def test_fuzz_http(tmp_path: Path) -> None:
                             "FUZZ_GW_TOKEN"], {"FUZZ_GW_TOKEN": GATEWAY_TOKEN})
     loop = asyncio.new_event_loop()
     try:
-        http = httpx.AsyncClient(timeout=60)
+        http = http_client()
         mcp = loop.run_until_complete(RawMcp(http, server.url, GATEWAY_TOKEN).open())
         tools = list_tools(loop.run_until_complete(mcp.rpc("tools/list")))
         assert len(tools) == 10

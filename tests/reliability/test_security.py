@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .support import CLI, RawMcp, ServerProcess, gateway_meta, record
+from .support import http_client, CLI, RawMcp, ServerProcess, gateway_meta, record
 
 GATEWAY = "gw-" + uuid.uuid4().hex
 DIRECT = "direct-" + uuid.uuid4().hex
@@ -80,7 +80,7 @@ def assert_no_secrets(text: str, where: str, extra: tuple[str, ...] = ()) -> int
 
 async def direct_matrix(strict_url: str, lenient_url: str) -> int:
     checks = 0
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with http_client() as http:
         gw = await RawMcp(http, lenient_url, GATEWAY).open()
         made = await gw.call("memory.write", {"subject": "acct:1", "predicate": "plan",
                                               "value": "pro", "space": "org"}, gateway_meta())
@@ -200,7 +200,7 @@ def test_oversized_bodies_refused_and_serving_continues(tmp_path: Path) -> None:
     try:
         async def http_cases() -> int:
             n = 0
-            async with httpx.AsyncClient(timeout=60) as http:
+            async with http_client() as http:
                 mcp = await RawMcp(http, server.url, GATEWAY).open()
                 for size in (limit + 1, limit * 4, 8 * 1024 * 1024):
                     big = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
@@ -277,7 +277,7 @@ def test_secrets_never_leak(tmp_path: Path, embedded_postgres: Any, postgres_url
     server = ServerProcess(["--ledger", pg_location, *SERVE], ENV)
     try:
         async def exercise() -> None:
-            async with httpx.AsyncClient(timeout=30) as http:
+            async with http_client() as http:
                 mcp = await RawMcp(http, server.url, GATEWAY).open()
                 direct = await RawMcp(http, server.url, DIRECT).open()
                 out = await mcp.call("memory.write", {"subject": "dana", "predicate": "email",

@@ -24,7 +24,7 @@ import pytest
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import ForgetEvent
 
-from .support import RawMcp, ServerProcess, files_under, gateway_meta, record, scale, scan
+from .support import http_client, RawMcp, ServerProcess, files_under, gateway_meta, record, scale, scan
 
 TOKEN = "gw-" + uuid.uuid4().hex
 ENV = {"CRASH_GW_TOKEN": TOKEN}
@@ -34,7 +34,7 @@ async def writer(url: str, acked: list[dict[str, Any]], stop: asyncio.Event, see
     rng = random.Random(seed)
     mine: list[tuple[str, str]] = []  # (fact id, marker) of facts this client wrote
     try:
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with http_client(timeout=10) as http:
             mcp = await RawMcp(http, url, TOKEN).open()
             while not stop.is_set():
                 if mine and rng.random() < 0.25:

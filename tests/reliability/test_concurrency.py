@@ -62,6 +62,7 @@ class Workload:
         self.failures: list[str] = []
         self.conflicts = 0
         self.two_current_seen: list[str] = []
+        self.two_current_ids: list[list[str]] = []
 
     def failure(self, what: str) -> None:
         self.outcomes["failure"] += 1
@@ -146,6 +147,7 @@ async def read_head(mcp: RawMcp, work: Workload, subject: str) -> str | None:
     facts = json.loads(result["texts"][0])["facts"]
     if len(facts) > 1:
         work.two_current_seen.append(f"{subject}: {[f['factId'] for f in facts]}")
+        work.two_current_ids.append([f["factId"] for f in facts])
     return facts[0]["factId"] if facts else None
 
 
@@ -276,8 +278,14 @@ def concurrency(location: str, tmp_path: Path) -> None:
     assert not work.failures, (
         f"{work.outcomes['failure']} failures, e.g. {work.failures[:5]}; server logs:\n"
         + "\n".join(s.stderr[-2000:] for s in servers))
-    assert not work.two_current_seen, f"a read saw two current values: {work.two_current_seen[:3]}"
     figures = check_total_order(location, work, subjects)
+    if work.two_current_seen:
+        with Ledger(location) as ledger:
+            detail = [ledger.history(fid) for fid in work.two_current_ids[0]]
+        raise AssertionError(
+            f"a read saw two current values: {work.two_current_seen[:3]}; the history is one "
+            f"total order without them, so the read was inconsistent: "
+            + "; ".join(json.dumps([e.to_dict() for e in h])[:3000] for h in detail))
     kind = "postgres" if location.startswith("postgres") else "sqlite"
     record(f"concurrency[{kind}]", clients=CLIENTS, servers=2, seconds=seconds,
            operations=sum(work.outcomes.values()), acknowledged_events=len(work.acked),

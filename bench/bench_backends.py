@@ -53,7 +53,7 @@ from agent_custody_state.ledger.model import (
     RetractEvent,
     Source,
 )
-from agent_custody_state.sqlschema import _COLUMNS_DDL, INDEXES, event_row, index_ddl
+from agent_custody_state_sql.schema import _COLUMNS_DDL, INDEXES, event_row, index_ddl
 from agent_custody_state.timeutil import format_time
 
 try:

@@ -38,7 +38,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-CLI = [sys.executable, "-m", "agent_custody_state.cli"]
+CLI = [sys.executable, "-m", "agent_custody_state"]
 TOKEN = "bench-" + uuid.uuid4().hex
 META = {"agent-custody/receipt": "rcpt-bench", "agent-custody/agent": "bench-agent"}
 WRITE_ARGS = {"subject": "acct:42", "predicate": "plan", "value": "enterprise", "space": "org"}

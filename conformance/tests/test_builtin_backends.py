@@ -6,34 +6,34 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_custody_state.builtins.jsonl import JsonlStore
-from agent_custody_state.builtins.memory import MemoryStore
-from agent_custody_state.eventstore import EventStore
+from agent_custody_state.backends.jsonl import JsonlBackend
+from agent_custody_state.backends.memory import MemoryBackend
+from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state_conformance.backends import EventBackendConformance
 
 
 class TestJsonlConformance(EventBackendConformance):
     @pytest.fixture
-    def store_factory(self, tmp_path: Path) -> Callable[..., EventStore]:
-        return lambda name="ledger": JsonlStore(tmp_path / f"{name}.jsonl")
+    def store_factory(self, tmp_path: Path) -> Callable[..., EventBackend]:
+        return lambda name="ledger": JsonlBackend(tmp_path / f"{name}.jsonl")
 
 
 class TestMemoryConformance(EventBackendConformance):
     @pytest.fixture
-    def store_factory(self) -> Callable[..., EventStore]:
-        stores: dict[str, MemoryStore] = {}
+    def store_factory(self) -> Callable[..., EventBackend]:
+        stores: dict[str, MemoryBackend] = {}
 
-        def factory(name: str = "ledger") -> EventStore:
+        def factory(name: str = "ledger") -> EventBackend:
             # One shared object per name stands in for "the same location".
             return stores.setdefault(name, _Shared(stores, name))
 
         return factory
 
 
-class _Shared(MemoryStore):
+class _Shared(MemoryBackend):
     """A memory store that survives close(), so reopen tests see the same events."""
 
-    def __init__(self, registry: dict[str, MemoryStore], name: str) -> None:
+    def __init__(self, registry: dict[str, MemoryBackend], name: str) -> None:
         super().__init__(f"memory:{name}")
 
     def close(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agent_custody_state.builtins.memory_store import MemoryVendor, MemoryWriteStore
+from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
 from agent_custody_state_conformance.stores import StoreConformance
 
 
@@ -30,17 +30,17 @@ class TestMemoryStoreConformance(StoreConformance):
         return MemoryVendor()
 
     @pytest.fixture
-    def store(self, vendor: MemoryVendor) -> MemoryWriteStore:
-        return MemoryWriteStore("memory", vendor)
+    def store(self, vendor: MemoryVendor) -> InProcessStore:
+        return InProcessStore("memory", vendor)
 
     @pytest.fixture
     def backdoor(self, vendor: MemoryVendor) -> MemoryBackdoor:
         return MemoryBackdoor(vendor)
 
     @pytest.fixture
-    def lagging_store(self) -> MemoryWriteStore:
-        return MemoryWriteStore("memory", MemoryVendor(lag_checks=2))
+    def lagging_store(self) -> InProcessStore:
+        return InProcessStore("memory", MemoryVendor(lag_checks=2))
 
     @pytest.fixture
-    def failing_store(self) -> MemoryWriteStore:
-        return MemoryWriteStore("memory", MemoryVendor(fail=True))
+    def failing_store(self) -> InProcessStore:
+        return InProcessStore("memory", MemoryVendor(fail=True))

@@ -14,7 +14,7 @@ pytest_plugins = ["pytester"]
 
 HEADER = '''
 import pytest
-from agent_custody_state.builtins.memory_store import MemoryVendor, MemoryWriteStore
+from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
 from agent_custody_state.stores import StoreError
 from agent_custody_state_conformance.stores import StoreConformance
 
@@ -61,7 +61,7 @@ class TestBroken(Suite):
 CASES = {
     # remove does nothing: the record stays.
     "remove_is_a_no_op": (
-        "class Broken(MemoryWriteStore):\n"
+        "class Broken(InProcessStore):\n"
         "    async def remove(self, external_id, fact):\n"
         "        return None\n",
         {"test_remove_makes_backdoor_miss", "test_remove_is_idempotent",
@@ -71,7 +71,7 @@ CASES = {
     ),
     # verification answers "gone" without asking.
     "verify_always_true": (
-        "class Broken(MemoryWriteStore):\n"
+        "class Broken(InProcessStore):\n"
         "    async def verify_removed(self, external_id, fact):\n"
         "        return True\n",
         {"test_verify_agrees_with_backdoor", "test_equal_text_removed_separately",
@@ -79,7 +79,7 @@ CASES = {
     ),
     # deduplicates by text: equal texts share one record and one id.
     "dedupes_by_text": (
-        "class Broken(MemoryWriteStore):\n"
+        "class Broken(InProcessStore):\n"
         "    async def put(self, fact):\n"
         "        from agent_custody_state.stores import fact_text\n"
         "        for rid, r in self.vendor.rows.items():\n"
@@ -90,7 +90,7 @@ CASES = {
     ),
     # vendor errors are swallowed and reported as success.
     "swallows_errors": (
-        "class Broken(MemoryWriteStore):\n"
+        "class Broken(InProcessStore):\n"
         "    async def put(self, fact):\n"
         "        try:\n"
         "            return await super().put(fact)\n"
@@ -100,7 +100,7 @@ CASES = {
     ),
     # custody metadata dropped.
     "drops_custody": (
-        "class Broken(MemoryWriteStore):\n"
+        "class Broken(InProcessStore):\n"
         "    async def put(self, fact):\n"
         "        rid = await super().put(fact)\n"
         "        self.vendor.rows[rid]['metadata'].pop('receiptId')\n"
@@ -120,6 +120,6 @@ def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str
 
 
 def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_ok=HEADER + "\n\nBroken = MemoryWriteStore\n")
+    pytester.makepyfile(test_ok=HEADER + "\n\nBroken = InProcessStore\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=13, skipped=1)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state import EventStoreError, Ledger
-from agent_custody_state.builtins.jsonl import JsonlStore
+from agent_custody_state import EventBackendError, Ledger
+from agent_custody_state.backends.jsonl import JsonlBackend
 
 # Written by hand in the SPEC 1.2 format, the way @agent-custody/state 0.5 writes its file.
 TS_LINES = [
@@ -81,8 +81,8 @@ def test_torn_tail_is_moved_aside(ts_file: Path) -> None:
         fh.write(TS_LINES[0][:57])
     with Ledger(ts_file) as ledger:
         assert ledger.count() == 3
-        store = ledger.store
-        assert isinstance(store, JsonlStore) and "torn final line" in store.repairs[0]
+        store = ledger.backend
+        assert isinstance(store, JsonlBackend) and "torn final line" in store.repairs[0]
     aside = list(ts_file.parent.glob("ledger.jsonl.torn-*"))
     assert len(aside) == 1 and aside[0].read_text() == TS_LINES[0][:57]
     assert ts_file.read_text().endswith("\n")
@@ -91,16 +91,16 @@ def test_torn_tail_is_moved_aside(ts_file: Path) -> None:
 def test_torn_tail_can_be_refused(ts_file: Path) -> None:
     with open(ts_file, "a") as fh:
         fh.write('{"eventId":"x","ki')
-    with pytest.raises(EventStoreError, match="torn final line"):
-        JsonlStore(ts_file, on_torn="raise")
+    with pytest.raises(EventBackendError, match="torn final line"):
+        JsonlBackend(ts_file, on_torn="raise")
 
 
 def test_corrupt_middle_line_is_an_error(ts_file: Path) -> None:
     text = ts_file.read_text().splitlines()
     text[1] = text[1][:40]
     ts_file.write_text("\n".join(text) + "\n")
-    with pytest.raises(EventStoreError, match="is not a valid event"):
-        JsonlStore(ts_file)
+    with pytest.raises(EventBackendError, match="is not a valid event"):
+        JsonlBackend(ts_file)
 
 
 def _writer(path: str, worker: int, count: int) -> None:
@@ -173,7 +173,7 @@ def test_failed_write_leaves_no_partial_line(tmp_path: Path, monkeypatch: pytest
             return real_write(fd, data)
 
         monkeypatch.setattr(os, "write", short_then_enospc)
-        with pytest.raises(EventStoreError, match="No space left on device; nothing was written"):
+        with pytest.raises(EventBackendError, match="No space left on device; nothing was written"):
             ledger.assert_fact(subject="s", predicate="p", value=2, space="org", actor="a")
         monkeypatch.setattr(os, "write", real_write)
         assert path.read_bytes() == before
@@ -192,7 +192,7 @@ def test_failed_fsync_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             raise OSError(errno.EIO, "Input/output error")
 
         monkeypatch.setattr(os, "fsync", bad_fsync)
-        with pytest.raises(EventStoreError, match="Input/output error"):
+        with pytest.raises(EventBackendError, match="Input/output error"):
             ledger.assert_fact(subject="s", predicate="p", value=2, space="org", actor="a")
         monkeypatch.undo()
         assert path.read_bytes() == before and ledger.count() == 1
@@ -210,7 +210,7 @@ def test_failed_forget_leaves_ledger_unchanged(tmp_path: Path, monkeypatch: pyte
             raise OSError(errno.EIO, "Input/output error")
 
         monkeypatch.setattr(os, "replace", bad_replace)
-        with pytest.raises(EventStoreError, match="the ledger is unchanged"):
+        with pytest.raises(EventBackendError, match="the ledger is unchanged"):
             ledger.forget(fact_id=fact.fact_id, actor="a", reason="r")
         monkeypatch.undo()
         assert path.read_bytes() == before
@@ -261,7 +261,7 @@ def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
         ledger.assert_fact(subject="s", predicate="p", value=0, space="org", actor="a")
-    reader = JsonlStore(path)  # open before the crash: it only reads (shared lock) afterwards
+    reader = JsonlBackend(path)  # open before the crash: it only reads (shared lock) afterwards
     proc = multiprocessing.get_context("spawn").Process(target=_crash_mid_batch,
                                                          args=(str(path),))
     proc.start()
@@ -271,7 +271,7 @@ def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
     assert reader.count() == 1  # a reader stops where the unfinished batch starts
     with Ledger(path) as ledger:
         assert ledger.count() == 1
-        repairs = ledger.store.repairs  # type: ignore[attr-defined]
+        repairs = ledger.backend.repairs  # type: ignore[attr-defined]
         assert "batch of events was cut short" in repairs[0]
         ledger.assert_many([{"subject": "c", "predicate": "p", "value": 1, "space": "org",
                              "actor": "a"}] * 2)
@@ -295,7 +295,7 @@ def test_failed_append_that_cannot_be_truncated_is_never_served(
 
         monkeypatch.setattr(os, "fsync", eio)
         monkeypatch.setattr(os, "ftruncate", eio)
-        with pytest.raises(EventStoreError, match="nothing was written"):
+        with pytest.raises(EventBackendError, match="nothing was written"):
             ledger.assert_fact(subject="s", predicate="p", value="rejected", space="org",
                                actor="a")
         monkeypatch.undo()
@@ -313,7 +313,7 @@ def test_forget_whose_directory_sync_fails_says_so(
 ) -> None:
     """The rename happened, the directory fsync failed: the error must not claim the ledger is
     unchanged, and the ledger's view must match the file (the forget is in it)."""
-    from agent_custody_state.builtins import jsonl
+    from agent_custody_state.backends import jsonl
 
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
@@ -324,7 +324,7 @@ def test_forget_whose_directory_sync_fails_says_so(
             raise OSError(errno.EIO, "Input/output error")
 
         monkeypatch.setattr(jsonl, "_fsync_dir", eio)
-        with pytest.raises(EventStoreError, match="may not survive a power loss"):
+        with pytest.raises(EventBackendError, match="may not survive a power loss"):
             ledger.forget(fact_id=fact.fact_id, actor="a", reason="r")
         monkeypatch.undo()
         got = ledger.get(fact.fact_id)

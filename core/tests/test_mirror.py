@@ -12,16 +12,13 @@ from typing import Any
 import anyio
 import pytest
 from agent_custody_state import Ledger, LedgerError
-from agent_custody_state.builtins.memory import MemoryStore
-from agent_custody_state.builtins.memory_store import MemoryVendor, MemoryWriteStore
-from agent_custody_state.ledger.model import AssertEvent, Fact, Source
-from agent_custody_state.mirror import (
-    current_fact,
-    forget_through,
-    retract_through,
-    supersede_through,
-)
+from agent_custody_state.backends.memory import MemoryBackend
+from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
+from agent_custody_state.ledger.model import AssertEvent, Fact
+from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.stores import StoreSet, StoreWriteError, VerifyPolicy
+from agent_custody_state.stores.flows import Custody
+from agent_custody_state.stores.mirror import current_fact
 
 
 def held_facts(vendor: MemoryVendor) -> dict[str, Any]:
@@ -30,27 +27,26 @@ def held_facts(vendor: MemoryVendor) -> dict[str, Any]:
 
 
 class World:
-    """A ledger, a mirroring store and an append-only store, with a tiny write flow."""
+    """A ledger, a mirroring store and an append-only store, moved by the custody flows."""
 
     def __init__(self) -> None:
-        self.ledger = Ledger(MemoryStore("memory:"))
-        self.mirror = MemoryWriteStore("mirror")
-        self.log = MemoryWriteStore("log")
+        self.ledger = Ledger(MemoryBackend("memory:"))
+        self.mirror = InProcessStore("mirror")
+        self.log = InProcessStore("log")
         self.stores = StoreSet([self.mirror, self.log], VerifyPolicy(attempts=2, delay=0),
                                append_only={"log"})
 
+    @property
+    def custody(self) -> Custody:
+        return Custody(self.ledger, self.stores)
+
     async def write(self, value: Any, supersedes: str | None = None) -> AssertEvent:
-        # The server's memory.write does the same: put everywhere, append with the ids, mirror.
-        args = {"subject": "acct:42", "predicate": "plan", "value": value, "space": "org",
-                "actor": "agent", "supersedes": supersedes}
-        self.ledger.validate_assert(**args)
-        probe = Fact("f-" + str(self.ledger.count()), "acct:42", "plan", value, "org", "agent",
-                     Source(None), valid_from=self.ledger.now())
-        external = await self.stores.put_all(probe)
-        event = self.ledger.assert_fact(**args, fact_id=probe.fact_id,
-                                        valid_from=probe.valid_from, external=external)
-        self.superseded = await supersede_through(self.ledger, self.stores, event)
-        return event
+        # What memory.write does: put everywhere, append with the ids, mirror the supersession.
+        report = await self.custody.write(AssertRequest(
+            subject="acct:42", predicate="plan", value=value, space="org", actor="agent",
+            supersedes=supersedes))
+        self.superseded = report.mirror
+        return report.event
 
     def mirrored(self) -> dict[str, Any]:
         return held_facts(self.mirror.vendor)
@@ -89,7 +85,7 @@ def test_retracting_the_head_puts_the_previous_value_back(world: World) -> None:
         a = await world.write("pro")
         b = await world.write("enterprise", supersedes=a.fact_id)
         old_id = a.fact.external["mirror"]
-        out = await retract_through(world.ledger, world.stores, fact_id=b.fact_id, actor="x",
+        out = await Custody(world.ledger, world.stores).retract(fact_id=b.fact_id, actor="x",
                                     reason="wrong plan")
         assert world.mirrored() == {a.fact_id: "pro"}
         # The append-only store lost the retracted value but got nothing back.
@@ -105,7 +101,7 @@ def test_retracting_the_head_puts_the_previous_value_back(world: World) -> None:
         assert world.ledger.current_external(a.fact_id) == {"mirror": new_id,
                                                             "log": a.fact.external["log"]}
         # ...so forgetting it later reaches the new record, and verifies it.
-        gone = await forget_through(world.ledger, world.stores, fact_id=a.fact_id, actor="x",
+        gone = await Custody(world.ledger, world.stores).forget(fact_id=a.fact_id, actor="x",
                                     reason="gdpr")
         assert gone.restored is None
         assert gone.removal.verification == {"mirror": "verified", "log": "verified"}
@@ -119,11 +115,11 @@ def test_middle_of_a_chain_uncovers_nothing_then_the_head_uncovers_the_root(worl
         a = await world.write("free")
         b = await world.write("pro", supersedes=a.fact_id)
         c = await world.write("enterprise", supersedes=b.fact_id)
-        middle = await retract_through(world.ledger, world.stores, fact_id=b.fact_id,
+        middle = await Custody(world.ledger, world.stores).retract(fact_id=b.fact_id,
                                        actor="x", reason="never true")
         assert middle.restored is None
         assert world.mirrored() == {c.fact_id: "enterprise"}
-        head = await retract_through(world.ledger, world.stores, fact_id=c.fact_id,
+        head = await Custody(world.ledger, world.stores).retract(fact_id=c.fact_id,
                                      actor="x", reason="never true")
         assert head.restored is not None and head.restored.fact_id == a.fact_id
         assert world.mirrored() == {a.fact_id: "free"}
@@ -136,7 +132,7 @@ def test_forgetting_the_head_puts_the_previous_value_back(world: World) -> None:
     async def scenario() -> None:
         a = await world.write("pro")
         b = await world.write("enterprise", supersedes=a.fact_id)
-        out = await forget_through(world.ledger, world.stores, fact_id=b.fact_id, actor="x",
+        out = await Custody(world.ledger, world.stores).forget(fact_id=b.fact_id, actor="x",
                                    reason="gdpr")
         assert out.restored is not None and out.restored.fact_id == a.fact_id
         assert out.event.to_dict()["restored"]["factId"] == a.fact_id
@@ -151,7 +147,7 @@ def test_a_failed_put_back_does_not_block_the_retraction(world: World) -> None:
         a = await world.write("pro")
         b = await world.write("enterprise", supersedes=a.fact_id)
         world.mirror.vendor.fail = True
-        out = await retract_through(world.ledger, world.stores, fact_id=b.fact_id, actor="x",
+        out = await Custody(world.ledger, world.stores).retract(fact_id=b.fact_id, actor="x",
                                     reason="wrong")
         assert world.ledger.is_retracted(b.fact_id)
         assert out.restored is not None
@@ -179,8 +175,8 @@ def test_a_refused_retraction_compensates_the_put_back(world: World) -> None:
             return fn(*args, **kwargs)
 
         with pytest.raises(LedgerError, match="already retracted"):
-            await retract_through(world.ledger, world.stores, fact_id=b.fact_id, actor="x",
-                                  reason="wrong", run=racing_run)
+            await Custody(world.ledger, world.stores, run=racing_run).retract(
+                fact_id=b.fact_id, actor="x", reason="wrong")
         assert a.fact_id not in world.mirrored()  # the put-back was undone
 
     run(scenario)
@@ -192,10 +188,10 @@ def test_refusals_put_nothing_back(world: World) -> None:
         b = await world.write("enterprise", supersedes=a.fact_id)
         world.ledger.hold(fact_id=b.fact_id, actor="legal", reason="case 7")
         with pytest.raises(LedgerError, match="on legal hold"):
-            await forget_through(world.ledger, world.stores, fact_id=b.fact_id, actor="x",
+            await Custody(world.ledger, world.stores).forget(fact_id=b.fact_id, actor="x",
                                  reason="gdpr")
         with pytest.raises(LedgerError, match="unknown fact"):
-            await retract_through(world.ledger, world.stores, fact_id="nope", actor="x",
+            await Custody(world.ledger, world.stores).retract(fact_id="nope", actor="x",
                                   reason="r")
         assert world.mirrored() == {b.fact_id: "enterprise"}
 
@@ -210,7 +206,7 @@ def test_append_only_everywhere_means_no_mirroring(world: World) -> None:
         b = await world.write("enterprise", supersedes=a.fact_id)
         assert world.superseded is None
         assert set(world.mirrored()) == {a.fact_id, b.fact_id}
-        out = await retract_through(world.ledger, stores, fact_id=b.fact_id, actor="x",
+        out = await Custody(world.ledger, stores).retract(fact_id=b.fact_id, actor="x",
                                     reason="r")
         assert out.restored is None
         assert set(world.mirrored()) == {a.fact_id}
@@ -219,7 +215,7 @@ def test_append_only_everywhere_means_no_mirroring(world: World) -> None:
 
 
 def test_store_attribute_mirror_false_is_append_only() -> None:
-    store = MemoryWriteStore("plain")
+    store = InProcessStore("plain")
     store.mirror = False  # type: ignore[attr-defined]
     assert StoreSet([store]).mirroring() == []
     with pytest.raises(ValueError, match="unknown stores: ghost"):
@@ -240,8 +236,8 @@ def test_current_fact_reports_restored_ids(world: World) -> None:
 
 
 def test_failing_store_during_write_compensates_earlier_ones() -> None:
-    first = MemoryWriteStore("first")
-    second = MemoryWriteStore("second", MemoryVendor(fail=True))
+    first = InProcessStore("first")
+    second = InProcessStore("second", MemoryVendor(fail=True))
     stores = StoreSet([first, second])
     fact = Fact("f1", "acct:42", "plan", "pro", "org", "agent", valid_from="2026-01-01T00:00:00.000Z")
 
@@ -257,7 +253,7 @@ def test_failing_store_during_write_compensates_earlier_ones() -> None:
 
 
 def test_lagging_index_reports_still_indexed_then_verified() -> None:
-    store = MemoryWriteStore("lagging", MemoryVendor(lag_checks=3))
+    store = InProcessStore("lagging", MemoryVendor(lag_checks=3))
     fact = Fact("f1", "acct:42", "plan", "pro", "org", "agent", valid_from="2026-01-01T00:00:00.000Z")
 
     async def scenario() -> None:

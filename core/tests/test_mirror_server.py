@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from agent_custody_state import Ledger, serve_memory_http
-from agent_custody_state.builtins.memory_store import MemoryVendor, MemoryWriteStore
+from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
 from agent_custody_state.config import StoreConfig, build_stores
 from agent_custody_state.stores import StoreSet, VerifyPolicy
 from agent_custody_state_conformance.gateway import GatewayClient
@@ -28,7 +28,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def held(store: MemoryWriteStore) -> dict[str, Any]:
+def held(store: InProcessStore) -> dict[str, Any]:
     return {r["metadata"]["factId"]: r["value"] for r in store.vendor.rows.values()}
 
 
@@ -45,7 +45,7 @@ async def serve(tmp_path: Path, stores: StoreSet) -> AsyncIterator[tuple[Gateway
 
 
 async def test_supersede_retract_forget_sweep(tmp_path: Path) -> None:
-    mirror, log = MemoryWriteStore("mirror"), MemoryWriteStore("log")
+    mirror, log = InProcessStore("mirror"), InProcessStore("log")
     stores = StoreSet([mirror, log], VerifyPolicy(attempts=2, delay=0.001), append_only={"log"})
     async with serve(tmp_path, stores) as (gw, _ledger):
         a = (await gw.call("memory.write", {**WRITE, "value": "pro"})).data
@@ -83,7 +83,7 @@ async def test_supersede_retract_forget_sweep(tmp_path: Path) -> None:
 
 
 async def test_forget_of_the_head_puts_back_and_retract_failure_is_named(tmp_path: Path) -> None:
-    mirror = MemoryWriteStore("mirror")
+    mirror = InProcessStore("mirror")
     stores = StoreSet([mirror], VerifyPolicy(attempts=1, delay=0))
     async with serve(tmp_path, stores) as (gw, _ledger):
         a_id = (await gw.call("memory.write", {**WRITE, "value": "pro"})).data["fact"]["factId"]

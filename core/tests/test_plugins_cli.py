@@ -29,7 +29,7 @@ def _dist(tmp_path: Path, name: str, module: str, source: str) -> Path:
 
 def _run_plugins(site: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, "-m", "agent_custody_state.cli", "plugins"],
+    return subprocess.run([sys.executable, "-m", "agent_custody_state", "plugins"],
                           capture_output=True, text=True, env=env)
 
 
@@ -141,7 +141,7 @@ def test_sweep_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert '"v1"' not in path.read_text() and '"v2"' in path.read_text()
     assert main(["sweep", "--ledger", str(path), "--before", "2999-01-01T00:00:00",
                  "--reason", "r"]) == 1
-    assert "error: before: '2999-01-01T00:00:00' has no UTC offset" in capsys.readouterr().err
+    assert "error: --before: '2999-01-01T00:00:00' has no UTC offset" in capsys.readouterr().err
 
 
 def test_usage_errors_exit_2() -> None:
@@ -152,7 +152,7 @@ def test_usage_errors_exit_2() -> None:
 
 
 def test_plugins_json() -> None:
-    out = subprocess.run([sys.executable, "-m", "agent_custody_state.cli", "plugins", "--json"],
+    out = subprocess.run([sys.executable, "-m", "agent_custody_state", "plugins", "--json"],
                          capture_output=True, text=True, check=True)
     data = {p["name"]: p for p in json.loads(out.stdout)}
     assert set(data["builtins"]["registers"]) >= {"event backend jsonl", "event backend memory"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from agent_custody_state.storekit import call_sdk, poll, run_sync, secret_from_env
+from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from_env
 from agent_custody_state.stores import StoreError
 
 

@@ -136,7 +136,7 @@ def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.02) 
 
 # -- memory servers and a raw MCP client ------------------------------------------------------
 
-CLI = [sys.executable, "-m", "agent_custody_state.cli"]
+CLI = [sys.executable, "-m", "agent_custody_state"]
 
 
 class ServerProcess:

@@ -301,7 +301,7 @@ def crash_loop(kind: str, tmp_path: Path, faultshim: Path | None, pg: Any = None
             with Ledger(backend.location) as ledger:
                 figures = check(ledger, known, backend)
                 dead_after_kill += figures["dead_versions"] > 0
-                torn_repaired += len(getattr(ledger.store, "repairs", []))
+                torn_repaired += len(getattr(ledger.backend, "repairs", []))
     finally:
         zygote.close()
     final_scan = final_erasure_scan(backend, known, pg)

@@ -13,7 +13,7 @@ Loops, not single cases (``core/tests/test_jsonl.py`` has those):
   garbage appended with and without a newline.
 
 For each fault: an operation that returned has every event durable (a fresh ledger on the same
-location sees it); one that raised raised ``EventStoreError`` with a message naming the ledger,
+location sees it); one that raised raised ``EventBackendError`` with a message naming the ledger,
 and (JSONL) left nothing behind; no earlier event was lost or changed (beyond a forget's own
 rewrite); the faulted ledger object agrees with a fresh reader and works again once the fault
 clears.
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state import EventStoreError, Ledger
-from agent_custody_state.builtins.jsonl import JsonlStore
+from agent_custody_state import EventBackendError, Ledger
+from agent_custody_state.backends.jsonl import JsonlBackend
 
 from .support import HERE, STRESS, record
 
@@ -85,7 +85,7 @@ def judge(kind: str, result: dict[str, Any], tally: Counter[str]) -> None:
         tally["ok"] += 1
         return
     err = result["error"]
-    assert err["type"] == "EventStoreError", f"{where}: not a clean error: {err}"
+    assert err["type"] == "EventBackendError", f"{where}: not a clean error: {err}"
     assert err["message"], f"{where}: empty error message"
     tally["refused"] += 1
     changed = result["changed_events"]
@@ -215,8 +215,8 @@ def test_jsonl_truncated_tail_every_byte(tmp_path: Path) -> None:
         path.write_bytes(full[:cut])
         for aside in tmp_path.glob("ledger.jsonl.torn-*"):
             aside.unlink()
-        with pytest.raises(EventStoreError, match="torn final line"):
-            JsonlStore(path, on_torn="raise").close()
+        with pytest.raises(EventBackendError, match="torn final line"):
+            JsonlBackend(path, on_torn="raise").close()
         with Ledger(path) as ledger:
             got = [e.event_id for e in ledger.export()]
         # A cut just before the final newline leaves a complete event: kept, as hand-written
@@ -254,7 +254,7 @@ def test_jsonl_garbled_tail(tmp_path: Path, newline: bool) -> None:
                 assert [e.event_id for e in ledger.export()] == ids
             assert path.read_bytes() == clean
         else:
-            with pytest.raises(EventStoreError, match=f"line at byte {len(clean)}"):
+            with pytest.raises(EventBackendError, match=f"line at byte {len(clean)}"):
                 Ledger(path)
     record(f"garbled_tail[jsonl,{'newline' if newline else 'no-newline'}]",
            cases=len(GARBAGE), silently_skipped=0)

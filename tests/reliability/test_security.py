@@ -329,6 +329,6 @@ def test_secrets_never_leak(tmp_path: Path, embedded_postgres: Any, postgres_url
     from agent_custody_state import Ledger
 
     with Ledger(pg_location) as ledger:
-        assert password not in ledger.location and password not in str(ledger.store.describe())
+        assert password not in ledger.location and password not in str(ledger.backend.describe())
         checks += 1
     record("security[secrets]", checks=checks, outputs_scanned=len(seen), leaks=0)

@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.canonical import canonical_json
-from agent_custody_state.eventstore import EventStore
+from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.model import AssertEvent, RetractEvent, Source
 
 from .clock import StepClock
 from .property import PropertyChecks
 from .rules import ConformanceSuite, rule
 
-StoreFactory = Callable[..., EventStore]
+StoreFactory = Callable[..., EventBackend]
 
 
 def _ids(facts: list[Any]) -> list[str]:
@@ -592,8 +592,8 @@ class EventBackendConformance(PropertyChecks, ConformanceSuite):
                      "validTo": None, "confidence": None, "tags": ["x"]},
             "supersedes": None, "future": {"k": 1},
         }
-        with ledger.store.transaction():
-            ledger.store.append([event_from_dict(raw)])
+        with ledger.backend.transaction():
+            ledger.backend.append([event_from_dict(raw)])
         assert ledger.history("f-new")[0].to_dict() == raw
 
     @rule("EB-P-atomic")
@@ -604,8 +604,8 @@ class EventBackendConformance(PropertyChecks, ConformanceSuite):
         Troubleshooting: roll back the database transaction / truncate the pending lines.
         """
         keep = self._assert(ledger)
-        with pytest.raises(RuntimeError), ledger.store.transaction():
-            ledger.store.append([self._assert_event(ledger)])
+        with pytest.raises(RuntimeError), ledger.backend.transaction():
+            ledger.backend.append([self._assert_event(ledger)])
             raise RuntimeError("boom")
         assert ledger.count() == 1
         with pytest.raises(LedgerError, match="^item 1: cannot supersede unknown fact nope$"):

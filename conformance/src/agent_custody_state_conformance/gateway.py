@@ -121,9 +121,9 @@ class GatewayClient:
         cls, *args: str, command: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
         cwd: str | None = None, agent: str = "test-agent", errlog: Any = None,
     ) -> AsyncIterator[GatewayClient]:
-        """Spawn ``agent-custody-memory <args>`` (by default ``python -m agent_custody_state.cli``)
+        """Spawn ``agent-custody-memory <args>`` (by default ``python -m agent_custody_state``)
         and talk to it over stdio, as its gateway."""
-        base = list(command) if command else [sys.executable, "-m", "agent_custody_state.cli"]
+        base = list(command) if command else [sys.executable, "-m", "agent_custody_state"]
         params = StdioServerParameters(
             command=base[0], args=[*base[1:], *args], env={**os.environ, **(env or {})}, cwd=cwd,
         )

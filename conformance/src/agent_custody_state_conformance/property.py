@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_custody_state import Ledger, LedgerError
-from agent_custody_state.builtins.memory import MemoryStore
-from agent_custody_state.eventstore import EventStore
+from agent_custody_state.backends.memory import MemoryBackend
+from agent_custody_state.ledger.backend import EventBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -115,7 +115,7 @@ class PropertyChecks:
                                      HealthCheck.too_slow])
     @given(ops=st.lists(_op, min_size=1, max_size=40))
     def test_matches_reference(
-        self, store_factory: Callable[..., EventStore], ops: list[tuple[Any, ...]]
+        self, store_factory: Callable[..., EventBackend], ops: list[tuple[Any, ...]]
     ) -> None:
         """Random operation sequences give identical outcomes and reads on the backend under
         test and on the in-memory reference.
@@ -126,7 +126,7 @@ class PropertyChecks:
         name = f"prop_{uuid.uuid4().hex[:12]}"
         clock_a, clock_b = StepClock(), StepClock()
         with Ledger(store_factory(name), clock=clock_a) as tested, \
-                Ledger(MemoryStore(), clock=clock_b) as reference:
+                Ledger(MemoryBackend(), clock=clock_b) as reference:
             facts_a: list[str] = []
             facts_b: list[str] = []
             times: list[str] = []

@@ -61,10 +61,11 @@ from typing import Any, ClassVar
 
 import pytest
 from agent_custody_state import Ledger
-from agent_custody_state.builtins.memory import MemoryStore as MemoryEventStore
+from agent_custody_state.backends.memory import MemoryBackend as MemoryEventStore
 from agent_custody_state.canonical import canonical_json
 from agent_custody_state.ledger.model import Fact, Source
-from agent_custody_state.mirror import forget_through, retract_through, supersede_through
+from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state.stores.flows import Custody
 from agent_custody_state.stores import (
     Store,
     StoreError,
@@ -368,8 +369,8 @@ class StoreConformance(ConformanceSuite):
             new = await self._write(ledger, stores, "enterprise", old.fact_id)
             assert await self.find(backdoor, old.fact_id) is None
             assert await self.find(backdoor, new.fact_id) is not None
-            undo = await retract_through(ledger, stores, fact_id=new.fact_id, actor="auditor",
-                                         reason="wrong plan")
+            undo = await Custody(ledger, stores).retract(fact_id=new.fact_id, actor="auditor",
+                                                         reason="wrong plan")
             assert undo.restored is not None and undo.restored.failed == {}
             assert await self.find(backdoor, new.fact_id) is None
             back = await self.find(backdoor, old.fact_id)
@@ -378,22 +379,19 @@ class StoreConformance(ConformanceSuite):
             assert ledger.current_external(old.fact_id) == undo.restored.external
             if "id" in back:
                 assert back["id"] == undo.restored.external[store.name]
-            await forget_through(ledger, stores, fact_id=old.fact_id, actor="dpo", reason="gdpr")
+            await Custody(ledger, stores).forget(fact_id=old.fact_id, actor="dpo", reason="gdpr")
             assert await self.find(backdoor, old.fact_id) is None
 
     async def _write(
         self, ledger: Ledger, stores: StoreSet, value: Any, supersedes: str | None
     ) -> Fact:
         fact = make_fact(value=value)
-        external = await stores.put_all(fact)
-        event = ledger.assert_fact(
+        report = await Custody(ledger, stores).write(AssertRequest(
             subject=fact.subject, predicate=fact.predicate, value=value, space=fact.space,
             actor=fact.actor, receipt_id=fact.source.receipt_id, provenance=fact.provenance,
-            valid_from=fact.valid_from, fact_id=fact.fact_id, external=external,
-            supersedes=supersedes,
-        )
-        await supersede_through(ledger, stores, event)
-        return event.fact
+            valid_from=fact.valid_from, fact_id=fact.fact_id, supersedes=supersedes,
+        ))
+        return report.event.fact
 
     # -- verify --------------------------------------------------------------------------------
 

@@ -45,8 +45,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from .ledger.errors import LedgerError
-from .ledger.retention import RetentionPolicy
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.retention import RetentionPolicy
 
 _CONFIG_FILE: ContextVar[Path | None] = ContextVar("agent_custody_config_file", default=None)
 
@@ -89,7 +89,7 @@ class VerifyConfig(BaseModel):
 class StoreConfig(BaseModel):
     """``[[stores]]``: ``name``, ``type`` and ``mirror``; every other key belongs to the store
     type. ``mirror = false`` keeps the plain append-only behaviour (no removal on supersession,
-    no put-back on retraction; see ``agent_custody_state.mirror``)."""
+    no put-back on retraction; see ``agent_custody_state.stores.mirror``)."""
 
     model_config = ConfigDict(extra="allow")
     name: str = Field(min_length=1)
@@ -205,7 +205,7 @@ def env_secret(name: str, what: str) -> str:
 
 def build_stores(configs: list[StoreConfig]) -> list[Any]:
     """Validate every ``[[stores]]`` table through its plugin, then build the stores in order."""
-    from .plugins import PluginError, get_plugin_manager, resolve_ref
+    from agent_custody_state.plugins import PluginError, get_plugin_manager, resolve_ref
 
     manager = get_plugin_manager()
     names = [c.name for c in configs]

@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pluggy
 
 if TYPE_CHECKING:
-    from .ledger.ledger import Ledger
-    from .ledger.model import Event
+    from agent_custody_state.ledger.ledger import Ledger
+    from agent_custody_state.ledger.model import Event
 
 PROJECT = "agent_custody_state"
 hookspec = pluggy.HookspecMarker(PROJECT)
+#: Marks a plugin's hook implementations (re-exported as ``agent_custody_state.hookimpl`` and
+#: ``agent_custody_state.plugin.hookimpl``).
+hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 class RegisterEventBackend(Protocol):
@@ -28,13 +31,14 @@ class RegisterEventBackend(Protocol):
         schemes: tuple[str, ...] = (),
         suffixes: tuple[str, ...] = (),
         description: str = "",
+        fallback: bool = False,
     ) -> None: ...
 
 
 class RegisterStore(Protocol):
     def __call__(
         self,
-        type_name: str,
+        name: str,
         factory: str | Any,
         *,
         settings: str | Any | None = None,
@@ -52,7 +56,7 @@ def register_event_backends(register: RegisterEventBackend) -> None:
       error.
     - ``factory``: ``"module:Class"`` (imported only when a ledger of that kind is opened, so the
       plugin's entry-point module stays cheap) or the class itself. It is called as
-      ``factory(location, **options)`` and must return an ``EventStore``.
+      ``factory(location, **options)`` and must return an ``EventBackend``.
     - ``schemes``: URL schemes the backend serves (``("postgres", "postgresql")``).
     - ``suffixes``: path suffixes it serves, compared case-insensitively (``(".sqlite", ".db")``).
     - A backend with neither is reachable only as ``open_store(location, backend=name)``; the
@@ -62,7 +66,7 @@ def register_event_backends(register: RegisterEventBackend) -> None:
 
         @hookimpl
         def register_event_backends(register):
-            register("sqlite", "my_plugin.store:SqliteStore", suffixes=(".sqlite", ".db"))
+            register("sqlite", "my_plugin.store:SqliteBackend", suffixes=(".sqlite", ".db"))
     """
 
 

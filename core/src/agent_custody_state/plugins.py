@@ -1,9 +1,14 @@
-"""The plugin manager: builtins and entry points, loaded defensively, registries by name.
+"""The plugin manager: builtins and entry points, loaded defensively, hooks called through pluggy.
 
 Plugins are found through the ``agent_custody_state`` entry-point group. Each entry point is
-imported on its own; one that fails is recorded (and shown by ``agent-custody-memory plugins``)
-and becomes an error only when something asks for what it would have registered. Duplicate names
-are an error, never silent shadowing. Builtins (JSONL, in-memory) register through the same hook.
+imported on its own; one that fails (import error, a misspelt hook caught by pluggy's
+``check_pending``, a duplicate name) is recorded, shown by ``agent-custody-memory plugins``, and
+becomes an error only when something asks for what it would have registered. Builtins (JSONL,
+in-memory) register through the same hooks, under the plugin name ``builtins``.
+
+Two environment variables choose what loads: ``AGENT_CUSTODY_BLOCK_PLUGINS`` (comma-separated
+names never loaded) and ``AGENT_CUSTODY_PLUGINS`` (when set, only these entry points load; the
+builtins always do unless blocked).
 """
 
 from __future__ import annotations
@@ -12,21 +17,28 @@ import importlib
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 from typing import Any
 
 import pluggy
 
-from . import hookspecs
-from .eventstore import EventStore
+from agent_custody_state import hookspecs
+from agent_custody_state.ledger import host as ledger_host
+from agent_custody_state.ledger.backend import EventBackend
 
 ENTRY_POINT_GROUP = "agent_custody_state"
 BLOCK_ENV = "AGENT_CUSTODY_BLOCK_PLUGINS"
+ONLY_ENV = "AGENT_CUSTODY_PLUGINS"
+BUILTINS = "builtins"
 
-#: SPEC 3's routing: which backend name serves a location, before plugins claim other schemes.
-_SPEC_SUFFIX_DISTRIBUTION = {"sqlite": "agent-custody-state-events-sqlite",
-                             "postgres": "agent-custody-state-events-postgres"}
+#: Install hints for the locations SPEC 3 routes to plugins of this project.
+INSTALL_HINTS = {
+    "postgres": "install agent-custody-state-events-postgres (pip install "
+                "'agent-custody-state[postgres]')",
+    "sqlite": "install agent-custody-state-events-sqlite",
+}
 
 
 class PluginError(Exception):
@@ -35,30 +47,46 @@ class PluginError(Exception):
 
 @dataclass
 class BackendSpec:
+    """An event backend as registered: how to build it and which locations it serves."""
+
     name: str
     factory: str | Any
     schemes: tuple[str, ...]
     suffixes: tuple[str, ...]
     description: str
     plugin: str
+    fallback: bool = False
 
 
 @dataclass
 class StoreSpec:
-    type_name: str
+    """A write-through store type as registered: its factory and settings model."""
+
+    name: str
     factory: str | Any
     settings: str | Any | None
     description: str
     plugin: str
 
+    @property
+    def type_name(self) -> str:
+        """The ``type`` of a ``[[stores]]`` table (the registered name)."""
+        return self.name
+
 
 @dataclass
 class PluginInfo:
+    """One plugin as ``agent-custody-memory plugins`` shows it."""
+
     name: str
     distribution: str
     version: str
     registers: list[str] = field(default_factory=list)
     error: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.error == "blocked"
 
 
 def resolve_ref(ref: str | Any) -> Any:
@@ -72,19 +100,24 @@ def resolve_ref(ref: str | Any) -> Any:
     return obj
 
 
+def _names(variable: str) -> set[str]:
+    return {n.strip() for n in os.environ.get(variable, "").split(",") if n.strip()}
+
+
 class PluginManager:
     """Holds the pluggy manager, what each plugin registered and what failed to load."""
 
-    def __init__(self, *, load_entry_points: bool = True, blocked: set[str] | None = None):
+    def __init__(self, *, load_entry_points: bool = True, blocked: set[str] | None = None,
+                 only: set[str] | None = None) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        env_blocked = {b.strip() for b in os.environ.get(BLOCK_ENV, "").split(",") if b.strip()}
-        self.blocked = (blocked or set()) | env_blocked
+        self.blocked = (blocked or set()) | _names(BLOCK_ENV)
+        self.only = only if only is not None else (_names(ONLY_ENV) or None)
         self.plugins: dict[str, PluginInfo] = {}
         self.backends: dict[str, BackendSpec] = {}
         self.stores: dict[str, StoreSpec] = {}
         self.errors: list[str] = []
-        self._register_module("builtins", "agent_custody_state.builtins", "agent-custody-state-core")
+        self._register_module(BUILTINS, "agent_custody_state.builtins", "agent-custody-state-core")
         if load_entry_points:
             self._load_entry_points()
 
@@ -92,16 +125,8 @@ class PluginManager:
     def hook(self) -> Any:
         return self.pm.hook
 
-    def _version(self, dist: str) -> str:
-        try:
-            from importlib.metadata import version
-
-            return version(dist)
-        except Exception:
-            return "unknown"
-
     def _register_module(self, name: str, module_name: str, dist: str) -> None:
-        info = PluginInfo(name, dist, self._version(dist))
+        info = PluginInfo(name, dist, _version(dist))
         self.plugins[name] = info
         if name in self.blocked:
             info.error = "blocked"
@@ -114,10 +139,16 @@ class PluginManager:
         self.register_plugin(module, name=name, info=info)
 
     def register_plugin(self, plugin: Any, *, name: str, info: PluginInfo | None = None) -> None:
-        """Register a plugin object (a module or instance with hookimpls); used by tests too."""
+        """Register a plugin object (a module or instance with hookimpls); used by tests too.
+
+        Its hooks are validated (``check_pending``: a hookimpl naming no known hook is an error)
+        and its registration hooks called; on any failure the plugin is unregistered again and
+        the failure recorded on its ``PluginInfo``.
+        """
         info = info or self.plugins.setdefault(name, PluginInfo(name, "(in process)", ""))
         try:
             self.pm.register(plugin, name=name)
+            self.pm.check_pending()
             self._collect(plugin, info)
         except Exception as exc:
             if self.pm.is_registered(plugin):
@@ -125,40 +156,42 @@ class PluginManager:
             info.error = f"registration failed: {exc}"
             self.errors.append(f"plugin {name}: {exc}")
 
+    def _impls(self, hook: str, plugin: Any) -> list[Callable[..., Any]]:
+        caller = getattr(self.pm.hook, hook)
+        return [impl.function for impl in caller.get_hookimpls() if impl.plugin is plugin]
+
     def _collect(self, plugin: Any, info: PluginInfo) -> None:
-        backends: list[BackendSpec] = []
-        stores: list[StoreSpec] = []
+        """Call the plugin's registration hooks; keep what they register only if all succeed."""
+        backends: dict[str, BackendSpec] = {}
+        stores: dict[str, StoreSpec] = {}
 
         def register_backend(name: str, factory: Any, *, schemes: tuple[str, ...] = (),
-                             suffixes: tuple[str, ...] = (), description: str = "") -> None:
-            if name in self.backends or any(b.name == name for b in backends):
-                owner = self.backends[name].plugin if name in self.backends else info.name
-                raise PluginError(f"event backend {name!r} is registered twice ({owner} and "
-                                  f"{info.name})")
-            backends.append(BackendSpec(name, factory, tuple(s.lower() for s in schemes),
-                                        tuple(s.lower() for s in suffixes), description,
-                                        info.name))
+                             suffixes: tuple[str, ...] = (), description: str = "",
+                             fallback: bool = False) -> None:
+            self._unique("event backend", name, self.backends, backends, info)
+            backends[name] = BackendSpec(
+                name, factory, tuple(s.lower() for s in schemes),
+                tuple(s.lower() for s in suffixes), description, info.name, fallback)
 
-        def register_store(type_name: str, factory: Any, *, settings: Any = None,
+        def register_store(name: str, factory: Any, *, settings: Any = None,
                            description: str = "") -> None:
-            if type_name in self.stores or any(s.type_name == type_name for s in stores):
-                owner = self.stores[type_name].plugin if type_name in self.stores else info.name
-                raise PluginError(f"store type {type_name!r} is registered twice ({owner} and "
-                                  f"{info.name})")
-            stores.append(StoreSpec(type_name, factory, settings, description, info.name))
+            self._unique("store type", name, self.stores, stores, info)
+            stores[name] = StoreSpec(name, factory, settings, description, info.name)
 
-        impl = getattr(plugin, "register_event_backends", None)
-        if impl is not None:
+        for impl in self._impls("register_event_backends", plugin):
             impl(register=register_backend)
-        impl = getattr(plugin, "register_stores", None)
-        if impl is not None:
+        for impl in self._impls("register_stores", plugin):
             impl(register=register_store)
-        for b in backends:
-            self.backends[b.name] = b
-            info.registers.append(f"event backend {b.name}")
-        for s in stores:
-            self.stores[s.type_name] = s
-            info.registers.append(f"store {s.type_name}")
+        self.backends.update(backends)
+        self.stores.update(stores)
+        info.registers += [f"event backend {n}" for n in backends] + [f"store {n}" for n in stores]
+
+    @staticmethod
+    def _unique(what: str, name: str, known: dict[str, Any], pending: dict[str, Any],
+                info: PluginInfo) -> None:
+        if name in known or name in pending:
+            owner = known[name].plugin if name in known else info.name
+            raise PluginError(f"{what} {name!r} is registered twice ({owner} and {info.name})")
 
     def _load_entry_points(self) -> None:
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
@@ -166,6 +199,8 @@ class PluginManager:
             if ep.name in self.plugins:
                 self.errors.append(f"plugin name {ep.name!r} is used twice ({dist})")
                 continue
+            if self.only is not None and ep.name not in self.only:
+                continue  # not asked for: not loaded, not listed
             info = PluginInfo(ep.name, dist, ep.dist.version if ep.dist else "unknown")
             self.plugins[ep.name] = info
             if ep.name in self.blocked:
@@ -194,13 +229,9 @@ class PluginManager:
             for spec in self.backends.values():
                 if scheme in spec.schemes:
                     return spec
-            wanted = "postgres" if scheme in ("postgres", "postgresql") else None
-            raise PluginError(
-                f"no event backend serves {scheme}:// locations"
-                + (f"; install {_SPEC_SUFFIX_DISTRIBUTION[wanted]} (pip install "
-                   f"'agent-custody-state[postgres]')" if wanted else "")
-                + self._failed_note()
-            )
+            hint = INSTALL_HINTS["postgres"] if scheme in ("postgres", "postgresql") else None
+            raise PluginError(f"no event backend serves {scheme}:// locations"
+                              + (f"; {hint}" if hint else "") + self._failed_note())
         lowered = location.lower()
         for spec in self.backends.values():
             if any(lowered.endswith(s) for s in spec.suffixes):
@@ -208,29 +239,50 @@ class PluginManager:
         if lowered.endswith((".sqlite", ".db")):
             raise PluginError(
                 f"{location} is a SQLite location but no SQLite event backend is installed; "
-                "install agent-custody-state-events-sqlite" + self._failed_note()
+                + INSTALL_HINTS["sqlite"] + self._failed_note()
             )
-        return self.backends["jsonl"]
+        fallback = next((s for s in self.backends.values() if s.fallback), None)
+        if fallback is None:
+            raise PluginError(f"no event backend serves {location}" + self._failed_note())
+        return fallback
 
     def _failed_note(self) -> str:
         failed = [f"{p.name} ({p.error})" for p in self.plugins.values()
-                  if p.error and p.error != "blocked"]
+                  if p.error and not p.blocked]
         return f" (plugins that failed to load: {', '.join(failed)})" if failed else ""
 
     def _missing(self, what: str, name: str) -> str:
         known = ", ".join(sorted(self.backends if what == "event backend" else self.stores))
         return f"unknown {what} {name!r}; installed: {known or 'none'}" + self._failed_note()
 
-    def open_store(self, location: str | os.PathLike[str], *, backend: str | None = None,
-                   **options: Any) -> EventStore:
+    def open_backend(self, location: str | os.PathLike[str], *, backend: str | None = None,
+                     **options: Any) -> EventBackend:
+        """Open the event backend serving ``location`` (``backend=`` names one)."""
         spec = self.backend_for(os.fspath(location), backend)
         factory = resolve_ref(spec.factory)
         return factory(os.fspath(location), **options)  # type: ignore[no-any-return]
 
-    def store_spec(self, type_name: str) -> StoreSpec:
-        if type_name not in self.stores:
-            raise PluginError(self._missing("store type", type_name))
-        return self.stores[type_name]
+    #: SPEC section 7's name.
+    open_store = open_backend
+
+    def store_spec(self, name: str) -> StoreSpec:
+        """The registered store type ``name`` (the ``type`` of a ``[[stores]]`` table)."""
+        if name not in self.stores:
+            raise PluginError(self._missing("store type", name))
+        return self.stores[name]
+
+    # -- notifications -------------------------------------------------------------------------
+
+    def event_appended(self, ledger: Any, event: Any) -> None:
+        """Call every plugin's ``event_appended`` hook (the ledger's notification channel)."""
+        self.pm.hook.event_appended(ledger=ledger, event=event)
+
+
+def _version(dist: str) -> str:
+    try:
+        return version(dist)
+    except Exception:
+        return "unknown"
 
 
 _default: PluginManager | None = None
@@ -253,6 +305,13 @@ def set_plugin_manager(manager: PluginManager | None) -> None:
         _default = manager
 
 
-def open_store(location: str | os.PathLike[str], **options: Any) -> EventStore:
-    """Open an event store for a location, choosing the backend through the plugins (SPEC 3)."""
-    return get_plugin_manager().open_store(location, **options)
+def open_backend(location: str | os.PathLike[str], **options: Any) -> EventBackend:
+    """Open the event backend for a location, chosen through the plugins (SPEC 3)."""
+    return get_plugin_manager().open_backend(location, **options)
+
+
+#: SPEC section 7's name for :func:`open_backend`.
+open_store = open_backend
+
+# The ledger opens locations and announces events through the process-wide manager by default.
+ledger_host.set_default_host(get_plugin_manager)

@@ -1,6 +1,6 @@
 """Fixtures for the memory server tests: real subprocess servers, the official MCP client.
 
-Servers run as ``python -m agent_custody_state.cli serve ...`` subprocesses and are driven over
+Servers run as ``python -m agent_custody_state serve ...`` subprocesses and are driven over
 real stdio and real HTTP; spawning costs about a second, so servers are shared per module and
 each test works in its own subject or space.
 """

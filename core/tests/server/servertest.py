@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CLI = [sys.executable, "-m", "agent_custody_state.cli"]
+CLI = [sys.executable, "-m", "agent_custody_state"]
 GATEWAY_TOKEN = "gw-" + uuid.uuid4().hex
 DIRECT_TOKEN = "direct-" + uuid.uuid4().hex
 TOKEN_ENV = {"MEMORY_TOKEN": GATEWAY_TOKEN, "AGENT_TOKEN": DIRECT_TOKEN}

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from agent_custody_state.eventstore import EventStore
-from agent_custody_state_events_postgres.store import PostgresStore
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state_events_postgres.store import PostgresBackend
 
 
 @pytest.fixture
-def pg_factory(postgres_url: str) -> Callable[..., EventStore]:
+def pg_factory(postgres_url: str) -> Callable[..., EventBackend]:
     """``factory(name="ledger")``: the table ``<name>`` (a valid identifier) in this test's database."""
 
-    def factory(name: str = "ledger", **params: str) -> EventStore:
+    def factory(name: str = "ledger", **params: str) -> EventBackend:
         table = name.replace("-", "_")
         extra = "".join(f"&{k}={v}" for k, v in params.items())
-        return PostgresStore(f"{postgres_url}&table={table}{extra}")
+        return PostgresBackend(f"{postgres_url}&table={table}{extra}")
 
     return factory

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from agent_custody_state.eventstore import EventStore
+from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state_conformance.backends import EventBackendConformance
 
 pytestmark = pytest.mark.postgres
@@ -13,5 +13,5 @@ pytestmark = pytest.mark.postgres
 
 class TestPostgresConformance(EventBackendConformance):
     @pytest.fixture
-    def store_factory(self, pg_factory: Callable[..., EventStore]) -> Callable[..., EventStore]:
+    def store_factory(self, pg_factory: Callable[..., EventBackend]) -> Callable[..., EventBackend]:
         return pg_factory

@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 from agent_custody_state import Ledger, open_store
-from agent_custody_state.eventstore import EventStoreError
+from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state_conformance.postgres import EmbeddedPostgres
 from agent_custody_state_events_postgres.location import LocationError, parse_location
-from agent_custody_state_events_postgres.store import PostgresStore
+from agent_custody_state_events_postgres.store import PostgresBackend
 
 pytestmark = pytest.mark.postgres
 
@@ -45,8 +45,8 @@ def test_table_name_must_be_plain(table: str) -> None:
     with pytest.raises(LocationError) as info:
         parse_location(f"postgresql://u@h/db?table={table}")
     assert str(info.value) == expected
-    with pytest.raises(EventStoreError) as info2:
-        PostgresStore(f"postgresql://u@h/db?table={table}")  # refused before connecting
+    with pytest.raises(EventBackendError) as info2:
+        PostgresBackend(f"postgresql://u@h/db?table={table}")  # refused before connecting
     assert str(info2.value) == expected
 
 
@@ -58,14 +58,14 @@ def test_vacuum_parameter_is_checked() -> None:
 def test_password_never_shown(postgres_url: str, embedded_postgres: EmbeddedPostgres) -> None:
     password = embedded_postgres.password
     with open_store(f"{postgres_url}&table=shown") as store:
-        assert isinstance(store, PostgresStore) and store.kind == "postgres"
+        assert isinstance(store, PostgresBackend) and store.kind == "postgres"
         assert password not in store.location and password not in str(store.describe())
         assert "custody:***@" in store.location and "table=shown" in store.location
     with Ledger(postgres_url) as ledger:
         assert password not in ledger.location
     wrong = postgres_url.replace(password, "not-the-password")
-    with pytest.raises(EventStoreError) as info:
-        PostgresStore(wrong)
+    with pytest.raises(EventBackendError) as info:
+        PostgresBackend(wrong)
     assert "not-the-password" not in str(info.value) and password not in str(info.value)
     assert "custody:***@" in str(info.value)
 
@@ -85,8 +85,8 @@ def _index_defs(url: str, schema: str, table: str) -> dict[str, str]:
 
 
 def test_layout_and_index_names(postgres_url: str) -> None:
-    PostgresStore(postgres_url).close()
-    PostgresStore(f"{postgres_url}&table=ledger.events").close()
+    PostgresBackend(postgres_url).close()
+    PostgresBackend(f"{postgres_url}&table=ledger.events").close()
     with _admin(postgres_url) as conn:
         columns = conn.execute(
             "SELECT column_name, data_type, is_nullable, column_default FROM "
@@ -210,7 +210,7 @@ def test_vacuum_false_skips_vacuum_full(
     """``?vacuum=false``: the row is rewritten, the dead version stays until a vacuum."""
     marker = f"kept-{uuid.uuid4().hex}"
     with Ledger(f"{postgres_url}&table=novac&vacuum=false") as ledger:
-        assert ledger.store.vacuum is False  # type: ignore[attr-defined]
+        assert ledger.backend.vacuum is False  # type: ignore[attr-defined]
         a = ledger.assert_fact(subject="s", predicate="p", value=marker, space="org", actor="a")
         before = _filenode(postgres_url, "novac")
         ledger.forget(fact_id=a.fact_id, actor="dpo", reason="erasure")
@@ -224,11 +224,11 @@ def test_reconnects_after_the_server_drops_the_connection(
 ) -> None:
     with Ledger(f"{postgres_url}&table=dropped") as ledger:
         a = ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
-        pid = ledger.store._raw.info.backend_pid  # type: ignore[attr-defined]
+        pid = ledger.backend._raw.info.backend_pid  # type: ignore[attr-defined]
         with _admin(embedded_postgres.admin_url) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         assert ledger.get(a.fact_id) is not None  # a read reconnects
-        pid = ledger.store._raw.info.backend_pid  # type: ignore[attr-defined]
+        pid = ledger.backend._raw.info.backend_pid  # type: ignore[attr-defined]
         with _admin(embedded_postgres.admin_url) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         ledger.retract(fact_id=a.fact_id, actor="a", reason="r")  # so does a write section

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_custody_state.eventstore import EventStore
+from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state_conformance.backends import EventBackendConformance
-from agent_custody_state_events_sqlite.store import SqliteStore
+from agent_custody_state_events_sqlite.store import SqliteBackend
 
 
 class TestSqliteConformance(EventBackendConformance):
     @pytest.fixture
-    def store_factory(self, tmp_path: Path) -> Callable[..., EventStore]:
-        return lambda name="ledger": SqliteStore(tmp_path / f"{name}.sqlite")
+    def store_factory(self, tmp_path: Path) -> Callable[..., EventBackend]:
+        return lambda name="ledger": SqliteBackend(tmp_path / f"{name}.sqlite")

@@ -76,12 +76,12 @@ def _forget_then_die(path: str, fact_id: str) -> None:
     """Forget, and die (as SIGKILL would) after the commit, before the WAL is truncated."""
     import os
 
-    from agent_custody_state_events_sqlite.store import SqliteStore
+    from agent_custody_state_events_sqlite.store import SqliteBackend
 
     def die(self: object) -> None:
         os._exit(9)
 
-    SqliteStore.compact = die  # type: ignore[method-assign]
+    SqliteBackend.compact = die  # type: ignore[method-assign]
     with Ledger(path) as ledger:
         ledger.forget(fact_id=fact_id, actor="dpo", reason="erasure")
 

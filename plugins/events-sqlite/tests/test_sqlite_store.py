@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from agent_custody_state import Ledger, open_store
-from agent_custody_state.eventstore import EventStoreError
+from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.model import AssertEvent
-from agent_custody_state.sqlschema import event_row
-from agent_custody_state_events_sqlite.store import SqliteStore
+from agent_custody_state_sql.schema import event_row
+from agent_custody_state_events_sqlite.store import SqliteBackend
 
 SPEC_DDL = (
     "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, "
@@ -53,7 +53,7 @@ def _assert(ledger: Ledger, **kw: Any) -> AssertEvent:
 
 def test_layout_is_spec_section_3(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
-    SqliteStore(path).close()
+    SqliteBackend(path).close()
     with sqlite3.connect(path) as db:
         (ddl,) = db.execute("SELECT sql FROM sqlite_master WHERE name='events'").fetchone()
     assert ddl == SPEC_DDL
@@ -61,7 +61,7 @@ def test_layout_is_spec_section_3(tmp_path: Path) -> None:
 
 
 def test_pragmas(tmp_path: Path) -> None:
-    with SqliteStore(tmp_path / "l.sqlite") as store:
+    with SqliteBackend(tmp_path / "l.sqlite") as store:
         raw = store._conn.connection.driver_connection
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert raw.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
@@ -71,7 +71,7 @@ def test_pragmas(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["a.sqlite", "b.db", "C.SQLITE", "d.DB"])
 def test_routing_by_suffix(tmp_path: Path, name: str) -> None:
     with open_store(tmp_path / name) as store:
-        assert isinstance(store, SqliteStore)
+        assert isinstance(store, SqliteBackend)
         assert store.kind == "sqlite"
         assert store.location == str(tmp_path / name)
 
@@ -91,8 +91,8 @@ def test_tx_time_column_is_normalised(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l.sqlite") as ledger:
         event = _assert(ledger)
         odd = AssertEvent("e-odd", "2026-09-01T02:00:00+02:00", event.fact.with_(fact_id="odd"))
-        with ledger.store.transaction():
-            ledger.store.append([odd])
+        with ledger.backend.transaction():
+            ledger.backend.append([odd])
     with sqlite3.connect(tmp_path / "l.sqlite") as db:
         row = db.execute("SELECT tx_time, json FROM events WHERE fact_id='odd'").fetchone()
     assert row[0] == "2026-09-01T00:00:00.000Z"
@@ -198,14 +198,14 @@ def test_open_does_not_read_events(tmp_path: Path) -> None:
     with Ledger(path) as ledger:
         assert ledger.count() == 2
         assert ledger.get(good.fact_id) is not None
-        with pytest.raises(EventStoreError, match=r"l\.sqlite: the event with seq 2 is not a "):
+        with pytest.raises(EventBackendError, match=r"l\.sqlite: the event with seq 2 is not a "):
             ledger.history("f-bad")
 
 
 # -- queries go to the indexes -------------------------------------------------------------------
 
 
-def _traced(store: SqliteStore) -> list[str]:
+def _traced(store: SqliteBackend) -> list[str]:
     statements: list[str] = []
     store._conn.connection.driver_connection.set_trace_callback(statements.append)
     return statements
@@ -226,7 +226,7 @@ def test_reads_use_indexes(tmp_path: Path) -> None:
         a = _assert(ledger)
         b = _assert(ledger, supersedes=a.fact_id, value="v2")
         ledger.retract(fact_id=b.fact_id, actor="x", reason="r")
-        statements = _traced(ledger.store)  # type: ignore[arg-type]
+        statements = _traced(ledger.backend)  # type: ignore[arg-type]
         ledger.as_of(subject="acct:42")
         ledger.as_of(subject="s3", predicate="p1")
         ledger.as_of(space="sp2", tx_at="2020-01-01T00:00:00Z")
@@ -250,7 +250,7 @@ def test_reads_use_indexes(tmp_path: Path) -> None:
 def test_assert_many_is_one_transaction(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
     with Ledger(path) as ledger:
-        statements = _traced(ledger.store)  # type: ignore[arg-type]
+        statements = _traced(ledger.backend)  # type: ignore[arg-type]
         events = ledger.assert_many(
             {"subject": f"s{i}", "predicate": "p", "value": i, "space": "bulk", "actor": "a"}
             for i in range(5000))
@@ -293,13 +293,13 @@ def test_event_row_for_assert_only_fills_query_columns() -> None:
 
 def test_lone_surrogates_are_refused_cleanly(tmp_path: Path) -> None:
     """A Python str with a lone surrogate has no UTF-8 form: storing or looking it up in a text
-    column is an EventStoreError naming the ledger, not a raw UnicodeEncodeError (which the
+    column is an EventBackendError naming the ledger, not a raw UnicodeEncodeError (which the
     server reported as an internal error); inside the JSON (a value) it is escaped and kept."""
     with Ledger(tmp_path / "l.sqlite") as ledger:
-        with pytest.raises(EventStoreError, match="lone surrogate"):
+        with pytest.raises(EventBackendError, match="lone surrogate"):
             ledger.assert_fact(subject="x\udfff", predicate="p", value=1, space="org",
                                actor="a")
-        with pytest.raises(EventStoreError, match="lone surrogate"):
+        with pytest.raises(EventBackendError, match="lone surrogate"):
             ledger.as_of(subject="\ud800")
         assert ledger.count() == 0
         ledger.assert_fact(subject="s", predicate="p", value="\ud800", space="org", actor="a")
@@ -311,7 +311,7 @@ def test_failed_commit_does_not_claim_nothing_was_written(tmp_path: Path) -> Non
     failed WAL fsync that the next open replays) may have committed: the error must say the
     outcome is unknown, never 'nothing was written', or a caller retries into a duplicate."""
     with Ledger(tmp_path / "l.sqlite") as ledger:
-        store: Any = ledger.store
+        store: Any = ledger.backend
         real_exec = store._exec
 
         def commit_then_fail(sql: str, *args: Any) -> Any:
@@ -321,7 +321,7 @@ def test_failed_commit_does_not_claim_nothing_was_written(tmp_path: Path) -> Non
             return out
 
         store._exec = commit_then_fail
-        with pytest.raises(EventStoreError, match="may or may not have been recorded") as err:
+        with pytest.raises(EventBackendError, match="may or may not have been recorded") as err:
             ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
         assert "nothing was written" not in str(err.value)
         store._exec = real_exec

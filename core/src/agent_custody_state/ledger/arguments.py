@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any
 
-from ..timeutil import TimeFormatError, normalize_time
-from .errors import LedgerError
-from .model import PROVENANCE_RANK, AssertEvent, Fact, Source
+from agent_custody_state.timeutil import TimeFormatError, normalize_time
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact, Source
+from agent_custody_state.ledger.requests import AssertRequest, TimeLike
 
-TimeLike = datetime | str
 
 
 def new_id() -> str:
@@ -92,23 +91,12 @@ def extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str
     return dict(extra)
 
 
-def build_assert(
-    now: Callable[[], str],
-    *,
-    subject: str,
-    predicate: str,
-    value: Any,
-    space: str,
-    actor: str,
-    receipt_id: str | None = None,
-    provenance: str = "claimed",
-    external: Mapping[str, str] | None = None,
-    valid_from: TimeLike | None = None,
-    confidence: float | None = None,
-    supersedes: str | None = None,
-    fact_id: str | None = None,
-) -> AssertEvent:
+def build_assert(now: Callable[[], str], request: AssertRequest) -> AssertEvent:
     """Validate ``assert_fact``'s arguments and build the event (``now`` stamps it)."""
+    r = request
+    subject, predicate, value, space, actor = r.subject, r.predicate, r.value, r.space, r.actor
+    receipt_id, provenance, external = r.receipt_id, r.provenance, r.external
+    valid_from, confidence, supersedes, fact_id = r.valid_from, r.confidence, r.supersedes, r.fact_id
     text_arg(subject, "subject")
     text_arg(predicate, "predicate")
     text_arg(space, "space")

@@ -1,13 +1,35 @@
-"""``LedgerError``: every refusal of the ledger, with the SPEC's message text."""
+"""``LedgerError``: every refusal of the ledger, with the SPEC's message text and a code."""
 
 from __future__ import annotations
+
+from typing import Literal
+
+#: Machine-readable reasons for a refusal, so callers branch on ``error.code``, never on text.
+Code = Literal[
+    "invalid_argument",  # an argument is malformed (``field`` names it)
+    "unknown_fact",  # the fact id is not in the ledger
+    "fact_exists",  # a caller-supplied fact id is taken
+    "already_superseded",
+    "retracted",  # the fact is retracted (confirm, supersede)
+    "already_retracted",
+    "already_attested",
+    "already_forgotten",
+    "on_hold",  # forget or sweep of a held fact
+    "already_on_hold",
+    "not_on_hold",
+    "bad_replacement",  # a replacement changes subject/predicate or starts earlier
+    "not_empty",  # import into a ledger that has events
+]
 
 
 class LedgerError(ValueError):
     """A refused ledger operation. ``str(error)`` is the SPEC section 2 text, e.g.
     ``fact <id> is already superseded``; ``field`` names the Python parameter when an argument was
-    at fault (``valid_from``), else None."""
+    at fault (``valid_from``), else None; ``code`` says why, for programs (``"on_hold"``)."""
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, code: Code | None = None
+    ) -> None:
         super().__init__(message)
         self.field = field
+        self.code: Code | None = code or ("invalid_argument" if field is not None else None)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..eventstore import EventStore
-from ..timeutil import wire_time_key
-from .model import (
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.timeutil import wire_time_key
+from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
     Event,
@@ -67,7 +67,7 @@ def states_from(events: Iterable[Event], *, tx_at: str | None = None) -> dict[st
 
 
 def fact_states(
-    store: EventStore, fact_ids: Collection[str], *, tx_at: str | None = None
+    store: EventBackend, fact_ids: Collection[str], *, tx_at: str | None = None
 ) -> dict[str, FactState]:
     """Status of each known fact id (unknown ids are absent from the result)."""
     if not fact_ids:
@@ -76,7 +76,7 @@ def fact_states(
 
 
 def effective_superseders(
-    store: EventStore,
+    store: EventBackend,
     fact_ids: Collection[str],
     *,
     tx_at: str | None = None,
@@ -139,7 +139,7 @@ def effective_superseders(
 RESTORED_KEY = "restored"
 
 
-def current_external(store: EventStore, fact_id: str) -> dict[str, str]:
+def current_external(store: EventBackend, fact_id: str) -> dict[str, str]:
     """The fact's external ids now: its assert's, updated by later ``restored`` records.
 
     A fact is put back only by the retraction or forget of a fact that (transitively)

@@ -15,13 +15,13 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from ..ledger.ledger import Ledger
-from ..ledger.retention import RetentionPolicy
-from ..stores import Store, StoreSet, VerifyPolicy
-from .service import MemoryService
-from .tools import TOOLS
-from .trust import Role, role_of_request
-from .worker import LedgerWorker
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
+from agent_custody_state.server.service import MemoryService
+from agent_custody_state.server.tools import TOOLS
+from agent_custody_state.server.trust import Role, role_of_request
+from agent_custody_state.server.worker import LedgerWorker
 
 SERVER_NAME = "agent-custody-memory"
 
@@ -64,7 +64,7 @@ def create_memory_server(
         ledger, require_gateway=require_gateway, stores=stores, identity=identity,
         retention=retention, verify=verify, worker=worker,
     )
-    from .. import __version__
+    from agent_custody_state import __version__
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return _TOOL_LIST

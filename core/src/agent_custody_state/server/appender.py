@@ -7,32 +7,29 @@ order (an assert may even supersede one earlier in the batch). If the batch is r
 item is retried on its own, so each caller gets exactly the answer a lone write would get and
 one bad write never fails another. A lone write is a batch of one.
 
-A batch is not free everywhere: the JSONL backend journals a multi-event commit (measured: about
-four fsyncs against one for a single event), so for JSONL a batch is formed only from four
-waiting writes up; fewer are appended one by one. SQL backends commit a batch in one go.
+A batch is not free everywhere: each backend declares the smallest batch worth one transaction
+(``EventBackend.min_batch``; JSONL journals a multi-event commit, so it says 4); fewer waiting
+writes are appended one by one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
-from ..ledger.errors import LedgerError
-from ..ledger.ledger import Ledger
-from ..ledger.model import AssertEvent
-from .worker import LedgerWorker
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import AssertEvent
+from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state.server.worker import LedgerWorker
 
 MAX_BATCH = 64
-#: The smallest batch worth one transaction, by backend kind (default 2).
-MIN_BATCH = {"jsonl": 4}
 
 
 @dataclass
 class _Pending:
-    fields: Mapping[str, Any]
+    request: AssertRequest
     done: anyio.Event = field(default_factory=anyio.Event)
     event: AssertEvent | None = None
     error: BaseException | None = None
@@ -43,12 +40,12 @@ class Appender:
 
     def __init__(self, ledger: Ledger, worker: LedgerWorker) -> None:
         self.ledger, self.worker = ledger, worker
-        self.min_batch = MIN_BATCH.get(getattr(ledger.store, "kind", ""), 2)
+        self.min_batch = ledger.backend.min_batch
         self._queue: list[_Pending] = []
         self._lock = anyio.Lock()
 
-    async def assert_fact(self, fields: Mapping[str, Any]) -> AssertEvent:
-        item = _Pending(fields)
+    async def assert_fact(self, request: AssertRequest) -> AssertEvent:
+        item = _Pending(request)
         self._queue.append(item)
         # Whoever holds the lock commits everything queued so far, this item included (or a
         # later holder does); waiting on the lock is what lets a batch form.
@@ -68,7 +65,7 @@ class Appender:
                 await self._one_by_one(batch)
             else:
                 events = await self.worker.run(self.ledger.assert_many,
-                                               [p.fields for p in batch])
+                                               [p.request for p in batch])
                 for pending, event in zip(batch, events, strict=True):
                     pending.event = event
         except LedgerError:
@@ -84,7 +81,7 @@ class Appender:
     async def _one_by_one(self, batch: list[_Pending]) -> None:
         for pending in batch:
             try:
-                pending.event = await self.worker.run(self.ledger.assert_fact, **pending.fields)
+                pending.event = await self.worker.run(self.ledger.assert_fact, pending.request)
             except Exception as exc:
                 pending.error = exc
             pending.done.set()  # answer each caller as soon as its own write is durable

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..canonical import canonical_equal
-from .trust import CallContext
+from agent_custody_state.canonical import canonical_equal
+from agent_custody_state.server.trust import CallContext
 
 EVIDENCE_NEEDS_GATEWAY = (
     "evidence needs the gateway: only a fact the gateway fetched itself can verify a value"

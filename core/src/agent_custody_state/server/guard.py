@@ -29,7 +29,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .trust import ROLES, SCOPE_ROLE_KEY, Role
+from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted

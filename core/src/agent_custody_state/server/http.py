@@ -23,9 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ..ledger.ledger import Ledger
-from .app import MemoryServer, create_memory_server
-from .guard import LOOPBACK_NAMES, BearerToken, HostPolicy, HttpGuard, normalize_tokens
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.server.app import MemoryServer, create_memory_server
+from agent_custody_state.server.guard import LOOPBACK_NAMES, BearerToken, HostPolicy, HttpGuard, normalize_tokens
 
 DEFAULT_PORT = 8790
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024

@@ -13,7 +13,7 @@ from typing import Any
 
 import mcp_types as types
 
-from ..canonical import js_json
+from agent_custody_state.canonical import js_json
 
 
 @dataclass

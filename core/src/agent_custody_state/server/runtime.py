@@ -10,11 +10,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from ..config import ConfigError, MemoryConfig, build_stores, env_secret
-from ..ledger.ledger import Ledger
-from .guard import BearerToken
-from .signing import SigningIdentity
-from .worker import NO_IO_BACKENDS, LedgerWorker
+from agent_custody_state.config import ConfigError, MemoryConfig, build_stores, env_secret
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.server.guard import BearerToken
+from agent_custody_state.server.signing import SigningIdentity
+from agent_custody_state.server.worker import LedgerWorker
 
 NO_FORGET_KEY_WARNING = (
     "agent-custody-memory: warning: no forget key (--forget-key-env): a forgotten value leaves "
@@ -71,7 +71,7 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     except BaseException:
         worker.close()
         raise
-    worker.inline = ledger.store.kind in NO_IO_BACKENDS
+    worker.inline = not ledger.backend.blocking
     count = worker.call(ledger.count)
     return Runtime(config, ledger, worker, tokens, identity, stores, count)
 
@@ -91,7 +91,7 @@ def startup_line(runtime: Runtime, where: str) -> str:
     direct = ("direct calls admitted as claimed (quarantined)" if server.allow_direct
               else "calls without a receipt are refused")
     parts = [
-        f"ledger {ledger.location} ({ledger.store.kind}, {count} events)",
+        f"ledger {ledger.location} ({ledger.backend.kind}, {count} events)",
         f"serving {where}",
         f"trust: {trust}; {direct}",
     ]

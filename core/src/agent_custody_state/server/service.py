@@ -14,20 +14,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..eventstore import EventStoreError
-from ..ledger.errors import LedgerError
-from ..ledger.ledger import Ledger
-from ..ledger.retention import RetentionPolicy
-from ..stores import Store, StoreSet, StoreWriteError, VerifyPolicy
-from .appender import Appender
-from .evidence import EvidenceError
-from .handlers import HANDLERS
-from .results import ToolResult
-from .signing import SigningIdentity
-from .tools import SCHEMAS
-from .trust import GATEWAY_REQUIRED, SIGNATURE_KEY, CallContext, Role, call_context
-from .validation import ArgumentErrors, validate_arguments
-from .worker import LedgerWorker, worker_for
+from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.stores import Store, StoreSet, StoreWriteError, VerifyPolicy
+from agent_custody_state.stores.flows import Custody
+from agent_custody_state.server.appender import Appender
+from agent_custody_state.server.evidence import EvidenceError
+from agent_custody_state.server.handlers import HANDLERS
+from agent_custody_state.server.results import ToolResult
+from agent_custody_state.server.signing import SigningIdentity
+from agent_custody_state.server.tools import SCHEMAS
+from agent_custody_state.server.trust import GATEWAY_REQUIRED, SIGNATURE_KEY, CallContext, Role, call_context
+from agent_custody_state.server.validation import ArgumentErrors, validate_arguments
+from agent_custody_state.server.worker import LedgerWorker, worker_for
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,12 @@ class MemoryService:
     identity: SigningIdentity | None = None
     worker: LedgerWorker = field(default_factory=LedgerWorker)
     appender: Appender = field(init=False)
+    custody: Custody = field(init=False)
 
     def __post_init__(self) -> None:
         self.appender = Appender(self.ledger, self.worker)
+        self.custody = Custody(self.ledger, self.stores, retention=self.retention,
+                               run=self.worker.run, append=self.appender.assert_fact)
 
     @classmethod
     def build(
@@ -124,7 +128,7 @@ class MemoryService:
             return await handler(self, context, args)
         except _REFUSALS as exc:
             return ToolResult.error(str(exc))
-        except EventStoreError as exc:
+        except EventBackendError as exc:
             log.error("%s failed in the event store: %s", name, exc)
             return ToolResult.error(str(exc))
         except Exception as exc:  # a bug must cost one call, not the connection

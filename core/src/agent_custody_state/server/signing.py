@@ -23,7 +23,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from ..canonical import canonical_json
+from agent_custody_state.canonical import canonical_json
 
 PAYLOAD_TYPE = "application/vnd.agent-custody.upstream+json"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..timeutil import TimeFormatError, normalize_time
+from agent_custody_state.timeutil import TimeFormatError, normalize_time
 
 _ARTICLE = {"object": "an object", "array": "an array"}
 

@@ -5,8 +5,8 @@ JSONL index) are safe to use from one thread at a time, not necessarily from any
 ledger's own rules are checked inside a store transaction anyway, so a pool would buy little
 but risk. Calls queue in order; the loop stays free to accept, validate and answer other calls.
 
-The in-memory backend does no I/O at all, so its calls run inline (``inline=True``): a thread
-hop would cost more than the call.
+A backend that declares it never blocks (``EventBackend.blocking = False``, the in-memory one)
+is called inline (``inline=True``): a thread hop would cost more than the call.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import anyio
+
+from agent_custody_state.ledger.ledger import Ledger
 
 T = TypeVar("T")
 
@@ -57,11 +59,6 @@ class LedgerWorker:
                 self._executor.shutdown(wait=True)
 
 
-#: Event backends whose calls never touch disk or network (run inline, see above).
-NO_IO_BACKENDS = frozenset({"memory"})
-
-
-def worker_for(ledger: object) -> LedgerWorker:
-    """A worker suited to the ledger's backend."""
-    kind = getattr(getattr(ledger, "store", None), "kind", "")
-    return LedgerWorker(inline=kind in NO_IO_BACKENDS)
+def worker_for(ledger: Ledger) -> LedgerWorker:
+    """A worker suited to the ledger's backend (inline when the backend never blocks)."""
+    return LedgerWorker(inline=not ledger.backend.blocking)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.ledger.model import Fact
-from agent_custody_state.storekit import call_sdk, secret_from_env
+from agent_custody_state.stores.kit import call_sdk, secret_from_env
 from agent_custody_state.stores import custody_metadata, fact_text
 
 from .settings import NotesSettings

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 from agent_custody_state.ledger.model import Fact
-from agent_custody_state.storekit import secret_from_env
+from agent_custody_state.stores.kit import secret_from_env
 from agent_custody_state.stores import StoreError, custody_metadata, fact_text
 
 from .settings import CogneeSettings

@@ -13,7 +13,7 @@ from agent_custody_state.hookspecs import RegisterEventBackend
 def register_event_backends(register: RegisterEventBackend) -> None:
     register(
         "postgres",
-        "agent_custody_state_events_postgres.store:PostgresStore",
+        "agent_custody_state_events_postgres.store:PostgresBackend",
         schemes=("postgres", "postgresql"),
         description="PostgreSQL table; postgres[ql]://user@host/db?table=schema.events&vacuum=false",
     )

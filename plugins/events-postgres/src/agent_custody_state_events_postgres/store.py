@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from agent_custody_state.eventstore import EventStoreError
-from agent_custody_state.sqlbase import SqlEventStore
+from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state_sql.backend import SqlEventBackend
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
@@ -33,7 +33,7 @@ from .location import LocationError, parse_location
 log = logging.getLogger(__name__)
 
 
-class PostgresStore(SqlEventStore):
+class PostgresBackend(SqlEventBackend):
     """Events in a PostgreSQL table; ``location`` is a ``postgres[ql]://`` URL."""
 
     kind = "postgres"
@@ -43,7 +43,7 @@ class PostgresStore(SqlEventStore):
         try:
             where = parse_location(str(location))
         except LocationError as exc:
-            raise EventStoreError(str(exc)) from None
+            raise EventBackendError(str(exc)) from None
         self.vacuum = where.vacuum
         self.where = where
         engine = sa.create_engine(
@@ -121,7 +121,7 @@ class PostgresStore(SqlEventStore):
         if not self.vacuum:
             return
         if self._depth:
-            raise EventStoreError(f"{self.location}: compact cannot run inside a transaction")
+            raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
 
         def vacuum() -> None:
             raw = self._raw
@@ -140,7 +140,7 @@ class PostgresStore(SqlEventStore):
             if warnings:
                 # PostgreSQL skips a table it may not vacuum with only a warning; for erasure
                 # that is a failure the operator must see.
-                raise EventStoreError(
+                raise EventBackendError(
                     f"{self.location}: VACUUM FULL did not run ({'; '.join(warnings)}); dead "
                     "row versions of forgotten values remain until the table owner vacuums it"
                 )

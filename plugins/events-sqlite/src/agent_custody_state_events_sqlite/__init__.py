@@ -13,7 +13,7 @@ from agent_custody_state.hookspecs import RegisterEventBackend
 def register_event_backends(register: RegisterEventBackend) -> None:
     register(
         "sqlite",
-        "agent_custody_state_events_sqlite.store:SqliteStore",
+        "agent_custody_state_events_sqlite.store:SqliteBackend",
         suffixes=(".sqlite", ".db"),
         description="SQLite file (WAL, synchronous=FULL, secure_delete); paths ending .sqlite/.db",
     )

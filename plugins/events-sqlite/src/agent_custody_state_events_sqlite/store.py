@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from agent_custody_state.eventstore import EventStoreError
-from agent_custody_state.sqlbase import SqlEventStore
+from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state_sql.backend import SqlEventBackend
 from sqlalchemy.engine import Connection
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 DEFAULT_CACHE_KIB = 32 * 1024
 
 
-class SqliteStore(SqlEventStore):
+class SqliteBackend(SqlEventBackend):
     """Events in a SQLite file; ``location`` is its path (``.sqlite`` or ``.db``)."""
 
     kind = "sqlite"
@@ -70,7 +70,7 @@ class SqliteStore(SqlEventStore):
             try:
                 mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
-                    raise EventStoreError(
+                    raise EventBackendError(
                         f"{location}: SQLite refused WAL mode (got {mode!r}); the ledger needs "
                         "a local file system that supports shared memory"
                     )
@@ -144,7 +144,7 @@ class SqliteStore(SqlEventStore):
     def compact(self) -> None:
         """Checkpoint the WAL into the file and truncate it, erasing old page images."""
         if self._depth:
-            raise EventStoreError(f"{self.location}: compact cannot run inside a transaction")
+            raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
         for attempt in range(3):
             busy, _log, _done = self._run(
                 lambda: self._raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -165,6 +165,6 @@ class SqliteStore(SqlEventStore):
 
     def close(self) -> None:
         if self._erasure_pending and not self._closed:
-            with suppress(EventStoreError):
+            with suppress(EventBackendError):
                 self.compact()
         super().close()

@@ -27,7 +27,7 @@ from typing import Any
 
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.plugins import resolve_ref
-from agent_custody_state.storekit import call_sdk, secret_from_env
+from agent_custody_state.stores.kit import call_sdk, secret_from_env
 from agent_custody_state.stores import StoreError, custody_metadata, fact_text
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from agent_custody_state.ledger.model import Fact
-from agent_custody_state.storekit import run_sync, secret_from_env
+from agent_custody_state.stores.kit import run_sync, secret_from_env
 from agent_custody_state.stores import StoreError, fact_text
 from letta_client import APIError, Letta, NotFoundError
 

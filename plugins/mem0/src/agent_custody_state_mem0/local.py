@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from agent_custody_state.plugins import resolve_ref
-from agent_custody_state.storekit import secret_from_env
+from agent_custody_state.stores.kit import secret_from_env
 
 from .backend import Added, EventState, Record, first_id
 from .sdk import import_mem0

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from agent_custody_state.ledger.model import Fact
-from agent_custody_state.storekit import call_sdk, poll, secret_from_env
+from agent_custody_state.stores.kit import call_sdk, poll, secret_from_env
 from agent_custody_state.stores import StoreError, custody_metadata, fact_text
 
 from .backend import EventState, Mem0Backend, Record

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import psycopg
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.plugins import resolve_ref
-from agent_custody_state.storekit import call_sdk, secret_from_env
+from agent_custody_state.stores.kit import call_sdk, secret_from_env
 from agent_custody_state.stores import StoreError, custody_metadata, fact_text
 from pgvector import Vector
 from pgvector.psycopg import register_vector

@@ -1,83 +1,39 @@
-"""Write-through stores: the ``Store`` protocol and the orchestration the core runs around it.
+"""The configured stores, in order: put with compensation, remove with verification (SPEC 4.3).
 
-A store is a retrieval system a team already runs (mem0, Zep, pgvector, ...). The core, not a
-pluggy fan-out, drives them, because custody needs a fixed order and a defined outcome on
-failure (SPEC 4.2, 4.3, 6):
-
-- write: the ledger validates, every store is ``put`` in configuration order, then the ledger
-  appends with the external ids. A store that fails makes the call fail; the stores already
-  written are compensated (removed) and the outcome of each compensation is reported.
-- retract / forget / sweep: the ledger first, then ``remove`` on each store holding the fact,
-  then ``verify_removed`` with retries and exponential delay: ``verified``, ``stillIndexed``,
-  ``unverified`` (the store cannot be asked) or ``failed`` (the removal raised).
-- mirroring (SPEC 6 improvement): stores hold what is believed now. A store mirrors unless it
-  is configured append-only (``mirror = false`` in its ``[[stores]]`` table, a ``mirror = False``
-  attribute, or ``StoreSet(append_only=...)``). The flows that use this live in ``mirror.py``.
-
-Store methods are ``async`` so network stores never block the server's event loop; an adapter over
-a blocking SDK runs its calls in a worker thread (``anyio.to_thread.run_sync``).
+- put: every store in configuration order; a store that fails makes the whole put fail, and the
+  stores already written are compensated (removed), each compensation's outcome reported.
+- remove: each store holding the fact (by its external id), then ``verify_removed`` with
+  retries and exponential delay: ``verified``, ``stillIndexed``, ``unverified`` (the store cannot
+  be asked) or ``failed`` (the removal raised).
+- mirroring (SPEC 6 improvement): stores hold what is believed now. A store mirrors unless it is
+  configured append-only (``mirror = false`` in its ``[[stores]]`` table, a ``mirror = False``
+  attribute, or ``StoreSet(append_only=...)``); ``flows`` uses this.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
-from .canonical import js_json
-from .ledger.model import Fact
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.stores.base import (
+    Store,
+    StoreError,
+    Verification,
+    can_verify,
+    error_message,
+    mirrors,
+)
 
 log = logging.getLogger(__name__)
 
-Verification = Literal["verified", "stillIndexed", "unverified", "failed"]
 
-
-class StoreError(Exception):
-    """A store refused or failed an operation; ``store`` names it."""
-
-    def __init__(self, store: str, message: str) -> None:
-        super().__init__(f"{store}: {message}")
-        self.store = store
-        self.message = message
-
-
-@runtime_checkable
-class Store(Protocol):
-    """What a write-through store implements. ``verify_removed`` is optional."""
-
-    name: str
-
-    async def put(self, fact: Fact) -> str:
-        """Write the fact (text + custody metadata); return the store's own id for it."""
-
-    async def remove(self, external_id: str, fact: Fact) -> None:
-        """Remove what ``put`` wrote; removing something already gone is not an error."""
-
-
-def can_verify(store: Store) -> bool:
-    return callable(getattr(store, "verify_removed", None))
-
-
-def fact_text(fact: Fact) -> str:
-    """The text every store receives: ``"<subject> <predicate>: <value>"`` (SPEC 6)."""
-    value = fact.value if isinstance(fact.value, str) else js_json(fact.value)
-    return f"{fact.subject} {fact.predicate}: {value}"
-
-
-def custody_metadata(fact: Fact) -> dict[str, Any]:
-    """The custody metadata every store keeps beside the text (SPEC 6)."""
-    return {
-        "factId": fact.fact_id,
-        "space": fact.space,
-        "actor": fact.actor,
-        "provenance": fact.provenance,
-        "receiptId": fact.source.receipt_id,
-        "validFrom": fact.valid_from,
-        "source": "agent-custody",
-    }
+def describe_compensation(outcome: Mapping[str, str]) -> str:
+    """``a: removed, b: removal failed: ...``: how compensations are reported everywhere."""
+    return ", ".join(f"{name}: {what}" for name, what in outcome.items())
 
 
 @dataclass(frozen=True)
@@ -99,8 +55,7 @@ class StoreWriteError(Exception):
     def __str__(self) -> str:
         text = f"store {self.store} refused the write: {self.message}"
         if self.compensation:
-            undone = ", ".join(f"{k}: {v}" for k, v in self.compensation.items())
-            text += f"; compensated: {undone}"
+            text += f"; compensated: {describe_compensation(self.compensation)}"
         return text
 
 
@@ -111,11 +66,6 @@ class RemovalReport:
     removed_from: list[str] = field(default_factory=list)
     still_held: dict[str, str] = field(default_factory=dict)  # store -> error message
     verification: dict[str, Verification] = field(default_factory=dict)
-
-
-def mirrors(store: Store) -> bool:
-    """Whether a store mirrors the present (the default) rather than only accumulating."""
-    return getattr(store, "mirror", True) is not False
 
 
 class StoreSet:
@@ -170,7 +120,7 @@ class StoreSet:
                     raise StoreError(store.name, f"put returned {external_id!r}, not an id")
             except Exception as exc:
                 compensation = await self.compensate(fact, written)
-                raise StoreWriteError(store.name, _message(exc), compensation) from exc
+                raise StoreWriteError(store.name, error_message(exc), compensation) from exc
             written[store.name] = external_id
         return written
 
@@ -185,7 +135,7 @@ class StoreSet:
                 outcome[name] = "removed"
             except Exception as exc:
                 log.error("compensation of %s in %s failed: %s", fact.fact_id, name, exc)
-                outcome[name] = f"removal failed: {_message(exc)}"
+                outcome[name] = f"removal failed: {error_message(exc)}"
         return outcome
 
     async def remove_all(self, fact: Fact, only: Collection[str] | None = None) -> RemovalReport:
@@ -203,7 +153,7 @@ class StoreSet:
             try:
                 await store.remove(external_id, fact)
             except Exception as exc:
-                report.still_held[store.name] = _message(exc)
+                report.still_held[store.name] = error_message(exc)
                 report.verification[store.name] = "failed"
                 continue
             report.removed_from.append(store.name)
@@ -225,8 +175,3 @@ class StoreSet:
         return "stillIndexed"
 
 
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, StoreError):
-        return exc.message
-    text = str(exc) or type(exc).__name__
-    return text

@@ -1,4 +1,4 @@
-"""The EventStore interface: what the ledger asks of a place that keeps events.
+"""The EventBackend interface: what the ledger asks of a place that keeps events.
 
 The ledger never loads every event to answer a question. It asks the store a handful of narrow,
 indexable questions (the assert of a fact, the events citing some facts, the asserts matching a
@@ -15,22 +15,36 @@ from __future__ import annotations
 import abc
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, ClassVar
 
-from .ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 
-class EventStoreError(Exception):
+class EventBackendError(Exception):
     """A backend failure (I/O, lock, corrupt data); the message names the location."""
 
 
-class EventStore(abc.ABC):
+class EventBackend(abc.ABC):
     """Abstract event store; backends subclass it and register through ``acs_register_event_backends``."""
 
     #: backend name: ``"jsonl"``, ``"sqlite"``, ``"postgres"``, ``"memory"`` or a plugin's name
     kind: str = ""
     #: display location; never contains a password
     location: str = ""
+
+    # Behaviour the layers above adapt to, declared by the backend itself (never looked up by
+    # its name), so a third-party backend gets the same treatment as a builtin one.
+
+    #: The smallest group of concurrent asserts worth one multi-event transaction (the server's
+    #: group commit). A backend whose multi-event commit costs more than a single-event one says
+    #: so: JSONL journals a multi-event append (about four fsyncs), so it declares 4.
+    min_batch: ClassVar[int] = 2
+    #: Whether calls may wait on disk or network. A backend that never does (in-memory) is
+    #: called inline on the server's event loop instead of on the ledger thread.
+    blocking: ClassVar[bool] = True
+    #: Whether several processes may open the same location and see one ledger (the
+    #: multi-process conformance classes apply only then).
+    shared: ClassVar[bool] = True
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -141,10 +155,15 @@ class EventStore(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files, connections and locks."""
 
+    def repair(self) -> list[str] | None:
+        """Repair what a crash left (``agent-custody-memory repair``): a list of what was done,
+        or None for a backend that repairs itself on open (SQL engines recover on their own)."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location}
 
-    def __enter__(self) -> EventStore:
+    def __enter__(self) -> EventBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:

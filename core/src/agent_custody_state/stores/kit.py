@@ -22,7 +22,7 @@ from typing import ParamSpec, TypeVar
 
 import anyio
 
-from .stores import StoreError
+from agent_custody_state.stores.base import StoreError
 
 __all__ = ["call_sdk", "poll", "run_sync", "secret_from_env"]
 

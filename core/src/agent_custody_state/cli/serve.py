@@ -1,26 +1,15 @@
 """The server's commands for ``agent-custody-memory``: ``serve``, ``keygen``, ``demo``.
 
-``add_commands`` is called by ``cli.py``; ``sweep_with_stores`` backs ``sweep --config`` so a
-command-line sweep reaches the same stores, in the same way, as ``memory.sweep``.
+``add_commands`` adds them to the parser; the server itself is imported only when one runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-import anyio
-
-from ..config import ConfigError, build_stores, env_secret, load_config
-from ..timeutil import TimeFormatError, normalize_time
-
-
-def _cli_error(message: str) -> Exception:
-    from ..cli import CliError
-
-    return CliError(message)
+from agent_custody_state.cli.common import CliError
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -48,8 +37,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .http import check_bind
-    from .runtime import announce, open_runtime
+    import anyio
+
+    from agent_custody_state.config import ConfigError, load_config
+    from agent_custody_state.server.http import check_bind
+    from agent_custody_state.server.runtime import announce, open_runtime
 
     try:
         config = load_config(args.config, **_overrides(args))
@@ -58,10 +50,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             check_bind(config.server.host, has_tokens=bool(config.server.tokens))
         runtime = open_runtime(config)
     except (ConfigError, ValueError) as exc:
-        raise _cli_error(str(exc)) from None
+        raise CliError(str(exc)) from None
     try:
         if config.server.transport == "http":
-            from .http import create_memory_http_server
+            from agent_custody_state.server.http import create_memory_http_server
 
             try:
                 http = create_memory_http_server(
@@ -72,11 +64,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     allowed_origins=config.server.allowed_origins, **runtime.server_options(),
                 )
             except ValueError as exc:
-                raise _cli_error(str(exc)) from None
+                raise CliError(str(exc)) from None
             anyio.run(lambda: http.serve(on_bound=lambda s: announce(runtime, s.url)))
         else:
-            from .app import create_memory_server
-            from .stdio import serve_stdio
+            from agent_custody_state.server.app import create_memory_server
+            from agent_custody_state.server.stdio import serve_stdio
 
             if runtime.tokens:
                 print("agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
@@ -91,54 +83,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    from .signing import generate_key_pair
+    from agent_custody_state.server.signing import generate_key_pair
 
     try:
         private, public, key_id = generate_key_pair(args.out, force=args.force)
     except FileExistsError as exc:
-        raise _cli_error(str(exc)) from None
+        raise CliError(str(exc)) from None
     print(f"wrote {private} (private key, mode 0600) and {public} (public key, for the gateway)")
     print(f"key id {key_id}")
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from agent_custody_state.cli.demo import run_demo
 
     return run_demo(keep=args.keep, color=args.color)
-
-
-def sweep_with_stores(ledger: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """``sweep --config FILE``: sweep the ledger, then remove from the configured stores."""
-    from .service import MemoryService
-    from .sweeping import run_sweep
-
-    try:
-        config = load_config(args.config)
-        if config.forget_key_env and ledger.forget_key is None:
-            ledger.forget_key = env_secret(config.forget_key_env, "forget_key_env")
-        stores = build_stores(config.stores)
-    except ConfigError as exc:
-        raise _cli_error(str(exc)) from None
-    try:
-        before = normalize_time(args.before)
-    except TimeFormatError as exc:
-        raise _cli_error(f"--before: {exc}") from None
-    service = MemoryService.build(
-        ledger, stores=stores, retention=config.retention, require_gateway=False,
-        verify={"attempts": config.verify.attempts, "delay_ms": config.verify.delay_ms},
-    )
-    try:
-        result = anyio.run(lambda: run_sweep(
-            service, before=before, space=args.space, actor=args.actor, reason=args.reason,
-            receipt_id=None, keep_digest=not args.no_digest))
-    finally:
-        service.close()
-    data: dict[str, Any] = json.loads(result.texts[-1]) if result.texts[-1][:1] == "{" else {}
-    if result.is_error:
-        print(json.dumps(data, indent=2))
-        raise _cli_error(result.texts[0])
-    return data
 
 
 def add_commands(sub: Any) -> None:

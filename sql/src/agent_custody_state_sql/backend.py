@@ -1,8 +1,8 @@
 """The shared SQL event store: SPEC section 3's ``events`` table on SQLAlchemy Core.
 
-The SQLite and PostgreSQL plugins are thin dialect subclasses of ``SqlEventStore``; everything
+The SQLite and PostgreSQL plugins are thin dialect subclasses of ``SqlEventBackend``; everything
 they share lives here (the table layout, its DDL and the row written for an event are in
-``sqlschema``): the indexed query behind each ``EventStore`` question, decoding rows back into events, in-place migration of
+``sqlschema``): the indexed query behind each ``EventBackend`` question, decoding rows back into events, in-place migration of
 tables that lack the query columns, and the write section.
 
 Nothing in the core imports this module (only the plugins do), so the core installs and imports
@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from .eventstore import EventStore, EventStoreError
-from .sqlschema import (
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError
+from agent_custody_state_sql.schema import (
     _ROW_COLUMNS,
     INDEXES,
     QUERY_COLUMNS,
@@ -50,7 +50,7 @@ from .sqlschema import (
     events_table,
     index_ddl,
 )
-from .ledger.model import (
+from agent_custody_state.ledger.model import (
     AssertEvent,
     Event,
     ForgetEvent,
@@ -69,8 +69,8 @@ _ID_CHUNK = 5000
 _PAGE = 2000
 
 
-class SqlEventStore(EventStore):
-    """An ``EventStore`` over one SQL table; dialect subclasses supply connection and locking.
+class SqlEventBackend(EventBackend):
+    """An ``EventBackend`` over one SQL table; dialect subclasses supply connection and locking.
 
     Subclasses set ``kind`` and ``seq_ddl`` and implement ``_begin_write`` (start a transaction
     holding the cross-process write lock), ``_schema_lock`` (serialise schema setup when the
@@ -107,7 +107,7 @@ class SqlEventStore(EventStore):
         try:
             self._conn: Connection = engine.connect()
         except sa.exc.SQLAlchemyError as exc:
-            raise EventStoreError(f"cannot open {self.location}: {_reason(exc)}") from None
+            raise EventBackendError(f"cannot open {self.location}: {_reason(exc)}") from None
         try:
             self._raw: Any = self._conn.connection.driver_connection
             self._ensure_schema()
@@ -182,7 +182,7 @@ class SqlEventStore(EventStore):
                         self._migrate(conn, columns, indexes)
             self._jsonb = self._json_is_jsonb(conn)
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
-            raise EventStoreError(f"cannot open {self.location}: {_reason(exc)}") from None
+            raise EventBackendError(f"cannot open {self.location}: {_reason(exc)}") from None
 
     def _migrate(self, conn: Connection, columns: set[str], indexes: set[str]) -> None:
         """Add and fill the query columns an older layout lacks, then any missing index."""
@@ -256,7 +256,7 @@ class SqlEventStore(EventStore):
     # -- plumbing ----------------------------------------------------------------------------
 
     def _run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` under the store lock, turning driver errors into ``EventStoreError``.
+        """Run ``fn`` under the store lock, turning driver errors into ``EventBackendError``.
 
         A connection the server dropped (restart, idle timeout) is replaced once and ``fn``
         retried, but only outside a write section: inside one, the transaction is gone and the
@@ -264,25 +264,25 @@ class SqlEventStore(EventStore):
         """
         with self._lock:
             if self._closed:
-                raise EventStoreError(f"ledger {self.location} is closed")
+                raise EventBackendError(f"ledger {self.location} is closed")
             try:
                 return fn()
             except UnicodeEncodeError as exc:
                 # A Python str with a lone surrogate (JSON cannot carry one) has no UTF-8 form,
                 # so no SQL text column can store or match it: a refusal, not a crash.
                 bad = exc.object[exc.start : exc.end]
-                raise EventStoreError(
+                raise EventBackendError(
                     f"{self.location}: text with a lone surrogate ({bad!r}) cannot be stored "
                     "or looked up; pass valid Unicode"
                 ) from None
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
                 if self._depth or not self._connection_lost():
-                    raise EventStoreError(f"{self.location}: {_reason(exc)}") from None
+                    raise EventBackendError(f"{self.location}: {_reason(exc)}") from None
             try:
                 self._reconnect()
                 return fn()
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
-                raise EventStoreError(f"{self.location}: {_reason(exc)}") from None
+                raise EventBackendError(f"{self.location}: {_reason(exc)}") from None
 
     def _connection_lost(self) -> bool:
         """Whether the driver connection is dead (the dialect knows how to tell)."""
@@ -355,7 +355,7 @@ class SqlEventStore(EventStore):
     def transaction(self) -> Iterator[None]:
         with self._lock:
             if self._closed:
-                raise EventStoreError(f"ledger {self.location} is closed")
+                raise EventBackendError(f"ledger {self.location} is closed")
             if self._depth:
                 self._depth += 1
                 try:
@@ -373,7 +373,7 @@ class SqlEventStore(EventStore):
                     self._begin_write()
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
                 self._rollback_quietly()
-                raise EventStoreError(
+                raise EventBackendError(
                     f"{self.location}: could not take the write lock: {_reason(exc)}"
                 ) from None
             self._depth = 1
@@ -390,7 +390,7 @@ class SqlEventStore(EventStore):
                     # Not "nothing was written": a COMMIT whose answer was lost (connection
                     # dropped) may have committed, and so may a SQLite commit whose WAL fsync
                     # failed (the next open replays the frames). Retrying blindly duplicates.
-                    raise EventStoreError(
+                    raise EventBackendError(
                         f"{self.location}: commit failed: {_reason(exc)}; the write is not "
                         "acknowledged and may or may not have been recorded: look (e.g. "
                         "memory.get / history) before retrying"
@@ -547,7 +547,7 @@ class SqlEventStore(EventStore):
         try:
             return event_from_json(text)
         except ValueError as exc:
-            raise EventStoreError(
+            raise EventBackendError(
                 f"{self.location}: the event with seq {seq} is not a valid event: {exc}"
             ) from None
 

@@ -1,4 +1,4 @@
-"""The in-memory reference backend: the simplest correct EventStore, used to check the others.
+"""The in-memory reference backend: the simplest correct EventBackend, used to check the others.
 
 Location ``memory:`` (or ``:memory:``). Nothing survives ``close()``.
 """
@@ -9,15 +9,17 @@ import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
-from ..eventstore import EventStore
-from ..ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
-from .index import EventIndex
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from agent_custody_state.backends.index import EventIndex
 
 
-class MemoryStore(EventStore):
+class MemoryBackend(EventBackend):
     """Events in a list, guarded by a re-entrant lock; transactions roll back on error."""
 
     kind = "memory"
+    blocking = False  # no I/O at all: a thread hop would cost more than the call
+    shared = False  # lives in one process
 
     def __init__(self, location: str = "memory:", **_options: object) -> None:
         self.location = location

@@ -23,7 +23,7 @@ import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from .trust import AGENT_KEY, RECEIPT_KEY
+from agent_custody_state.server.trust import AGENT_KEY, RECEIPT_KEY
 
 
 class Painter:
@@ -43,7 +43,7 @@ class Painter:
 async def _server(ledger: str, errlog: Any, *extra: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "agent_custody_state.cli", "serve", "--ledger", ledger, *extra],
+        args=["-m", "agent_custody_state", "serve", "--ledger", ledger, *extra],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     async with stdio_client(params, errlog=errlog) as (read, write), \
@@ -174,7 +174,7 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
     paint = Painter(color)
     folder = tempfile.mkdtemp(prefix="agent-custody-demo-")
     # The embedded default of a plain install (SQLite); the builtin JSONL file without it.
-    from ..plugins import get_plugin_manager
+    from agent_custody_state.plugins import get_plugin_manager
 
     suffix = "sqlite" if "sqlite" in get_plugin_manager().backends else "jsonl"
     ledger = os.path.join(folder, f"ledger.{suffix}")
@@ -192,7 +192,7 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
                     sys.stderr.write(fh.read())
                 raise
         print("\n" + paint("1;32", "done.") + " Every step above is an event in the ledger:")
-        from ..ledger.ledger import Ledger
+        from agent_custody_state.ledger.ledger import Ledger
 
         with Ledger(ledger) as book:
             kinds = [event.kind for event in book.export()]

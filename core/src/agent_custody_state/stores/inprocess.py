@@ -21,11 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..ledger.model import Fact
-from ..stores import StoreError, custody_metadata, fact_text
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.stores.base import StoreError, custody_metadata, fact_text
 
 
-class MemoryStoreSettings(BaseModel):
+class InProcessStoreSettings(BaseModel):
     """Settings of a ``[[stores]]`` table with ``type = "memory"``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -93,7 +93,7 @@ def _matches(record: dict[str, Any], metadata: dict[str, Any]) -> bool:
     return all(stored.get(k) == v for k, v in metadata.items())
 
 
-class MemoryWriteStore:
+class InProcessStore:
     """A ``Store`` over :class:`MemoryVendor`: one record per fact, text + value + custody."""
 
     def __init__(self, name: str = "memory", vendor: MemoryVendor | None = None) -> None:
@@ -128,7 +128,7 @@ class MemoryWriteStore:
         return all(rid != external_id for rid, _ in hits)
 
 
-def build(settings: MemoryStoreSettings, *, name: str) -> MemoryWriteStore:
+def build(settings: InProcessStoreSettings, *, name: str) -> InProcessStore:
     """The registered factory: ``factory(settings, name=...)``."""
     vendor = MemoryVendor(lag_checks=settings.lag_checks, fail=settings.fail)
-    return MemoryWriteStore(name, vendor)
+    return InProcessStore(name, vendor)

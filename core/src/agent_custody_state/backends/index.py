@@ -1,6 +1,6 @@
 """An in-process index of events, shared by the in-memory and JSONL backends.
 
-It answers the ``EventStore`` read questions from dicts keyed by fact id, supersedes and space, so
+It answers the ``EventBackend`` read questions from dicts keyed by fact id, supersedes and space, so
 the reference backend and the file backend cannot disagree on a query. It holds every event in
 memory: right for the reference and for audit-sized JSONL ledgers, not for millions of events
 (use SQLite or PostgreSQL there).
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 
-from ..ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, forget_assert
-from ..timeutil import wire_time_key
+from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, forget_assert
+from agent_custody_state.timeutil import wire_time_key
 
 
 class EventIndex:

@@ -11,8 +11,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .ledger.model import AssertEvent, Event
-from .timeutil import wire_time_key
+from agent_custody_state.ledger.model import AssertEvent, Event
+from agent_custody_state.timeutil import wire_time_key
 
 #: The four columns filled for asserts only (an older layout lacks them).
 QUERY_COLUMNS = ("space", "subject", "predicate", "supersedes")

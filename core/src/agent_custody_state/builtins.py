@@ -3,23 +3,23 @@ registered like any plugin."""
 
 from __future__ import annotations
 
-from .. import hookimpl
-from ..hookspecs import RegisterEventBackend, RegisterStore
+from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, hookimpl
 
 
 @hookimpl
 def register_event_backends(register: RegisterEventBackend) -> None:
     register(
         "memory",
-        "agent_custody_state.builtins.memory:MemoryStore",
+        "agent_custody_state.backends.memory:MemoryBackend",
         schemes=("memory",),
         suffixes=(":memory:",),
         description="in-memory reference backend (nothing persists); location memory: or :memory:",
     )
     register(
         "jsonl",
-        "agent_custody_state.builtins.jsonl:JsonlStore",
+        "agent_custody_state.backends.jsonl:JsonlBackend",
         description="one JSON event per line; the default for any path that is not .sqlite/.db",
+        fallback=True,
     )
 
 
@@ -27,7 +27,7 @@ def register_event_backends(register: RegisterEventBackend) -> None:
 def register_stores(register: RegisterStore) -> None:
     register(
         "memory",
-        "agent_custody_state.builtins.memory_store:build",
-        settings="agent_custody_state.builtins.memory_store:MemoryStoreSettings",
+        "agent_custody_state.stores.inprocess:build",
+        settings="agent_custody_state.stores.inprocess:InProcessStoreSettings",
         description="in-process reference store (nothing persists); for tests and demos",
     )

@@ -1,0 +1,73 @@
+"""``agent-custody-memory``: the command line (SPEC 5).
+
+Errors print ``error: <message>`` on stderr and exit 1; usage errors exit 2 (argparse). The
+ledger's commands live in ``ledger_commands``, the server's (``serve``, ``keygen``, ``demo``) in
+``serve``; every command imports what it needs when it runs, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agent_custody_state.cli import ledger_commands
+from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.serve import add_commands as add_server_commands
+from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.plugins import PluginError
+
+__all__ = ["CliError", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-custody-memory",
+        description="Governed memory for AI agents: the custody ledger and its MCP server.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("plugins", help="list installed plugins, event backends and store types")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=ledger_commands.cmd_plugins)
+
+    p = sub.add_parser("export", help="write every event of a ledger as JSONL")
+    p.add_argument("--ledger", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=ledger_commands.cmd_export)
+
+    p = sub.add_parser("import", help="load a JSONL export into an empty ledger")
+    p.add_argument("--ledger", required=True)
+    p.add_argument("--from", dest="source", required=True)
+    p.set_defaults(func=ledger_commands.cmd_import)
+
+    p = sub.add_parser("sweep", help="forget every fact learned before an instant")
+    p.add_argument("--ledger", required=True)
+    p.add_argument("--before", required=True)
+    p.add_argument("--reason", required=True)
+    p.add_argument("--space")
+    p.add_argument("--actor", default="agent-custody-memory")
+    p.add_argument("--no-digest", action="store_true")
+    p.add_argument("--forget-key-env", metavar="NAME")
+    p.add_argument("--config", help="server config file: also remove from its stores")
+    p.set_defaults(func=ledger_commands.cmd_sweep)
+
+    p = sub.add_parser("repair", help="move a torn final JSONL line aside")
+    p.add_argument("--ledger", required=True)
+    p.set_defaults(func=ledger_commands.cmd_repair)
+
+    add_server_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (CliError, LedgerError, EventBackendError, PluginError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

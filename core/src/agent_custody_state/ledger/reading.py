@@ -1,0 +1,148 @@
+"""The ledger's reads (SPEC 2.2, 2.6, 2.7, 2.9): as-of, get, history and the other queries.
+
+A mixin of ``Ledger``, kept apart from the mutations so each file reads as one concern. Reads
+ask the backend narrow questions (one indexed query on SQL) and derive the rest in ``queries``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from agent_custody_state.ledger.arguments import TimeLike, time_arg
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.model import PROVENANCE_RANK, ConfirmEvent, Event, Fact
+from agent_custody_state.ledger.queries import (
+    FactState,
+    current_external,
+    effective_superseders,
+    fact_states,
+    states_from,
+)
+from agent_custody_state.timeutil import wire_time_key
+
+
+class LedgerReads:
+    """Read methods; the host class provides ``backend`` and ``now()``."""
+
+    backend: EventBackend
+
+    def now(self) -> str:
+        raise NotImplementedError
+
+    def as_of(
+        self,
+        *,
+        valid_at: TimeLike | None = None,
+        tx_at: TimeLike | None = None,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        include: str = "all",
+    ) -> list[Fact]:
+        """What was believed valid at ``valid_at``, as the ledger knew it at ``tx_at`` (SPEC 2.2)."""
+        if include not in ("all", "attested", "verified"):
+            raise LedgerError('include must be "all", "attested" or "verified"', field="include")
+        now = self.now()
+        va = time_arg(valid_at, "valid_at") or now
+        ta = time_arg(tx_at, "tx_at") or now
+        min_rank = {"all": 0, "attested": 1, "verified": 2}[include]
+        self.backend.refresh()
+        # The candidates, with every event citing them or their superseders: one question (one
+        # indexed query on SQL); deeper chains are asked for only past a retracted link.
+        candidates, around = self.backend.asserts_around(
+            space=space, subject=subject, predicate=predicate, tx_at=ta
+        )
+        if not candidates:
+            return []
+        states = states_from(around, tx_at=ta)
+        alive = [c for c in candidates if not states[c.fact_id].retracted]
+        supers = effective_superseders(
+            self.backend, [c.fact_id for c in alive], tx_at=ta, around=around
+        )
+        out: list[Fact] = []
+        for event in alive:
+            fact = event.fact
+            successor = supers.get(fact.fact_id)
+            valid_to = successor.fact.valid_from if successor else None
+            if wire_time_key(fact.valid_from) > va:
+                continue
+            if valid_to is not None and va >= wire_time_key(valid_to):
+                continue
+            provenance = "attested" if states[fact.fact_id].confirmed else fact.provenance
+            if PROVENANCE_RANK.get(provenance, 0) < min_rank:
+                continue
+            out.append(fact.with_(valid_to=valid_to, provenance=provenance))
+        return out
+
+    def get(self, fact_id: str) -> Fact | None:
+        """A fact in any state (confirmed provenance shown, validTo from supersession), or None."""
+        self.backend.refresh()
+        around = self.backend.events_around([fact_id])
+        state = states_from(around).get(fact_id)
+        if state is None:
+            return None
+        return self._present(state, around)
+
+    def _present(self, state: FactState, around: Sequence[Event] | None = None) -> Fact:
+        fact = state.assert_event.fact
+        successor = effective_superseders(self.backend, [fact.fact_id], around=around).get(
+            fact.fact_id
+        )
+        valid_to = successor.fact.valid_from if successor and not state.retracted else None
+        provenance = "attested" if state.confirmed else fact.provenance
+        return fact.with_(valid_to=valid_to, provenance=provenance)
+
+    def held(self, fact_id: str) -> bool:
+        """Whether the fact is on legal hold now (SPEC 2.6)."""
+        state = fact_states(self.backend, [fact_id]).get(fact_id)
+        return bool(state and state.held)
+
+    def is_retracted(self, fact_id: str) -> bool:
+        state = fact_states(self.backend, [fact_id]).get(fact_id)
+        return bool(state and state.retracted)
+
+    def current_external(self, fact_id: str) -> dict[str, str]:
+        """Where the stores hold the fact now: store name -> external id.
+
+        The assert's ``external``, updated by every later re-put recorded on an event (the store
+        mirror puts a fact back when a retraction makes it current again). Empty if unknown.
+        """
+        self.backend.refresh()
+        return current_external(self.backend, fact_id)
+
+    def history(self, fact_id: str) -> list[Event]:
+        """The fact's assert, the asserts superseding it and every event citing it, oldest first."""
+        return self.backend.history(fact_id)
+
+    def facts(self) -> list[Fact]:
+        """Every fact ever asserted, in append order, as stored (forgotten ones with value null)."""
+        events = list(self.backend.find_asserts())
+        confirmed = {
+            e.fact_id for e in self.backend.events_for([e.fact_id for e in events])
+            if isinstance(e, ConfirmEvent)
+        }
+        return [
+            e.fact.with_(provenance="attested") if e.fact_id in confirmed else e.fact
+            for e in events
+        ]
+
+    def spaces(self) -> list[str]:
+        return self.backend.spaces()
+
+    def count(self) -> int:
+        return self.backend.count()
+
+    def learned_before(self, before: TimeLike, space: str | None = None) -> list[Fact]:
+        """Facts whose assert ``txTime < before``, not yet forgotten, in append order (SPEC 2.7)."""
+        cutoff = time_arg(before, "before")
+        assert cutoff is not None
+        events = list(self.backend.find_asserts(space=space, tx_before=cutoff))
+        return [e.fact for e in events if e.fact.forgotten is None]
+
+    def export(self) -> Iterator[Event]:
+        """Every event in append order (the JSONL audit copy of any store)."""
+        return self.backend.iter_events()
+
+    def compact(self) -> None:
+        self.backend.compact()

@@ -1,0 +1,50 @@
+"""Typed requests: what a caller asks the ledger to assert, before it is validated and stamped.
+
+The MCP server, the write-through flows and bulk ingest hand the ledger ``AssertRequest``
+objects rather than loose keyword dictionaries, so a misspelt field fails where it is written.
+``Ledger.assert_fact(**kwargs)`` builds one from its keyword arguments (SPEC section 7).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+TimeLike = datetime | str
+
+
+@dataclass(frozen=True, slots=True)
+class AssertRequest:
+    """The arguments of ``assert_fact`` (SPEC section 7), unvalidated.
+
+    ``fact_id`` and ``valid_from`` may be left out: the ledger draws a fresh id and uses the
+    transaction time. The transaction time itself is never a request field: only the ledger's
+    clock stamps it.
+    """
+
+    subject: str
+    predicate: str
+    value: Any
+    space: str
+    actor: str
+    receipt_id: str | None = None
+    provenance: str = "claimed"
+    external: Mapping[str, str] | None = None
+    valid_from: TimeLike | None = None
+    confidence: float | None = None
+    supersedes: str | None = None
+    fact_id: str | None = None
+
+    def with_(self, **changes: Any) -> AssertRequest:
+        """A copy with some fields replaced."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def of(cls, item: AssertRequest | Mapping[str, Any]) -> AssertRequest:
+        """Accept a request or a mapping of ``assert_fact`` keyword arguments."""
+        if isinstance(item, AssertRequest):
+            return item
+        return cls(**item)

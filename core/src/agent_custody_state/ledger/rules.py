@@ -1,0 +1,107 @@
+"""The ledger's rules (SPEC section 2), checked against what the backend holds right now.
+
+One function per kind of check, shared by every path that needs it: ``check_assert`` serves a
+lone ``assert_fact`` and each item of an ``assert_many`` batch alike (a batch only adds the facts
+asserted earlier in it); ``refuse`` answers, for the state-changing events (retract, confirm,
+hold, release, forget), whether the fact's current state allows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.model import AssertEvent
+from agent_custody_state.ledger.queries import FactState, effective_superseders, states_from
+from agent_custody_state.timeutil import wire_time_key
+
+Action = Literal["retract", "confirm", "hold", "release", "forget"]
+
+
+@dataclass
+class Batch:
+    """The asserts accepted so far in one transaction, and which facts they supersede."""
+
+    asserts: dict[str, AssertEvent] = field(default_factory=dict)
+    superseded: set[str] = field(default_factory=set)
+
+    def add(self, event: AssertEvent) -> None:
+        self.asserts[event.fact_id] = event
+        if event.supersedes is not None:
+            self.superseded.add(event.supersedes)
+
+
+def check_assert(
+    backend: EventBackend,
+    event: AssertEvent,
+    batch: Batch | None = None,
+    known: Container[str] | None = None,
+) -> None:
+    """Rules 2.1 for one assert; raises ``LedgerError``.
+
+    ``batch``: asserts accepted earlier in the same transaction (they may be superseded too).
+    ``known``: which of a batch's fact ids the backend already holds, asked once for the whole
+    batch (None: ask the backend now).
+    """
+    batch = batch or Batch()
+    fact = event.fact
+    exists = (fact.fact_id in known if known is not None
+              else backend.get_assert(fact.fact_id) is not None)
+    if fact.fact_id in batch.asserts or exists:
+        raise LedgerError(f"fact {fact.fact_id} already exists", field="fact_id",
+                          code="fact_exists")
+    sup = event.supersedes
+    if sup is None:
+        return
+    if sup in batch.superseded:
+        raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
+    old = batch.asserts.get(sup) or backend.get_assert(sup)
+    if old is None:
+        raise LedgerError(f"cannot supersede unknown fact {sup}", code="unknown_fact")
+    if sup not in batch.asserts:  # a fact of this batch has no other superseder and is live
+        around = backend.events_around([sup])  # one question answers rules 2 and 3
+        if effective_superseders(backend, [sup], around=around).get(sup) is not None:
+            raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
+        state = states_from(around).get(sup)
+        if state is not None and state.retracted:
+            raise LedgerError(f"fact {sup} is retracted", code="retracted")
+    if wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
+        raise LedgerError("replacement cannot start before the fact it supersedes",
+                          code="bad_replacement")
+    if fact.subject != old.fact.subject or fact.predicate != old.fact.predicate:
+        raise LedgerError(
+            "a replacement must keep the subject and predicate of the fact it supersedes",
+            code="bad_replacement",
+        )
+
+
+def refuse(action: Action, state: FactState) -> LedgerError | None:
+    """Why ``action`` may not happen to a fact in ``state`` (SPEC 2.3-2.6), or None."""
+    fact_id = state.assert_event.fact_id
+    if action == "retract" and state.retracted:
+        return LedgerError(f"fact {fact_id} is already retracted", code="already_retracted")
+    if action == "confirm":
+        if state.retracted:
+            return LedgerError(f"fact {fact_id} is retracted", code="retracted")
+        if state.assert_event.fact.provenance != "claimed" or state.confirmed:
+            return LedgerError(f"fact {fact_id} is already attested", code="already_attested")
+    if action in ("hold", "forget") and state.forgotten:
+        return LedgerError(f"fact {fact_id} is already forgotten", code="already_forgotten")
+    if action == "hold" and state.held:
+        return LedgerError(f"fact {fact_id} is already on hold", code="already_on_hold")
+    if action == "forget" and state.held:
+        return LedgerError(f"fact {fact_id} is on legal hold; release it first", code="on_hold")
+    if action == "release" and not state.held:
+        return LedgerError(f"fact {fact_id} is not on hold", code="not_on_hold")
+    return None
+
+
+def check_known(states: Mapping[str, FactState], fact_id: str, action: Action) -> FactState:
+    """The fact's state, or the SPEC's ``cannot <action> unknown fact <id>`` refusal."""
+    state = states.get(fact_id)
+    if state is None:
+        raise LedgerError(f"cannot {action} unknown fact {fact_id}", code="unknown_fact")
+    return state

@@ -1,0 +1,77 @@
+"""The ``Store`` protocol every write-through adapter implements, and what each store receives.
+
+A store is a retrieval system a team already runs (mem0, Zep, pgvector, ...). Adapters implement
+``put`` and ``remove`` (and, to have removals verified, ``verify_removed``); the core, not a
+pluggy fan-out, drives them (``storeset`` and ``flows``), because custody needs a fixed order and
+a defined outcome on failure (SPEC 4.2, 4.3, 6).
+
+Store methods are ``async`` so network stores never block the server's event loop; an adapter over
+a blocking SDK runs its calls in a worker thread (``kit.run_sync``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from agent_custody_state.canonical import js_json
+from agent_custody_state.ledger.model import Fact
+
+Verification = Literal["verified", "stillIndexed", "unverified", "failed"]
+
+
+class StoreError(Exception):
+    """A store refused or failed an operation; ``store`` names it."""
+
+    def __init__(self, store: str, message: str) -> None:
+        super().__init__(f"{store}: {message}")
+        self.store = store
+        self.message = message
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What a write-through store implements. ``verify_removed`` is optional."""
+
+    name: str
+
+    async def put(self, fact: Fact) -> str:
+        """Write the fact (text + custody metadata); return the store's own id for it."""
+
+    async def remove(self, external_id: str, fact: Fact) -> None:
+        """Remove what ``put`` wrote; removing something already gone is not an error."""
+
+
+def can_verify(store: Store) -> bool:
+    return callable(getattr(store, "verify_removed", None))
+
+
+def fact_text(fact: Fact) -> str:
+    """The text every store receives: ``"<subject> <predicate>: <value>"`` (SPEC 6)."""
+    value = fact.value if isinstance(fact.value, str) else js_json(fact.value)
+    return f"{fact.subject} {fact.predicate}: {value}"
+
+
+def custody_metadata(fact: Fact) -> dict[str, Any]:
+    """The custody metadata every store keeps beside the text (SPEC 6)."""
+    return {
+        "factId": fact.fact_id,
+        "space": fact.space,
+        "actor": fact.actor,
+        "provenance": fact.provenance,
+        "receiptId": fact.source.receipt_id,
+        "validFrom": fact.valid_from,
+        "source": "agent-custody",
+    }
+
+
+def mirrors(store: Store) -> bool:
+    """Whether a store mirrors the present (the default) rather than only accumulating."""
+    return getattr(store, "mirror", True) is not False
+
+
+
+def error_message(exc: BaseException) -> str:
+    if isinstance(exc, StoreError):
+        return exc.message
+    text = str(exc) or type(exc).__name__
+    return text

@@ -1,0 +1,256 @@
+"""Custody with stores: the ledger and its write-through stores, moved together (SPEC 4.2, 6).
+
+The one home of every flow that crosses the ledger and the stores. The MCP server and the command
+line only translate arguments in and these reports out; a Python program gets the same behaviour
+with ``Custody(ledger, stores)`` and ``await custody.write(...)``.
+
+- **write**: validate, put into every store in configuration order, append with the stores' ids;
+  a store that fails, or a ledger that refuses at append time (another writer got there first),
+  compensates the puts already made. A write that supersedes then removes the old value from the
+  mirroring stores.
+- **retract / forget**: the ledger first, then removal from each store holding the fact, verified;
+  what the retraction makes current again is put back first (``mirror``).
+- **sweep**: the ledger forgets what is older than ``before`` (or each space's retention window),
+  then each forgotten fact leaves the stores.
+
+Each flow runs shielded from cancellation: a caller that hangs up between the ledger and the
+stores must not leave the two disagreeing. Ledger calls go through ``run`` (the server passes its
+ledger thread's ``run``; the default calls inline) and asserts through ``append`` (the server
+passes its group-commit queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+
+from agent_custody_state.ledger.arguments import new_id
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import AssertEvent, Fact, ForgetEvent, RetractEvent
+from agent_custody_state.ledger.requests import AssertRequest, TimeLike
+from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.stores.base import Store
+from agent_custody_state.stores.mirror import (
+    E,
+    Removal,
+    Restore,
+    current_fact,
+    plan_leaving,
+    put_back,
+)
+from agent_custody_state.stores.storeset import (
+    RemovalReport,
+    StoreSet,
+    VerifyPolicy,
+    describe_compensation,
+)
+from agent_custody_state.timeutil import format_time, parse_time
+
+T = TypeVar("T")
+Runner = Callable[..., Awaitable[Any]]
+Append = Callable[[AssertRequest], Awaitable[AssertEvent]]
+
+SWEEP_NEEDS_BEFORE = "sweep needs `before`, or a server started with retention windows"
+
+__all__ = [
+    "SWEEP_NEEDS_BEFORE", "Custody", "Removal", "Restore", "SweepReport", "SweptFact",
+    "WriteReport",
+]
+
+
+async def run_inline(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """The default ``run``: call the ledger on the caller's thread."""
+    return fn(*args, **kwargs)
+
+
+@dataclass
+class WriteReport:
+    """A write: the assert appended and, if it superseded a fact, that fact's removal from the
+    mirroring stores (None when there was nothing to mirror)."""
+
+    event: AssertEvent
+    mirror: RemovalReport | None = None
+
+
+@dataclass
+class SweptFact:
+    """One fact a sweep forgot, and its removal from the stores that held it."""
+
+    event: ForgetEvent
+    removal: RemovalReport = field(default_factory=RemovalReport)
+
+
+@dataclass
+class SweepReport:
+    """A sweep: the cutoff (or the retention windows used), what was forgotten, what was held."""
+
+    before: str | None
+    retention: RetentionPolicy | None
+    space: str | None
+    forgotten: list[SweptFact] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+
+    @property
+    def still_held(self) -> list[str]:
+        """Fact ids some store could not remove."""
+        return [s.event.fact_id for s in self.forgotten if s.removal.still_held]
+
+    def problems(self) -> list[str]:
+        """``<store> (<fact>): <message>`` for every failed removal."""
+        return [f"{name} ({s.event.fact_id}): {message}" for s in self.forgotten
+                for name, message in s.removal.still_held.items()]
+
+
+class Custody:
+    """A ledger and its write-through stores, moved together by the flows above."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        stores: StoreSet | Sequence[Store] = (),
+        *,
+        retention: RetentionPolicy | None = None,
+        verify: VerifyPolicy | None = None,
+        run: Runner = run_inline,
+        append: Append | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.stores = stores if isinstance(stores, StoreSet) else StoreSet(list(stores), verify)
+        self.retention = retention
+        self.run = run
+        self._append = append or (lambda request: run(ledger.assert_fact, request))
+
+    # -- write ---------------------------------------------------------------------------------
+
+    async def write(self, request: AssertRequest) -> WriteReport:
+        """Assert through the stores (see the module docstring); raises ``LedgerError`` or
+        ``StoreWriteError`` with nothing appended and every put compensated."""
+        with anyio.CancelScope(shield=True):
+            if not self.stores:
+                return WriteReport(await self._append(request))
+            # The stores record the fact id and validFrom before the ledger appends: fix both now.
+            request = request.with_(fact_id=request.fact_id or new_id(),
+                                    valid_from=request.valid_from or self.ledger.now())
+            planned: AssertEvent = await self.run(self.ledger.validate_assert, request)
+            fact = planned.fact
+            external = await self.stores.put_all(fact)
+            try:
+                event = await self._append(request.with_(external=external))
+            except LedgerError as exc:
+                outcome = await self.stores.compensate(fact, external)
+                raise LedgerError(f"{exc}; compensated: {describe_compensation(outcome)}",
+                                  field=exc.field, code=exc.code) from exc
+            return WriteReport(event, await self._leave_mirrors(event))
+
+    async def _leave_mirrors(self, event: AssertEvent) -> RemovalReport | None:
+        """The fact ``event`` superseded leaves the mirroring stores."""
+        mirroring = [s.name for s in self.stores.mirroring()]
+        if event.supersedes is None or not mirroring:
+            return None
+        old: Fact | None = await self.run(current_fact, self.ledger, event.supersedes)
+        if old is None or not old.external:
+            return RemovalReport()
+        return await self.stores.remove_all(old, only=mirroring)
+
+    # -- retract, forget -------------------------------------------------------------------------
+
+    async def retract(self, *, fact_id: str, actor: str, reason: str,
+                      receipt_id: str | None = None) -> Removal[RetractEvent]:
+        """Retract in the ledger and remove from every store holding the fact; put back what
+        the retraction makes current again, recording its new ids on the event."""
+
+        def mutate(extra: dict[str, Any] | None) -> RetractEvent:
+            return self.ledger.retract(fact_id=fact_id, actor=actor, reason=reason,
+                                       receipt_id=receipt_id, extra=extra)
+
+        return await self._leave_present(fact_id, mutate, forgetting=False)
+
+    async def forget(self, *, fact_id: str, actor: str, reason: str,
+                     receipt_id: str | None = None,
+                     keep_digest: bool = True) -> Removal[ForgetEvent]:
+        """Forget in the ledger, then remove from every store: the removal and its check use
+        the value taken before the erasure (the ledger no longer has it)."""
+
+        def mutate(extra: dict[str, Any] | None) -> ForgetEvent:
+            return self.ledger.forget(fact_id=fact_id, actor=actor, reason=reason,
+                                      receipt_id=receipt_id, keep_digest=keep_digest, extra=extra)
+
+        return await self._leave_present(fact_id, mutate, forgetting=True)
+
+    async def _leave_present(self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E],
+                             *, forgetting: bool) -> Removal[E]:
+        with anyio.CancelScope(shield=True):
+            if not self.stores:
+                return Removal(await self.run(mutate, None), RemovalReport())
+            plan = await self.run(plan_leaving, self.ledger, fact_id, forgetting=forgetting)
+            restore: Restore | None = None
+            if plan.uncovers is not None and self.stores.mirroring():
+                restore = await put_back(self.stores, plan.uncovers)
+            extra = restore.record() if restore is not None and restore.external else None
+            try:
+                event = await self.run(mutate, extra)
+            except BaseException:
+                if restore is not None and restore.external and plan.uncovers is not None:
+                    await self.stores.compensate(plan.uncovers, restore.external)
+                raise
+            if plan.fact is None or not plan.fact.external:
+                return Removal(event, RemovalReport(), restore)
+            return Removal(event, await self.stores.remove_all(plan.fact), restore)
+
+    # -- sweep ---------------------------------------------------------------------------------
+
+    async def sweep(self, *, actor: str, reason: str, before: TimeLike | None = None,
+                    space: str | None = None, receipt_id: str | None = None,
+                    keep_digest: bool = True) -> SweepReport:
+        """Forget what was learned before ``before`` (or, without it, before each space's
+        retention window), then remove each forgotten fact from the stores holding it."""
+        if before is None and self.retention is None:
+            raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
+        with anyio.CancelScope(shield=True):
+            forgotten, held, copies = await self.run(
+                self._sweep_ledger, before, space, actor, reason, receipt_id, keep_digest)
+            report = SweepReport(
+                before=before if isinstance(before, str) or before is None else format_time(before),
+                retention=self.retention if before is None else None, space=space, held=held)
+            for event in forgotten:
+                fact = copies.get(event.fact_id)
+                removal = (await self.stores.remove_all(fact) if fact is not None
+                           else RemovalReport())
+                report.forgotten.append(SweptFact(event, removal))
+        return report
+
+    def _cutoffs(self, before: TimeLike | None, space: str | None) -> list[tuple[str | None, Any]]:
+        if before is not None:
+            return [(space, before)]
+        assert self.retention is not None
+        now = parse_time(self.ledger.now())
+        plan: list[tuple[str | None, Any]] = []
+        for name in [space] if space is not None else self.ledger.spaces():
+            window = self.retention.window_for(name)
+            if window is not None:
+                plan.append((name, format_time(window[1].before(now))))
+        return plan
+
+    def _sweep_ledger(self, before: TimeLike | None, space: str | None, actor: str, reason: str,
+                      receipt_id: str | None, keep_digest: bool,
+                      ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact]]:
+        forgotten: list[ForgetEvent] = []
+        held: list[str] = []
+        copies: dict[str, Fact] = {}
+        for where, cutoff in self._cutoffs(before, space):
+            if self.stores:
+                # Keep the values the stores must find again to remove and verify, with the ids
+                # the stores hold them under now (a fact put back has new ones).
+                for f in self.ledger.learned_before(cutoff, where):
+                    external = self.ledger.current_external(f.fact_id)
+                    if external:
+                        copies[f.fact_id] = f.with_(external=external)
+            result = self.ledger.sweep(before=cutoff, space=where, actor=actor, reason=reason,
+                                       receipt_id=receipt_id, keep_digest=keep_digest)
+            forgotten.extend(result.forgotten)
+            held.extend(result.held)
+        return forgotten, held, copies

@@ -1,0 +1,127 @@
+"""Stores mirror the present (SPEC 6 improvement): what leaves and what returns to the stores.
+
+The ledger keeps every version; a retrieval store should hold only what is believed now, or an
+agent recalls a superseded value as if it were current. So, for every store that mirrors (all
+but those configured ``mirror = false``):
+
+- a write that supersedes X removes X from the stores after the ledger has appended
+  (``Custody.write`` in ``flows``), verified like any removal;
+- a retraction or forget of the head of a chain makes the fact it superseded current again; that
+  fact is put back into the stores *before* the ledger appends the retraction, and its new
+  external ids are recorded on that retract/forget event as
+  ``"restored": {"factId": <fact>, "external": {<store>: <id>}}``. SPEC 1.2 keeps unknown keys,
+  so the TypeScript implementation reads and writes such a ledger unchanged, and the ledger stays
+  the only record of where each fact is held (:meth:`Ledger.current_external`).
+
+Why put back before appending: the new ids must be on the event, and events are immutable. The
+ledger still decides: a retraction it refuses compensates (removes) the puts. A store that fails
+the put-back does not block the retraction (an undo must never be held hostage by a vendor);
+the failure is reported and the fact is simply absent from that store.
+
+This module plans (which fact a retraction or forget uncovers) and puts back; ``flows`` runs
+the whole retract/forget/supersede around it. Sweeps do not put back: a sweep forgets whole
+stretches of history, and a superseded fact older than a swept one is swept with it unless it is
+on hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import Fact, ForgetEvent, RetractEvent
+from agent_custody_state.ledger.queries import RESTORED_KEY
+from agent_custody_state.stores.base import error_message
+from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+
+E = TypeVar("E", RetractEvent, ForgetEvent)
+
+
+@dataclass
+class Restore:
+    """A fact put back into the mirroring stores because it became current again."""
+
+    fact_id: str
+    external: dict[str, str] = field(default_factory=dict)  # store -> new id
+    failed: dict[str, str] = field(default_factory=dict)  # store -> error message
+
+    def record(self) -> dict[str, Any]:
+        """The extra key written on the retract/forget event (only the puts that succeeded)."""
+        return {RESTORED_KEY: {"factId": self.fact_id, "external": dict(self.external)}}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape reported in tool results."""
+        return {"factId": self.fact_id, "external": dict(self.external),
+                "failed": dict(self.failed)}
+
+
+@dataclass
+class Removal(Generic[E]):
+    """What a retraction or forget did: the event, the removal from the stores, any restore."""
+
+    event: E
+    removal: RemovalReport
+    restored: Restore | None = None
+
+
+def current_fact(ledger: Ledger, fact_id: str) -> Fact | None:
+    """The fact with ``external`` set to where the stores hold it now (restores included)."""
+    fact = ledger.get(fact_id)
+    if fact is None:
+        return None
+    return fact.with_(external=ledger.current_external(fact_id) or None)
+
+
+def _made_current_by_leaving(ledger: Ledger, fact: Fact) -> Fact | None:
+    """The fact that becomes current if ``fact`` (current now) leaves the present, if any.
+
+    Only the head of a chain uncovers anything: walk up ``supersedes`` past retracted links to
+    the first live ancestor. Rule 2.1.2 guarantees ``fact`` is that ancestor's only live
+    superseder, so once ``fact`` is retracted the ancestor has none (SPEC 2.2 step 4).
+    """
+    if fact.valid_to is not None:  # superseded itself: its successor keeps the chain covered
+        return None
+    event = ledger.backend.get_assert(fact.fact_id)
+    parent = event.supersedes if event is not None else None
+    seen: set[str] = set()
+    while parent is not None and parent not in seen:
+        seen.add(parent)
+        if not ledger.is_retracted(parent):
+            return current_fact(ledger, parent)
+        above = ledger.backend.get_assert(parent)
+        parent = above.supersedes if above is not None else None
+    return None
+
+
+@dataclass
+class LeavingPlan:
+    fact: Fact | None  # the fact leaving, with its value and current external ids
+    uncovers: Fact | None  # what becomes current again
+
+
+def plan_leaving(ledger: Ledger, fact_id: str, *, forgetting: bool) -> LeavingPlan:
+    ledger.backend.refresh()
+    fact = current_fact(ledger, fact_id)
+    if fact is None or ledger.is_retracted(fact_id):
+        return LeavingPlan(fact, None)  # the ledger refuses (retract) or nothing is uncovered (forget)
+    if forgetting and ledger.held(fact_id):
+        return LeavingPlan(fact, None)  # the ledger will refuse; put nothing back
+    return LeavingPlan(fact, _made_current_by_leaving(ledger, fact))
+
+
+async def put_back(stores: StoreSet, fact: Fact) -> Restore:
+    restore = Restore(fact.fact_id)
+    clean = fact.with_(external=None, valid_to=None)
+    for store in stores.mirroring():
+        try:
+            external_id = await store.put(clean)
+            if not isinstance(external_id, str) or not external_id:
+                raise ValueError(f"put returned {external_id!r}, not an id")
+        except Exception as exc:
+            restore.failed[store.name] = error_message(exc)
+            continue
+        restore.external[store.name] = external_id
+    return restore
+
+

@@ -1,0 +1,12 @@
+"""The shared SQL base of the SQL event backends: the events table and ``SqlEventBackend``.
+
+Dialect plugins subclass :class:`SqlEventBackend` and use the table helpers of :mod:`.schema`;
+this distribution is the one place that depends on SQLAlchemy, so the core installs without it.
+"""
+
+from __future__ import annotations
+
+from agent_custody_state_sql.backend import SqlEventBackend
+from agent_custody_state_sql.schema import TABLE_NAME, Prepared, create_ddl, event_row, events_table
+
+__all__ = ["TABLE_NAME", "Prepared", "SqlEventBackend", "create_ddl", "event_row", "events_table"]

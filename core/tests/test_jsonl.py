@@ -6,6 +6,7 @@ import errno
 import json
 import multiprocessing
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,36 @@ def test_round_trip_is_byte_identical(ts_file: Path, tmp_path: Path) -> None:
     # with it at the end, as older versions did, so compare parsed dicts for it.
     assert lines[1:] == original[1:]
     assert json.loads(lines[0]) == json.loads(original[0])
+
+
+def test_index_keys_in_a_value_are_written_as_javascript_writes_them(tmp_path: Path) -> None:
+    """JSON.stringify lists array-index keys ("9", "10") first at every depth, the rest in
+    insertion order: our line for the event is the TypeScript line, after appends, after a
+    forget rewrote the file and after a reopen."""
+    path = tmp_path / "l.jsonl"
+    value = {"b": 1, "a": 4, "10": 2, "9": 3, "4294967295": 5, "01": 6,
+             "n": {"z": 0, "2": [{"x": None, "11": True, "1": "one"}]}}
+    fact_id = "70cea8ca-0000-4000-8000-0000000000aa"
+    expected_tail = (
+        '"kind":"assert","txTime":"2026-09-01T10:00:00.000Z","fact":{"factId":"' + fact_id + '",'
+        '"subject":"acct:42","predicate":"seats","value":{"9":3,"10":2,"b":1,"a":4,'
+        '"4294967295":5,"01":6,"n":{"2":[{"1":"one","11":true,"x":null}],"z":0}},"space":"org",'
+        '"actor":"a","source":{"receiptId":null},"provenance":"claimed",'
+        '"validFrom":"2026-09-01T10:00:00.000Z","validTo":null,"confidence":null},'
+        '"supersedes":null}'
+    )
+    clock = lambda: datetime(2026, 9, 1, 10, tzinfo=UTC)  # noqa: E731
+    with Ledger(path, clock=clock) as ledger:
+        event = ledger.assert_fact(subject="acct:42", predicate="seats", value=value, space="org",
+                                   actor="a", fact_id=fact_id)
+        expected = '{"eventId":"' + event.event_id + '",' + expected_tail
+        assert path.read_text().splitlines() == [expected]
+        other = ledger.assert_fact(subject="s", predicate="p", value={"3": 3}, space="org",
+                                   actor="a")
+        ledger.forget(fact_id=other.fact_id, actor="dpo", reason="gdpr")  # rewrites the file
+        assert path.read_text().splitlines()[0] == expected
+    with Ledger(path) as ledger:
+        assert next(iter(ledger.export())).to_json() == expected
 
 
 def test_forget_rewrites_only_the_assert(ts_file: Path) -> None:

@@ -1,10 +1,14 @@
 """JavaScript-compatible canonical JSON and the forget digests.
 
-The TypeScript implementation digests a forgotten value as the canonical JSON of it: object keys
-sorted by UTF-16 code units, no whitespace, numbers and strings exactly as ``JSON.stringify``
-writes them. A Python ledger must produce the same bytes, or a digest written by one side cannot
-be checked by the other. ``json.dumps`` differs in three places (float formatting, key order for
-astral characters, lone surrogates), so the encoder is written out here.
+The TypeScript implementation digests a forgotten value as the canonical JSON of it:
+``JSON.stringify`` of a copy whose objects were rebuilt with keys sorted by UTF-16 code units.
+JavaScript lists an object's array-index keys (``"0"`` .. ``"4294967294"`` in canonical decimal
+form) first, in numeric order, whatever the insertion order, so the output has those keys first
+and the sorted rest after them; a plain ``JSON.stringify`` (JSONL lines, tool results) likewise
+moves index keys first and keeps the rest in insertion order. A Python ledger must produce the
+same bytes, or a digest or line written by one side cannot be checked by the other.
+``json.dumps`` differs in four places (float formatting, key order for astral characters and for
+index keys, lone surrogates), so the encoder is written out here.
 """
 
 from __future__ import annotations
@@ -79,6 +83,44 @@ def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
+_MAX_INDEX = 2**32 - 2  # ECMA-262 array index: a canonical numeric string below 2**32 - 1
+_DIGITS = frozenset("0123456789")
+
+
+def array_index(key: str) -> int | None:
+    """The number a key stands for if JavaScript treats it as an array index, else ``None``.
+
+    Only the canonical decimal form counts: ``"01"``, ``"-1"``, ``"1.5"``, ``"1e3"`` and
+    ``"4294967295"`` are ordinary string keys.
+    """
+    if not 0 < len(key) <= 10 or key[0] not in _DIGITS or (key[0] == "0" and len(key) > 1):
+        return None
+    # isascii() first: str.isdigit() also accepts digits of other scripts, which JS does not.
+    if not (key.isascii() and key.isdigit()):
+        return None
+    number = int(key)
+    return number if number <= _MAX_INDEX else None
+
+
+def js_key_order(obj: dict[str, Any], *, sort: bool) -> list[str]:
+    """The order in which JavaScript would list the keys of ``obj`` (after a sorted rebuild if ``sort``).
+
+    Array-index keys first in ascending numeric order, then the others in insertion order, or in
+    UTF-16 order when ``sort`` (which models the canonical rebuild).
+    """
+    keys = list(obj)
+    for key in keys:
+        if not isinstance(key, str):
+            raise TypeError(f"object keys must be strings, got {type(key).__name__}")
+    if sort:
+        keys.sort(key=_utf16_key)
+    indexed = [(number, key) for key in keys if (number := array_index(key)) is not None]
+    if not indexed:
+        return keys
+    indexed.sort()
+    return [key for _, key in indexed] + [key for key in keys if array_index(key) is None]
+
+
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of a JSON value, byte-compatible with the TypeScript side."""
     parts: list[str] = []
@@ -87,11 +129,13 @@ def canonical_json(value: Any) -> str:
 
 
 def js_json(value: Any) -> str:
-    """``JSON.stringify(value)``: compact, keys in insertion order, JS number and string forms.
+    """``JSON.stringify(value)``: compact, JS key order, JS number and string forms.
 
-    Used for JSONL lines so a line written here is byte-identical to one written by the
-    TypeScript implementation. ``json.dumps`` (C speed) is used when it provably agrees: no
-    floats, no integers past 2**53, no lone surrogates.
+    Keys come in JavaScript's property order: array-index keys first, ascending, then the rest
+    in insertion order. Used for JSONL lines and tool results, so a line written here is
+    byte-identical to one written by the TypeScript implementation. ``json.dumps`` (C speed) is
+    used when it provably agrees: no floats, no integers past 2**53, no array-index keys, no lone
+    surrogates.
     """
     if _plain(value):
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -120,7 +164,11 @@ def _plain(value: Any) -> bool:
         return bool(-_SAFE_INT < value < _SAFE_INT)
     if kind is dict:
         for key, item in value.items():
-            if (type(key) is not str and not _plain(key)) or not _plain(item):
+            # json.dumps would quietly turn a non-string key into one (the encoder refuses it),
+            # and a key starting with a digit may be an array index, which JS moves to the front.
+            if type(key) is not str or (key[:1] in _DIGITS and array_index(key) is not None):
+                return False
+            if not _plain(item):
                 return False
         return True
     if kind is list:
@@ -132,7 +180,9 @@ def _plain(value: Any) -> bool:
     if isinstance(value, int):
         return -_SAFE_INT < value < _SAFE_INT
     if isinstance(value, dict):
-        return all(_plain(k) and _plain(v) for k, v in value.items())
+        return all(
+            isinstance(k, str) and array_index(k) is None and _plain(v) for k, v in value.items()
+        )
     if isinstance(value, list):
         return all(_plain(v) for v in value)
     return False
@@ -152,9 +202,7 @@ def _encode(value: Any, out: list[str], sort: bool) -> None:
     elif isinstance(value, dict):
         out.append("{")
         first = True
-        for key in sorted(value, key=_utf16_key) if sort else value:
-            if not isinstance(key, str):
-                raise TypeError(f"object keys must be strings, got {type(key).__name__}")
+        for key in js_key_order(value, sort=sort):
             if not first:
                 out.append(",")
             first = False

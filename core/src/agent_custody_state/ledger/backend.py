@@ -13,8 +13,9 @@ Times passed to the query methods are normalised wire strings (see ``timeutil``)
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
 
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
@@ -168,3 +169,62 @@ class EventBackend(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReentrantTransactions:
+    """The write section every builtin backend shares: re-entrant, all-or-nothing.
+
+    A mixin for an ``EventBackend``: it provides ``transaction()`` on top of four steps the
+    backend implements. The outermost section takes ``_lock`` (a re-entrant thread lock), calls
+    ``_begin`` (take the cross-process lock, catch up), runs the body, then ``_commit`` (make the
+    appended events durable) or, if the body raised, ``_rollback`` (drop them); ``_end`` always
+    runs last (release the cross-process lock). A nested section only counts its depth.
+    ``append`` and ``forget`` call ``_require_transaction`` first. Call ``_init_transactions``
+    from ``__init__``.
+    """
+
+    _lock: threading.RLock
+    _depth: int
+
+    def _init_transactions(self) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    def _begin(self) -> None:
+        """Start the outermost section (e.g. take the file lock, or ``BEGIN``)."""
+
+    def _commit(self) -> None:
+        """Make what the section appended durable (fsync, ``COMMIT``)."""
+
+    def _rollback(self) -> None:
+        """Drop what the section appended; called when the body raised."""
+
+    def _end(self) -> None:
+        """Always called after the outermost section, after commit or rollback."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._depth = 1
+            try:
+                self._begin()
+                try:
+                    yield
+                except BaseException:
+                    self._rollback()
+                    raise
+                self._commit()
+            finally:
+                self._depth = 0
+                self._end()
+
+    def _require_transaction(self) -> None:
+        if not self._depth:
+            raise RuntimeError("append/forget must run inside backend.transaction()")

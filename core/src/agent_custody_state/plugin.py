@@ -1,0 +1,55 @@
+"""Everything a plugin author imports, in one place.
+
+An event backend or write-through store plugin imports from this module and from its own vendor
+SDK, nothing else of ``agent_custody_state`` (the lint session's import contracts check this for
+the plugins in this repository). What is here is the supported surface for plugins; the modules
+behind it may move.
+
+Event backends subclass :class:`EventBackend` (usually with :class:`ReentrantTransactions` for the
+write section) and register through :func:`register_event_backends`; stores implement the
+:class:`Store` protocol and register through :func:`register_stores`. See ``docs/hooks.md`` and
+``docs/writing-plugins.md``.
+"""
+
+from __future__ import annotations
+
+from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, hookimpl
+from agent_custody_state.ledger.backend import (
+    EventBackend,
+    EventBackendError,
+    ReentrantTransactions,
+)
+from agent_custody_state.ledger.model import (
+    AssertEvent,
+    ConfirmEvent,
+    Event,
+    Fact,
+    ForgetEvent,
+    Forgotten,
+    HoldEvent,
+    ReleaseEvent,
+    RetractEvent,
+    Source,
+    event_from_dict,
+    event_from_json,
+    forget_assert,
+)
+from agent_custody_state.plugins import resolve_ref
+from agent_custody_state.stores.base import (
+    Store,
+    StoreError,
+    Verification,
+    custody_metadata,
+    fact_text,
+)
+from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from_env
+from agent_custody_state.timeutil import wire_time_key
+
+__all__ = [
+    "AssertEvent", "ConfirmEvent", "Event", "EventBackend", "EventBackendError", "Fact",
+    "ForgetEvent", "Forgotten", "HoldEvent", "ReentrantTransactions", "RegisterEventBackend",
+    "RegisterStore", "ReleaseEvent", "RetractEvent", "Source", "Store", "StoreError",
+    "Verification", "call_sdk", "custody_metadata", "event_from_dict", "event_from_json",
+    "fact_text", "forget_assert", "hookimpl", "poll", "resolve_ref", "run_sync",
+    "secret_from_env", "wire_time_key",
+]

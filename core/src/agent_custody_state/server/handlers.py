@@ -15,6 +15,7 @@ from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.server.evidence import check_evidence
+from agent_custody_state.server.policy import guard_fact
 from agent_custody_state.server.results import ToolResult
 from agent_custody_state.server.shapes import (
     forget_shape,
@@ -24,7 +25,7 @@ from agent_custody_state.server.shapes import (
     sweep_shape,
     write_shape,
 )
-from agent_custody_state.server.trust import CONFIRM_NEEDS_GATEWAY, FACTS_KEY, CallContext
+from agent_custody_state.server.trust import FACTS_KEY, CallContext
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores.flows import Custody
 
@@ -53,7 +54,8 @@ async def write(svc: Services, call: CallContext, args: Args) -> ToolResult:
         provenance=provenance, valid_from=args.get("validFrom"),
         confidence=args.get("confidence"), supersedes=args.get("supersedes"),
     )
-    return ToolResult.ok(write_shape(await svc.custody.write(request)))
+    guard = await guard_fact(svc.ledger, svc.worker, call, request.supersedes)
+    return ToolResult.ok(write_shape(await svc.custody.write(request, precondition=guard)))
 
 
 async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -75,8 +77,7 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def confirm(svc: Services, call: CallContext, args: Args) -> ToolResult:
-    if call.provenance != "attested":
-        return ToolResult.error(CONFIRM_NEEDS_GATEWAY)
+    # Only attested calls get here (policy.refusal, checked by the service).
     event = await svc.worker.run(
         svc.ledger.confirm, fact_id=args["factId"], actor=call.actor(),
         receipt_id=call.receipt_id,
@@ -88,9 +89,10 @@ async def confirm(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    guard = await guard_fact(svc.ledger, svc.worker, call, args["factId"])
     done = await svc.custody.retract(
         fact_id=args["factId"], actor=call.actor(args.get("actor")), reason=args["reason"],
-        receipt_id=call.receipt_id,
+        receipt_id=call.receipt_id, precondition=guard,
     )
     if done.removal.still_held:
         return ToolResult.partial(
@@ -100,9 +102,11 @@ async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    guard = await guard_fact(svc.ledger, svc.worker, call, args["factId"])
     done = await svc.custody.forget(
         fact_id=args["factId"], actor=call.actor(), reason=args["reason"],
         receipt_id=call.receipt_id, keep_digest=args.get("keepDigest", True),
+        precondition=guard,
     )
     if done.removal.still_held:
         return ToolResult.partial(

@@ -2,8 +2,9 @@
 
 Transport-independent: the MCP server (``app.py``) hands it the tool name, the arguments, the
 call's ``_meta`` and the caller's role; it answers a ``ToolResult``. The order of checks is fixed:
-unknown tool, then the gateway requirement (an unauthenticated caller learns nothing about
-argument rules), then the arguments, then the tool itself. Every result of a call that carried a
+unknown tool, then the gateway requirement, then what a direct caller may not call at all
+(``policy.py``; a caller who may not call learns nothing about argument rules), then the
+arguments, then the tool itself. Every result of a call that carried a
 (believed) receipt id is signed when the server has a key, refusals included.
 """
 
@@ -23,6 +24,7 @@ from agent_custody_state.stores.flows import Custody
 from agent_custody_state.server.appender import Appender
 from agent_custody_state.server.evidence import EvidenceError
 from agent_custody_state.server.handlers import HANDLERS
+from agent_custody_state.server.policy import refusal
 from agent_custody_state.server.results import ToolResult
 from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.tools import SCHEMAS
@@ -120,6 +122,9 @@ class MemoryService:
             return ToolResult.error(f"unknown tool {name}")
         if self.require_gateway and context.receipt_id is None:
             return ToolResult.error(GATEWAY_REQUIRED)
+        refused = refusal(name, context)
+        if refused is not None:
+            return ToolResult.error(refused)
         try:
             args = validate_arguments(SCHEMAS[name], arguments)
         except ArgumentErrors as exc:

@@ -29,7 +29,7 @@ import anyio
 
 from agent_custody_state.ledger.arguments import new_id
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.ledger import Ledger, Precondition
 from agent_custody_state.ledger.model import AssertEvent, Fact, ForgetEvent, RetractEvent
 from agent_custody_state.ledger.requests import AssertRequest, TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
@@ -126,12 +126,14 @@ class Custody:
 
     # -- write ---------------------------------------------------------------------------------
 
-    async def write(self, request: AssertRequest) -> WriteReport:
+    async def write(self, request: AssertRequest, *,
+                    precondition: Precondition | None = None) -> WriteReport:
         """Assert through the stores (see the module docstring); raises ``LedgerError`` or
-        ``StoreWriteError`` with nothing appended and every put compensated."""
+        ``StoreWriteError`` with nothing appended and every put compensated.
+        ``precondition``: the caller's condition on the superseded fact (``Ledger.assert_fact``)."""
         with anyio.CancelScope(shield=True):
             if not self.stores:
-                return WriteReport(await self._append(request))
+                return WriteReport(await self._append_checked(request, precondition))
             # The stores record the fact id and validFrom before the ledger appends: fix both now.
             request = request.with_(fact_id=request.fact_id or new_id(),
                                     valid_from=request.valid_from or self.ledger.now())
@@ -139,12 +141,22 @@ class Custody:
             fact = planned.fact
             external = await self.stores.put_all(fact)
             try:
-                event = await self._append(request.with_(external=external))
+                event = await self._append_checked(request.with_(external=external),
+                                                   precondition)
             except LedgerError as exc:
                 outcome = await self.stores.compensate(fact, external)
                 raise LedgerError(f"{exc}; compensated: {describe_compensation(outcome)}",
                                   field=exc.field, code=exc.code) from exc
             return WriteReport(event, await self._leave_mirrors(event))
+
+    async def _append_checked(self, request: AssertRequest,
+                              precondition: Precondition | None) -> AssertEvent:
+        if precondition is None:
+            return await self._append(request)
+        # A caller's condition belongs to its own write section, not to a group-commit batch.
+        event: AssertEvent = await self.run(self.ledger.assert_fact, request,
+                                            precondition=precondition)
+        return event
 
     async def _leave_mirrors(self, event: AssertEvent) -> RemovalReport | None:
         """The fact ``event`` superseded leaves the mirroring stores."""
@@ -159,25 +171,30 @@ class Custody:
     # -- retract, forget -------------------------------------------------------------------------
 
     async def retract(self, *, fact_id: str, actor: str, reason: str,
-                      receipt_id: str | None = None) -> Removal[RetractEvent]:
+                      receipt_id: str | None = None,
+                      precondition: Precondition | None = None) -> Removal[RetractEvent]:
         """Retract in the ledger and remove from every store holding the fact; put back what
-        the retraction makes current again, recording its new ids on the event."""
+        the retraction makes current again, recording its new ids on the event.
+        ``precondition``: the caller's condition on the fact (``Ledger.retract``)."""
 
         def mutate(extra: dict[str, Any] | None) -> RetractEvent:
             return self.ledger.retract(fact_id=fact_id, actor=actor, reason=reason,
-                                       receipt_id=receipt_id, extra=extra)
+                                       receipt_id=receipt_id, extra=extra,
+                                       precondition=precondition)
 
         return await self._leave_present(fact_id, mutate, forgetting=False)
 
     async def forget(self, *, fact_id: str, actor: str, reason: str,
-                     receipt_id: str | None = None,
-                     keep_digest: bool = True) -> Removal[ForgetEvent]:
+                     receipt_id: str | None = None, keep_digest: bool = True,
+                     precondition: Precondition | None = None) -> Removal[ForgetEvent]:
         """Forget in the ledger, then remove from every store: the removal and its check use
-        the value taken before the erasure (the ledger no longer has it)."""
+        the value taken before the erasure (the ledger no longer has it).
+        ``precondition``: as for ``retract``."""
 
         def mutate(extra: dict[str, Any] | None) -> ForgetEvent:
             return self.ledger.forget(fact_id=fact_id, actor=actor, reason=reason,
-                                      receipt_id=receipt_id, keep_digest=keep_digest, extra=extra)
+                                      receipt_id=receipt_id, keep_digest=keep_digest, extra=extra,
+                                      precondition=precondition)
 
         return await self._leave_present(fact_id, mutate, forgetting=True)
 

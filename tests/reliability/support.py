@@ -143,16 +143,17 @@ class ServerProcess:
     """``agent-custody-memory serve`` as a subprocess, every byte of its stderr kept.
 
     HTTP: ``url`` is parsed from the startup line. stdio: talk through ``stdin``/``stdout``.
+    ``command`` replaces ``python -m agent_custody_state`` (e.g. to lower a resource limit).
     """
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, *, http: bool = True,
-                 timeout: float = 60) -> None:
+                 timeout: float = 60, command: list[str] | None = None) -> None:
         import re
         import threading
 
         self.args = args
         self.stderr_lines: list[str] = []
-        cmd = [*CLI, "serve", *(["--http", "--port", "0"] if http else []), *args]
+        cmd = [*(command or CLI), "serve", *(["--http", "--port", "0"] if http else []), *args]
         self.proc = subprocess.Popen(
             cmd, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE,
             stdin=None if http else subprocess.PIPE, stdout=None if http else subprocess.PIPE,

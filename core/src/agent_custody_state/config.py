@@ -64,7 +64,8 @@ class TokenConfig(BaseModel):
 
 
 class ServerConfig(BaseModel):
-    """``[server]``: transport and trust."""
+    """``[server]``: transport, trust, and the limits that keep one client from locking
+    everyone else out (docs/security.md)."""
 
     model_config = ConfigDict(extra="forbid")
     transport: Literal["stdio", "http"] = "stdio"
@@ -76,6 +77,16 @@ class ServerConfig(BaseModel):
     max_concurrency: int = Field(default=8, ge=1)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
+    # The largest value memory.write accepts (both transports).
+    max_value_elements: int = Field(default=10_000, ge=1)
+    max_value_bytes: int = Field(default=1024 * 1024, ge=1)
+    # HTTP only: sessions, connections.
+    sessions_per_token: int = Field(default=64, ge=1)
+    session_idle_timeout: float = Field(default=300, gt=0)
+    header_timeout: float = Field(default=10, gt=0)
+    body_timeout: float = Field(default=30, gt=0)
+    max_connections: int = Field(default=512, ge=1)
+    backlog: int = Field(default=256, ge=1)
 
 
 class VerifyConfig(BaseModel):

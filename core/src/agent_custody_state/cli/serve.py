@@ -12,6 +12,12 @@ from typing import Any
 from agent_custody_state.cli.common import CliError
 
 
+#: ``[server]`` limits that have a flag of the same name (``--max-value-elements`` ...).
+LIMIT_FLAGS = ("max_value_elements", "max_value_bytes", "sessions_per_token",
+               "session_idle_timeout", "header_timeout", "body_timeout", "max_connections",
+               "backlog")
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Only the flags actually given: an absent flag must not mask the file or environment."""
     top = {k: getattr(args, k) for k in ("ledger", "key", "forget_key_env", "retention")
@@ -21,7 +27,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         server["transport"] = "http"
     if args.transport is not None:
         server["transport"] = args.transport
-    for name in ("host", "port", "max_request_bytes", "max_concurrency"):
+    for name in ("host", "port", "max_request_bytes", "max_concurrency", *LIMIT_FLAGS):
         if getattr(args, name) is not None:
             server[name] = getattr(args, name)
     if args.allow_direct:
@@ -61,7 +67,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     tokens=runtime.tokens, max_request_bytes=config.server.max_request_bytes,
                     max_concurrency=config.server.max_concurrency,
                     allowed_hosts=config.server.allowed_hosts or None,
-                    allowed_origins=config.server.allowed_origins, **runtime.server_options(),
+                    allowed_origins=config.server.allowed_origins,
+                    sessions_per_token=config.server.sessions_per_token,
+                    session_idle_timeout=config.server.session_idle_timeout,
+                    header_timeout=config.server.header_timeout,
+                    body_timeout=config.server.body_timeout,
+                    max_connections=config.server.max_connections,
+                    backlog=config.server.backlog, **runtime.server_options(),
                 )
             except ValueError as exc:
                 raise CliError(str(exc)) from None
@@ -122,6 +134,21 @@ def add_commands(sub: Any) -> None:
                    help="another Host name this server answers to (repeatable)")
     p.add_argument("--max-request-bytes", type=int, metavar="N", help="message size limit")
     p.add_argument("--max-concurrency", type=int, metavar="N", help="HTTP calls in flight")
+    p.add_argument("--max-value-elements", type=int, metavar="N",
+                   help="largest value memory.write accepts, in elements (default 10000)")
+    p.add_argument("--max-value-bytes", type=int, metavar="N",
+                   help="largest value memory.write accepts, in bytes of JSON (default 1 MiB)")
+    p.add_argument("--sessions-per-token", type=int, metavar="N",
+                   help="MCP sessions one token may hold; the oldest is ended (default 64)")
+    p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
+                   help="end an HTTP session idle this long (default 300)")
+    p.add_argument("--header-timeout", type=float, metavar="SECONDS",
+                   help="close a connection that has not sent its headers (default 10)")
+    p.add_argument("--body-timeout", type=float, metavar="SECONDS",
+                   help="answer 408 to a request body not received in time (default 30)")
+    p.add_argument("--max-connections", type=int, metavar="N",
+                   help="open HTTP connections (default 512, kept under ulimit -n)")
+    p.add_argument("--backlog", type=int, metavar="N", help="listen backlog (default 256)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("keygen", help="create an Ed25519 key pair for signed results")

@@ -19,6 +19,7 @@ Code = Literal[
     "not_on_hold",
     "bad_replacement",  # a replacement changes subject/predicate or starts earlier
     "not_empty",  # import into a ledger that has events
+    "not_claimed",  # a caller's precondition: only claimed facts (the server's direct callers)
 ]
 
 

@@ -18,6 +18,7 @@ from mcp.server.lowlevel import Server
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
+from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.tools import TOOLS
 from agent_custody_state.server.trust import Role, role_of_request
@@ -47,6 +48,7 @@ def create_memory_server(
     verify: VerifyPolicy | Mapping[str, Any] | None = None,
     stream_role: Role = "gateway",
     worker: LedgerWorker | None = None,
+    value_limits: ValueLimits | None = None,
 ) -> MemoryServer:
     """Build the memory server.
 
@@ -59,10 +61,12 @@ def create_memory_server(
       (``"org=P365D,team:*=P90D"``, a mapping, or a ``RetentionPolicy``); validated here.
     - ``verify``: store removal checks, ``VerifyPolicy`` or ``{attempts, delay_ms}``.
     - ``stream_role``: who the peer of a stream transport is (stdio: the spawning gateway).
+    - ``value_limits``: the largest value ``memory.write`` accepts (``ValueLimits``; default
+      10,000 elements and 1 MiB of JSON).
     """
     service = MemoryService.build(
         ledger, require_gateway=require_gateway, stores=stores, identity=identity,
-        retention=retention, verify=verify, worker=worker,
+        retention=retention, verify=verify, worker=worker, limits=value_limits,
     )
     from agent_custody_state import __version__
 

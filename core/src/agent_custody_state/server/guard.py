@@ -10,7 +10,9 @@ sees the request:
   which one matched. The matched token's role (``gateway`` or ``direct``) goes into the request
   scope for the tool handler, and an ``AuthenticatedUser`` binds each MCP session to the token
   that opened it (another token cannot drive that session).
-- A body over ``max_request_bytes`` → 413, read incrementally, never buffered past the limit.
+- A body over ``max_request_bytes`` → 413, read incrementally, never buffered past the limit;
+  a body not received within ``body_timeout`` seconds → 408 (a client dribbling its body must
+  not hold a connection and its buffer forever).
 - More than ``max_concurrency`` requests in flight → 503 with ``Retry-After`` and a JSON-RPC error
   body, so an overloaded server sheds load with a clear answer instead of queueing until every
   caller times out.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,6 +36,7 @@ from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
+DEFAULT_BODY_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -150,8 +154,10 @@ class HttpGuard:
     def __init__(
         self, app: ASGIApp, *, tokens: Sequence[BearerToken], hosts: HostPolicy,
         max_request_bytes: int, max_concurrency: int,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
     ) -> None:
         self.app = app
+        self.body_timeout = body_timeout
         self.tokens = list(tokens)
         self.hosts = hosts
         self.max_request_bytes = max_request_bytes
@@ -204,16 +210,22 @@ class HttpGuard:
             await self._too_large(send)
             return
         body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            body += message.get("body", b"")
-            if len(body) > self.max_request_bytes:
-                await self._too_large(send)
-                return
-            if not message.get("more_body", False):
-                break
+        with anyio.move_on_after(self.body_timeout) as reading:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                body += message.get("body", b"")
+                if len(body) > self.max_request_bytes:
+                    await self._too_large(send)
+                    return
+                if not message.get("more_body", False):
+                    break
+        if reading.cancelled_caught:
+            await _respond(send, 408, _rpc_error(
+                -32600, f"request body not received within {self.body_timeout:g} s "
+                "(body_timeout)"), [(b"connection", b"close")])
+            return
         if self.in_flight >= self.max_concurrency:
             self.refused_overload += 1
             await _respond(send, 503, _rpc_error(

@@ -16,7 +16,7 @@ from agent_custody_state.ledger.model import Fact
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.server.evidence import check_evidence
 from agent_custody_state.server.policy import guard_fact
-from agent_custody_state.server.results import ToolResult
+from agent_custody_state.server.results import ToolResult, rendered, rendered_partial
 from agent_custody_state.server.shapes import (
     forget_shape,
     policy_shape,
@@ -55,7 +55,7 @@ async def write(svc: Services, call: CallContext, args: Args) -> ToolResult:
         confidence=args.get("confidence"), supersedes=args.get("supersedes"),
     )
     guard = await guard_fact(svc.ledger, svc.worker, call, request.supersedes)
-    return ToolResult.ok(write_shape(await svc.custody.write(request, precondition=guard)))
+    return await rendered(write_shape(await svc.custody.write(request, precondition=guard)))
 
 
 async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -70,7 +70,7 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
         space=args.get("space"), subject=args.get("subject"), predicate=args.get("predicate"),
         include=include,
     )
-    return ToolResult.ok(
+    return await rendered(
         {"facts": [fact.to_dict() for fact in facts]},
         meta={FACTS_KEY: [fact.fact_id for fact in facts]},
     )
@@ -95,10 +95,10 @@ async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
         receipt_id=call.receipt_id, precondition=guard,
     )
     if done.removal.still_held:
-        return ToolResult.partial(
+        return await rendered_partial(
             f"retracted in the ledger, but still held by {still_held_text(done.removal)}",
             retract_shape(done))
-    return ToolResult.ok(retract_shape(done))
+    return await rendered(retract_shape(done))
 
 
 async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -109,10 +109,10 @@ async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
         precondition=guard,
     )
     if done.removal.still_held:
-        return ToolResult.partial(
+        return await rendered_partial(
             f"erased from the ledger, but still held by {still_held_text(done.removal)}",
             forget_shape(done))
-    return ToolResult.ok(forget_shape(done))
+    return await rendered(forget_shape(done))
 
 
 async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -139,10 +139,10 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
     )
     problems = report.problems()
     if problems:
-        return ToolResult.partial(
+        return await rendered_partial(
             f"erased from the ledger, but still held by {'; '.join(problems)}",
             sweep_shape(report))
-    return ToolResult.ok(sweep_shape(report))
+    return await rendered(sweep_shape(report))
 
 
 async def get(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -155,12 +155,12 @@ async def get(svc: Services, call: CallContext, args: Args) -> ToolResult:
     fact, retracted = await svc.worker.run(get_with_status)
     if fact is None:
         return ToolResult.error(f"unknown fact {fact_id}")
-    return ToolResult.ok(policy_shape(fact, retracted))
+    return await rendered(policy_shape(fact, retracted))
 
 
 async def history(svc: Services, call: CallContext, args: Args) -> ToolResult:
     events = await svc.worker.run(svc.ledger.history, args["factId"])
-    return ToolResult.ok({"events": [event.to_dict() for event in events]})
+    return await rendered({"events": [event.to_dict() for event in events]})
 
 
 HANDLERS: dict[str, Handler] = {

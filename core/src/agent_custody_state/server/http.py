@@ -5,11 +5,17 @@
 background thread (``serve_memory_http``, for embedding and tests). A non-loopback address is
 refused without a bearer token: an unauthenticated memory server on a network would let anyone
 read and erase memory.
+
+Against one client locking everyone else out: each token holds a bounded number of sessions
+(``sessions.py``), connections must send their headers in time and are capped below the
+open-file limit, and accept errors are logged at a bounded rate (``connections.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import logging
 import socket
 import threading
 from collections.abc import Sequence
@@ -25,7 +31,30 @@ from starlette.routing import Route
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.app import MemoryServer, create_memory_server
-from agent_custody_state.server.guard import LOOPBACK_NAMES, BearerToken, HostPolicy, HttpGuard, normalize_tokens
+from agent_custody_state.server.connections import (
+    DEFAULT_BACKLOG,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    AcceptErrorLog,
+    ConnectionStats,
+    effective_limits,
+    guarded_protocol,
+)
+from agent_custody_state.server.guard import (
+    DEFAULT_BODY_TIMEOUT,
+    LOOPBACK_NAMES,
+    BearerToken,
+    HostPolicy,
+    HttpGuard,
+    normalize_tokens,
+)
+from agent_custody_state.server.sessions import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_SESSIONS_PER_TOKEN,
+    SessionLimiter,
+)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8790
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -74,19 +103,29 @@ def build_http_app(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
+    sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> tuple[Starlette, HttpGuard]:
     """The ASGI app serving ``server`` at ``/mcp``, and the guard in front of it."""
     check_bind(host, has_tokens=bool(tokens))
     if max_request_bytes <= 0 or max_concurrency <= 0:
         raise ValueError("max_request_bytes and max_concurrency must be positive")
+    if session_idle_timeout <= 0 or body_timeout <= 0:
+        raise ValueError("session_idle_timeout and body_timeout must be positive")
     manager = StreamableHTTPSessionManager(
         app=server, json_response=True, max_request_body_size=max_request_bytes,
-        session_idle_timeout=30 * 60,
+        session_idle_timeout=session_idle_timeout,
+        # Every token (and the tokenless caller) is held to its share, so the table is never
+        # full for anyone: see sessions.py.
+        max_sessions=sessions_per_token * (len(tokens) + 1),
     )
+    limiter = SessionLimiter(StreamableHTTPASGIApp(manager), sessions_per_token)
     guard = HttpGuard(
-        StreamableHTTPASGIApp(manager), tokens=tokens,
+        limiter, tokens=tokens,
         hosts=HostPolicy(allowed_host_names(host, allowed_hosts), allowed_origins),
         max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
+        body_timeout=body_timeout,
     )
     app = Starlette(
         routes=[Route("/mcp", endpoint=guard, methods=["GET", "POST", "DELETE"])],
@@ -100,9 +139,20 @@ class MemoryHttpServer:
     """A running (or ready-to-run) HTTP memory server; ``url`` is known once it is bound."""
 
     def __init__(self, app: Starlette, guard: HttpGuard, *, host: str, port: int,
-                 memory: MemoryServer) -> None:
+                 memory: MemoryServer, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 backlog: int = DEFAULT_BACKLOG) -> None:
+        if header_timeout <= 0 or max_connections < 1 or backlog < 1:
+            raise ValueError("header_timeout, max_connections and backlog must be positive")
         self.app, self.guard, self.memory = app, guard, memory
         self.host, self.port = host, port
+        self.header_timeout = header_timeout
+        self.max_connections, self.backlog = effective_limits(max_connections, backlog)
+        if self.max_connections < max_connections:
+            log.warning("max_connections lowered from %d to %d (backlog %d) to stay under the "
+                        "open-file limit (ulimit -n)", max_connections, self.max_connections,
+                        self.backlog)
+        self.connections = ConnectionStats()
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.socket: socket.socket | None = None  # the listening socket, once bound
@@ -122,7 +172,7 @@ class MemoryHttpServer:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((self.host, self.port))
-            sock.listen(2048)
+            sock.listen(self.backlog)
         except OSError as exc:
             sock.close()
             raise OSError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
@@ -139,8 +189,10 @@ class MemoryHttpServer:
         sock = self._listen()
         config = uvicorn.Config(
             self.app, log_level="warning", access_log=False, lifespan="on",
-            timeout_graceful_shutdown=3, server_header=False,
+            timeout_graceful_shutdown=3, server_header=False, backlog=self.backlog,
+            http=guarded_protocol(self.header_timeout, self.max_connections, self.connections),
         )
+        asyncio.get_running_loop().set_exception_handler(AcceptErrorLog(self.connections))
         self._uvicorn = uvicorn.Server(config)
         if on_bound is not None:
             on_bound(self)
@@ -185,7 +237,12 @@ def create_memory_http_server(
     ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", tokens: Any = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
-    allowed_origins: Sequence[str] = (), **server_options: Any,
+    allowed_origins: Sequence[str] = (),
+    sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS, backlog: int = DEFAULT_BACKLOG,
+    **server_options: Any,
 ) -> MemoryHttpServer:
     """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``."""
     memory = create_memory_server(ledger, **server_options)
@@ -193,8 +250,12 @@ def create_memory_http_server(
         memory, tokens=normalize_tokens(tokens), host=host,
         max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
         allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+        sessions_per_token=sessions_per_token, session_idle_timeout=session_idle_timeout,
+        body_timeout=body_timeout,
     )
-    return MemoryHttpServer(app, guard, host=host, port=port, memory=memory)
+    return MemoryHttpServer(app, guard, host=host, port=port, memory=memory,
+                            header_timeout=header_timeout, max_connections=max_connections,
+                            backlog=backlog)
 
 
 def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1",
@@ -204,8 +265,9 @@ def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "
     ``tokens``: ``{token: "gateway" | "direct"}``, or a list of tokens (gateway role) /
     ``(token, role)`` pairs / ``BearerToken``. Returns the running server: ``.url``, ``.port``,
     ``.close()``; it is a context manager. ``port=0`` picks a free port. Other options:
-    ``max_request_bytes``, ``max_concurrency``, ``allowed_hosts``, ``allowed_origins`` and every
-    ``create_memory_server`` option.
+    ``max_request_bytes``, ``max_concurrency``, ``allowed_hosts``, ``allowed_origins``,
+    ``sessions_per_token``, ``session_idle_timeout``, ``header_timeout``, ``body_timeout``,
+    ``max_connections``, ``backlog`` and every ``create_memory_server`` option.
     """
     server = create_memory_http_server(ledger, port=port, host=host, tokens=tokens, **options)
     return server.start()

@@ -3,7 +3,9 @@
 Success is one text item holding the JSON (written exactly as ``JSON.stringify`` would, so a
 gateway that compares or digests the text sees the TypeScript server's bytes). A refusal is
 ``isError`` with the reason as text; a half-done removal (the ledger changed, a store did not)
-is ``isError`` with the reason first and the result JSON second.
+is ``isError`` with the reason first and the result JSON second. ``rendered`` and
+``rendered_partial`` encode a big result on a worker thread (``limits.render_json``), so one
+large read does not hold up every other caller.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import mcp_types as types
 
 from agent_custody_state.canonical import js_json
+from agent_custody_state.server.limits import render_json
 
 
 @dataclass
@@ -47,3 +50,13 @@ class ToolResult:
             is_error=self.is_error,
             _meta=self.meta or None,
         )
+
+
+async def rendered(data: Any, meta: dict[str, Any] | None = None) -> ToolResult:
+    """``ToolResult.ok``, with a big result encoded off the event loop."""
+    return ToolResult([await render_json(data)], False, dict(meta or {}))
+
+
+async def rendered_partial(message: str, data: Any) -> ToolResult:
+    """``ToolResult.partial``, with a big result encoded off the event loop."""
+    return ToolResult([message, await render_json(data)], True)

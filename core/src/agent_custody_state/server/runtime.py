@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from agent_custody_state.config import ConfigError, MemoryConfig, build_stores, env_secret
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.guard import BearerToken
+from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.worker import LedgerWorker
 
@@ -43,6 +44,8 @@ class Runtime:
             "verify": {"attempts": self.config.verify.attempts,
                        "delay_ms": self.config.verify.delay_ms},
             "worker": self.worker,
+            "value_limits": ValueLimits(self.config.server.max_value_elements,
+                                        self.config.server.max_value_bytes),
         }
 
     def close(self) -> None:

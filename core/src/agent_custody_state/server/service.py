@@ -24,6 +24,7 @@ from agent_custody_state.stores.flows import Custody
 from agent_custody_state.server.appender import Appender
 from agent_custody_state.server.evidence import EvidenceError
 from agent_custody_state.server.handlers import HANDLERS
+from agent_custody_state.server.limits import ValueLimits, check_value
 from agent_custody_state.server.policy import refusal
 from agent_custody_state.server.results import ToolResult
 from agent_custody_state.server.signing import SigningIdentity
@@ -61,6 +62,7 @@ class MemoryService:
     require_gateway: bool = True
     identity: SigningIdentity | None = None
     worker: LedgerWorker = field(default_factory=LedgerWorker)
+    limits: ValueLimits = field(default_factory=ValueLimits)
     appender: Appender = field(init=False)
     custody: Custody = field(init=False)
 
@@ -80,6 +82,7 @@ class MemoryService:
         retention: str | Mapping[str, str] | RetentionPolicy | None = None,
         verify: VerifyPolicy | Mapping[str, Any] | None = None,
         worker: LedgerWorker | None = None,
+        limits: ValueLimits | None = None,
     ) -> MemoryService:
         """Normalise the ``create_memory_server`` options; bad ones fail here, at startup."""
         if isinstance(stores, StoreSet):
@@ -98,6 +101,7 @@ class MemoryService:
             require_gateway=require_gateway,
             identity=SigningIdentity.load(identity) if identity is not None else None,
             worker=worker or worker_for(ledger),
+            limits=limits or ValueLimits(),
         )
 
     async def call(
@@ -130,6 +134,8 @@ class MemoryService:
         except ArgumentErrors as exc:
             return ToolResult.error(str(exc))
         try:
+            if name == "memory.write":  # before the ledger or any store spends time on it
+                await check_value(args["value"], self.limits)
             return await handler(self, context, args)
         except _REFUSALS as exc:
             return ToolResult.error(str(exc))

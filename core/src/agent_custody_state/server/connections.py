@@ -16,9 +16,9 @@ the core) with three rules:
   rest of a body the server answered early (413) must arrive as quickly. Else it is closed.
   Headers are also capped at ``MAX_HEADER_BYTES`` (431 past it). A body the app is reading is
   timed by the guard (``body_timeout``).
-- **connection limit**: past ``max_connections`` open connections, a new one first closes the
-  oldest connection with no response pending (silent, idle, or still sending headers: nothing
-  is lost but a slot);
+- **connection limit**: past ``max_connections`` open connections, a new one first closes a
+  connection with no response pending (silent, idle, or still sending headers: nothing is lost
+  but a slot), preferring those that never completed a request, the longest waiting first;
   if every connection is busy with a request, the new one is answered 503 and closed. The limit
   and the listen backlog are kept below the process's open-file limit (``effective_limits``),
   so accepting does not fail for lack of descriptors.
@@ -105,6 +105,7 @@ def guarded_protocol(header_timeout: float, max_connections: int,
         """Times the header phase; counts as *waiting* whenever no response is pending."""
 
         _in_headers = False  # the parser is between a message's start and its headers' end
+        _served = False  # a request has been answered on this connection
         _since = 0.0  # when the connection last started waiting (opened, or answered)
         _header_bytes = 0
         _timer: asyncio.TimerHandle | None = None
@@ -130,7 +131,9 @@ def guarded_protocol(header_timeout: float, max_connections: int,
             if not waiting:
                 return False
             stats.evicted += 1
-            min(waiting, key=lambda c: c._since).transport.close()
+            # Connections that never got a request through go first (a slowloris never does;
+            # an idle gateway connection has), the longest waiting first.
+            min(waiting, key=lambda c: (c._served, c._since)).transport.close()
             return True
 
         def _arm(self) -> None:
@@ -183,6 +186,7 @@ def guarded_protocol(header_timeout: float, max_connections: int,
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            self._served = True
             if self._waiting() and not self.transport.is_closing():
                 self._since = self.loop.time()
                 if self.cycle is not None and self.cycle.more_body:

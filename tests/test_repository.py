@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -30,6 +31,25 @@ def test_every_hook_is_documented() -> None:
     assert hooks, "no hookspecs found"
     assert hooks <= headings, f"undocumented hooks: {sorted(hooks - headings)}"
     assert headings <= hooks, f"documented hooks that do not exist: {sorted(headings - hooks)}"
+
+
+def test_hooks_page_is_generated_from_the_hookspecs() -> None:
+    """docs/hooks.md is the output of tests/hookdoc.py; regenerate it when a hookspec changes."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import hookdoc
+    finally:
+        sys.path.pop(0)
+    page = (ROOT / "docs" / "hooks.md").read_text()
+    assert page == hookdoc.render(), "docs/hooks.md is stale; run: python tests/hookdoc.py > docs/hooks.md"
+
+
+def test_every_hook_documents_its_parameters_return_and_version() -> None:
+    for name in _hooks():
+        doc = getattr(hookspecs, name).__doc__ or ""
+        for param in inspect.signature(getattr(hookspecs, name)).parameters:
+            assert f":param {param}:" in doc, f"{name}: :param {param}: missing"
+        assert ":return:" in doc and ".. versionadded::" in doc, name
 
 
 def test_every_hook_has_a_docstring_and_types() -> None:

@@ -72,10 +72,10 @@ from agent_custody_state.stores import (
     StoreSet,
     StoreWriteError,
     VerifyPolicy,
-    can_verify,
     custody_metadata,
     fact_text,
 )
+from agent_custody_state.stores.base import can_verify
 
 from .rules import ConformanceSuite, rule
 

@@ -161,6 +161,9 @@ class Ledger(LedgerReads):
             try:
                 for item in items:
                     built.append(build_assert(self.now, AssertRequest.of(item)))
+            except LedgerError as exc:
+                build_error = LedgerError(f"item {len(built)}: {exc}", field=exc.field,
+                                          code=exc.code)
             except Exception as exc:
                 build_error = exc
             known = {

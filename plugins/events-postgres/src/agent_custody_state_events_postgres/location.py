@@ -64,7 +64,7 @@ def parse_location(location: str) -> PostgresLocation:
             vacuum = lowered in _TRUE
         else:
             passthrough.append((key, value))
-    if not TABLE_NAME.match(table):
+    if not TABLE_NAME.fullmatch(table):
         raise LocationError(
             "postgres: table name must be a plain identifier, optionally schema-qualified; "
             f'got "{table}"'

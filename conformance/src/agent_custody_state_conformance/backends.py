@@ -622,4 +622,4 @@ class EventBackendConformance(PropertyChecks, ConformanceSuite):
         assert ledger.count() == 51 and len(batch) == 50
 
     def _assert_event(self, ledger: Ledger) -> AssertEvent:
-        return ledger._build_assert(subject="s", predicate="p", value=1, space="org", actor="a")
+        return ledger.validate_assert(subject="s", predicate="p", value=1, space="org", actor="a")

@@ -37,6 +37,13 @@ class PostgresLocation:
         return f"{self.schema}.{self.table}" if self.schema else self.table
 
 
+def _secret(key: str) -> bool:
+    """A connection parameter whose value is a secret: ``password``, ``sslpassword`` (the client
+    key's passphrase), and anything else naming a password, secret or token."""
+    lowered = key.lower()
+    return any(word in lowered for word in ("password", "secret", "token"))
+
+
 def _mask_netloc(netloc: str) -> str:
     userinfo, at, hostport = netloc.rpartition("@")
     if not at:
@@ -74,7 +81,7 @@ def parse_location(location: str) -> PostgresLocation:
     connect = urlunsplit(
         ("postgresql+psycopg", parts.netloc, parts.path, urlencode(passthrough), parts.fragment)
     )
-    shown_query = [(k, _MASK if k == "password" else v) for k, v in passthrough]
+    shown_query = [(k, _MASK if _secret(k) else v) for k, v in passthrough]
     if table != "events":
         shown_query.append(("table", table))
     if not vacuum:

@@ -44,8 +44,9 @@ NAMES = _contract_names()
 def tree(tmp_path: Path) -> Path:
     """The source folders and the root pyproject.toml, copied (no caches, no tests)."""
     for src in SOURCES:
-        shutil.copytree(ROOT / src, tmp_path / src,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / src, tmp_path / src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
@@ -60,17 +61,26 @@ def lint_imports(tree: Path) -> tuple[int, str]:
     """The lint session's command on the copy; the report unwrapped (wide columns)."""
     command = Path(sys.executable).with_name("lint-imports")
     assert command.exists(), "import-linter is not installed (the `lint` dependency group)"
-    env = {**os.environ, "COLUMNS": "500",
-           "PYTHONPATH": os.pathsep.join(str(tree / src) for src in SOURCES)}
-    done = subprocess.run([str(command), "--config", str(tree / "pyproject.toml"), "--no-cache"],
-                          cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "COLUMNS": "500",
+        "PYTHONPATH": os.pathsep.join(str(tree / src) for src in SOURCES),
+    }
+    done = subprocess.run(
+        [str(command), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return done.returncode, done.stdout + done.stderr
 
 
 def broken_sections(report: str) -> str:
     """The part of the report that lists broken contracts and their offending imports."""
     marker = "Broken contracts"
-    return report[report.index(marker):] if marker in report else ""
+    return report[report.index(marker) :] if marker in report else ""
 
 
 def assert_caught(tree: Path, contract: str, *edges: str) -> None:
@@ -83,24 +93,39 @@ def assert_caught(tree: Path, contract: str, *edges: str) -> None:
         assert edge in broken, f"{edge!r} not reported:\n{report}"
 
 
-@pytest.mark.parametrize(("contract", "module", "imported"), [
-    ("ledger-is-the-model", CORE / "ledger" / "deliberate.py", "agent_custody_state.stores"),
-    ("ledger-is-the-model", CORE / "ledger" / "deliberate.py", "agent_custody_state.plugins"),
-    ("frontends-import-the-flows", CORE / "ledger" / "deliberate.py", "agent_custody_state.server"),
-    ("frontends-import-the-flows", CORE / "stores" / "deliberate.py", "agent_custody_state.cli"),
-    ("frontends-import-the-flows", CORE / "backends" / "deliberate.py",
-     "agent_custody_state.server"),
-    ("server-below-cli", CORE / "server" / "deliberate.py", "agent_custody_state.cli"),
-    ("root-is-a-facade", CORE / "stores" / "deliberate.py", "agent_custody_state"),
-    ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state.ledger.model"),
-    ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state"),
-    # Only a plugin's `testing` module may use the conformance wheel.
-    ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state_conformance"),
-])
-def test_a_forbidden_import_fails_the_lint(tree: Path, contract: str, module: Path,
-                                           imported: str) -> None:
+@pytest.mark.parametrize(
+    ("contract", "module", "imported"),
+    [
+        ("ledger-is-the-model", CORE / "ledger" / "deliberate.py", "agent_custody_state.stores"),
+        ("ledger-is-the-model", CORE / "ledger" / "deliberate.py", "agent_custody_state.plugins"),
+        (
+            "frontends-import-the-flows",
+            CORE / "ledger" / "deliberate.py",
+            "agent_custody_state.server",
+        ),
+        (
+            "frontends-import-the-flows",
+            CORE / "stores" / "deliberate.py",
+            "agent_custody_state.cli",
+        ),
+        (
+            "frontends-import-the-flows",
+            CORE / "backends" / "deliberate.py",
+            "agent_custody_state.server",
+        ),
+        ("server-below-cli", CORE / "server" / "deliberate.py", "agent_custody_state.cli"),
+        ("root-is-a-facade", CORE / "stores" / "deliberate.py", "agent_custody_state"),
+        ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state.ledger.model"),
+        ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state"),
+        # Only a plugin's `testing` module may use the conformance wheel.
+        ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state_conformance"),
+    ],
+)
+def test_a_forbidden_import_fails_the_lint(
+    tree: Path, contract: str, module: Path, imported: str
+) -> None:
     add_module(tree, module, f"import {imported}")
-    importer = ".".join(module.with_suffix("").parts[module.parts.index("src") + 1:])
+    importer = ".".join(module.with_suffix("").parts[module.parts.index("src") + 1 :])
     assert_caught(tree, contract, f"{importer} -> {imported} (l.3)")
 
 
@@ -118,18 +143,24 @@ def test_an_import_cycle_fails_the_lint(tree: Path) -> None:
 def test_a_type_checking_import_makes_no_cycle(tree: Path) -> None:
     """Imports under ``if TYPE_CHECKING:`` never run, so they close no cycle."""
     add_module(tree, CORE / "ledger" / "cycle_a.py", "from . import cycle_b")
-    add_module(tree, CORE / "ledger" / "cycle_b.py",
-               "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from . import cycle_a")
+    add_module(
+        tree,
+        CORE / "ledger" / "cycle_b.py",
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from . import cycle_a",
+    )
     _, report = lint_imports(tree)
     assert "cycle_a" not in report and "cycle_b" not in report, report
 
 
 def test_plugins_may_import_the_plugin_module_and_testing_the_conformance_wheel(tree: Path) -> None:
     add_module(tree, ZEP / "allowed.py", "from agent_custody_state.plugin import hookimpl")
-    add_module(tree, ZEP / "testing.py",
-               "import agent_custody_state_conformance\n"
-               "from agent_custody_state_conformance import stores\n"
-               "from agent_custody_state.plugin import hookimpl")
+    add_module(
+        tree,
+        ZEP / "testing.py",
+        "import agent_custody_state_conformance\n"
+        "from agent_custody_state_conformance import stores\n"
+        "from agent_custody_state.plugin import hookimpl",
+    )
     _, report = lint_imports(tree)
     assert "agent_custody_state_zep.allowed" not in report, report
     assert "agent_custody_state_zep.testing" not in report, report

@@ -107,3 +107,26 @@ def test_conformance_page_is_current() -> None:
     assert page == render(), (
         "run: python -m agent_custody_state_conformance.catalog > docs/conformance.md"
     )
+
+
+def _distribution_packages() -> list[Path]:
+    """The import package of every workspace distribution (core, sql, conformance, plugins)."""
+    members = [ROOT / "core", ROOT / "sql", ROOT / "conformance", *PLUGIN_DIRS]
+    return [pkg for member in members for pkg in sorted((member / "src").glob("*/__init__.py"))]
+
+
+def test_every_distribution_is_typed_and_under_the_layer_contracts() -> None:
+    """PEP 561 marker in every package; every package in import-linter's graph."""
+    packages = _distribution_packages()
+    assert len(packages) == 3 + len(PLUGIN_DIRS)
+    untyped = [str(p.parent.relative_to(ROOT)) for p in packages
+               if not (p.parent / "py.typed").exists()]
+    assert untyped == [], "add an empty py.typed"
+    config = _toml(ROOT / "pyproject.toml")["tool"]["importlinter"]
+    names = sorted(p.parent.name for p in packages)
+    assert sorted(config["root_packages"]) == names, "list it in [tool.importlinter] root_packages"
+    contracts = {contract["id"]: contract for contract in config["contracts"]}
+    assert sorted(contracts["no-cycles"]["ancestors"]) == names
+    plugins = [name for name in names
+               if name not in ("agent_custody_state", "agent_custody_state_conformance")]
+    assert sorted(contracts["plugins-use-plugin-module"]["source_modules"]) == plugins

@@ -105,6 +105,7 @@ def _seed(path: Path) -> list[str]:
 def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, out, dst = tmp_path / "a.jsonl", tmp_path / "x.jsonl", tmp_path / "b" / "b.jsonl"
     _seed(src)
+    (tmp_path / "b").mkdir()  # commands never create folders
     assert main(["export", "--ledger", str(src), "--out", str(out)]) == 0
     assert out.read_bytes() == src.read_bytes()
     assert main(["import", "--ledger", str(dst), "--from", str(out)]) == 0

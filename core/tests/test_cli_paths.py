@@ -101,7 +101,7 @@ def test_a_failed_export_leaves_no_partial(tmp_path: Path, ledger: Path,
     monkeypatch.setattr(os, "fsync", broken_fsync)
     out = tmp_path / "out.jsonl"
     assert main(["export", "--ledger", str(ledger), "--out", str(out)]) == 1
-    assert "input/output error" in _error(capsys)
+    assert "Input/output error" in _error(capsys)
     assert not out.exists() and not any(".partial" in p.name for p in tmp_path.iterdir())
 
 

@@ -85,5 +85,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def describe_os_error(exc: OSError) -> str:
     """``<file>: <what went wrong>`` instead of Python's ``[Errno 21] Is a directory: 'x'``."""
-    what = (exc.strerror or str(exc)).lower()
+    what = exc.strerror or str(exc)
     return f"{exc.filename}: {what}" if exc.filename else what

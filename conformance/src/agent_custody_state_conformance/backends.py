@@ -604,8 +604,11 @@ class EventBackendConformance(PropertyChecks, ConformanceSuite):
         Troubleshooting: roll back the database transaction / truncate the pending lines.
         """
         keep = self._assert(ledger)
+        # validate_assert builds the event an assert would append, without appending it.
+        event = ledger.validate_assert(subject="s", predicate="p", value=1, space="org",
+                                       actor="a")
         with pytest.raises(RuntimeError), ledger.backend.transaction():
-            ledger.backend.append([self._assert_event(ledger)])
+            ledger.backend.append([event])
             raise RuntimeError("boom")
         assert ledger.count() == 1
         with pytest.raises(LedgerError, match="^item 1: cannot supersede unknown fact nope$"):
@@ -620,6 +623,3 @@ class EventBackendConformance(PropertyChecks, ConformanceSuite):
              for i in range(50)]
         )
         assert ledger.count() == 51 and len(batch) == 50
-
-    def _assert_event(self, ledger: Ledger) -> AssertEvent:
-        return ledger._build_assert(subject="s", predicate="p", value=1, space="org", actor="a")

@@ -65,17 +65,17 @@ from agent_custody_state.backends.memory import MemoryBackend as MemoryEventStor
 from agent_custody_state.canonical import canonical_json
 from agent_custody_state.ledger.model import Fact, Source
 from agent_custody_state.ledger.requests import AssertRequest
-from agent_custody_state.stores.flows import Custody
 from agent_custody_state.stores import (
     Store,
     StoreError,
     StoreSet,
     StoreWriteError,
     VerifyPolicy,
-    can_verify,
     custody_metadata,
     fact_text,
 )
+from agent_custody_state.stores.base import can_verify
+from agent_custody_state.stores.flows import Custody
 
 from .rules import ConformanceSuite, rule
 

@@ -5,7 +5,7 @@ receipts gateway (:class:`GatewayClient`).
 The stores: mem0 (the hosted ``MemoryClient`` against ``FakeMem0``), Zep (``zep-cloud`` 4.x
 against ``FakeZep``, a graph by UUID), Letta (``letta-client`` against ``FakeLetta``, one agent),
 Cognee (REST against ``FakeCognee``, a named dataset), pgvector (the embedded PostgreSQL, a
-deterministic embedder) and LangGraph (``SqliteBackend`` on a file). Every secret comes from a
+deterministic embedder) and LangGraph (``SqliteStore`` on a file). Every secret comes from a
 variable the config names.
 
 Write, supersede, retract (which restores the superseded value), forget and sweep go through the
@@ -61,7 +61,7 @@ from agent_custody_state_conformance.fakes import (  # noqa: E402
     FakeZep,
 )
 from agent_custody_state_conformance.gateway import GatewayClient, ToolResult  # noqa: E402
-from langgraph.store.sqlite import SqliteBackend  # noqa: E402
+from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -99,7 +99,7 @@ class Deployment:
         conn = sqlite3.connect(self.langgraph_path, check_same_thread=False,
                                isolation_level=None)
         try:
-            langmem = langgraph_held(SqliteBackend(conn), ("memories",))
+            langmem = langgraph_held(SqliteStore(conn), ("memories",))
         finally:
             conn.close()
         return {

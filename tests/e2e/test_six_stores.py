@@ -41,7 +41,14 @@ for _module in ("agent_custody_state_mem0", "agent_custody_state_zep",
 pytest.importorskip("langgraph.store.sqlite", reason="needs langgraph-checkpoint-sqlite")
 pytest.importorskip("psycopg", reason="needs psycopg 3")
 
-from agent_custody_state_conformance.endtoend import (  # noqa: E402
+from agent_custody_state_cognee.testing import FakeCognee  # noqa: E402
+from agent_custody_state_conformance.gateway import GatewayClient, ToolResult  # noqa: E402
+from agent_custody_state_letta.testing import FakeLetta  # noqa: E402
+from agent_custody_state_mem0.testing import FakeMem0  # noqa: E402
+from agent_custody_state_zep.testing import FakeZep  # noqa: E402
+from langgraph.store.sqlite import SqliteStore  # noqa: E402
+
+from .endtoend import (  # noqa: E402
     Held,
     cognee_held,
     langgraph_held,
@@ -54,14 +61,6 @@ from agent_custody_state_conformance.endtoend import (  # noqa: E402
     write_config,
     zep_held,
 )
-from agent_custody_state_conformance.fakes import (  # noqa: E402
-    FakeCognee,
-    FakeLetta,
-    FakeMem0,
-    FakeZep,
-)
-from agent_custody_state_conformance.gateway import GatewayClient, ToolResult  # noqa: E402
-from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 

@@ -97,8 +97,9 @@ def core(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
-    """The conformance suite proves itself on the builtin backends, store and fakes."""
-    _install_groups(session, *POSTGRES_TESTS, "vendor-sdks")
+    """The conformance suite proves itself on the builtin backends and store, the embedded
+    PostgreSQL fixture and the fake-server base (each vendor fake is tested with its plugin)."""
+    _install_groups(session, *POSTGRES_TESTS, "fixture-clients")
     session.run("pytest", "conformance/tests", "-q", *session.posargs)
 
 

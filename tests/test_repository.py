@@ -130,3 +130,27 @@ def test_every_distribution_is_typed_and_under_the_layer_contracts() -> None:
     plugins = [name for name in names
                if name not in ("agent_custody_state", "agent_custody_state_conformance")]
     assert sorted(contracts["plugins-use-plugin-module"]["source_modules"]) == plugins
+
+
+# Modules still over the limit, each waiting for its split (issue 10). The list only shrinks: a
+# module that is split must leave it, and no other module may join it.
+MAX_LINES = 400
+OVERSIZE = {
+    "bench/bench_backends.py",
+    "bench/bench_server.py",
+    "core/src/agent_custody_state/backends/jsonl.py",
+    "sql/src/agent_custody_state_sql/backend.py",
+    "tests/reliability/test_fuzz_tools.py",
+}
+
+
+def test_no_module_over_400_lines() -> None:
+    folders = ("core", "sql", "conformance", "plugins", "tests", "bench", "docs")
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for folder in folders for path in (ROOT / folder).rglob("*.py")
+        if not any(part.startswith(".") for part in path.relative_to(ROOT).parts)
+    }
+    large = {name for name, lines in sizes.items() if lines > MAX_LINES}
+    assert large - OVERSIZE == set(), f"split these modules (at most {MAX_LINES} lines)"
+    assert OVERSIZE - large == set(), "these are small now: remove them from OVERSIZE"

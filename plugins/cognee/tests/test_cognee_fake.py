@@ -8,14 +8,14 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_custody_state_conformance.fakes import FakeCognee
+from agent_custody_state_cognee.testing import FakeCognee
 
 TEXT = "alice likes: green tea [fact f1]"
 
 
 @pytest.fixture
-def http(cognee_fake: FakeCognee) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cognee_fake.url, headers=cognee_fake.auth_headers()) as client:
+def http(fake: FakeCognee) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=fake.url, headers=fake.auth_headers()) as client:
         yield client
 
 
@@ -42,7 +42,7 @@ def _listed(http: httpx.Client, dataset_id: str) -> list[dict[str, Any]]:
     return list(reply.json())
 
 
-def test_add_list_delete_round_trip(cognee_fake: FakeCognee, http: httpx.Client) -> None:
+def test_add_list_delete_round_trip(fake: FakeCognee, http: httpx.Client) -> None:
     reply = _add(http, [TEXT], labels=["fact:f1"], metadata=[{"factId": "f1", "space": "s1"}])
     assert reply.status_code == 200
     run = reply.json()
@@ -59,12 +59,12 @@ def test_add_list_delete_round_trip(cognee_fake: FakeCognee, http: httpx.Client)
     assert item["externalMetadata"] == {"factId": "f1", "space": "s1"}
     assert item["label"] == "fact:f1" and item["mimeType"] == "text/plain"
     assert "external_metadata" not in item  # camelCase only
-    assert cognee_fake.raw_data[data_id] == TEXT.encode()
+    assert fake.raw_data[data_id] == TEXT.encode()
 
     deleted = http.delete(f"/api/v1/datasets/{dataset_id}/data/{data_id}")
     assert deleted.status_code == 200 and deleted.json() is None
     assert _listed(http, dataset_id) == []
-    assert cognee_fake.deleted == [data_id]
+    assert fake.deleted == [data_id]
 
 
 def test_delete_of_unknown_data_id_still_answers_200(http: httpx.Client) -> None:
@@ -77,7 +77,7 @@ def test_delete_of_unknown_data_id_still_answers_200(http: httpx.Client) -> None
     assert http.delete(f"/api/v1/datasets/{dataset_id}/data/not-a-uuid").status_code == 400
 
 
-def test_one_label_per_item_or_400(cognee_fake: FakeCognee, http: httpx.Client) -> None:
+def test_one_label_per_item_or_400(fake: FakeCognee, http: httpx.Client) -> None:
     reply = _add(http, [TEXT], labels=["agent-custody", "fact:f1"])
     assert reply.status_code == 400
     assert "[LabelCountMismatchError]" in reply.json()["detail"]
@@ -86,7 +86,7 @@ def test_one_label_per_item_or_400(cognee_fake: FakeCognee, http: httpx.Client) 
     assert "[ExternalMetadataCountMismatchError]" in reply.json()["detail"]
     reply = _add(http, [TEXT], metadata=[{"node_set": "x"}])
     assert reply.status_code == 400 and "[InvalidExternalMetadataError]" in reply.json()["detail"]
-    assert cognee_fake.items == {}
+    assert fake.items == {}
     # All-empty label lists pair with nothing, so their length does not matter.
     assert _add(http, [TEXT], labels=["", ""]).status_code == 200
 
@@ -110,7 +110,7 @@ def test_uploads_pair_before_raw_data(http: httpx.Client) -> None:
 
 
 def test_identical_content_maps_onto_one_data_id(
-    cognee_fake: FakeCognee, http: httpx.Client
+    fake: FakeCognee, http: httpx.Client
 ) -> None:
     first = _add(http, [TEXT], metadata=[{"factId": "f1"}]).json()
     second = _add(http, [TEXT], metadata=[{"factId": "f2"}]).json()
@@ -118,13 +118,13 @@ def test_identical_content_maps_onto_one_data_id(
     assert second["data_ingestion_info"][0]["data_id"] == data_id
     [item] = _listed(http, first["dataset_id"])
     assert item["externalMetadata"] == {"factId": "f2"}  # the later add overwrote it
-    cognee_fake.dedupe = False
+    fake.dedupe = False
     third = _add(http, [TEXT]).json()
     assert third["data_ingestion_info"][0]["data_id"] != data_id
 
 
-def test_auth_api_key_or_bearer(cognee_fake: FakeCognee) -> None:
-    url = cognee_fake.url
+def test_auth_api_key_or_bearer(fake: FakeCognee) -> None:
+    url = fake.url
     assert httpx.get(f"{url}/health").json()["health"] == "healthy"  # no auth needed
     refused = httpx.get(f"{url}/api/v1/datasets")
     assert refused.status_code == 401 and refused.json() == {"detail": "Unauthorized"}
@@ -144,22 +144,22 @@ def test_only_configured_credentials_are_accepted() -> None:
         assert httpx.get(f"{fake.url}/api/v1/datasets").status_code == 200
 
 
-def test_fail_switch_and_fail_on(cognee_fake: FakeCognee, http: httpx.Client) -> None:
-    cognee_fake.fail = True
+def test_fail_switch_and_fail_on(fake: FakeCognee, http: httpx.Client) -> None:
+    fake.fail = True
     reply = _add(http, [TEXT])
     assert reply.status_code == 500 and reply.json()["error"]
-    cognee_fake.fail = False
+    fake.fail = False
     run = _add(http, [TEXT]).json()
-    cognee_fake.fail_on = {"delete"}
+    fake.fail_on = {"delete"}
     data_id = run["data_ingestion_info"][0]["data_id"]
     assert http.delete(f"/api/v1/datasets/{run['dataset_id']}/data/{data_id}").status_code == 500
     assert len(_listed(http, run["dataset_id"])) == 1
 
 
-def test_lag_checks_keep_deleted_item_listed(cognee_fake: FakeCognee, http: httpx.Client) -> None:
+def test_lag_checks_keep_deleted_item_listed(fake: FakeCognee, http: httpx.Client) -> None:
     run = _add(http, [TEXT]).json()
     data_id = run["data_ingestion_info"][0]["data_id"]
-    cognee_fake.lag_checks = 1
+    fake.lag_checks = 1
     http.delete(f"/api/v1/datasets/{run['dataset_id']}/data/{data_id}")
     first, second = _listed(http, run["dataset_id"]), _listed(http, run["dataset_id"])
     assert ([i["id"] for i in first], second) == ([data_id], [])

@@ -14,6 +14,9 @@ store's own database. This module holds the parts such tests share::
 Every backdoor reader answers a set of :class:`Held` records in one shape (the fact the store
 says it holds, the text it holds, the receipt in its custody metadata, and the store's own id for
 it), so a test can compare all stores against what the ledger believes now in one assertion.
+
+Used by ``tests/e2e`` and ``tests/reliability/test_erasure.py`` (as ``e2e.endtoend``); it is this
+repository's own test code, so it is not shipped in the conformance wheel.
 """
 
 from __future__ import annotations

@@ -1,230 +1,27 @@
-"""Shared machinery for the loopback vendor fakes.
+"""``FakeVendorServer``: the base every loopback vendor fake subclasses.
 
-Each fake is a stdlib ``ThreadingHTTPServer`` bound to ``127.0.0.1`` on a free port and
-served from a daemon thread. This module holds everything the four vendors have in common:
-routing, request recording, the auth and failure switches, the "still indexed after delete"
-lag, and small helpers (JSON replies, multipart parsing, text scoring, filter comparators).
-A vendor module only declares its routes and the shape of its error bodies.
+Each fake is a stdlib ``ThreadingHTTPServer`` bound to ``127.0.0.1`` on a free port and served
+from a daemon thread. This module holds what every vendor has in common: routing, request
+recording, the auth and failure switches, the "still indexed after delete" lag, and the storage
+helpers vendor modules build on. A vendor module only declares its routes and the shape of its
+error bodies.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.message import Message
-from email.parser import BytesParser
-from email.policy import HTTP
+from collections.abc import Iterable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar, Self
-from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-__all__ = [
-    "Abort",
-    "FakeVendorServer",
-    "FormPart",
-    "Handler",
-    "Reply",
-    "Request",
-    "compare",
-    "fastapi_validation_error",
-    "is_uuid",
-    "iso_now",
-    "json_reply",
-    "similarity",
-]
+from .messages import Abort, Handler, Reply, Request, json_reply
 
-JSON = Any
-Handler = Callable[["Request", dict[str, str]], "Reply"]
-
-
-@dataclass(frozen=True)
-class FormPart:
-    """One part of a ``multipart/form-data`` body."""
-
-    name: str
-    value: bytes
-    filename: str | None = None
-    content_type: str | None = None
-
-    @property
-    def text(self) -> str:
-        return self.value.decode("utf-8", errors="replace")
-
-
-@dataclass
-class Request:
-    """A request as the fake received it; ``fake.requests`` holds these in arrival order.
-
-    ``headers`` keys are lower-cased so tests can assert without caring about case.
-    ``op`` is the fake's name for the operation the route performs (``"add"``, ``"delete"``...),
-    or ``None`` when no route matched.
-    """
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: bytes
-    op: str | None = None
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8", errors="replace")
-
-    def json(self) -> JSON:
-        """The body parsed as JSON (``None`` for an empty body); raises ``ValueError``."""
-        if not self.body.strip():
-            return None
-        return json.loads(self.body)
-
-    def arg(self, name: str, default: str | None = None) -> str | None:
-        """The first value of a query parameter."""
-        values = self.query.get(name)
-        return values[0] if values else default
-
-    def form(self) -> list[FormPart]:
-        """The body parsed as a form, multipart or urlencoded (empty list for other types)."""
-        content_type = self.headers.get("content-type", "")
-        if content_type.lower().startswith("application/x-www-form-urlencoded"):
-            pairs = parse_qsl(self.text, keep_blank_values=True)
-            return [FormPart(name=k, value=v.encode()) for k, v in pairs]
-        if not content_type.lower().startswith("multipart/form-data"):
-            return []
-        # The email parser understands MIME multipart; feed it the header it needs.
-        head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
-        message = BytesParser(policy=HTTP).parsebytes(head + self.body)
-        parts: list[FormPart] = []
-        for part in message.iter_parts() if message.is_multipart() else ():
-            assert isinstance(part, Message)
-            name = part.get_param("name", header="content-disposition")
-            if not isinstance(name, str):
-                continue
-            payload = part.get_payload(decode=True)
-            parts.append(
-                FormPart(
-                    name=name,
-                    value=payload if isinstance(payload, bytes) else b"",
-                    filename=part.get_filename(),
-                    content_type=str(part["content-type"]) if part["content-type"] else None,
-                )
-            )
-        return parts
-
-
-@dataclass
-class Reply:
-    """What a route answers. ``body`` is JSON-encoded unless ``raw`` is given."""
-
-    status: int
-    body: JSON = None
-    raw: bytes | None = None
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        if self.raw is not None:
-            return self.raw
-        return json.dumps(self.body).encode()
-
-
-class Abort(Exception):
-    """Raised inside a route to answer ``reply`` immediately (validation errors, 404s)."""
-
-    def __init__(self, reply: Reply) -> None:
-        super().__init__(reply.status)
-        self.reply = reply
-
-
-def json_reply(status: int, body: JSON, headers: dict[str, str] | None = None) -> Reply:
-    return Reply(status=status, body=body, headers=dict(headers or {}))
-
-
-def fastapi_validation_error(
-    status: int, location: list[str], message: str, **extra: JSON
-) -> Reply:
-    """The ``{"detail": [{type, loc, msg}]}`` body FastAPI servers (Letta, Cognee) use."""
-    errors = [{"type": "value_error", "loc": location, "msg": message}]
-    return json_reply(status, {"detail": errors, **extra})
-
-
-def is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
-def iso_now() -> str:
-    """Current UTC time as ISO 8601 with an explicit offset, as the vendors emit it."""
-    return datetime.now(UTC).isoformat()
-
-
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def similarity(query: str, text: str) -> float:
-    """A deterministic stand-in for semantic relevance, in ``[0, 1]``.
-
-    Identical text scores 1.0; otherwise it is the cosine of the two word sets, so an
-    unrelated query scores 0 and vendor thresholds (mem0's default 0.1) bite as they would.
-    """
-    if query.strip().lower() == text.strip().lower():
-        return 1.0
-    left, right = set(_WORD.findall(query.lower())), set(_WORD.findall(text.lower()))
-    if not left or not right:
-        return 0.0
-    return round(len(left & right) / math.sqrt(len(left) * len(right)), 6)
-
-
-def _ordered(actual: Any, expected: Any, test: Callable[[Any, Any], bool]) -> bool:
-    try:
-        return bool(test(actual, expected))
-    except TypeError:
-        return False
-
-
-def compare(op: str, actual: Any, expected: Any) -> bool:
-    """Evaluate one filter comparison; ``actual`` is ``None`` when the field is missing.
-
-    Raises ``KeyError`` for an operator it does not know, so a vendor can turn that into its
-    own 400.
-    """
-    match op:
-        case "eq":
-            return bool(actual == expected)
-        case "ne":
-            return bool(actual != expected)
-        case "in":
-            return isinstance(expected, list) and actual in expected
-        case "nin":
-            return isinstance(expected, list) and actual not in expected
-        case "gt":
-            return _ordered(actual, expected, lambda a, b: a > b)
-        case "gte":
-            return _ordered(actual, expected, lambda a, b: a >= b)
-        case "lt":
-            return _ordered(actual, expected, lambda a, b: a < b)
-        case "lte":
-            return _ordered(actual, expected, lambda a, b: a <= b)
-        case "contains":
-            if isinstance(actual, str) and isinstance(expected, str):
-                return expected in actual
-            return isinstance(actual, list) and expected in actual
-        case "icontains":
-            return isinstance(actual, str) and str(expected).lower() in actual.lower()
-        case "is_null":
-            return actual is None
-        case "is_not_null":
-            return actual is not None
-    raise KeyError(op)
+__all__ = ["FakeVendorServer"]
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
-from agent_custody_state_conformance.fakes import FakeLetta
+from agent_custody_state_letta.testing import FakeLetta
 from letta_client import (
     AuthenticationError,
     InternalServerError,
@@ -20,24 +21,24 @@ TAGS = ["agent-custody", "fact:f1", "space:s1", "receipt:r1"]
 
 
 @pytest.fixture
-def agent(letta_fake: FakeLetta) -> str:
-    return letta_fake.add_agent()
+def agent(fake: FakeLetta) -> str:
+    return fake.add_agent()
 
 
 @pytest.fixture
-def letta(letta_fake: FakeLetta) -> Iterator[Letta]:
-    client = Letta(api_key=KEY, base_url=letta_fake.url, max_retries=0)
+def letta(fake: FakeLetta) -> Iterator[Letta]:
+    client = Letta(api_key=KEY, base_url=fake.url, max_retries=0)
     yield client
     client.close()
 
 
-def test_create_list_search_delete(letta_fake: FakeLetta, letta: Letta, agent: str) -> None:
+def test_create_list_search_delete(fake: FakeLetta, letta: Letta, agent: str) -> None:
     created = letta.agents.passages.create(agent, text=TEXT, tags=TAGS)
     assert isinstance(created, list) and len(created) == 1
     passage = created[0]
     assert passage.id and passage.id.startswith("passage-")
     assert passage.text == TEXT and passage.tags == TAGS
-    request = letta_fake.requests_for("add")[0]
+    request = fake.requests_for("add")[0]
     assert request.headers["authorization"] == f"Bearer {KEY}"
     assert request.json() == {"text": TEXT, "tags": TAGS}
 
@@ -50,20 +51,20 @@ def test_create_list_search_delete(letta_fake: FakeLetta, letta: Letta, agent: s
     assert found.results[0].tags == TAGS and found.results[0].timestamp
 
     letta.agents.passages.delete(passage.id, agent_id=agent)
-    assert letta_fake.deleted == [passage.id]
+    assert fake.deleted == [passage.id]
     assert letta.agents.passages.search(agent, query=TEXT, tags=["fact:f1"]).count == 0
     with pytest.raises(NotFoundError):
         letta.agents.passages.delete(passage.id, agent_id=agent)
 
 
-def test_tag_match_modes_and_repeated_tags(letta_fake: FakeLetta, letta: Letta, agent: str) -> None:
+def test_tag_match_modes_and_repeated_tags(fake: FakeLetta, letta: Letta, agent: str) -> None:
     letta.agents.passages.create(agent, text="one", tags=["a", "b"])
     letta.agents.passages.create(agent, text="two", tags=["a"])
     both = letta.agents.passages.search(agent, query="x", tags=["a", "b"], tag_match_mode="all")
     either = letta.agents.passages.search(agent, query="x", tags=["a", "b"], tag_match_mode="any")
     assert [r.content for r in both.results] == ["one"]
     assert sorted(r.content for r in either.results) == ["one", "two"]
-    assert letta_fake.requests_for("search")[0].query["tags"] == ["a", "b"]
+    assert fake.requests_for("search")[0].query["tags"] == ["a", "b"]
 
 
 def test_search_ranks_without_cutoff(letta: Letta, agent: str) -> None:
@@ -81,49 +82,49 @@ def test_unknown_agent_is_404_and_malformed_id_422(letta: Letta) -> None:
         letta.agents.passages.list("my-agent")
 
 
-def test_passage_of_another_agent_is_404(letta_fake: FakeLetta, letta: Letta, agent: str) -> None:
+def test_passage_of_another_agent_is_404(fake: FakeLetta, letta: Letta, agent: str) -> None:
     passage = letta.agents.passages.create(agent, text=TEXT)[0]
-    other = letta_fake.add_agent()
+    other = fake.add_agent()
     assert passage.id is not None
     with pytest.raises(NotFoundError):
         letta.agents.passages.delete(passage.id, agent_id=other)
-    assert passage.id in letta_fake.items
+    assert passage.id in fake.items
 
 
-def test_wrong_key_is_authentication_error(letta_fake: FakeLetta, agent: str) -> None:
+def test_wrong_key_is_authentication_error(fake: FakeLetta, agent: str) -> None:
     with (
-        Letta(api_key="wrong", base_url=letta_fake.url, max_retries=0) as client,
+        Letta(api_key="wrong", base_url=fake.url, max_retries=0) as client,
         pytest.raises(AuthenticationError),
     ):
         client.agents.passages.list(agent)
 
 
-def test_fail_switch_and_fail_on(letta_fake: FakeLetta, letta: Letta, agent: str) -> None:
-    letta_fake.fail = True
+def test_fail_switch_and_fail_on(fake: FakeLetta, letta: Letta, agent: str) -> None:
+    fake.fail = True
     with pytest.raises(InternalServerError):
         letta.agents.passages.create(agent, text=TEXT)
-    letta_fake.fail = False
-    letta_fake.fail_on = {"search"}
+    fake.fail = False
+    fake.fail_on = {"search"}
     letta.agents.passages.create(agent, text=TEXT)
     with pytest.raises(InternalServerError):
         letta.agents.passages.search(agent, query=TEXT)
     assert len(letta.agents.passages.list(agent)) == 1
 
 
-def test_fail_next_lets_sdk_retries_recover(letta_fake: FakeLetta, agent: str) -> None:
-    letta_fake.fail_next = 1
-    with Letta(api_key=KEY, base_url=letta_fake.url, max_retries=1) as client:
+def test_fail_next_lets_sdk_retries_recover(fake: FakeLetta, agent: str) -> None:
+    fake.fail_next = 1
+    with Letta(api_key=KEY, base_url=fake.url, max_retries=1) as client:
         assert client.agents.passages.create(agent, text=TEXT)[0].text == TEXT
-    assert len(letta_fake.requests_for("add")) == 2
-    assert len(letta_fake.items) == 1
+    assert len(fake.requests_for("add")) == 2
+    assert len(fake.items) == 1
 
 
 def test_lag_checks_keep_deleted_passage_searchable(
-    letta_fake: FakeLetta, letta: Letta, agent: str
+    fake: FakeLetta, letta: Letta, agent: str
 ) -> None:
     passage_id = letta.agents.passages.create(agent, text=TEXT, tags=TAGS)[0].id
     assert passage_id is not None
-    letta_fake.lag_checks = 2
+    fake.lag_checks = 2
     letta.agents.passages.delete(passage_id, agent_id=agent)
     counts = [
         letta.agents.passages.search(agent, query=TEXT, tags=["fact:f1"]).count for _ in range(3)
@@ -139,9 +140,16 @@ def test_list_paging_and_order(letta: Letta, agent: str) -> None:
 
 
 def test_chunks_switch_splits_one_add_into_several_passages(
-    letta_fake: FakeLetta, letta: Letta, agent: str
+    fake: FakeLetta, letta: Letta, agent: str
 ) -> None:
-    letta_fake.chunks = 3
+    fake.chunks = 3
     created = letta.agents.passages.create(agent, text="abcdefgh", tags=["t"])
     assert [p.text for p in created] == ["abc", "def", "gh"]
     assert all(p.tags == ["t"] for p in created) and len({p.id for p in created}) == 3
+
+
+def test_no_api_key_means_open() -> None:
+    with FakeLetta(api_key=None) as fake:
+        agent = fake.add_agent()
+        reply = httpx.get(f"{fake.url}/v1/agents/{agent}/archival-memory")
+        assert reply.status_code == 200 and reply.json() == []

@@ -14,20 +14,19 @@ Tasks complete when polled: a delete task answers ``pending`` for ``fake.task_po
 polls, an ingestion task for ``fake.ingest_polls_pending`` polls. With 0 (the default) the
 work is done at once, although the 202 reply still says ``pending`` as the real one does.
 ``fake.task_outcome`` (``"succeeded"``, ``"failed"`` or ``"partial"``) decides how tasks end;
-only a succeeded task has an effect. Ingestion extracts one edge per episode whose
-``episode_uuids`` cites it; edge search honours ``filters.episode_uuids``. Episode metadata is limited to 10 scalar (or scalar-array) values.
+only a succeeded task has an effect (the task machinery is in ``tasks.py``). Ingestion extracts
+one edge per episode whose ``episode_uuids`` cites it; edge search honours
+``filters.episode_uuids``. Episode metadata is limited to 10 scalar (or scalar-array) values.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
-from ._server import (
+from agent_custody_state_conformance.fakeserver import (
     Abort,
-    FakeVendorServer,
     Handler,
     Reply,
     Request,
@@ -37,6 +36,8 @@ from ._server import (
     json_reply,
     similarity,
 )
+
+from .tasks import ZepTasks
 
 __all__ = ["FakeZep"]
 
@@ -49,19 +50,11 @@ _ERROR_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
                 405: "method_not_allowed", 409: "conflict", 500: "internal_error"}  # fmt: skip
 
 
-@dataclass
-class _Work:
-    """What a task does when it completes, and how many polls it stays pending first."""
-
-    polls_left: int
-    apply: Callable[[], None]
-
-
 def _scalar(value: Any) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
-class FakeZep(FakeVendorServer):
+class FakeZep(ZepTasks):
     """Fake Zep v4. ``with FakeZep(api_key="test-key") as fake: fake.url + "/api/v4"``.
 
     Extra switches: ``task_polls_pending``, ``ingest_polls_pending``, ``task_outcome``,
@@ -76,15 +69,10 @@ class FakeZep(FakeVendorServer):
 
     def __init__(self, *, api_key: str | None = "test-key") -> None:
         super().__init__(api_key=api_key)
-        self.task_polls_pending = 0
-        self.ingest_polls_pending = 0
-        self.task_outcome = "succeeded"
         self.max_episode_chars = 10_000
         self.graphs: dict[str, dict[str, Any]] = {}
         self.users: dict[str, dict[str, Any]] = {}
-        self.tasks: dict[str, dict[str, Any]] = {}
         self.edges: dict[str, dict[str, Any]] = {}
-        self._work: dict[str, _Work] = {}
 
     def routes(self) -> Iterable[tuple[str, str, str, Handler]]:
         episode = "/graphs/{graph}/episodes/{episode}"
@@ -122,12 +110,6 @@ class FakeZep(FakeVendorServer):
                 "time_zone": None, "created_at": iso_now(), "updated_at": iso_now(),
             }  # fmt: skip
             return graph_uuid
-
-    def complete_tasks(self) -> None:
-        """Finish every pending task now, as if the workers caught up."""
-        with self.lock:
-            for task_uuid in list(self._work):
-                self._complete(task_uuid)
 
     # -- graphs and users ---------------------------------------------------------------
 
@@ -368,43 +350,3 @@ class FakeZep(FakeVendorServer):
         if group.get("type", "and") == "or":
             return any(results) if results else True
         return all(results)
-
-    # -- tasks --------------------------------------------------------------------------
-
-    def _new_task(
-        self, kind: str, episode_uuid: str, polls: int, apply: Callable[[], None]
-    ) -> dict[str, Any]:
-        task_uuid = self._new_uuid()
-        now = iso_now()
-        self.tasks[task_uuid] = {
-            "uuid": task_uuid, "type": kind, "status": "pending", "created_at": now,
-            "updated_at": now, "started_at": None, "completed_at": None, "error": None,
-            "result": {"episode_uuid": episode_uuid},
-        }  # fmt: skip
-        snapshot = dict(self.tasks[task_uuid])
-        self._work[task_uuid] = _Work(polls, apply)
-        if polls <= 0:
-            self._complete(task_uuid)  # a fast worker: done before anyone asks
-        return snapshot
-
-    def _complete(self, task_uuid: str) -> None:
-        work = self._work.pop(task_uuid)
-        task = self.tasks[task_uuid]
-        now = iso_now()
-        task.update(status=self.task_outcome, updated_at=now, started_at=now, completed_at=now)
-        if self.task_outcome == "succeeded":
-            work.apply()
-        else:
-            task["error"] = {"code": "task_failed", "message": f"fake task {self.task_outcome}"}
-
-    def _task(self, request: Request, params: dict[str, str]) -> Reply:
-        task = self.tasks.get(params["task"])
-        if task is None:
-            return self.error(404, "task not found")
-        work = self._work.get(params["task"])
-        if work is not None:
-            if work.polls_left > 0:
-                work.polls_left -= 1
-            else:
-                self._complete(params["task"])
-        return json_reply(200, task)

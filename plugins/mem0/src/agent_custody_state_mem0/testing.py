@@ -14,6 +14,9 @@ Routes (all need ``Authorization: Token <api_key>``):
 Direct import deduplicates like the platform: the same text in the same entity scope maps
 onto the existing memory id (switch off with ``fake.dedupe = False``). Search scores with a
 word-overlap stand-in and applies the platform's default ``threshold`` of 0.1.
+
+Import it as ``from agent_custody_state_mem0.testing import FakeMem0``; it needs the fake server
+base from ``agent-custody-state-conformance``, which ``agent-custody-state-mem0[test]`` installs.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._server import (
+from agent_custody_state_conformance.fakeserver import (
     Abort,
     FakeVendorServer,
     Handler,

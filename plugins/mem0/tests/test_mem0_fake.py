@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_custody_state_conformance.fakes import FakeMem0
+from agent_custody_state_mem0.testing import FakeMem0
 from mem0 import MemoryClient
 from mem0.exceptions import (
     AuthenticationError,
@@ -21,8 +21,8 @@ FACT = "alice likes: green tea"
 
 
 @pytest.fixture
-def client(mem0_fake: FakeMem0) -> Iterator[MemoryClient]:
-    client = MemoryClient(api_key=KEY, host=mem0_fake.url)
+def client(fake: FakeMem0) -> Iterator[MemoryClient]:
+    client = MemoryClient(api_key=KEY, host=fake.url)
     yield client
     client.client.close()
 
@@ -41,16 +41,16 @@ def _add(client: MemoryClient, text: str = FACT, user: str = "u1", **extra: Any)
     return str(reply["results"][0]["id"])
 
 
-def test_constructor_pings_with_token_auth(mem0_fake: FakeMem0, client: MemoryClient) -> None:
-    ping = mem0_fake.requests_for("ping")
+def test_constructor_pings_with_token_auth(fake: FakeMem0, client: MemoryClient) -> None:
+    ping = fake.requests_for("ping")
     assert len(ping) == 1
     assert ping[0].headers["authorization"] == f"Token {KEY}"
     assert client.org_id == "org-fake" and client.project_id == "proj-fake"
 
 
-def test_add_get_search_get_all_delete(mem0_fake: FakeMem0, client: MemoryClient) -> None:
+def test_add_get_search_get_all_delete(fake: FakeMem0, client: MemoryClient) -> None:
     memory_id = _add(client)
-    body = mem0_fake.requests_for("add")[0].json()
+    body = fake.requests_for("add")[0].json()
     assert body["infer"] is False and body["user_id"] == "u1"
 
     got = client.get(memory_id)
@@ -72,56 +72,65 @@ def test_add_get_search_get_all_delete(mem0_fake: FakeMem0, client: MemoryClient
     )
 
     assert "deleted" in client.delete(memory_id)["message"]
-    assert mem0_fake.deleted == [memory_id]
+    assert fake.deleted == [memory_id]
     with pytest.raises(MemoryNotFoundError):
         client.get(memory_id)
     assert client.search(FACT, filters={"user_id": "u1"}, threshold=0.0)["results"] == []
 
 
 def test_unknown_memory_is_404_with_platform_body(
-    mem0_fake: FakeMem0, client: MemoryClient
+    fake: FakeMem0, client: MemoryClient
 ) -> None:
     with pytest.raises(MemoryNotFoundError):
         client.delete("no-such-id")
     reply = httpx.get(
-        f"{mem0_fake.url}/v1/memories/nope/", headers={"Authorization": f"Token {KEY}"}
+        f"{fake.url}/v1/memories/nope/", headers={"Authorization": f"Token {KEY}"}
     )
     assert reply.status_code == 404 and reply.json() == {"error": "Memory not found"}
 
 
-def test_wrong_key_fails_the_constructor_ping(mem0_fake: FakeMem0) -> None:
+def test_invalid_json_body_is_a_platform_400(fake: FakeMem0) -> None:
+    reply = httpx.post(
+        f"{fake.url}/v3/memories/search/",
+        headers={"Authorization": f"Token {KEY}", "Content-Type": "application/json"},
+        content=b"{not json",
+    )
+    assert reply.status_code == 400 and "error" in reply.json()
+
+
+def test_wrong_key_fails_the_constructor_ping(fake: FakeMem0) -> None:
     with pytest.raises(ValueError, match="Error"):
-        MemoryClient(api_key="wrong-key", host=mem0_fake.url)
+        MemoryClient(api_key="wrong-key", host=fake.url)
 
 
-def test_revoked_key_raises_authentication_error(mem0_fake: FakeMem0, client: MemoryClient) -> None:
-    mem0_fake.api_key = "rotated"
+def test_revoked_key_raises_authentication_error(fake: FakeMem0, client: MemoryClient) -> None:
+    fake.api_key = "rotated"
     with pytest.raises(AuthenticationError):
         client.search("x", filters={"user_id": "u1"})
 
 
-def test_fail_switch_raises_typed_error(mem0_fake: FakeMem0, client: MemoryClient) -> None:
-    mem0_fake.fail = True
+def test_fail_switch_raises_typed_error(fake: FakeMem0, client: MemoryClient) -> None:
+    fake.fail = True
     with pytest.raises(MemoryError) as caught:
         _add(client)
     assert type(caught.value) is MemoryError  # 500 maps to the base class, not a subclass
-    assert mem0_fake.items == {}
+    assert fake.items == {}
 
 
-def test_fail_on_only_breaks_named_operation(mem0_fake: FakeMem0, client: MemoryClient) -> None:
+def test_fail_on_only_breaks_named_operation(fake: FakeMem0, client: MemoryClient) -> None:
     memory_id = _add(client)
-    mem0_fake.fail_on = {"delete"}
+    fake.fail_on = {"delete"}
     with pytest.raises(MemoryError):
         client.delete(memory_id)
     assert client.get(memory_id)["id"] == memory_id
-    assert memory_id in mem0_fake.items
+    assert memory_id in fake.items
 
 
 def test_lag_checks_keep_deleted_memory_in_search_then_drop_it(
-    mem0_fake: FakeMem0, client: MemoryClient
+    fake: FakeMem0, client: MemoryClient
 ) -> None:
     memory_id = _add(client)
-    mem0_fake.lag_checks = 2
+    fake.lag_checks = 2
     client.delete(memory_id)
     with pytest.raises(MemoryNotFoundError):  # reads by id are already consistent
         client.get(memory_id)
@@ -133,21 +142,21 @@ def test_lag_checks_keep_deleted_memory_in_search_then_drop_it(
 
 
 def test_direct_import_dedupes_same_text_in_same_scope(
-    mem0_fake: FakeMem0, client: MemoryClient
+    fake: FakeMem0, client: MemoryClient
 ) -> None:
     first = _add(client, fact_id="f1")
     assert _add(client, fact_id="f2") == first
     assert _add(client, user="u2") != first
-    mem0_fake.dedupe = False
+    fake.dedupe = False
     assert _add(client) != first
-    assert len(mem0_fake.items) == 3
+    assert len(fake.items) == 3
 
 
 def test_async_add_answers_pending_then_event_polling_succeeds(
-    mem0_fake: FakeMem0, client: MemoryClient
+    fake: FakeMem0, client: MemoryClient
 ) -> None:
-    mem0_fake.async_add = True
-    mem0_fake.event_polls_pending = 2
+    fake.async_add = True
+    fake.event_polls_pending = 2
     reply = client.add([{"role": "user", "content": FACT}], user_id="u1", infer=False)
     assert reply["status"] == "PENDING" and "results" not in reply
     assert client.get_all(filters={"user_id": "u1"})["count"] == 0
@@ -161,15 +170,15 @@ def test_async_add_answers_pending_then_event_polling_succeeds(
     assert client.get(memory_id)["memory"] == FACT
 
 
-def test_infer_default_is_asynchronous(mem0_fake: FakeMem0, client: MemoryClient) -> None:
+def test_infer_default_is_asynchronous(fake: FakeMem0, client: MemoryClient) -> None:
     reply = client.add(FACT, user_id="u1")
     assert reply["status"] == "PENDING"
-    mem0_fake.complete_events()
-    assert mem0_fake.events[reply["event_id"]]["status"] == "SUCCEEDED"
+    fake.complete_events()
+    assert fake.events[reply["event_id"]]["status"] == "SUCCEEDED"
     assert client.get_all(filters={"user_id": "u1"})["count"] == 1
 
 
-def test_system_messages_are_not_stored(mem0_fake: FakeMem0, client: MemoryClient) -> None:
+def test_system_messages_are_not_stored(fake: FakeMem0, client: MemoryClient) -> None:
     reply = client.add(
         [{"role": "system", "content": "be nice"}, {"role": "user", "content": FACT}],
         user_id="u1",
@@ -178,11 +187,11 @@ def test_system_messages_are_not_stored(mem0_fake: FakeMem0, client: MemoryClien
     assert [r["data"]["memory"] for r in reply["results"]] == [FACT]
 
 
-def test_entity_ids_belong_in_filters(mem0_fake: FakeMem0, client: MemoryClient) -> None:
+def test_entity_ids_belong_in_filters(fake: FakeMem0, client: MemoryClient) -> None:
     with pytest.raises(ValueError, match="Top-level entity"):
         client.search("x", user_id="u1")  # the SDK refuses before sending
     reply = httpx.post(
-        f"{mem0_fake.url}/v3/memories/search/",
+        f"{fake.url}/v3/memories/search/",
         headers={"Authorization": f"Token {KEY}"},
         json={"query": "x", "user_id": "u1", "filters": {"user_id": "u1"}},
     )
@@ -220,12 +229,12 @@ def test_filters_or_not_and_wildcard(client: MemoryClient) -> None:
     assert ids({"user_id": {"in": ["u2", "u3"]}}) == {two}
 
 
-def test_get_all_pages(mem0_fake: FakeMem0, client: MemoryClient) -> None:
+def test_get_all_pages(fake: FakeMem0, client: MemoryClient) -> None:
     for text in ("a b", "c d", "e f"):
         _add(client, text)
     first = client.get_all(filters={"user_id": "u1"}, page=1, page_size=2)
     assert first["count"] == 3 and len(first["results"]) == 2
-    assert first["next"].startswith(mem0_fake.url) and first["previous"] is None
+    assert first["next"].startswith(fake.url) and first["previous"] is None
     last = client.get_all(filters={"user_id": "u1"}, page=2, page_size=2)
     assert len(last["results"]) == 1 and last["next"] is None
-    assert mem0_fake.requests_for("list")[0].query == {"page": ["1"], "page_size": ["2"]}
+    assert fake.requests_for("list")[0].query == {"page": ["1"], "page_size": ["2"]}

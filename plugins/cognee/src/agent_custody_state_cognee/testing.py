@@ -20,6 +20,9 @@ label and metadata are updated in place); switch off with ``fake.dedupe = False`
 Credentials: ``X-Api-Key: <api_key>`` and/or ``Authorization: Bearer <token>``, whichever
 are configured; with neither configured the fake is open, like a server run with
 ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
+
+Import it as ``from agent_custody_state_cognee.testing import FakeCognee``; it needs the fake server
+base from ``agent-custody-state-conformance``, which ``agent-custody-state-cognee[test]`` installs.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Any
 
-from ._server import (
+from agent_custody_state_conformance.fakeserver import (
     Abort,
     FakeVendorServer,
     FormPart,

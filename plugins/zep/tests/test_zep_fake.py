@@ -6,8 +6,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
-from agent_custody_state_conformance.fakes import FakeZep
+from agent_custody_state_zep.testing import FakeZep
 from zep_cloud.client import Zep
 from zep_cloud.core.api_error import ApiError  # NB: zep_cloud.ApiError is the body model
 from zep_cloud.errors import BadRequestError, NotFoundError, UnauthorizedError
@@ -17,8 +18,8 @@ NO_RETRY: Any = {"max_retries": 0}
 
 
 @pytest.fixture
-def zep(zep_fake: FakeZep) -> Iterator[Zep]:
-    yield Zep(api_key=KEY, base_url=zep_fake.url + "/api/v4")
+def zep(fake: FakeZep) -> Iterator[Zep]:
+    yield Zep(api_key=KEY, base_url=fake.url + "/api/v4")
 
 
 @pytest.fixture
@@ -46,9 +47,9 @@ def _add(zep: Zep, graph: str, fact_id: str = "f1", text: str = "alice likes tea
     return str(result.episode.uuid_)
 
 
-def test_add_get_list_search_then_async_delete(zep_fake: FakeZep, zep: Zep, graph: str) -> None:
+def test_add_get_list_search_then_async_delete(fake: FakeZep, zep: Zep, graph: str) -> None:
     episode = _add(zep, graph)
-    request = zep_fake.requests_for("add")[0]
+    request = fake.requests_for("add")[0]
     assert request.headers["authorization"] == f"Api-Key {KEY}"
     assert request.path == f"/api/v4/graphs/{graph}/episodes"
 
@@ -65,7 +66,7 @@ def test_add_get_list_search_then_async_delete(zep_fake: FakeZep, zep: Zep, grap
     edges = list(zep.graph.search_edges(graph, query="alice"))
     assert edges and episode in (edges[0].episode_uuids or [])
 
-    zep_fake.task_polls_pending = 2
+    fake.task_polls_pending = 2
     deletion = zep.graph.episode.delete(graph, episode)
     assert deletion.task is not None and deletion.task.status == "pending"
     # Removal waits for the task: the episode is still readable meanwhile.
@@ -79,12 +80,12 @@ def test_add_get_list_search_then_async_delete(zep_fake: FakeZep, zep: Zep, grap
     assert all(
         episode not in (e.episode_uuids or []) for e in zep.graph.search_edges(graph, query="alice")
     )
-    assert zep_fake.deleted == [episode]
+    assert fake.deleted == [episode]
 
 
-def test_failed_delete_task_keeps_the_episode(zep_fake: FakeZep, zep: Zep, graph: str) -> None:
+def test_failed_delete_task_keeps_the_episode(fake: FakeZep, zep: Zep, graph: str) -> None:
     episode = _add(zep, graph)
-    zep_fake.task_outcome = "failed"
+    fake.task_outcome = "failed"
     deletion = zep.graph.episode.delete(graph, episode)
     task = zep.task.get(str(deletion.task.uuid_)) if deletion.task else None
     assert task is not None and task.status == "failed" and task.error is not None
@@ -131,29 +132,29 @@ def test_episode_of_another_graph_is_404(zep: Zep, graph: str) -> None:
         zep.graph.episode.get(other, episode)
 
 
-def test_wrong_key_is_unauthorized(zep_fake: FakeZep) -> None:
-    client = Zep(api_key="wrong", base_url=zep_fake.url + "/api/v4")
+def test_wrong_key_is_unauthorized(fake: FakeZep) -> None:
+    client = Zep(api_key="wrong", base_url=fake.url + "/api/v4")
     with pytest.raises(UnauthorizedError):
         client.graph.create(name="g")
 
 
-def test_fail_switch_raises_api_error(zep_fake: FakeZep, zep: Zep, graph: str) -> None:
-    zep_fake.fail = True
+def test_fail_switch_raises_api_error(fake: FakeZep, zep: Zep, graph: str) -> None:
+    fake.fail = True
     with pytest.raises(ApiError) as caught:
         zep.graph.episode.add(graph, data="x", request_options=NO_RETRY)
     assert caught.value.status_code == 500
-    assert len(zep_fake.requests_for("add")) == 1  # no retry was attempted
+    assert len(fake.requests_for("add")) == 1  # no retry was attempted
 
 
-def test_fail_on_delete_only(zep_fake: FakeZep, zep: Zep, graph: str) -> None:
+def test_fail_on_delete_only(fake: FakeZep, zep: Zep, graph: str) -> None:
     episode = _add(zep, graph)
-    zep_fake.fail_on = {"delete"}
+    fake.fail_on = {"delete"}
     with pytest.raises(ApiError):
         zep.graph.episode.delete(graph, episode, request_options=NO_RETRY)
     assert zep.graph.episode.get(graph, episode).uuid_ == episode
 
 
-def test_users_address_their_graph_by_uuid(zep_fake: FakeZep, zep: Zep) -> None:
+def test_users_address_their_graph_by_uuid(fake: FakeZep, zep: Zep) -> None:
     user = zep.user.create(user_id="alice", email="alice@example.com")
     assert user.uuid_ and user.user_id == "alice"
     assert zep.user.lookup(user_id="alice").uuid_ == user.uuid_
@@ -166,9 +167,9 @@ def test_users_address_their_graph_by_uuid(zep_fake: FakeZep, zep: Zep) -> None:
         zep.user.lookup(user_id="bob")
 
 
-def test_lag_checks_keep_deleted_episode_listed(zep_fake: FakeZep, zep: Zep, graph: str) -> None:
+def test_lag_checks_keep_deleted_episode_listed(fake: FakeZep, zep: Zep, graph: str) -> None:
     episode = _add(zep, graph)
-    zep_fake.lag_checks = 1
+    fake.lag_checks = 1
     zep.graph.episode.delete(graph, episode)
     with pytest.raises(NotFoundError):
         zep.graph.episode.get(graph, episode)
@@ -177,12 +178,12 @@ def test_lag_checks_keep_deleted_episode_listed(zep_fake: FakeZep, zep: Zep, gra
     assert (first, second) == ([episode], [])
 
 
-def test_list_pager_follows_cursor(zep_fake: FakeZep, zep: Zep, graph: str) -> None:
+def test_list_pager_follows_cursor(fake: FakeZep, zep: Zep, graph: str) -> None:
     episodes = [_add(zep, graph, fact_id=f"f{i}") for i in range(3)]
     pager = zep.graph.episode.list(graph, page_size=2)
     assert len(pager.items or []) == 2  # .items is only the first page
     assert [e.uuid_ for e in pager] == episodes
-    assert len(zep_fake.requests_for("list")) == 2
+    assert len(fake.requests_for("list")) == 2
 
 
 def test_search_rejects_unsupported_filters(zep: Zep, graph: str) -> None:
@@ -190,8 +191,8 @@ def test_search_rejects_unsupported_filters(zep: Zep, graph: str) -> None:
         list(zep.graph.search_episodes(graph, query="x", filters={"mentioned_node_uuids": ["a"]}))
 
 
-def test_ingestion_can_stay_pending(zep_fake: FakeZep, zep: Zep, graph: str) -> None:
-    zep_fake.ingest_polls_pending = 1
+def test_ingestion_can_stay_pending(fake: FakeZep, zep: Zep, graph: str) -> None:
+    fake.ingest_polls_pending = 1
     result = zep.graph.episode.add(graph, data="bob likes coffee")
     assert result.episode is not None and result.task is not None
     assert zep.graph.episode.get(graph, str(result.episode.uuid_)).processed is False
@@ -200,3 +201,15 @@ def test_ingestion_can_stay_pending(zep_fake: FakeZep, zep: Zep, graph: str) -> 
     assert zep.task.get(str(result.task.uuid_)).status == "succeeded"
     assert zep.graph.episode.get(graph, str(result.episode.uuid_)).processed is True
     assert len(list(zep.graph.search_edges(graph, query="bob"))) == 1
+
+
+def test_unknown_route_and_wrong_method_use_the_v4_error_shape(fake: FakeZep) -> None:
+    headers = {"Authorization": f"Api-Key {KEY}"}
+    missing = httpx.get(f"{fake.url}/api/v4/nowhere", headers=headers)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    wrong = httpx.put(f"{fake.url}/api/v4/graphs", headers=headers)
+    assert wrong.status_code == 405
+    assert wrong.json()["error"]["code"] == "method_not_allowed"
+    unprefixed = httpx.post(f"{fake.url}/graphs", headers=headers, json={})
+    assert unprefixed.status_code == 404  # the SDK base_url must include /api/v4
+    assert fake.requests[-1].op is None

@@ -18,6 +18,9 @@ every id.
 
 Agents must be registered first (``FakeLetta(agents=[...])`` or ``fake.add_agent()``); an
 unknown agent is a 404 and an id not shaped ``agent-<uuid>`` is a 422, as on the server.
+
+Import it as ``from agent_custody_state_letta.testing import FakeLetta``; it needs the fake server
+base from ``agent-custody-state-conformance``, which ``agent-custody-state-letta[test]`` installs.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from ._server import (
+from agent_custody_state_conformance.fakeserver import (
     Abort,
     FakeVendorServer,
     Handler,

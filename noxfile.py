@@ -18,7 +18,7 @@ PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.tom
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "e2e",
+nox.options.sessions = ["lint", "typecheck", "core", "sql", "conformance", "plugin", "e2e",
                         "plugin_template", "reliability", "repo", "extras"]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
@@ -45,14 +45,15 @@ def _plugin_requirements(name: str) -> list[str]:
 def lint(session: nox.Session) -> None:
     """ruff over every source folder."""
     session.install("ruff>=0.6")
-    session.run("ruff", "check", "core", "conformance", "plugins", "tests", "bench", "noxfile.py")
+    session.run("ruff", "check", "core", "sql", "conformance", "plugins", "tests", "bench",
+                "noxfile.py")
 
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy (strict) on the core and the conformance package."""
+    """mypy (strict) on the core, the SQL base and the conformance package."""
     _install_core(session, "mypy>=1.11", *PG_DEPS)
-    session.run("mypy", "core/src", "conformance/src/agent_custody_state_conformance",
+    session.run("mypy", "core/src", "sql/src", "conformance/src/agent_custody_state_conformance",
                 "--exclude", "fakes/")
 
 
@@ -62,6 +63,14 @@ def core(session: nox.Session) -> None:
     _install_core(session)
     session.run("pytest", "core/tests", "-q", *session.posargs,
                 env={"AGENT_CUSTODY_BLOCK_PLUGINS": ""})
+
+
+@nox.session(python=PYTHON)
+def sql(session: nox.Session) -> None:
+    """The shared SQL base's own tests (failure paths of the write section, reconnects); the
+    dialects prove the rest with the conformance suite in their plugin sessions."""
+    _install_core(session)
+    session.run("pytest", "sql/tests", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -52,7 +52,6 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
             raise ValueError('on_torn must be "repair" or "raise"')
         self.path = Path(location)
         self.location = str(location)
-        self.on_torn = on_torn
         self._recovery = Recovery(self.path, self.location, on_torn)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_path = self.path.with_name(self.path.name + ".lock")
@@ -75,6 +74,11 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
                 self._catch_up(exclusive=True)
             finally:
                 self._flock(fcntl.LOCK_UN)
+
+    @property
+    def on_torn(self) -> str:
+        """``"repair"`` (move a torn final line aside) or ``"raise"`` (refuse to open)."""
+        return self._recovery.on_torn
 
     @property
     def repairs(self) -> list[str]:

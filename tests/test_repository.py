@@ -138,8 +138,6 @@ MAX_LINES = 400
 OVERSIZE = {
     "bench/bench_backends.py",
     "bench/bench_server.py",
-    "core/src/agent_custody_state/backends/jsonl.py",
-    "sql/src/agent_custody_state_sql/backend.py",
     "tests/reliability/test_fuzz_tools.py",
 }
 

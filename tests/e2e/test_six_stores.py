@@ -5,7 +5,7 @@ receipts gateway (:class:`GatewayClient`).
 The stores: mem0 (the hosted ``MemoryClient`` against ``FakeMem0``), Zep (``zep-cloud`` 4.x
 against ``FakeZep``, a graph by UUID), Letta (``letta-client`` against ``FakeLetta``, one agent),
 Cognee (REST against ``FakeCognee``, a named dataset), pgvector (the embedded PostgreSQL, a
-deterministic embedder) and LangGraph (``SqliteBackend`` on a file). Every secret comes from a
+deterministic embedder) and LangGraph (``SqliteStore`` on a file). Every secret comes from a
 variable the config names.
 
 Write, supersede, retract (which restores the superseded value), forget and sweep go through the
@@ -41,7 +41,14 @@ for _module in ("agent_custody_state_mem0", "agent_custody_state_zep",
 pytest.importorskip("langgraph.store.sqlite", reason="needs langgraph-checkpoint-sqlite")
 pytest.importorskip("psycopg", reason="needs psycopg 3")
 
-from agent_custody_state_conformance.endtoend import (  # noqa: E402
+from agent_custody_state_cognee.testing import FakeCognee  # noqa: E402
+from agent_custody_state_conformance.gateway import GatewayClient, ToolResult  # noqa: E402
+from agent_custody_state_letta.testing import FakeLetta  # noqa: E402
+from agent_custody_state_mem0.testing import FakeMem0  # noqa: E402
+from agent_custody_state_zep.testing import FakeZep  # noqa: E402
+from langgraph.store.sqlite import SqliteStore  # noqa: E402
+
+from .endtoend import (  # noqa: E402
     Held,
     cognee_held,
     langgraph_held,
@@ -54,14 +61,6 @@ from agent_custody_state_conformance.endtoend import (  # noqa: E402
     write_config,
     zep_held,
 )
-from agent_custody_state_conformance.fakes import (  # noqa: E402
-    FakeCognee,
-    FakeLetta,
-    FakeMem0,
-    FakeZep,
-)
-from agent_custody_state_conformance.gateway import GatewayClient, ToolResult  # noqa: E402
-from langgraph.store.sqlite import SqliteBackend  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -99,7 +98,7 @@ class Deployment:
         conn = sqlite3.connect(self.langgraph_path, check_same_thread=False,
                                isolation_level=None)
         try:
-            langmem = langgraph_held(SqliteBackend(conn), ("memories",))
+            langmem = langgraph_held(SqliteStore(conn), ("memories",))
         finally:
             conn.close()
         return {

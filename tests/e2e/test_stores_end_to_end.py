@@ -19,8 +19,9 @@ pytest.importorskip("agent_custody_state_langgraph", reason="needs agent-custody
 pytest.importorskip("langgraph.store.postgres", reason="needs langgraph-checkpoint-postgres")
 psycopg = pytest.importorskip("psycopg", reason="needs psycopg 3")
 
-from agent_custody_state_conformance.endtoend import write_config  # noqa: E402
 from agent_custody_state_conformance.gateway import GatewayClient  # noqa: E402
+
+from .endtoend import write_config  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 

@@ -186,7 +186,9 @@ class Check:
             f"registered {sorted(registers)}, expected {sorted(EXPECTED_REGISTERS)}"
         )
         dists = {normalize(p["distribution"]) for p in listed}
-        assert dists == EXPECTED_DISTS - {"agent-custody-state"}, sorted(dists)
+        # The root and the SQL base register no plugin of their own.
+        assert dists == EXPECTED_DISTS - {"agent-custody-state", "agent-custody-state-sql"}, (
+            sorted(dists))
         assert {p["version"] for p in listed} == {"0.1.0"}
 
     def check_plugins_text(self) -> None:

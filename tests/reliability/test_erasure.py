@@ -145,8 +145,11 @@ def six_stores(tmp_path: Path, postgres_url: str) -> Iterator[dict[str, Any]]:
     for module in STORE_MODULES:
         pytest.importorskip(module, reason=f"the erasure scan through stores needs {module}")
     pytest.importorskip("langgraph.store.sqlite", reason="needs langgraph-checkpoint-sqlite")
-    from agent_custody_state_conformance.endtoend import write_config
-    from agent_custody_state_conformance.fakes import FakeCognee, FakeLetta, FakeMem0, FakeZep
+    from agent_custody_state_cognee.testing import FakeCognee
+    from agent_custody_state_letta.testing import FakeLetta
+    from agent_custody_state_mem0.testing import FakeMem0
+    from agent_custody_state_zep.testing import FakeZep
+    from e2e.endtoend import write_config
 
     keys = {name: uuid.uuid4().hex for name in ("mem0", "zep", "letta", "cognee")}
     with ExitStack() as stack:
@@ -185,8 +188,8 @@ def six_stores(tmp_path: Path, postgres_url: str) -> Iterator[dict[str, Any]]:
 @pytest.mark.postgres
 def test_stores_hold_no_erased_byte(six_stores: dict[str, Any], embedded_postgres: Any) -> None:
     import anyio
-    from agent_custody_state_conformance.endtoend import postgres_residue, residue, sqlite_residue
     from agent_custody_state_conformance.gateway import GatewayClient
+    from e2e.endtoend import postgres_residue, residue, sqlite_residue
 
     n = scale(15, 120)
     rng = random.Random(7)

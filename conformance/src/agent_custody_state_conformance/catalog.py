@@ -25,10 +25,9 @@ SUITES = (
 def rules() -> Iterator[tuple[str, str, str, str, str]]:
     """Yield ``(suite title, rule id, test name, summary, troubleshooting)``."""
     for module_name, class_name, title in SUITES:
-        try:
-            module = importlib.import_module(f"{__package__}.{module_name}")
-        except ImportError:
-            continue
+        # No ImportError is swallowed: a suite that cannot be imported must fail the page's
+        # generation (and its test), not silently drop its rules from the page.
+        module = importlib.import_module(f"{__package__}.{module_name}")
         suite: Any = getattr(module, class_name, None)
         if suite is None or not issubclass(suite, ConformanceSuite):
             continue

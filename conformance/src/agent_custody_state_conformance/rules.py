@@ -36,7 +36,8 @@ def _is_xfail(obj: Any) -> bool:
 class ConformanceSuite:
     """Base of every conformance class; see the module docstring for the override guard."""
 
-    #: the suite classes whose tests are protected (set on each suite class itself)
+    #: set on each class that defines rules (a suite, or one group of a suite's rules): the
+    #: ``test_*`` it defines are protected in every subclass
     __suite_root__: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -35,7 +35,7 @@ from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.plugins import open_backend
 
-__version__ = "0.1.0"
+from agent_custody_state.version import __version__
 
 #: SPEC section 7 names (aliases of the event-backend names above).
 EventStore = EventBackend
@@ -58,9 +58,31 @@ def serve_memory_http(ledger: Ledger, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "AssertEvent", "AssertRequest", "ConfirmEvent", "Event", "EventBackend", "EventBackendError",
-    "EventStore", "EventStoreError", "Fact", "ForgetEvent", "Forgotten", "HoldEvent", "Ledger",
-    "LedgerError", "ReleaseEvent", "RetentionPolicy", "RetractEvent", "Source", "SweepResult",
-    "canonical_json", "create_memory_server", "hookimpl", "open_backend", "open_store",
-    "serve_memory_http", "value_digest",
+    "AssertEvent",
+    "AssertRequest",
+    "ConfirmEvent",
+    "Event",
+    "EventBackend",
+    "EventBackendError",
+    "EventStore",
+    "EventStoreError",
+    "Fact",
+    "ForgetEvent",
+    "Forgotten",
+    "HoldEvent",
+    "Ledger",
+    "LedgerError",
+    "ReleaseEvent",
+    "RetentionPolicy",
+    "RetractEvent",
+    "Source",
+    "SweepResult",
+    "__version__",
+    "canonical_json",
+    "create_memory_server",
+    "hookimpl",
+    "open_backend",
+    "open_store",
+    "serve_memory_http",
+    "value_digest",
 ]

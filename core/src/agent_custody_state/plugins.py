@@ -24,7 +24,7 @@ from typing import Any
 
 import pluggy
 
-from agent_custody_state import hookspecs
+import agent_custody_state.hookspecs as hookspecs
 from agent_custody_state.ledger import host as ledger_host
 from agent_custody_state.ledger.backend import EventBackend
 

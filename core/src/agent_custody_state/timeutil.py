@@ -52,7 +52,7 @@ def parse_time(value: object) -> datetime:
         return value.astimezone(UTC)
     if not isinstance(value, str):
         raise TimeFormatError(f"expected an RFC 3339 time string, got {type(value).__name__}")
-    match = _RFC3339.match(value)
+    match = _RFC3339.fullmatch(value)
     if not match:
         if re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$", value):
             raise TimeFormatError(f"{value!r} has no UTC offset; add Z or +hh:mm")
@@ -85,7 +85,7 @@ def parse_time(value: object) -> datetime:
 
 def normalize_time(value: object) -> str:
     """Parse and re-format: the one form every stored and compared time takes."""
-    if isinstance(value, str) and _NORMAL.match(value):
+    if isinstance(value, str) and _NORMAL.fullmatch(value):
         parse_time(value)  # still reject impossible dates such as 2026-02-30
         return value
     return format_time(parse_time(value))
@@ -93,7 +93,7 @@ def normalize_time(value: object) -> str:
 
 def wire_time_key(value: str) -> str:
     """Comparison key for a time read back from storage (already normal unless hand-written)."""
-    if _NORMAL.match(value):
+    if _NORMAL.fullmatch(value):
         return value
     try:
         return format_time(parse_time(value))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from agent_custody_state.config import ConfigError, build_stores, load_config
-from agent_custody_state.plugins import PluginManager, set_plugin_manager
+from agent_custody_state.plugins import PluginManager
 from servertest import run_cli
 
 FULL = '''
@@ -111,7 +111,7 @@ def test_missing_file(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.toml")
 
 
-def test_unknown_store_type_lists_installed_ones() -> None:
+def test_unknown_store_type_lists_installed_ones(isolated_plugins: PluginManager) -> None:
     from agent_custody_state import hookimpl
 
     class Plugin:
@@ -120,20 +120,15 @@ def test_unknown_store_type_lists_installed_ones() -> None:
             register("alpha", lambda s, name: None)
             register("beta", lambda s, name: None)
 
-    manager = PluginManager(load_entry_points=False)
-    manager.register_plugin(Plugin(), name="two-stores")
-    set_plugin_manager(manager)
-    try:
-        config = load_config(None, stores=[{"name": "n", "type": "gamma"}])
-        with pytest.raises(ConfigError) as caught:
-            build_stores(config.stores)
-        assert "stores[0] (n): unknown store type 'gamma'; installed: alpha, beta" in str(
-            caught.value)
-    finally:
-        set_plugin_manager(None)
+    isolated_plugins.register_plugin(Plugin(), name="two-stores")
+    config = load_config(None, stores=[{"name": "n", "type": "gamma"}])
+    with pytest.raises(ConfigError) as caught:
+        build_stores(config.stores)
+    assert "stores[0] (n): unknown store type 'gamma'; installed: alpha, beta" in str(
+        caught.value)
 
 
-def test_store_settings_validated_and_secrets_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_settings_validated_and_secrets_checked(monkeypatch: pytest.MonkeyPatch, isolated_plugins: PluginManager) -> None:
     from agent_custody_state import hookimpl
     from pydantic import BaseModel
 
@@ -146,27 +141,22 @@ def test_store_settings_validated_and_secrets_checked(monkeypatch: pytest.Monkey
         def register_stores(self, register):  # type: ignore[no-untyped-def]
             register("kv", lambda s, name: (name, s), settings=Settings)
 
-    manager = PluginManager(load_entry_points=False)
-    manager.register_plugin(Plugin(), name="kv")
-    set_plugin_manager(manager)
-    try:
-        monkeypatch.delenv("KV_KEY", raising=False)
-        config = load_config(None, stores=[{"name": "k", "type": "kv", "user_id": "u",
-                                            "api_key_env": "KV_KEY"}])
-        with pytest.raises(ConfigError, match="api_key_env names the environment variable "
-                                              "KV_KEY, which is not set"):
-            build_stores(config.stores)
-        monkeypatch.setenv("KV_KEY", "secret")
-        [(name, settings)] = build_stores(config.stores)
-        assert name == "k" and settings.user_id == "u"
-        config = load_config(None, stores=[{"name": "k", "type": "kv", "api_key_env": "KV_KEY"}])
-        with pytest.raises(ConfigError, match=r"stores\[0\] \(k\): user_id: Field required"):
-            build_stores(config.stores)
-        config = load_config(None, stores=[{"name": "k", "type": "kv"}, {"name": "k", "type": "kv"}])
-        with pytest.raises(ConfigError, match="names must be unique; repeated: k"):
-            build_stores(config.stores)
-    finally:
-        set_plugin_manager(None)
+    isolated_plugins.register_plugin(Plugin(), name="kv")
+    monkeypatch.delenv("KV_KEY", raising=False)
+    config = load_config(None, stores=[{"name": "k", "type": "kv", "user_id": "u",
+                                        "api_key_env": "KV_KEY"}])
+    with pytest.raises(ConfigError, match="api_key_env names the environment variable "
+                                          "KV_KEY, which is not set"):
+        build_stores(config.stores)
+    monkeypatch.setenv("KV_KEY", "secret")
+    [(name, settings)] = build_stores(config.stores)
+    assert name == "k" and settings.user_id == "u"
+    config = load_config(None, stores=[{"name": "k", "type": "kv", "api_key_env": "KV_KEY"}])
+    with pytest.raises(ConfigError, match=r"stores\[0\] \(k\): user_id: Field required"):
+        build_stores(config.stores)
+    config = load_config(None, stores=[{"name": "k", "type": "kv"}, {"name": "k", "type": "kv"}])
+    with pytest.raises(ConfigError, match="names must be unique; repeated: k"):
+        build_stores(config.stores)
 
 
 def test_serve_with_config_file_reports_unknown_store_type(tmp_path: Path) -> None:

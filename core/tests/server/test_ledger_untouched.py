@@ -27,6 +27,11 @@ BAD_CALLS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
                       "evidence": {"fact": "crm"}}, {"agent": None, "observed": {"crm": 1}}),
     ("memory.write", {"subject": "s", "predicate": "p", "value": 1, "space": "org"},
      {"receipt": None}),
+    ("memory.write", {"subject": "s", "predicate": "p", "value": 10**400, "space": "org"}, {}),
+    ("memory.write", {"subject": "s", "predicate": "p", "value": {"seats": [1, 2**53 + 1]},
+                      "space": "org"}, {}),
+    ("memory.write", {"subject": "s", "predicate": "p", "value": "v", "space": "org",
+                      "validFrom": "2026-01-01T00:00:00.000Z\n"}, {}),
     ("memory.read", {"validAt": "not a time"}, {}),
     ("memory.confirm", {"factId": "unknown-fact"}, {}),
     ("memory.confirm", {}, {}),
@@ -71,3 +76,36 @@ async def test_refused_call_changes_no_byte(
     result = await gw.call(tool, args, **call_options)
     assert result.is_error, result.texts
     assert ledger_bytes(folder) == before
+
+
+EXACT_REFUSALS = [
+    (10**400, "value: an integer of about 401 digits is outside the integers JSON keeps exactly"),
+    ({"seats": [1, 2**53 + 1]},
+     "value.seats[1]: 9007199254740993 is outside the integers JSON keeps exactly"),
+    ({"n": -(2**53)}, "value.n: -9007199254740992 is outside the integers JSON keeps exactly"),
+]
+
+
+@pytest.mark.parametrize(("value", "message"), EXACT_REFUSALS)
+async def test_a_value_json_cannot_keep_is_refused_by_place(
+    setup: tuple[GatewayClient, Path, dict[str, str]], value: Any, message: str
+) -> None:
+    gw, folder, _ = setup
+    before = ledger_bytes(folder)
+    result = await gw.call("memory.write", {"subject": "s", "predicate": "p", "value": value,
+                                            "space": "org"})
+    assert result.is_error and message in result.text, result.texts
+    assert ledger_bytes(folder) == before
+
+
+async def test_floats_json_keeps_are_kept_bit_for_bit(
+    setup: tuple[GatewayClient, Path, dict[str, str]],
+) -> None:
+    gw, _, _ = setup
+    value = {"max": 1e308, "tiny": 5e-324, "tenth": 0.1, "edge": 2**53 - 1, "neg": -(2**53 - 1)}
+    written = await gw.call("memory.write", {"subject": "floats", "predicate": "p",
+                                             "value": value, "space": "org"})
+    assert not written.is_error, written.texts
+    got = await gw.call("memory.get", {"factId": written.data["fact"]["factId"]})
+    assert got.data["value"] == value
+    assert all(type(got.data["value"][k]) is type(v) for k, v in value.items())

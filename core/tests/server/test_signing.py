@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -71,6 +72,28 @@ def test_keygen_writes_private_key_0600_and_refuses_overwrite(
     assert b"BEGIN PRIVATE KEY" in private.read_bytes()
     again = run_cli("keygen", "--out", str(private))
     assert again.returncode == 1 and "already exists" in again.stderr
+
+
+def test_keygen_force_never_writes_through_a_symlink(tmp_path: Path) -> None:
+    """``keygen --force`` replaces a symlink with a new file; the link's target is untouched (an
+    attacker's link to ~/.bashrc must not receive a private key, nor a victim's file lose its
+    content). Without ``--force`` even a dangling link counts as existing."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    os.chmod(victim, 0o644)
+    link = tmp_path / "memory.key"
+    link.symlink_to(victim)
+    dangling = tmp_path / "other.key"
+    dangling.symlink_to(tmp_path / "nowhere")
+    refused = run_cli("keygen", "--out", str(dangling))
+    assert refused.returncode == 1 and "already exists" in refused.stderr
+    assert not (tmp_path / "nowhere").exists()
+    done = run_cli("keygen", "--out", str(link), "--force")
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "keep me\n" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    assert not link.is_symlink() and stat.S_IMODE(link.stat().st_mode) == 0o600
+    assert b"BEGIN PRIVATE KEY" in link.read_bytes()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
 async def test_every_receipted_result_is_signed_and_verifies(

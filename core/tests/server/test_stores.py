@@ -156,11 +156,10 @@ async def test_sweep_reaches_stores(tmp_path: Path) -> None:
         assert a.items == {}
 
 
-def test_cli_sweep_with_config_reaches_the_configured_stores(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch
-                                                               ) -> None:
+def test_cli_sweep_with_config_reaches_the_configured_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_plugins: Any
+) -> None:
     from agent_custody_state import cli, hookimpl
-    from agent_custody_state.plugins import PluginManager, set_plugin_manager
     from pydantic import BaseModel
 
     built: list[FakeStore] = []
@@ -179,19 +178,14 @@ def test_cli_sweep_with_config_reaches_the_configured_stores(tmp_path: Path,
         def register_stores(self, register: Callable[..., None]) -> None:
             register("fake", factory, settings=Settings)
 
-    manager = PluginManager(load_entry_points=False)
-    manager.register_plugin(Plugin(), name="fake-stores")
-    set_plugin_manager(manager)
-    try:
-        ledger_path = tmp_path / "ledger.jsonl"
-        with Ledger(ledger_path) as ledger:
-            ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a",
-                               external={"mine": "pre-1"})
-        config = tmp_path / "memory.toml"
-        config.write_text('[[stores]]\nname = "mine"\ntype = "fake"\nlabel = "x"\n')
-        code = cli.main(["sweep", "--ledger", str(ledger_path), "--before",
-                         "2999-01-01T00:00:00Z", "--reason", "r", "--config", str(config)])
-        assert code == 0
-        assert built[0].removed == [("pre-1", 1)] and built[0].items == {}
-    finally:
-        set_plugin_manager(None)
+    isolated_plugins.register_plugin(Plugin(), name="fake-stores")
+    ledger_path = tmp_path / "ledger.jsonl"
+    with Ledger(ledger_path) as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a",
+                           external={"mine": "pre-1"})
+    config = tmp_path / "memory.toml"
+    config.write_text('[[stores]]\nname = "mine"\ntype = "fake"\nlabel = "x"\n')
+    code = cli.main(["sweep", "--ledger", str(ledger_path), "--before",
+                     "2999-01-01T00:00:00Z", "--reason", "r", "--config", str(config)])
+    assert code == 0
+    assert built[0].removed == [("pre-1", 1)] and built[0].items == {}

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from acme_custody_notes.store import NotesFile, NotesStore
-from agent_custody_state_conformance.hygiene import PluginHygiene
-from agent_custody_state_conformance.stores import StoreConformance
+from agent_custody_state_conformance import PluginHygiene, StoreConformance
 
 
 class NotesBackdoor:

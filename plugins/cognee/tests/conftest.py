@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from agent_custody_state_cognee.settings import CogneeSettings
 from agent_custody_state_cognee.store import CogneeStore, build, strip_marker
-from agent_custody_state_conformance.fakes import FakeCognee
+from agent_custody_state_cognee.testing import FakeCognee
 
 KEY, TOKEN = "test-key", "test-token"
 KEY_ENV, TOKEN_ENV = "ACS_TEST_COGNEE_KEY", "ACS_TEST_COGNEE_TOKEN"

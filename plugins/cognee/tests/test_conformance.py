@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from agent_custody_state.stores import Store
 from agent_custody_state_cognee.store import CogneeStore
-from agent_custody_state_conformance.fakes import FakeCognee
+from agent_custody_state_cognee.testing import FakeCognee
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 

@@ -13,7 +13,7 @@ from agent_custody_state.plugins import PluginManager, resolve_ref
 from agent_custody_state.stores import StoreError, StoreSet, VerifyPolicy, custody_metadata
 from agent_custody_state_cognee.settings import CogneeSettings
 from agent_custody_state_cognee.store import CogneeStore, build, content_for
-from agent_custody_state_conformance.fakes import FakeCognee
+from agent_custody_state_cognee.testing import FakeCognee
 from agent_custody_state_conformance.stores import make_fact
 from pydantic import ValidationError
 

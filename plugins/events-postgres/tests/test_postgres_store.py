@@ -33,6 +33,11 @@ def test_location_strips_ledger_parameters_and_hides_password() -> None:
     assert "s3cr" not in where.display
     shown = parse_location("postgres://bob@/db?host=/run/pg&password=hunter2").display
     assert shown == "postgres://bob@/db?host=/run/pg&password=***"
+    shown = parse_location("postgres://bob@/db?sslmode=verify-full&sslpassword=keypass"
+                           "&sslkey=/k.pem&x_token=t0k").display
+    assert shown == ("postgres://bob@/db?sslmode=verify-full&sslpassword=***&sslkey=/k.pem"
+                     "&x_token=***")
+    assert "keypass" not in shown and "t0k" not in shown
 
 
 @pytest.mark.parametrize("table", [

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from agent_custody_state_conformance.fakes import FakeLetta
+from agent_custody_state_letta.testing import FakeLetta
 from agent_custody_state_letta.settings import LettaSettings
 from agent_custody_state_letta.store import LettaStore, build
 from agent_custody_state_letta.tags import custody_from_tags

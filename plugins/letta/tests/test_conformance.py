@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from agent_custody_state.stores import Store
-from agent_custody_state_conformance.fakes import FakeLetta
+from agent_custody_state_letta.testing import FakeLetta
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 from agent_custody_state_letta.store import LettaStore

@@ -9,7 +9,7 @@ import pytest
 from agent_custody_state.ledger.model import Source
 from agent_custody_state.plugins import PluginManager, resolve_ref
 from agent_custody_state.stores import StoreError, StoreSet, VerifyPolicy
-from agent_custody_state_conformance.fakes import FakeLetta
+from agent_custody_state_letta.testing import FakeLetta
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_letta.settings import LettaSettings
 from agent_custody_state_letta.store import LettaStore, build

@@ -9,7 +9,7 @@ import pytest
 from agent_custody_state.config import StoreConfig, build_stores
 from agent_custody_state.stores import StoreError
 from agent_custody_state_conformance.readme import readme_store_tables
-from agent_custody_state_conformance.fakes import FakeZep
+from agent_custody_state_zep.testing import FakeZep
 from agent_custody_state_zep.settings import ZepSettings
 from agent_custody_state_zep.store import ZepStore, build
 from pydantic import ValidationError

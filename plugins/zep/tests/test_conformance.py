@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from agent_custody_state.stores import StoreError
-from agent_custody_state_conformance.fakes import FakeZep
+from agent_custody_state_zep.testing import FakeZep
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 from agent_custody_state_zep.store import ZepStore

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 from agent_custody_state.stores import StoreError, custody_metadata
-from agent_custody_state_conformance.fakes import FakeZep
+from agent_custody_state_zep.testing import FakeZep
 from agent_custody_state_conformance.stores import AWKWARD_VALUE, make_fact
 from agent_custody_state.ledger.model import Source
 from agent_custody_state_zep.store import ZepStore

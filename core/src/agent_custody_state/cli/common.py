@@ -1,17 +1,48 @@
-"""What every command shares: the one-line error, opening a ledger, printing a report."""
+"""What every command shares: the one-line error, finding and opening a ledger safely.
+
+Commands never create a folder (a missing one is usually an unmounted volume or a typo), and the
+commands that only read or clean a ledger (``export``, ``sweep``, ``repair``) never create a
+ledger either: before this rule, ``export`` of a mistyped path created an empty ledger and
+reported "exported 0 events".
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
+from pathlib import Path
 from typing import Any
+
+_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
 class CliError(Exception):
     """A failure reported as ``error: <message>`` with exit status 1."""
 
 
-def open_ledger(args: argparse.Namespace, **kwargs: Any) -> Any:
+def is_path(location: str) -> bool:
+    """A file location (not ``postgres://...`` or ``memory:``): what the folder checks apply to."""
+    return _SCHEME.match(location) is None
+
+
+def check_location(location: str, *, must_exist: bool, flag: str = "--ledger") -> None:
+    """Refuse a ledger path whose folder is missing, or (``must_exist``) that is not there."""
+    if not is_path(location):
+        return
+    path = Path(location)
+    if must_exist and not path.exists():
+        raise CliError(f"{flag} {location}: no such ledger; check the path (this command "
+                       "never creates a ledger)")
+    if not path.parent.is_dir():
+        raise CliError(f"{flag} {location}: the folder {path.parent} does not exist; create it "
+                       "first (ledgers are never created in missing folders)")
+    if path.is_dir():
+        raise CliError(f"{flag} {location} is a folder; name the ledger file inside it")
+
+
+def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **kwargs: Any) -> Any:
     """The ledger named by ``--ledger`` (imported lazily: ``--help`` stays fast)."""
     from agent_custody_state.ledger.ledger import Ledger
 
+    check_location(args.ledger, must_exist=must_exist)
     return Ledger(args.ledger, **kwargs)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.cli.common import CliError, open_ledger
+from agent_custody_state.cli.common import CliError, check_location, open_ledger
 from agent_custody_state.plugins import get_plugin_manager, resolve_ref
 
 
@@ -56,16 +56,17 @@ def _settings_fields(settings: Any) -> list[str]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    tmp = out.with_name(out.name + ".partial")
-    with open_ledger(args) as ledger:
+    from agent_custody_state.cli.output import output_file, resolve_output
+
+    check_location(args.ledger, must_exist=True)
+    target = resolve_output(args.out, force=args.force)
+    with open_ledger(args) as ledger, output_file(target) as fh:
         count = 0
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            for event in ledger.export():
-                fh.write(event.to_json() + "\n")
-                count += 1
-        tmp.replace(out)
-    print(f"exported {count} events from {ledger.location} to {out}", file=sys.stderr)
+        for event in ledger.export():
+            fh.write(event.to_json() + "\n")
+            count += 1
+    where = "standard output" if target is None else args.out
+    print(f"exported {count} events from {ledger.location} to {where}", file=sys.stderr)
     return 0
 
 
@@ -73,12 +74,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     from agent_custody_state.ledger.model import event_from_dict
 
     source = Path(args.source)
-    if not source.exists():
-        raise CliError(f"{source} does not exist")
+    if not source.is_file():
+        raise CliError(f"--from {source}: " + ("is a folder; name the JSONL export file"
+                                               if source.is_dir() else "no such file"))
 
     def events() -> Any:
-        with open(source, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
+        with open(source, "rb") as fh:
+            for number, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise CliError(f"{source}:{number}: not UTF-8 (byte {exc.start + 1} of the "
+                                   "line); an export is UTF-8 JSON lines") from None
                 if not line.strip():
                     continue
                 try:
@@ -87,8 +94,9 @@ def cmd_import(args: argparse.Namespace) -> int:
                     raise CliError(f"{source}:{number}: {exc}") from None
 
     # Read everything first: a bad line must not leave a half-imported ledger.
+    check_location(args.ledger, must_exist=False)
     batch = list(events())
-    with open_ledger(args) as ledger:
+    with open_ledger(args, must_exist=False) as ledger:
         count = ledger.import_events(batch)
     print(f"imported {count} events into {ledger.location}", file=sys.stderr)
     return 0
@@ -109,6 +117,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except TimeFormatError as exc:
         raise CliError(f"--before: {exc}") from None
     forget_key = os.environ.get(args.forget_key_env) if args.forget_key_env else None
+    check_location(args.ledger, must_exist=True)
     with open_ledger(args, forget_key=forget_key) as ledger:
         stores: list[Any] = []
         verify = None

@@ -7,6 +7,8 @@ events.
 
 from __future__ import annotations
 
+import json
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -49,12 +51,42 @@ FORGET_WIRE_KEYS = ACTION_WIRE_KEYS | {"valueDigest", "digestKind"}
 #: digesting and reading the value back can never fail on it.
 MAX_VALUE_DEPTH = 256
 
+#: The integers every JSON parser reads back exactly (RFC 7493 I-JSON, section 2.2): beyond
+#: +-(2**53 - 1) JavaScript's parser, and so the TypeScript original, rounds them.
+MAX_EXACT_INT = 2**53 - 1
+
+
+def _member(path: str, key: str) -> str:
+    return f"{path}.{key}" if key.isidentifier() else f"{path}[{json.dumps(key)}]"
+
+
+def _number_problem(item: int | float) -> str | None:
+    """Why a number cannot be kept exactly in JSON, or None."""
+    if isinstance(item, bool):
+        return None
+    if isinstance(item, int):
+        if -MAX_EXACT_INT <= item <= MAX_EXACT_INT:
+            return None
+        # str() of a huge int is slow (and refused past 4300 digits): estimate its length.
+        digits = (str(item) if item.bit_length() < 200
+                  else f"an integer of about {int(item.bit_length() * math.log10(2)) + 1} digits")
+        return (f"{digits} is outside the integers JSON keeps exactly "
+                f"(-(2^53 - 1) to 2^53 - 1); send it as a string")
+    if math.isnan(item):
+        return "NaN is not JSON"
+    if math.isinf(item):
+        return f"{'-' if item < 0 else ''}Infinity is not JSON"
+    return None
+
 
 def value_arg(value: Any) -> Any:
-    """Refuse a value that is not JSON (a set, a date, a non-string key) or nests too deeply.
+    """Refuse a value JSON cannot keep exactly (I-JSON, RFC 7493): NaN, +-Infinity, integers
+    beyond +-(2^53 - 1), anything that is not JSON (a set, a date, a non-string key), or a value
+    nested too deeply. The message names the place: ``value.seats[1]: NaN is not JSON``.
 
-    Without this, such a value failed deep inside the encoder with a TypeError or a
-    RecursionError, which the server reports as an internal error. Walked iteratively.
+    Without this such a value was stored as null or rounded, or failed deep inside the encoder
+    (a TypeError or RecursionError, reported by the server as an internal error). Walked
+    iteratively, in document order, so the first problem is the one reported.
     """
     stack: list[tuple[Any, str, int]] = [(value, "value", 0)]
     while stack:
@@ -63,18 +95,24 @@ def value_arg(value: Any) -> Any:
             raise LedgerError(
                 f"value is nested too deeply (more than {MAX_VALUE_DEPTH} levels)", field="value"
             )
-        if item is None or isinstance(item, str | bool | int | float):
+        if item is None or isinstance(item, str):
             continue
-        if isinstance(item, list | tuple):
-            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item))
+        if isinstance(item, int | float):
+            problem = _number_problem(item)
+            if problem is not None:
+                raise LedgerError(f"{path}: {problem}", field="value")
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item)]))
         elif isinstance(item, Mapping):
+            members = []
             for key, v in item.items():
                 if not isinstance(key, str):
                     raise LedgerError(
                         f"value must be JSON: {path} has a {type(key).__name__} key",
                         field="value",
                     )
-                stack.append((v, f"{path}.{key}", depth + 1))
+                members.append((v, _member(path, key), depth + 1))
+            stack.extend(reversed(members))
         else:
             raise LedgerError(
                 f"value must be JSON: {path} is a {type(item).__name__}", field="value"

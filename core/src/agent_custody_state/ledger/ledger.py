@@ -18,7 +18,6 @@ from agent_custody_state.canonical import value_digest
 from agent_custody_state.ledger.arguments import (
     ACTION_WIRE_KEYS,
     FORGET_WIRE_KEYS,
-    TimeLike,
     build_assert,
     extra_arg,
     new_id,
@@ -41,7 +40,7 @@ from agent_custody_state.ledger.model import (
 )
 from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
 from agent_custody_state.ledger.reading import LedgerReads
-from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state.ledger.requests import AssertRequest, TimeLike
 from agent_custody_state.ledger.rules import Action, Batch, check_assert, check_known, refuse
 from agent_custody_state.timeutil import TimeFormatError, format_time, utc_now
 
@@ -173,6 +172,9 @@ class Ledger(LedgerReads):
             try:
                 for item in items:
                     built.append(build_assert(self.now, AssertRequest.of(item)))
+            except LedgerError as exc:
+                build_error = LedgerError(f"item {len(built)}: {exc}", field=exc.field,
+                                          code=exc.code)
             except Exception as exc:
                 build_error = exc
             known = {

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from agent_custody_state.ledger.arguments import TimeLike, time_arg
+from agent_custody_state.ledger.arguments import time_arg
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import PROVENANCE_RANK, ConfirmEvent, Event, Fact
+from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.queries import (
     FactState,
     current_external,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from agent_custody_state.ledger.errors import LedgerError
 
@@ -35,14 +35,19 @@ class Duration:
         total_months = moment.year * 12 + (moment.month - 1) - (self.years * 12 + self.months)
         year, month = divmod(total_months, 12)
         month += 1
+        too_long = LedgerError(f"retention duration {self.text} reaches before year 1",
+                               field="retention")
         if year < 1:
-            raise LedgerError(f"retention duration {self.text} reaches before year 1")
+            raise too_long
         day = min(moment.day, calendar.monthrange(year, month)[1])
-        return moment.replace(year=year, month=month, day=day) - self.delta
+        try:
+            return moment.replace(year=year, month=month, day=day) - self.delta
+        except OverflowError:
+            raise too_long from None
 
 
 def parse_duration(text: str) -> Duration:
-    match = _DURATION.match(text.strip())
+    match = _DURATION.fullmatch(text.strip())
     if not match or text.strip().endswith("T"):
         raise LedgerError(
             f"invalid retention duration {text!r}: use ISO 8601 such as P365D, P6M, P1Y, P2W, "
@@ -50,11 +55,18 @@ def parse_duration(text: str) -> Duration:
             field="retention",
         )
     y, mo, w, d, h, mi, s = match.groups()
-    delta = timedelta(
-        weeks=int(w or 0), days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0),
-        seconds=float(s or 0),
-    )
-    return Duration(text.strip(), int(y or 0), int(mo or 0), delta)
+    try:
+        delta = timedelta(
+            weeks=int(w or 0), days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0),
+            seconds=float(s or 0),
+        )
+    except OverflowError:
+        delta = timedelta.max  # caught just below, with the same message as any too-long one
+    duration = Duration(text.strip(), int(y or 0), int(mo or 0), delta)
+    # A window whose cutoff cannot be computed would start the server and break every sweep:
+    # refuse it now. Checked from today (cutoffs only move later as time passes).
+    duration.before(datetime.now(UTC))
+    return duration
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,7 @@ def create_memory_server(
         ledger, require_gateway=require_gateway, stores=stores, identity=identity,
         retention=retention, verify=verify, worker=worker, limits=value_limits,
     )
-    from agent_custody_state import __version__
+    from agent_custody_state.version import __version__
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return _TOOL_LIST

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -127,6 +128,25 @@ def verify_envelope(envelope: dict[str, Any], public_key: Ed25519PublicKey) -> d
     raise ValueError("no signature by this key")
 
 
+def _replace_file(path: Path, data: bytes, mode: int) -> None:
+    """Write ``data`` to a new file beside ``path`` (``mode`` from its first byte, never through a
+    symlink), then rename it over ``path``: a symlink at ``path`` is replaced, never followed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        os.fchmod(fd, mode)  # whatever the umask
+        os.write(fd, data)
+        os.fsync(fd)
+        os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
 def generate_key_pair(out: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, Path, str]:
     """Write a new Ed25519 private key (PKCS8 PEM, mode 0600) and its public key beside it.
 
@@ -143,18 +163,11 @@ def generate_key_pair(out: str | os.PathLike[str], *, force: bool = False) -> tu
     public_pem = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
     if not force:
         for path in (private_path, public_path):
-            if path.exists():
+            if os.path.lexists(path):  # a dangling symlink counts: it would be written through
                 raise FileExistsError(f"{path} already exists; pass --force to replace it")
     private_path.parent.mkdir(parents=True, exist_ok=True)
-    # Created 0600 from the first byte: the key is never readable by others, even briefly.
-    fd = os.open(private_path, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, private_pem)
-    finally:
-        os.close(fd)
-    public_path.write_bytes(public_pem)
+    _replace_file(private_path, private_pem, 0o600)
+    _replace_file(public_path, public_pem, 0o644)
     return private_path, public_path, key_id(key.public_key())

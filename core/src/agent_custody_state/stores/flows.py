@@ -132,22 +132,27 @@ class Custody:
         ``StoreWriteError`` with nothing appended and every put compensated.
         ``precondition``: the caller's condition on the superseded fact (``Ledger.assert_fact``)."""
         with anyio.CancelScope(shield=True):
-            if not self.stores:
-                return WriteReport(await self._append_checked(request, precondition))
-            # The stores record the fact id and validFrom before the ledger appends: fix both now.
-            request = request.with_(fact_id=request.fact_id or new_id(),
-                                    valid_from=request.valid_from or self.ledger.now())
-            planned: AssertEvent = await self.run(self.ledger.validate_assert, request)
-            fact = planned.fact
-            external = await self.stores.put_all(fact)
-            try:
-                event = await self._append_checked(request.with_(external=external),
-                                                   precondition)
-            except LedgerError as exc:
-                outcome = await self.stores.compensate(fact, external)
-                raise LedgerError(f"{exc}; compensated: {describe_compensation(outcome)}",
-                                  field=exc.field, code=exc.code) from exc
-            return WriteReport(event, await self._leave_mirrors(event))
+            report = await self._write(request, precondition)
+        return report
+
+    async def _write(
+        self, request: AssertRequest, precondition: Precondition | None
+    ) -> WriteReport:
+        if not self.stores:
+            return WriteReport(await self._append_checked(request, precondition))
+        # The stores record the fact id and validFrom before the ledger appends: fix both now.
+        request = request.with_(fact_id=request.fact_id or new_id(),
+                                valid_from=request.valid_from or self.ledger.now())
+        planned: AssertEvent = await self.run(self.ledger.validate_assert, request)
+        fact = planned.fact
+        external = await self.stores.put_all(fact)
+        try:
+            event = await self._append_checked(request.with_(external=external), precondition)
+        except LedgerError as exc:
+            outcome = await self.stores.compensate(fact, external)
+            raise LedgerError(f"{exc}; compensated: {describe_compensation(outcome)}",
+                              field=exc.field, code=exc.code) from exc
+        return WriteReport(event, await self._leave_mirrors(event))
 
     async def _append_checked(self, request: AssertRequest,
                               precondition: Precondition | None) -> AssertEvent:
@@ -201,22 +206,27 @@ class Custody:
     async def _leave_present(self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E],
                              *, forgetting: bool) -> Removal[E]:
         with anyio.CancelScope(shield=True):
-            if not self.stores:
-                return Removal(await self.run(mutate, None), RemovalReport())
-            plan = await self.run(plan_leaving, self.ledger, fact_id, forgetting=forgetting)
-            restore: Restore | None = None
-            if plan.uncovers is not None and self.stores.mirroring():
-                restore = await put_back(self.stores, plan.uncovers)
-            extra = restore.record() if restore is not None and restore.external else None
-            try:
-                event = await self.run(mutate, extra)
-            except BaseException:
-                if restore is not None and restore.external and plan.uncovers is not None:
-                    await self.stores.compensate(plan.uncovers, restore.external)
-                raise
-            if plan.fact is None or not plan.fact.external:
-                return Removal(event, RemovalReport(), restore)
-            return Removal(event, await self.stores.remove_all(plan.fact), restore)
+            removal = await self._leave(fact_id, mutate, forgetting=forgetting)
+        return removal
+
+    async def _leave(self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E],
+                     *, forgetting: bool) -> Removal[E]:
+        if not self.stores:
+            return Removal(await self.run(mutate, None), RemovalReport())
+        plan = await self.run(plan_leaving, self.ledger, fact_id, forgetting=forgetting)
+        restore: Restore | None = None
+        if plan.uncovers is not None and self.stores.mirroring():
+            restore = await put_back(self.stores, plan.uncovers)
+        extra = restore.record() if restore is not None and restore.external else None
+        try:
+            event = await self.run(mutate, extra)
+        except BaseException:
+            if restore is not None and restore.external and plan.uncovers is not None:
+                await self.stores.compensate(plan.uncovers, restore.external)
+            raise
+        if plan.fact is None or not plan.fact.external:
+            return Removal(event, RemovalReport(), restore)
+        return Removal(event, await self.stores.remove_all(plan.fact), restore)
 
     # -- sweep ---------------------------------------------------------------------------------
 

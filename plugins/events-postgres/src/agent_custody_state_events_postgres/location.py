@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from agent_custody_state_sql.schema import TABLE_NAME
+from agent_custody_state_sql import TABLE_NAME
 
 _FALSE = {"false", "0", "no", "off"}
 _TRUE = {"true", "1", "yes", "on"}
@@ -35,6 +35,13 @@ class PostgresLocation:
     @property
     def qualified(self) -> str:
         return f"{self.schema}.{self.table}" if self.schema else self.table
+
+
+def _secret(key: str) -> bool:
+    """A connection parameter whose value is a secret: ``password``, ``sslpassword`` (the client
+    key's passphrase), and anything else naming a password, secret or token."""
+    lowered = key.lower()
+    return any(word in lowered for word in ("password", "secret", "token"))
 
 
 def _mask_netloc(netloc: str) -> str:
@@ -64,7 +71,7 @@ def parse_location(location: str) -> PostgresLocation:
             vacuum = lowered in _TRUE
         else:
             passthrough.append((key, value))
-    if not TABLE_NAME.match(table):
+    if not TABLE_NAME.fullmatch(table):
         raise LocationError(
             "postgres: table name must be a plain identifier, optionally schema-qualified; "
             f'got "{table}"'
@@ -74,7 +81,7 @@ def parse_location(location: str) -> PostgresLocation:
     connect = urlunsplit(
         ("postgresql+psycopg", parts.netloc, parts.path, urlencode(passthrough), parts.fragment)
     )
-    shown_query = [(k, _MASK if k == "password" else v) for k, v in passthrough]
+    shown_query = [(k, _MASK if _secret(k) else v) for k, v in passthrough]
     if table != "events":
         shown_query.append(("table", table))
     if not vacuum:

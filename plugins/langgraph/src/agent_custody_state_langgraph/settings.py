@@ -56,7 +56,7 @@ class LangGraphSettings(BaseModel):
     @field_validator("index_embed")
     @classmethod
     def _reference(cls, value: str | None) -> str | None:
-        if value is not None and not _REF.match(value):
+        if value is not None and not _REF.fullmatch(value):
             raise ValueError(f'index_embed must be "module:function"; got "{value}"')
         return value
 

@@ -46,7 +46,7 @@ class PgvectorSettings(BaseModel):
     @field_validator("table")
     @classmethod
     def _plain_identifier(cls, value: str) -> str:
-        if not TABLE_NAME.match(value):
+        if not TABLE_NAME.fullmatch(value):
             raise ValueError(
                 "table name must be a plain identifier, optionally schema-qualified; "
                 f'got "{value}"'
@@ -56,7 +56,7 @@ class PgvectorSettings(BaseModel):
     @field_validator("embed")
     @classmethod
     def _reference(cls, value: str) -> str:
-        if not _REF.match(value):
+        if not _REF.fullmatch(value):
             raise ValueError(f'embed must be "module:function"; got "{value}"')
         return value
 

@@ -1,0 +1,73 @@
+"""``StoreConformance``: the write-through store rules (SPEC 4.2, 4.3, 6), for any store plugin.
+
+Subclass it once per store plugin and provide fixtures::
+
+    class TestMyStore(StoreConformance):
+        capabilities = frozenset({"verify", "lag", "fail"})
+
+        @pytest.fixture
+        def store(self, vendor):            # a fresh, empty Store
+            return MyStore(name="mine", client=vendor.client())
+
+        @pytest.fixture
+        def backdoor(self, vendor):         # reads the vendor WITHOUT the adapter
+            return MyBackdoor(vendor)
+
+        @pytest.fixture
+        def lagging_store(self, vendor):    # only with "lag" in capabilities
+            vendor.lag_checks = 2
+            return MyStore(name="mine", client=vendor.client())
+
+        @pytest.fixture
+        def failing_store(self, vendor):    # only with "fail" in capabilities
+            vendor.fail = True
+            return MyStore(name="mine", client=vendor.client())
+
+The backdoor has one method, ``find(fact_id)`` (plain or ``async``), returning what the vendor
+holds for that fact as a dict, or ``None`` when it holds nothing:
+
+- ``"id"`` (optional): the vendor's own id for the record; compared with what ``put`` returned.
+- ``"text"`` and/or ``"value"``: the text line (SPEC 6: ``"<subject> <predicate>: <value>"``)
+  and/or the structured value, whichever the vendor keeps (at least one).
+- ``"metadata"``: the custody metadata as stored (``factId, space, actor, provenance,
+  receiptId, validFrom, source``); extra keys are fine.
+
+Find by the fact id, not by the vendor id: a store that deduplicates by content must still keep
+two facts apart, and a removal is only proven when nothing carrying the fact id is left.
+
+``capabilities`` decides which rules apply; a rule whose capability is missing is skipped with a
+reason saying so (SQLAlchemy's requirement style):
+
+- ``"verify"``: the store implements ``verify_removed``.
+- ``"lag"``: a ``lagging_store`` fixture: after a removal the vendor keeps the item visible to
+  at least the first ``verify_removed`` call, and gone within ``lag_max_checks`` calls.
+- ``"fail"``: a ``failing_store`` fixture whose vendor answers every call with an error.
+
+Stores are async. Every rule is an ``async def`` test run by anyio's pytest plugin (installed
+with anyio, which the core depends on) on asyncio; fixtures may be plain or ``async`` and share
+the test's event loop, so an adapter may hold an async connection pool. Override the
+``anyio_backend`` fixture to change the loop.
+
+Every test has a rule id (``ST-...``, listed in ``docs/conformance.md``) and a docstring whose
+second paragraph says what to look at when it fails. A plugin may deviate from a rule only by
+overriding its test with ``@pytest.mark.xfail(reason=...)``.
+
+The rules come in groups, one module each: ``writes`` (put), ``removal`` (remove, compensation,
+the mirror flows) and ``verification`` (verify, lag, vendor errors); ``base`` holds the fixtures,
+helpers and test data they share.
+"""
+
+from __future__ import annotations
+
+from .base import AWKWARD_VALUE, CAPABILITIES, StoreRules, make_fact
+from .removal import RemovalRules
+from .verification import VerificationRules
+from .writes import WriteRules
+
+__all__ = ["AWKWARD_VALUE", "CAPABILITIES", "StoreConformance", "StoreRules", "make_fact"]
+
+
+class StoreConformance(WriteRules, RemovalRules, VerificationRules):
+    """The write-through store suite. Provide ``store`` and ``backdoor``; see the module doc."""
+
+    __suite_root__ = True

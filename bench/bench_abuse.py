@@ -45,17 +45,30 @@ import httpx
 
 GATEWAY, DIRECT = "gw-" + uuid.uuid4().hex, "direct-" + uuid.uuid4().hex
 ENV = {**os.environ, "BENCH_GW": GATEWAY, "BENCH_DIRECT": DIRECT}
-SERVE = ["serve", "--http", "--port", "0", "--token-env", "BENCH_GW", "--direct-token-env",
-         "BENCH_DIRECT", "--allow-direct"]
+SERVE = [
+    "serve",
+    "--http",
+    "--port",
+    "0",
+    "--token-env",
+    "BENCH_GW",
+    "--direct-token-env",
+    "BENCH_DIRECT",
+    "--allow-direct",
+]
 PROTOCOL = "2025-06-18"
 READ = {"subject": "acct:1", "space": "org"}
 
 
 def limited(nofile: int) -> list[str]:
-    return [sys.executable, "-c", "import resource, runpy, sys; "
-            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile})); "
-            "sys.argv = ['agent-custody-memory', *sys.argv[1:]]; "
-            "runpy.run_module('agent_custody_state', run_name='__main__')"]
+    return [
+        sys.executable,
+        "-c",
+        "import resource, runpy, sys; "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile})); "
+        "sys.argv = ['agent-custody-memory', *sys.argv[1:]]; "
+        "runpy.run_module('agent_custody_state', run_name='__main__')",
+    ]
 
 
 class Server:
@@ -63,8 +76,9 @@ class Server:
 
     def __init__(self, folder: Path, nofile: int | None = None) -> None:
         command = limited(nofile) if nofile else [sys.executable, "-m", "agent_custody_state"]
-        self.proc = subprocess.Popen([*command, *SERVE, "--ledger", str(folder / "l.jsonl")],
-                                     env=ENV, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [*command, *SERVE, "--ledger", str(folder / "l.jsonl")], env=ENV, stderr=subprocess.PIPE
+        )
         assert self.proc.stderr is not None
         seen = ""
         while not (match := re.search(r"serving (http://\S+/mcp);", seen)):
@@ -101,14 +115,27 @@ class Mcp:
 
     def __init__(self, http: httpx.AsyncClient, url: str, token: str) -> None:
         self.http, self.url = http, url
-        self.headers = {"authorization": f"Bearer {token}", "content-type": "application/json",
-                        "accept": "application/json, text/event-stream"}
+        self.headers = {
+            "authorization": f"Bearer {token}",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+        }
 
     async def open(self) -> Mcp:
-        response = await self.http.post(self.url, headers=self.headers, json={
-            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": PROTOCOL, "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "0"}}})
+        response = await self.http.post(
+            self.url,
+            headers=self.headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            },
+        )
         if response.status_code != 200:
             raise RuntimeError(f"initialize: HTTP {response.status_code}")
         self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
@@ -130,8 +157,15 @@ class Mcp:
 
 def call_body(tool: str, args: Any) -> bytes:
     meta = {"agent-custody/receipt": f"rcpt-{uuid.uuid4()}", "agent-custody/agent": "bench"}
-    return json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": tool, "arguments": args, "_meta": meta}}, separators=(",", ":")).encode()
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": args, "_meta": meta},
+        },
+        separators=(",", ":"),
+    ).encode()
 
 
 def pct(values: list[float], q: float) -> float:
@@ -141,8 +175,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def gateway_reads(http: httpx.AsyncClient, url: str, stop: asyncio.Event,
-                        pause: float = 0.02) -> tuple[list[float], int]:
+async def gateway_reads(
+    http: httpx.AsyncClient, url: str, stop: asyncio.Event, pause: float = 0.02
+) -> tuple[list[float], int]:
     """The gateway's calls until ``stop``: latencies of answered ones, and failures."""
     latencies: list[float] = []
     failures = 0
@@ -163,6 +198,7 @@ async def gateway_reads(http: httpx.AsyncClient, url: str, stop: asyncio.Event,
 
 # -- 1. session flood ---------------------------------------------------------------------------
 
+
 async def session_flood(server: Server, count: int) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=50, keepalive_expiry=2)
     async with httpx.AsyncClient(timeout=60, limits=limits) as http:
@@ -173,8 +209,9 @@ async def session_flood(server: Server, count: int) -> dict[str, Any]:
         refused = gateway_opens = gateway_refused = 0
         started = time.perf_counter()
         while len(sessions) + refused < count:
-            batch = await asyncio.gather(*(Mcp(http, server.url, DIRECT).open()
-                                           for _ in range(6)), return_exceptions=True)
+            batch = await asyncio.gather(
+                *(Mcp(http, server.url, DIRECT).open() for _ in range(6)), return_exceptions=True
+            )
             for item in batch:
                 if isinstance(item, Mcp):
                     sessions.append(item.headers["mcp-session-id"])
@@ -194,20 +231,31 @@ async def session_flood(server: Server, count: int) -> dict[str, Any]:
         rss_after = server.rss_mib()
         held = 0
         for session in sessions:
-            response = await http.post(server.url, content=b'{"jsonrpc":"2.0","id":3,'
-                                       b'"method":"ping"}', headers={
-                                           **Mcp(http, server.url, DIRECT).headers,
-                                           "mcp-session-id": session,
-                                           "mcp-protocol-version": PROTOCOL})
+            response = await http.post(
+                server.url,
+                content=b'{"jsonrpc":"2.0","id":3,"method":"ping"}',
+                headers={
+                    **Mcp(http, server.url, DIRECT).headers,
+                    "mcp-session-id": session,
+                    "mcp-protocol-version": PROTOCOL,
+                },
+            )
             held += response.status_code == 200
-    return {"opened": len(sessions), "refused": refused, "seconds": round(flood_s, 1),
-            "held_by_token": held, "rss_mib": f"{rss_before:.0f} -> {rss_after:.0f}",
-            "gateway_p50_ms": round(pct(latencies, 0.5), 1),
-            "gateway_p99_ms": round(pct(latencies, 0.99), 1), "gateway_failures": failures,
-            "gateway_new_sessions": f"{gateway_opens - gateway_refused}/{gateway_opens}"}
+    return {
+        "opened": len(sessions),
+        "refused": refused,
+        "seconds": round(flood_s, 1),
+        "held_by_token": held,
+        "rss_mib": f"{rss_before:.0f} -> {rss_after:.0f}",
+        "gateway_p50_ms": round(pct(latencies, 0.5), 1),
+        "gateway_p99_ms": round(pct(latencies, 0.99), 1),
+        "gateway_failures": failures,
+        "gateway_new_sessions": f"{gateway_opens - gateway_refused}/{gateway_opens}",
+    }
 
 
 # -- 2. slowloris ---------------------------------------------------------------------------------
+
 
 def slowloris(server: Server, seconds: float, target: int) -> dict[str, Any]:
     attempted = 0
@@ -272,29 +320,36 @@ def slowloris(server: Server, seconds: float, target: int) -> dict[str, Any]:
     thread.join(5)
     for sock in held:
         sock.close()
-    return {"attacker_connections": attempted,
-            "gateway_new_conn_answered": f"{len(new_lat)}/{len(new_lat) + new_fail}",
-            "new_conn_p50_ms": round(pct(new_lat, 0.5), 1),
-            "new_conn_p99_ms": round(pct(new_lat, 0.99), 1),
-            "gateway_kept_conn_answered": f"{len(kept_lat)}/{len(kept_lat) + kept_fail}",
-            "kept_conn_p50_ms": round(pct(kept_lat, 0.5), 1),
-            "kept_conn_p99_ms": round(pct(kept_lat, 0.99), 1),
-            "server_alive": server.proc.poll() is None, "log_bytes": server.log_bytes}
+    return {
+        "attacker_connections": attempted,
+        "gateway_new_conn_answered": f"{len(new_lat)}/{len(new_lat) + new_fail}",
+        "new_conn_p50_ms": round(pct(new_lat, 0.5), 1),
+        "new_conn_p99_ms": round(pct(new_lat, 0.99), 1),
+        "gateway_kept_conn_answered": f"{len(kept_lat)}/{len(kept_lat) + kept_fail}",
+        "kept_conn_p50_ms": round(pct(kept_lat, 0.5), 1),
+        "kept_conn_p99_ms": round(pct(kept_lat, 0.99), 1),
+        "server_alive": server.proc.poll() is None,
+        "log_bytes": server.log_bytes,
+    }
 
 
 # -- 3. heavy values ---------------------------------------------------------------------------
 
+
 async def heavy(server: Server, seconds: float) -> list[dict[str, Any]]:
-    cases: list[tuple[str, Any]] = [("idle baseline", None),
-                                    ("900,000 numbers (3.6 MB)", [0.5] * 900_000),
-                                    ("10,000 numbers", [0.5] * 10_000),
-                                    ("1,000,000-character string", "x" * 1_000_000)]
+    cases: list[tuple[str, Any]] = [
+        ("idle baseline", None),
+        ("900,000 numbers (3.6 MB)", [0.5] * 900_000),
+        ("10,000 numbers", [0.5] * 10_000),
+        ("1,000,000-character string", "x" * 1_000_000),
+    ]
     rows = []
     async with httpx.AsyncClient(timeout=120) as http:
         writer = await Mcp(http, server.url, GATEWAY).open()
         for label, value in cases:
-            body = call_body("memory.write", {"subject": "big", "predicate": "p",
-                                              "space": "org", "value": value})
+            body = call_body(
+                "memory.write", {"subject": "big", "predicate": "p", "space": "org", "value": value}
+            )
             stop = asyncio.Event()
             reads = asyncio.create_task(gateway_reads(http, server.url, stop, pause=0.01))
             writes: list[float] = []
@@ -306,19 +361,30 @@ async def heavy(server: Server, seconds: float) -> list[dict[str, Any]]:
                 writes.append(time.perf_counter() - started)
                 result = response.json().get("result", {}) if response.status_code == 200 else {}
                 text = (result.get("content") or [{}])[0].get("text", "")
-                outcome = (f"HTTP {response.status_code}" if not result else
-                           "refused: " + text[:40] if result.get("isError") else "accepted")
+                outcome = (
+                    f"HTTP {response.status_code}"
+                    if not result
+                    else "refused: " + text[:40]
+                    if result.get("isError")
+                    else "accepted"
+                )
             if value is None:
                 await asyncio.sleep(seconds)
             stop.set()
             latencies, failures = await reads
-            rows.append({"value": label, "body_bytes": len(body) if value is not None else 0,
-                         "outcome": outcome, "writes": len(writes),
-                         "write_ms": round(statistics.median(writes) * 1000, 1) if writes else "-",
-                         "gateway_p50_ms": round(pct(latencies, 0.5), 1),
-                         "gateway_p99_ms": round(pct(latencies, 0.99), 1),
-                         "gateway_max_ms": round(pct(latencies, 1.0), 1),
-                         "gateway_failures": failures})
+            rows.append(
+                {
+                    "value": label,
+                    "body_bytes": len(body) if value is not None else 0,
+                    "outcome": outcome,
+                    "writes": len(writes),
+                    "write_ms": round(statistics.median(writes) * 1000, 1) if writes else "-",
+                    "gateway_p50_ms": round(pct(latencies, 0.5), 1),
+                    "gateway_p99_ms": round(pct(latencies, 0.99), 1),
+                    "gateway_max_ms": round(pct(latencies, 1.0), 1),
+                    "gateway_failures": failures,
+                }
+            )
     return rows
 
 
@@ -333,8 +399,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--flood", type=int, help="sessions the flood opens (default 3000)")
-    parser.add_argument("--only", choices=("flood", "slowloris", "heavy"), action="append",
-                        help="run only this attack (repeatable)")
+    parser.add_argument(
+        "--only",
+        choices=("flood", "slowloris", "heavy"),
+        action="append",
+        help="run only this attack (repeatable)",
+    )
     args = parser.parse_args()
     only = set(args.only or ("flood", "slowloris", "heavy"))
     flood = args.flood or (300 if args.quick else 3000)

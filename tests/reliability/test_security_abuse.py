@@ -35,18 +35,28 @@ READ = {"subject": "nobody", "space": "org"}
 
 def _limited(nofile: int) -> list[str]:
     """The server command with its open-file limit lowered to ``nofile``."""
-    return [sys.executable, "-c",
-            "import resource, runpy, sys; "
-            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile})); "
-            "sys.argv = ['agent-custody-memory', *sys.argv[1:]]; "
-            "runpy.run_module('agent_custody_state', run_name='__main__')"]
+    return [
+        sys.executable,
+        "-c",
+        "import resource, runpy, sys; "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile})); "
+        "sys.argv = ['agent-custody-memory', *sys.argv[1:]]; "
+        "runpy.run_module('agent_custody_state', run_name='__main__')",
+    ]
 
 
 async def _alive(http: httpx.AsyncClient, url: str, token: str, session: str) -> bool:
-    response = await http.post(url, content=b'{"jsonrpc":"2.0","id":9,"method":"ping"}', headers={
-        "authorization": f"Bearer {token}", "content-type": "application/json",
-        "accept": "application/json, text/event-stream", "mcp-session-id": session,
-        "mcp-protocol-version": "2025-06-18"})
+    response = await http.post(
+        url,
+        content=b'{"jsonrpc":"2.0","id":9,"method":"ping"}',
+        headers={
+            "authorization": f"Bearer {token}",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-06-18",
+        },
+    )
     assert response.status_code in (200, 404), (response.status_code, response.text)
     return response.status_code == 200
 
@@ -60,8 +70,9 @@ def test_one_token_holds_a_bounded_number_of_sessions(tmp_path: Path) -> None:
             sessions: list[str] = []
             gateway_calls = 0
             for _start in range(0, opened, 6):  # six at a time: under max_concurrency (8)
-                batch = await asyncio.gather(*(RawMcp(http, server.url, DIRECT).open()
-                                               for _ in range(6)))
+                batch = await asyncio.gather(
+                    *(RawMcp(http, server.url, DIRECT).open() for _ in range(6))
+                )
                 sessions += [m.headers["mcp-session-id"] for m in batch]
                 # Meanwhile the gateway opens its own session and is served.
                 gw = await RawMcp(http, server.url, GATEWAY).open()
@@ -78,13 +89,19 @@ def test_one_token_holds_a_bounded_number_of_sessions(tmp_path: Path) -> None:
     alive = result["alive"]
     assert sum(alive) == 64, f"one token holds {sum(alive)} sessions"
     assert all(alive[-64:]) and not any(alive[:-64]), "not the oldest sessions were ended"
-    record("security[session-flood]", opened=opened, held_by_token=sum(alive),
-           gateway_calls=result["gateway_calls"], gateway_refused=0)
+    record(
+        "security[session-flood]",
+        opened=opened,
+        held_by_token=sum(alive),
+        gateway_calls=result["gateway_calls"],
+        gateway_refused=0,
+    )
 
 
 def test_idle_sessions_end(tmp_path: Path) -> None:
-    server = ServerProcess(["--ledger", str(tmp_path / "l.jsonl"), *SERVE,
-                            "--session-idle-timeout", "1"], ENV)
+    server = ServerProcess(
+        ["--ledger", str(tmp_path / "l.jsonl"), *SERVE, "--session-idle-timeout", "1"], ENV
+    )
 
     async def idle() -> tuple[bool, bool]:
         async with http_client() as http:
@@ -118,8 +135,11 @@ def _closed_by_server(sock: socket.socket) -> bool:
 
 
 def test_slowloris_cannot_starve_the_gateway(tmp_path: Path) -> None:
-    server = ServerProcess(["--ledger", str(tmp_path / "l.jsonl"), *SERVE,
-                            "--header-timeout", "3"], ENV, command=_limited(256))
+    server = ServerProcess(
+        ["--ledger", str(tmp_path / "l.jsonl"), *SERVE, "--header-timeout", "3"],
+        ENV,
+        command=_limited(256),
+    )
     port = int(server.url.rsplit(":", 1)[1].split("/")[0])
     held: list[socket.socket] = []
     latencies: list[float] = []
@@ -152,17 +172,28 @@ def test_slowloris_cannot_starve_the_gateway(tmp_path: Path) -> None:
     assert "Traceback" not in log, log[-2000:]
     assert len(log.encode()) < 16_384, f"the server logged {len(log)} bytes"
     latencies.sort()
-    record("security[slowloris]", slow_connections=len(held), gateway_calls=len(latencies),
-           gateway_p50_ms=round(latencies[len(latencies) // 2] * 1000, 1),
-           gateway_max_ms=round(latencies[-1] * 1000, 1), log_bytes=len(log.encode()))
+    record(
+        "security[slowloris]",
+        slow_connections=len(held),
+        gateway_calls=len(latencies),
+        gateway_p50_ms=round(latencies[len(latencies) // 2] * 1000, 1),
+        gateway_max_ms=round(latencies[-1] * 1000, 1),
+        log_bytes=len(log.encode()),
+    )
 
 
 def test_one_heavy_value_does_not_stall_others(tmp_path: Path) -> None:
     server = ServerProcess(["--ledger", str(tmp_path / "l.jsonl"), *SERVE], ENV)
     heavy = {"subject": "big", "predicate": "p", "space": "org", "value": [0.5] * 900_000}
-    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "memory.write", "arguments": heavy, "_meta": gateway_meta()}},
-        separators=(",", ":")).encode()  # encoded before the clock starts
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "memory.write", "arguments": heavy, "_meta": gateway_meta()},
+        },
+        separators=(",", ":"),
+    ).encode()  # encoded before the clock starts
 
     async def run() -> dict[str, Any]:
         async with http_client() as http:
@@ -186,15 +217,17 @@ def test_one_heavy_value_does_not_stall_others(tmp_path: Path) -> None:
             took = time.perf_counter() - started
             assert response.status_code == 200, (response.status_code, response.text[:300])
             result = response.json()["result"]
-            out = {"isError": result.get("isError"),
-                   "texts": [c["text"] for c in result["content"]]}
+            out = {
+                "isError": result.get("isError"),
+                "texts": [c["text"] for c in result["content"]],
+            }
             await asyncio.sleep(0.2)
             done.set()
             await task
-            largest = await writer.call("memory.write", {**heavy, "value": [0.5] * 10_000},
-                                        gateway_meta())
-            return {"out": out, "took": took, "latencies": sorted(latencies),
-                    "largest": largest}
+            largest = await writer.call(
+                "memory.write", {**heavy, "value": [0.5] * 10_000}, gateway_meta()
+            )
+            return {"out": out, "took": took, "latencies": sorted(latencies), "largest": largest}
 
     try:
         result = asyncio.run(run())
@@ -202,13 +235,18 @@ def test_one_heavy_value_does_not_stall_others(tmp_path: Path) -> None:
         server.stop()
     out = result["out"]
     assert out.get("isError") and out["texts"][0].startswith(
-        "value too large: more than 10000 elements"), out
+        "value too large: more than 10000 elements"
+    ), out
     assert "max_value_elements = 10000" in out["texts"][0]
     worst = result["latencies"][-1]
     assert worst < 2.0, f"a reader waited {worst:.2f} s behind one heavy write"
     largest = result["largest"]
     assert largest.get("isError") is False, largest
     assert json.loads(largest["texts"][0])["fact"]["value"] == [0.5] * 10_000
-    record("security[heavy-value]", body_bytes=len(body),
-           refused_in_ms=round(result["took"] * 1000, 1), reader_calls=len(result["latencies"]),
-           reader_max_ms=round(worst * 1000, 1))
+    record(
+        "security[heavy-value]",
+        body_bytes=len(body),
+        refused_in_ms=round(result["took"] * 1000, 1),
+        reader_calls=len(result["latencies"]),
+        reader_max_ms=round(worst * 1000, 1),
+    )

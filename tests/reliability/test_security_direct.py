@@ -32,8 +32,11 @@ FORGED = gateway_meta(agent="admin")
 def ledger_files(folder: Path) -> dict[str, bytes]:
     """The bytes of the ledger and its sidecars. SQLite's ``-shm`` is left out: it is the WAL's
     shared-memory index, whose read marks every reader rewrites, and holds no data."""
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.endswith("-shm")}
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(folder.iterdir())
+        if p.is_file() and not p.name.endswith("-shm")
+    }
 
 
 def _data(out: dict[str, Any]) -> Any:
@@ -44,16 +47,22 @@ def _data(out: dict[str, Any]) -> Any:
 async def _seed(gw: RawMcp, direct: RawMcp) -> dict[str, str]:
     base = {"predicate": "plan", "space": "org"}
     ids = {
-        "attested": _data(await gw.call("memory.write", {**base, "subject": "a", "value": "pro"},
-                                        gateway_meta()))["fact"]["factId"],
-        "verified": _data(await gw.call(
-            "memory.write", {**base, "subject": "v", "value": "pro", "evidence": {"fact": "crm"}},
-            gateway_meta(**{"agent-custody/observed": {"crm": "pro"}})))["fact"]["factId"],
-        "confirmed": _data(await direct.call("memory.write", {**base, "subject": "c",
-                                                              "value": "x"}, FORGED)
-                           )["fact"]["factId"],
-        "held": _data(await direct.call("memory.write", {**base, "subject": "h", "value": "x"},
-                                        FORGED))["fact"]["factId"],
+        "attested": _data(
+            await gw.call("memory.write", {**base, "subject": "a", "value": "pro"}, gateway_meta())
+        )["fact"]["factId"],
+        "verified": _data(
+            await gw.call(
+                "memory.write",
+                {**base, "subject": "v", "value": "pro", "evidence": {"fact": "crm"}},
+                gateway_meta(**{"agent-custody/observed": {"crm": "pro"}}),
+            )
+        )["fact"]["factId"],
+        "confirmed": _data(
+            await direct.call("memory.write", {**base, "subject": "c", "value": "x"}, FORGED)
+        )["fact"]["factId"],
+        "held": _data(
+            await direct.call("memory.write", {**base, "subject": "h", "value": "x"}, FORGED)
+        )["fact"]["factId"],
     }
     _data(await gw.call("memory.confirm", {"factId": ids["confirmed"]}, gateway_meta()))
     _data(await gw.call("memory.hold", {"factId": ids["held"], "reason": "lit"}, gateway_meta()))
@@ -68,23 +77,38 @@ def _attempts(ids: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
             ("memory.retract", {"factId": fid, "reason": "r", "actor": "reliability-agent"}),
             ("memory.forget", {"factId": fid, "reason": "r"}),
             ("memory.forget", {"factId": fid, "reason": "r", "keepDigest": False}),
-            ("memory.write", {"subject": subject, "predicate": "plan", "space": "org",
-                              "value": None, "supersedes": fid, "actor": "reliability-agent"}),
+            (
+                "memory.write",
+                {
+                    "subject": subject,
+                    "predicate": "plan",
+                    "space": "org",
+                    "value": None,
+                    "supersedes": fid,
+                    "actor": "reliability-agent",
+                },
+            ),
             ("memory.hold", {"factId": fid, "reason": "block the gateway's own forget"}),
             ("memory.confirm", {"factId": ids["held"]}),
         ]
     calls += [
         ("memory.release", {"factId": ids["held"], "reason": "free it"}),
         ("memory.sweep", {"reason": "everything", "before": "2999-01-01T00:00:00Z"}),
-        ("memory.sweep", {"reason": "everything", "before": "2999-01-01T00:00:00Z",
-                          "space": "org", "keepDigest": False}),
+        (
+            "memory.sweep",
+            {
+                "reason": "everything",
+                "before": "2999-01-01T00:00:00Z",
+                "space": "org",
+                "keepDigest": False,
+            },
+        ),
     ]
     return calls
 
 
 @pytest.mark.parametrize("suffix", ["jsonl", "sqlite"])
-def test_refused_direct_calls_leave_the_ledger_byte_identical(tmp_path: Path,
-                                                              suffix: str) -> None:
+def test_refused_direct_calls_leave_the_ledger_byte_identical(tmp_path: Path, suffix: str) -> None:
     server = ServerProcess(["--ledger", str(tmp_path / f"ledger.{suffix}"), *SERVE], ENV)
 
     async def drive() -> int:
@@ -120,9 +144,16 @@ def test_direct_forget_cannot_race_a_gateway_confirm(tmp_path: Path) -> None:
         async with http_client() as http:
             gw = await RawMcp(http, first.url, GATEWAY).open()
             direct = await RawMcp(http, second.url, DIRECT).open()
-            ids = [_data(await direct.call("memory.write", {
-                "subject": f"s{i}", "predicate": "p", "space": "org", "value": i}, FORGED)
-            )["fact"]["factId"] for i in range(facts)]
+            ids = [
+                _data(
+                    await direct.call(
+                        "memory.write",
+                        {"subject": f"s{i}", "predicate": "p", "space": "org", "value": i},
+                        FORGED,
+                    )
+                )["fact"]["factId"]
+                for i in range(facts)
+            ]
             # Four pairs at a time: each server keeps under its max_concurrency (8), so every
             # call is answered rather than shed with a 503.
             gate = asyncio.Semaphore(4)
@@ -131,14 +162,16 @@ def test_direct_forget_cannot_race_a_gateway_confirm(tmp_path: Path) -> None:
                 async with gate:
                     confirm, forget = await asyncio.gather(
                         gw.call("memory.confirm", {"factId": fid}, gateway_meta()),
-                        direct.call("memory.forget", {"factId": fid, "reason": "r"}, FORGED))
+                        direct.call("memory.forget", {"factId": fid, "reason": "r"}, FORGED),
+                    )
                     return confirm, forget
 
             outcomes = await asyncio.gather(*(pair(fid) for fid in ids))
             confirmed = forgotten = 0
             for fid, (confirm, forget) in zip(ids, outcomes, strict=True):
-                history = _data(await gw.call("memory.history", {"factId": fid},
-                                              gateway_meta()))["events"]
+                history = _data(await gw.call("memory.history", {"factId": fid}, gateway_meta()))[
+                    "events"
+                ]
                 kinds = [e["kind"] for e in history]
                 assert not ("confirm" in kinds and "forget" in kinds), (fid, kinds)
                 assert bool(confirm["isError"]) != bool(forget["isError"]), (confirm, forget)
@@ -152,5 +185,10 @@ def test_direct_forget_cannot_race_a_gateway_confirm(tmp_path: Path) -> None:
         first.stop()
         second.stop()
     assert confirmed + forgotten == facts
-    record("security[direct-race]", facts=facts, confirmed=confirmed,
-           forgotten_by_direct=forgotten, both=0)
+    record(
+        "security[direct-race]",
+        facts=facts,
+        confirmed=confirmed,
+        forgotten_by_direct=forgotten,
+        both=0,
+    )

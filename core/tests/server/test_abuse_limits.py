@@ -15,18 +15,28 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_custody_state_conformance.gateway import GatewayClient
 from servertest import GATEWAY_TOKEN, HttpServer, start_http
 
 from agent_custody_state.config import load_config
+from agent_custody_state_conformance.gateway import GatewayClient
 
 pytestmark = pytest.mark.anyio
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "limits", "version": "0"}}}
-HEADERS = {"authorization": f"Bearer {GATEWAY_TOKEN}", "content-type": "application/json",
-           "accept": "application/json, text/event-stream"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "limits", "version": "0"},
+    },
+}
+HEADERS = {
+    "authorization": f"Bearer {GATEWAY_TOKEN}",
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+}
 
 
 def _port(server: HttpServer) -> int:
@@ -34,8 +44,15 @@ def _port(server: HttpServer) -> int:
 
 
 async def test_value_limits_over_stdio(tmp_path: Path) -> None:
-    async with GatewayClient.stdio("serve", "--ledger", str(tmp_path / "l.jsonl"),
-                                   "--max-value-elements", "3", "--max-value-bytes", "64") as gw:
+    async with GatewayClient.stdio(
+        "serve",
+        "--ledger",
+        str(tmp_path / "l.jsonl"),
+        "--max-value-elements",
+        "3",
+        "--max-value-bytes",
+        "64",
+    ) as gw:
         base = {"subject": "s", "predicate": "p", "space": "org"}
         for value in ([1, 2, 3], {"a": 1, "b": [2]}, "x" * 50, 7):
             ok = await gw.call("memory.write", {**base, "value": value})
@@ -44,17 +61,22 @@ async def test_value_limits_over_stdio(tmp_path: Path) -> None:
             refused = await gw.call("memory.write", {**base, "value": value})
             assert refused.text == (
                 "value too large: more than 3 elements (array items and object members, at "
-                "any depth); the limit is max_value_elements = 3"), refused.text
+                "any depth); the limit is max_value_elements = 3"
+            ), refused.text
         refused = await gw.call("memory.write", {**base, "value": "é" * 40})
-        assert refused.text == ("value too large: more than 64 bytes as JSON; the limit is "
-                                "max_value_bytes = 64")
+        assert refused.text == (
+            "value too large: more than 64 bytes as JSON; the limit is max_value_bytes = 64"
+        )
 
 
 def test_limits_come_from_the_config_file_and_the_environment(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "memory.toml"
-    config.write_text('ledger = "l.jsonl"\n[server]\nmax_value_elements = 50\n'
-                      "sessions_per_token = 8\nheader_timeout = 2.5\nmax_connections = 100\n")
+    config.write_text(
+        'ledger = "l.jsonl"\n[server]\nmax_value_elements = 50\n'
+        "sessions_per_token = 8\nheader_timeout = 2.5\nmax_connections = 100\n"
+    )
     monkeypatch.setenv("AGENT_CUSTODY_SERVER__SESSION_IDLE_TIMEOUT", "60")
     loaded = load_config(config, server={"backlog": 32})
     server = loaded.server
@@ -64,21 +86,41 @@ def test_limits_come_from_the_config_file_and_the_environment(
     assert (server.max_connections, server.backlog) == (100, 32)
     monkeypatch.delenv("AGENT_CUSTODY_SERVER__SESSION_IDLE_TIMEOUT")
     defaults = load_config().server
-    assert (defaults.max_value_elements, defaults.sessions_per_token, defaults.max_connections,
-            defaults.session_idle_timeout) == (10_000, 64, 512, 300)
+    assert (
+        defaults.max_value_elements,
+        defaults.sessions_per_token,
+        defaults.max_connections,
+        defaults.session_idle_timeout,
+    ) == (10_000, 64, 512, 300)
 
 
 def test_sessions_per_token_ends_the_oldest(module_dir: Path) -> None:
-    server = start_http("--ledger", str(module_dir / "sessions.jsonl"), "--token-env",
-                        "MEMORY_TOKEN", "--sessions-per-token", "2")
+    server = start_http(
+        "--ledger",
+        str(module_dir / "sessions.jsonl"),
+        "--token-env",
+        "MEMORY_TOKEN",
+        "--sessions-per-token",
+        "2",
+    )
     try:
         with httpx.Client(timeout=30) as http:
-            ids = [http.post(server.url, json=INIT, headers=HEADERS).headers["mcp-session-id"]
-                   for _ in range(3)]
-            alive = [http.post(server.url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
-                               headers={**HEADERS, "mcp-session-id": sid,
-                                        "mcp-protocol-version": "2025-06-18"}).status_code
-                     for sid in ids]
+            ids = [
+                http.post(server.url, json=INIT, headers=HEADERS).headers["mcp-session-id"]
+                for _ in range(3)
+            ]
+            alive = [
+                http.post(
+                    server.url,
+                    json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                    headers={
+                        **HEADERS,
+                        "mcp-session-id": sid,
+                        "mcp-protocol-version": "2025-06-18",
+                    },
+                ).status_code
+                for sid in ids
+            ]
         assert alive == [404, 200, 200]
     finally:
         server.stop()
@@ -86,9 +128,18 @@ def test_sessions_per_token_ends_the_oldest(module_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def strict_http(module_dir: Path) -> Any:
-    server = start_http("--ledger", str(module_dir / "strict.jsonl"), "--token-env",
-                        "MEMORY_TOKEN", "--header-timeout", "1", "--body-timeout", "1",
-                        "--max-connections", "4")
+    server = start_http(
+        "--ledger",
+        str(module_dir / "strict.jsonl"),
+        "--token-env",
+        "MEMORY_TOKEN",
+        "--header-timeout",
+        "1",
+        "--body-timeout",
+        "1",
+        "--max-connections",
+        "4",
+    )
     yield server
     server.stop()
 
@@ -122,9 +173,12 @@ def test_headers_are_capped(strict_http: HttpServer) -> None:
 
 def test_bodies_must_arrive_in_time(strict_http: HttpServer) -> None:
     sock = socket.create_connection(("127.0.0.1", _port(strict_http)))
-    sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
-                 + GATEWAY_TOKEN.encode() + b"\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: 100\r\n\r\n{\"jsonrpc\":")
+    sock.sendall(
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        + GATEWAY_TOKEN.encode()
+        + b"\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 100\r\n\r\n{"jsonrpc":'
+    )
     answer = _read_all(sock, 5)
     assert answer.startswith(b"HTTP/1.1 408 ") and b"body_timeout" in answer, answer
     sock.close()
@@ -156,8 +210,7 @@ def test_value_measurement_stops_at_the_limit() -> None:
     assert size.bytes >= len('{"a":[1,"xy",null],"é":{"b":true}}'.encode()) - 4
 
 
-async def test_big_results_are_rendered_off_the_event_loop(monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+async def test_big_results_are_rendered_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     from agent_custody_state.server import limits
 
     threads: list[int] = []

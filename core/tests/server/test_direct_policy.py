@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state_conformance.gateway import GatewayClient, ToolResult
 from servertest import DIRECT_TOKEN, GATEWAY_TOKEN, ledger_bytes, start_http
 
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state_conformance.gateway import GatewayClient, ToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -30,19 +30,30 @@ Direct = Callable[[str, dict[str, Any]], Any]
 @asynccontextmanager
 async def stdio_pair(folder: Path) -> AsyncIterator[tuple[GatewayClient, Direct]]:
     """One stdio server; the gateway calls with ``_meta``, the direct caller without."""
-    async with GatewayClient.stdio("serve", "--ledger", str(folder / "ledger.jsonl"),
-                                   "--allow-direct") as gw:
+    async with GatewayClient.stdio(
+        "serve", "--ledger", str(folder / "ledger.jsonl"), "--allow-direct"
+    ) as gw:
         yield gw, gw.direct
 
 
 @asynccontextmanager
 async def http_pair(folder: Path) -> AsyncIterator[tuple[GatewayClient, Direct]]:
     """One HTTP server; the direct token sends the gateway's keys too: they are ignored."""
-    server = start_http("--ledger", str(folder / "ledger.jsonl"), "--token-env", "MEMORY_TOKEN",
-                        "--direct-token-env", "AGENT_TOKEN", "--allow-direct")
+    server = start_http(
+        "--ledger",
+        str(folder / "ledger.jsonl"),
+        "--token-env",
+        "MEMORY_TOKEN",
+        "--direct-token-env",
+        "AGENT_TOKEN",
+        "--allow-direct",
+    )
     try:
-        async with GatewayClient.http(server.url, token=GATEWAY_TOKEN) as gw, \
-                GatewayClient.http(server.url, token=DIRECT_TOKEN) as direct:
+        async with (
+            GatewayClient.http(server.url, token=GATEWAY_TOKEN) as gw,
+            GatewayClient.http(server.url, token=DIRECT_TOKEN) as direct,
+        ):
+
             async def forged(tool: str, args: dict[str, Any]) -> ToolResult:
                 return await direct.call(tool, args, receipt="rcpt-forged", agent="admin")
 
@@ -52,25 +63,33 @@ async def http_pair(folder: Path) -> AsyncIterator[tuple[GatewayClient, Direct]]
 
 
 PAIRS: dict[str, Callable[[Path], AbstractAsyncContextManager[tuple[GatewayClient, Direct]]]] = {
-    "stdio": stdio_pair, "http": http_pair,
+    "stdio": stdio_pair,
+    "http": http_pair,
 }
 
 
 async def _seed(gw: GatewayClient, direct: Direct) -> dict[str, str]:
     """One fact of each provenance, a confirmed claimed fact, a held claimed fact."""
+
     async def made(result: ToolResult) -> str:
         assert not result.is_error, result.texts
         return str(result.data["fact"]["factId"])
 
     base = {"predicate": "plan", "space": "org"}
     ids = {
-        "attested": await made(await gw.call("memory.write", {**base, "subject": "a",
-                                                              "value": "pro"})),
-        "verified": await made(await gw.call(
-            "memory.write", {**base, "subject": "v", "value": "pro",
-                             "evidence": {"fact": "crm"}}, observed={"crm": "pro"})),
-        "confirmed": await made(await direct("memory.write", {**base, "subject": "c",
-                                                              "value": "x"})),
+        "attested": await made(
+            await gw.call("memory.write", {**base, "subject": "a", "value": "pro"})
+        ),
+        "verified": await made(
+            await gw.call(
+                "memory.write",
+                {**base, "subject": "v", "value": "pro", "evidence": {"fact": "crm"}},
+                observed={"crm": "pro"},
+            )
+        ),
+        "confirmed": await made(
+            await direct("memory.write", {**base, "subject": "c", "value": "x"})
+        ),
         "held": await made(await direct("memory.write", {**base, "subject": "h", "value": "x"})),
     }
     assert not (await gw.call("memory.confirm", {"factId": ids["confirmed"]})).is_error
@@ -86,30 +105,55 @@ def _refusals(ids: dict[str, str]) -> list[tuple[str, dict[str, Any], str]]:
     for kind in PROTECTED:
         fid = ids[kind]
         shown = "attested" if kind == "confirmed" else kind
-        why = f"fact {fid} is {shown}: a direct call (no receipt) may supersede, retract or " \
-              "forget only claimed facts"
+        why = (
+            f"fact {fid} is {shown}: a direct call (no receipt) may supersede, retract or "
+            "forget only claimed facts"
+        )
         calls += [
             ("memory.retract", {"factId": fid, "reason": "r", "actor": "gateway-agent"}, why),
             ("memory.forget", {"factId": fid, "reason": "r"}, why),
             ("memory.forget", {"factId": fid, "reason": "r", "keepDigest": False}, why),
-            ("memory.write", {"subject": {"attested": "a", "verified": "v",
-                                          "confirmed": "c"}[kind], "predicate": "plan",
-                              "space": "org", "value": "free", "supersedes": fid,
-                              "actor": "test-agent"}, why),
-            ("memory.hold", {"factId": fid, "reason": "block the gateway's forget"},
-             "legal holds come only through the receipts gateway"),
+            (
+                "memory.write",
+                {
+                    "subject": {"attested": "a", "verified": "v", "confirmed": "c"}[kind],
+                    "predicate": "plan",
+                    "space": "org",
+                    "value": "free",
+                    "supersedes": fid,
+                    "actor": "test-agent",
+                },
+                why,
+            ),
+            (
+                "memory.hold",
+                {"factId": fid, "reason": "block the gateway's forget"},
+                "legal holds come only through the receipts gateway",
+            ),
         ]
     calls += [
-        ("memory.hold", {"factId": ids["held"], "reason": "again"},
-         "legal holds come only through the receipts gateway"),
-        ("memory.release", {"factId": ids["held"], "reason": "free it"},
-         "legal holds come only through the receipts gateway"),
+        (
+            "memory.hold",
+            {"factId": ids["held"], "reason": "again"},
+            "legal holds come only through the receipts gateway",
+        ),
+        (
+            "memory.release",
+            {"factId": ids["held"], "reason": "free it"},
+            "legal holds come only through the receipts gateway",
+        ),
         ("memory.release", {}, "legal holds come only through the receipts gateway"),
-        ("memory.sweep", {"reason": "all", "before": "2999-01-01T00:00:00Z"},
-         "sweeps come only through the receipts gateway"),
+        (
+            "memory.sweep",
+            {"reason": "all", "before": "2999-01-01T00:00:00Z"},
+            "sweeps come only through the receipts gateway",
+        ),
         ("memory.sweep", {"reason": "all"}, "sweeps come only through the receipts gateway"),
-        ("memory.confirm", {"factId": ids["held"]},
-         "confirmation must come through the receipts gateway"),
+        (
+            "memory.confirm",
+            {"factId": ids["held"]},
+            "confirmation must come through the receipts gateway",
+        ),
     ]
     return calls
 
@@ -161,19 +205,28 @@ def test_ledger_rechecks_the_precondition_under_its_write_lock(tmp_path: Path) -
     from agent_custody_state.server.policy import only_claimed
 
     with Ledger(tmp_path / "ledger.jsonl") as ledger:
-        claimed = ledger.assert_fact(subject="s", predicate="p", value=1, space="org",
-                                     actor="bot").fact_id
+        claimed = ledger.assert_fact(
+            subject="s", predicate="p", value=1, space="org", actor="bot"
+        ).fact_id
         # ... the server's read saw "claimed" here; then the gateway confirms:
         ledger.confirm(fact_id=claimed, actor="gw", receipt_id="r-1")
         before = ledger_bytes(tmp_path)
         for attempt in (
-            lambda: ledger.retract(fact_id=claimed, actor="bot", reason="r",
-                                   precondition=only_claimed),
-            lambda: ledger.forget(fact_id=claimed, actor="bot", reason="r",
-                                  precondition=only_claimed),
-            lambda: ledger.assert_fact(subject="s", predicate="p", value=2, space="org",
-                                       actor="bot", supersedes=claimed,
-                                       precondition=only_claimed),
+            lambda: ledger.retract(
+                fact_id=claimed, actor="bot", reason="r", precondition=only_claimed
+            ),
+            lambda: ledger.forget(
+                fact_id=claimed, actor="bot", reason="r", precondition=only_claimed
+            ),
+            lambda: ledger.assert_fact(
+                subject="s",
+                predicate="p",
+                value=2,
+                space="org",
+                actor="bot",
+                supersedes=claimed,
+                precondition=only_claimed,
+            ),
         ):
             with pytest.raises(LedgerError, match=f"fact {claimed} is attested"):
                 attempt()

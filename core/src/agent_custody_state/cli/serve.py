@@ -15,17 +15,26 @@ from typing import Any
 
 from agent_custody_state.cli.common import CliError
 
-
 #: ``[server]`` limits that have a flag of the same name (``--max-value-elements`` ...).
-LIMIT_FLAGS = ("max_value_elements", "max_value_bytes", "sessions_per_token",
-               "session_idle_timeout", "header_timeout", "body_timeout", "max_connections",
-               "backlog")
+LIMIT_FLAGS = (
+    "max_value_elements",
+    "max_value_bytes",
+    "sessions_per_token",
+    "session_idle_timeout",
+    "header_timeout",
+    "body_timeout",
+    "max_connections",
+    "backlog",
+)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Only the flags actually given: an absent flag must not mask the file or environment."""
-    top = {k: getattr(args, k) for k in ("ledger", "key", "forget_key_env", "retention")
-           if getattr(args, k) is not None}
+    top = {
+        k: getattr(args, k)
+        for k in ("ledger", "key", "forget_key_env", "retention")
+        if getattr(args, k) is not None
+    }
     server: dict[str, Any] = {}
     if args.http:
         server["transport"] = "http"
@@ -40,7 +49,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         server["allowed_hosts"] = args.allowed_host
     if args.token_env or args.direct_token_env:
         server["tokens"] = [{"env": n, "role": "gateway"} for n in args.token_env or []] + [
-            {"env": n, "role": "direct"} for n in args.direct_token_env or []]
+            {"env": n, "role": "direct"} for n in args.direct_token_env or []
+        ]
     if server:
         top["server"] = server
     return top
@@ -82,14 +92,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with _graceful_stop():
             if sock is not None:
-                anyio.run(lambda: server.serve(sock=sock,
-                                               on_bound=lambda s: announce(runtime, s.url)))
+                anyio.run(
+                    lambda: server.serve(sock=sock, on_bound=lambda s: announce(runtime, s.url))
+                )
             else:
                 from agent_custody_state.server.stdio import serve_stdio
 
                 announce(runtime, "stdio")
-                anyio.run(lambda: serve_stdio(
-                    server, max_message_bytes=config.server.max_request_bytes))
+                anyio.run(
+                    lambda: serve_stdio(server, max_message_bytes=config.server.max_request_bytes)
+                )
     finally:
         runtime.close()
     return 0
@@ -101,8 +113,11 @@ def _build_server(config: Any, runtime: Any) -> Any:
         from agent_custody_state.server.http import create_memory_http_server
 
         return create_memory_http_server(
-            runtime.ledger, port=config.server.port, host=config.server.host,
-            tokens=runtime.tokens, max_request_bytes=config.server.max_request_bytes,
+            runtime.ledger,
+            port=config.server.port,
+            host=config.server.host,
+            tokens=runtime.tokens,
+            max_request_bytes=config.server.max_request_bytes,
             max_concurrency=config.server.max_concurrency,
             allowed_hosts=config.server.allowed_hosts or None,
             allowed_origins=config.server.allowed_origins,
@@ -111,13 +126,17 @@ def _build_server(config: Any, runtime: Any) -> Any:
             header_timeout=config.server.header_timeout,
             body_timeout=config.server.body_timeout,
             max_connections=config.server.max_connections,
-            backlog=config.server.backlog, **runtime.server_options(),
+            backlog=config.server.backlog,
+            **runtime.server_options(),
         )
     from agent_custody_state.server.app import create_memory_server
 
     if runtime.tokens:
-        print("agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
-              "the spawning process is the gateway", file=sys.stderr)
+        print(
+            "agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
+            "the spawning process is the gateway",
+            file=sys.stderr,
+        )
     return create_memory_server(runtime.ledger, **runtime.server_options())
 
 
@@ -165,44 +184,94 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--ledger", help="ledger location: a .jsonl path, .sqlite/.db, postgres://...")
     p.add_argument("--key", metavar="K", help="Ed25519 private key (PKCS8 PEM) to sign results")
     p.add_argument("--forget-key-env", metavar="NAME", help="variable holding the forget key")
-    p.add_argument("--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D")
-    p.add_argument("--allow-direct", action="store_true", default=None,
-                   help="admit calls without a receipt, as claimed (quarantined)")
+    p.add_argument(
+        "--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D"
+    )
+    p.add_argument(
+        "--allow-direct",
+        action="store_true",
+        default=None,
+        help="admit calls without a receipt, as claimed (quarantined)",
+    )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP at /mcp")
     p.add_argument("--transport", choices=("stdio", "http"), help=argparse.SUPPRESS)
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default 8790; 0 picks a free one)")
-    p.add_argument("--token-env", action="append", metavar="NAME",
-                   help="variable holding a gateway bearer token (repeatable)")
-    p.add_argument("--direct-token-env", action="append", metavar="NAME",
-                   help="variable holding a direct (untrusted) bearer token (repeatable)")
-    p.add_argument("--allowed-host", action="append", metavar="NAME[:PORT]",
-                   help="another Host name this server answers to (repeatable)")
+    p.add_argument(
+        "--token-env",
+        action="append",
+        metavar="NAME",
+        help="variable holding a gateway bearer token (repeatable)",
+    )
+    p.add_argument(
+        "--direct-token-env",
+        action="append",
+        metavar="NAME",
+        help="variable holding a direct (untrusted) bearer token (repeatable)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME[:PORT]",
+        help="another Host name this server answers to (repeatable)",
+    )
     p.add_argument("--max-request-bytes", type=int, metavar="N", help="message size limit")
     p.add_argument("--max-concurrency", type=int, metavar="N", help="HTTP calls in flight")
-    p.add_argument("--max-value-elements", type=int, metavar="N",
-                   help="largest value memory.write accepts, in elements (default 10000)")
-    p.add_argument("--max-value-bytes", type=int, metavar="N",
-                   help="largest value memory.write accepts, in bytes of JSON (default 1 MiB)")
-    p.add_argument("--sessions-per-token", type=int, metavar="N",
-                   help="MCP sessions one token may hold; the oldest is ended (default 64)")
-    p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
-                   help="end an HTTP session idle this long (default 300)")
-    p.add_argument("--header-timeout", type=float, metavar="SECONDS",
-                   help="close a connection that has not sent its headers (default 10)")
-    p.add_argument("--body-timeout", type=float, metavar="SECONDS",
-                   help="answer 408 to a request body not received in time (default 30)")
-    p.add_argument("--max-connections", type=int, metavar="N",
-                   help="open HTTP connections (default 512, kept under ulimit -n)")
+    p.add_argument(
+        "--max-value-elements",
+        type=int,
+        metavar="N",
+        help="largest value memory.write accepts, in elements (default 10000)",
+    )
+    p.add_argument(
+        "--max-value-bytes",
+        type=int,
+        metavar="N",
+        help="largest value memory.write accepts, in bytes of JSON (default 1 MiB)",
+    )
+    p.add_argument(
+        "--sessions-per-token",
+        type=int,
+        metavar="N",
+        help="MCP sessions one token may hold; the oldest is ended (default 64)",
+    )
+    p.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="end an HTTP session idle this long (default 300)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection that has not sent its headers (default 10)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="answer 408 to a request body not received in time (default 30)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open HTTP connections (default 512, kept under ulimit -n)",
+    )
     p.add_argument("--backlog", type=int, metavar="N", help="listen backlog (default 256)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("keygen", help="create an Ed25519 key pair for signed results")
-    p.add_argument("--out", required=True, metavar="FILE", help="private key path (public: FILE.pub)")
+    p.add_argument(
+        "--out", required=True, metavar="FILE", help="private key path (public: FILE.pub)"
+    )
     p.add_argument("--force", action="store_true", help="replace existing files")
     p.set_defaults(func=cmd_keygen)
 
     p = sub.add_parser("demo", help="a guided tour on a temporary ledger (a few seconds)")
-    p.add_argument("--keep", action="store_true", help="keep the temporary ledger and print its path")
+    p.add_argument(
+        "--keep", action="store_true", help="keep the temporary ledger and print its path"
+    )
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.set_defaults(func=cmd_demo)

@@ -17,18 +17,20 @@ from mcp.server.lowlevel import Server
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
-from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.tools import TOOLS
 from agent_custody_state.server.trust import Role, role_of_request
 from agent_custody_state.server.worker import LedgerWorker
+from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 
 SERVER_NAME = "agent-custody-memory"
 
 _TOOL_LIST = types.ListToolsResult(
-    tools=[types.Tool(name=name, description=description, input_schema=schema)
-           for name, description, schema in TOOLS]
+    tools=[
+        types.Tool(name=name, description=description, input_schema=schema)
+        for name, description, schema in TOOLS
+    ]
 )
 
 
@@ -65,8 +67,14 @@ def create_memory_server(
       10,000 elements and 1 MiB of JSON).
     """
     service = MemoryService.build(
-        ledger, require_gateway=require_gateway, stores=stores, identity=identity,
-        retention=retention, verify=verify, worker=worker, limits=value_limits,
+        ledger,
+        require_gateway=require_gateway,
+        stores=stores,
+        identity=identity,
+        retention=retention,
+        verify=verify,
+        worker=worker,
+        limits=value_limits,
     )
     from agent_custody_state.version import __version__
 
@@ -79,7 +87,10 @@ def create_memory_server(
         return result.to_mcp()
 
     server = MemoryServer(
-        SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
+        SERVER_NAME,
+        version=__version__,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
         instructions="Governed memory: a bitemporal custody ledger behind the receipts gateway.",
     )
     server.memory = service

@@ -51,14 +51,21 @@ ACCEPT_LOG_INTERVAL = 10.0
 
 def _raw_response(status: str, body: bytes = b"", *headers: bytes) -> bytes:
     """A whole HTTP/1.1 response that closes the connection, written before any request."""
-    head = [b"HTTP/1.1 " + status.encode(), *headers, b"connection: close",
-            b"content-length: " + str(len(body)).encode()]
+    head = [
+        b"HTTP/1.1 " + status.encode(),
+        *headers,
+        b"connection: close",
+        b"content-length: " + str(len(body)).encode(),
+    ]
     return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 
-_REFUSED = _raw_response("503 Service Unavailable",
-                         b'{"error":"too many connections: every one is busy; retry soon"}',
-                         b"content-type: application/json", b"retry-after: 1")
+_REFUSED = _raw_response(
+    "503 Service Unavailable",
+    b'{"error":"too many connections: every one is busy; retry soon"}',
+    b"content-type: application/json",
+    b"retry-after: 1",
+)
 _TOO_LONG = _raw_response("431 Request Header Fields Too Large")
 
 
@@ -97,8 +104,9 @@ def effective_limits(max_connections: int, backlog: int) -> tuple[int, int]:
     return max(1, min(max_connections, room - backlog)), backlog
 
 
-def guarded_protocol(header_timeout: float, max_connections: int,
-                     stats: ConnectionStats) -> type[HttpToolsProtocol]:
+def guarded_protocol(
+    header_timeout: float, max_connections: int, stats: ConnectionStats
+) -> type[HttpToolsProtocol]:
     """The uvicorn protocol class enforcing the rules above (pass it as ``Config(http=...)``)."""
 
     class GuardedHttpProtocol(HttpToolsProtocol):
@@ -126,8 +134,14 @@ def guarded_protocol(header_timeout: float, max_connections: int,
                 transport.close()
 
         def _evict_one(self) -> bool:
-            waiting = [c for c in self.connections if c is not self and isinstance(c, type(self))
-                       and c._waiting() and not c.transport.is_closing()]
+            waiting = [
+                c
+                for c in self.connections
+                if c is not self
+                and isinstance(c, type(self))
+                and c._waiting()
+                and not c.transport.is_closing()
+            ]
             if not waiting:
                 return False
             stats.evicted += 1
@@ -221,7 +235,8 @@ class AcceptErrorLog:
         log.error(
             "cannot accept connections: %s (%d time%s since the last report); raise the open-file "
             "limit (ulimit -n) or lower max_connections",
-            exc if exc is not None else context.get("message"), self._unlogged,
+            exc if exc is not None else context.get("message"),
+            self._unlogged,
             "" if self._unlogged == 1 else "s",
         )
         self._last, self._unlogged = now, 0

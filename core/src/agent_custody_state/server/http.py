@@ -99,9 +99,13 @@ async def _not_found(request: Request, exc: Exception) -> JSONResponse:
 
 
 def build_http_app(
-    server: MemoryServer, *, tokens: Sequence[BearerToken], host: str = "127.0.0.1",
+    server: MemoryServer,
+    *,
+    tokens: Sequence[BearerToken],
+    host: str = "127.0.0.1",
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
     sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
@@ -114,7 +118,9 @@ def build_http_app(
     if session_idle_timeout <= 0 or body_timeout <= 0:
         raise ValueError("session_idle_timeout and body_timeout must be positive")
     manager = StreamableHTTPSessionManager(
-        app=server, json_response=True, max_request_body_size=max_request_bytes,
+        app=server,
+        json_response=True,
+        max_request_body_size=max_request_bytes,
         session_idle_timeout=session_idle_timeout,
         # Every token (and the tokenless caller) is held to its share, so the table is never
         # full for anyone: see sessions.py.
@@ -122,9 +128,11 @@ def build_http_app(
     )
     limiter = SessionLimiter(StreamableHTTPASGIApp(manager), sessions_per_token)
     guard = HttpGuard(
-        limiter, tokens=tokens,
+        limiter,
+        tokens=tokens,
         hosts=HostPolicy(allowed_host_names(host, allowed_hosts), allowed_origins),
-        max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
+        max_request_bytes=max_request_bytes,
+        max_concurrency=max_concurrency,
         body_timeout=body_timeout,
     )
     app = Starlette(
@@ -155,10 +163,18 @@ def listen(host: str, port: int, backlog: int = DEFAULT_BACKLOG) -> socket.socke
 class MemoryHttpServer:
     """A running (or ready-to-run) HTTP memory server; ``url`` is known once it is bound."""
 
-    def __init__(self, app: Starlette, guard: HttpGuard, *, host: str, port: int,
-                 memory: MemoryServer, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 backlog: int = DEFAULT_BACKLOG) -> None:
+    def __init__(
+        self,
+        app: Starlette,
+        guard: HttpGuard,
+        *,
+        host: str,
+        port: int,
+        memory: MemoryServer,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        backlog: int = DEFAULT_BACKLOG,
+    ) -> None:
         if header_timeout <= 0 or max_connections < 1 or backlog < 1:
             raise ValueError("header_timeout, max_connections and backlog must be positive")
         self.app, self.guard, self.memory = app, guard, memory
@@ -166,9 +182,13 @@ class MemoryHttpServer:
         self.header_timeout = header_timeout
         self.max_connections, self.backlog = effective_limits(max_connections, backlog)
         if self.max_connections < max_connections:
-            log.warning("max_connections lowered from %d to %d (backlog %d) to stay under the "
-                        "open-file limit (ulimit -n)", max_connections, self.max_connections,
-                        self.backlog)
+            log.warning(
+                "max_connections lowered from %d to %d (backlog %d) to stay under the "
+                "open-file limit (ulimit -n)",
+                max_connections,
+                self.max_connections,
+                self.backlog,
+            )
         self.connections = ConnectionStats()
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -192,8 +212,13 @@ class MemoryHttpServer:
         self.port = sock.getsockname()[1]
         self.socket = sock
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="on",
-            timeout_graceful_shutdown=3, server_header=False, backlog=self.backlog,
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=3,
+            server_header=False,
+            backlog=self.backlog,
             http=guarded_protocol(self.header_timeout, self.max_connections, self.connections),
         )
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog(self.connections))
@@ -238,32 +263,57 @@ class MemoryHttpServer:
 
 
 def create_memory_http_server(
-    ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", tokens: Any = None,
+    ledger: Ledger,
+    *,
+    port: int = DEFAULT_PORT,
+    host: str = "127.0.0.1",
+    tokens: Any = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
     sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
-    header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT,
-    max_connections: int = DEFAULT_MAX_CONNECTIONS, backlog: int = DEFAULT_BACKLOG,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    backlog: int = DEFAULT_BACKLOG,
     **server_options: Any,
 ) -> MemoryHttpServer:
     """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``."""
     memory = create_memory_server(ledger, **server_options)
     app, guard = build_http_app(
-        memory, tokens=normalize_tokens(tokens), host=host,
-        max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
-        allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
-        sessions_per_token=sessions_per_token, session_idle_timeout=session_idle_timeout,
+        memory,
+        tokens=normalize_tokens(tokens),
+        host=host,
+        max_request_bytes=max_request_bytes,
+        max_concurrency=max_concurrency,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        sessions_per_token=sessions_per_token,
+        session_idle_timeout=session_idle_timeout,
         body_timeout=body_timeout,
     )
-    return MemoryHttpServer(app, guard, host=host, port=port, memory=memory,
-                            header_timeout=header_timeout, max_connections=max_connections,
-                            backlog=backlog)
+    return MemoryHttpServer(
+        app,
+        guard,
+        host=host,
+        port=port,
+        memory=memory,
+        header_timeout=header_timeout,
+        max_connections=max_connections,
+        backlog=backlog,
+    )
 
 
-def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1",
-                      tokens: Any = None, **options: Any) -> MemoryHttpServer:
+def serve_memory_http(
+    ledger: Ledger,
+    *,
+    port: int = DEFAULT_PORT,
+    host: str = "127.0.0.1",
+    tokens: Any = None,
+    **options: Any,
+) -> MemoryHttpServer:
     """Serve the memory server over Streamable HTTP on a background thread (SPEC 7).
 
     ``tokens``: ``{token: "gateway" | "direct"}``, or a list of tokens (gateway role) /
@@ -278,6 +328,9 @@ def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "
 
 
 __all__ = [
-    "MemoryHttpServer", "build_http_app", "create_memory_http_server", "listen",
+    "MemoryHttpServer",
+    "build_http_app",
+    "create_memory_http_server",
+    "listen",
     "serve_memory_http",
 ]

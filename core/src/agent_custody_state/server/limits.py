@@ -114,8 +114,9 @@ class JsonSize:
         return True
 
 
-async def measure(value: Any, max_elements: int, max_bytes: int,
-                  inline_steps: int = INLINE_STEPS) -> JsonSize:
+async def measure(
+    value: Any, max_elements: int, max_bytes: int, inline_steps: int = INLINE_STEPS
+) -> JsonSize:
     """Measure ``value`` (up to just past the limits), on a worker thread once it is big."""
     size = JsonSize(value, max_elements, max_bytes)
     if not size.walk(inline_steps):

@@ -30,11 +30,11 @@ from agent_custody_state.server.worker import LedgerWorker
 GATEWAY_ONLY: dict[str, str] = {
     "memory.confirm": CONFIRM_NEEDS_GATEWAY,
     "memory.hold": "legal holds come only through the receipts gateway; a direct call (no "
-                   "receipt) cannot place a hold",
+    "receipt) cannot place a hold",
     "memory.release": "legal holds come only through the receipts gateway; a direct call (no "
-                      "receipt) cannot release a hold",
+    "receipt) cannot release a hold",
     "memory.sweep": "sweeps come only through the receipts gateway; a direct call (no receipt) "
-                    "cannot sweep",
+    "cannot sweep",
 }
 
 
@@ -65,7 +65,8 @@ def not_claimed(fact_id: str, provenance: str) -> LedgerError:
     return LedgerError(
         f"fact {fact_id} is {provenance}: a direct call (no receipt) may supersede, retract or "
         "forget only claimed facts; this must come through the receipts gateway",
-        field="factId", code="not_claimed",
+        field="factId",
+        code="not_claimed",
     )
 
 
@@ -76,8 +77,9 @@ def only_claimed(state: FactState) -> None:
         raise not_claimed(state.assert_event.fact_id, provenance)
 
 
-async def guard_fact(ledger: Ledger, worker: LedgerWorker, call: CallContext,
-                     fact_id: str | None) -> Precondition | None:
+async def guard_fact(
+    ledger: Ledger, worker: LedgerWorker, call: CallContext, fact_id: str | None
+) -> Precondition | None:
     """For a direct call about to change ``fact_id``: refuse now if the fact is not claimed
     (``LedgerError``), else return the precondition the ledger re-checks under its write lock.
     None for a gateway call, or when no existing fact is touched."""

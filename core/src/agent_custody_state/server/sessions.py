@@ -74,8 +74,9 @@ class SessionLimiter:
         session = _session_id(scope["headers"])
         if session is not None:
             status, _ = await self._forward(scope, receive, send)
-            if status == 404 or (status is not None and status < 300
-                                 and scope["method"] == "DELETE"):
+            if status == 404 or (
+                status is not None and status < 300 and scope["method"] == "DELETE"
+            ):
                 book.open.pop(session, None)
             return
         while len(book.open) + book.opening >= self.per_token:
@@ -94,8 +95,9 @@ class SessionLimiter:
         if opened is not None and status is not None and status < 400:
             book.open[opened] = None
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send
-                       ) -> tuple[int | None, str | None]:
+    async def _forward(
+        self, scope: Scope, receive: Receive, send: Send
+    ) -> tuple[int | None, str | None]:
         """Run the app; return the response status and the session id it announced."""
         seen: dict[str, Any] = {}
 
@@ -110,8 +112,12 @@ class SessionLimiter:
 
     async def _end_session(self, scope: Scope, session: str) -> None:
         """End ``session`` through the SDK's own ``DELETE``, as its owner (same user)."""
-        request = {**scope, "method": "DELETE", "query_string": b"",
-                   "headers": [(_SESSION_HEADER, session.encode("latin-1"))]}
+        request = {
+            **scope,
+            "method": "DELETE",
+            "query_string": b"",
+            "headers": [(_SESSION_HEADER, session.encode("latin-1"))],
+        }
         sent = False
 
         async def receive() -> Message:
@@ -128,10 +134,26 @@ class SessionLimiter:
 
 
 async def _refuse(send: Send, per_token: int) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-        "code": -32000, "message": f"too many sessions opening at once for this token (at most "
-                                   f"{per_token}, sessions_per_token); retry shortly"}}).encode()
-    await send({"type": "http.response.start", "status": 503, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"retry-after", b"1")]})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32000,
+                "message": f"too many sessions opening at once for this token (at most "
+                f"{per_token}, sessions_per_token); retry shortly",
+            },
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", b"1"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import multiprocessing
 import os
@@ -107,7 +108,10 @@ def test_missing_final_newline_is_accepted(tmp_path: Path) -> None:
     assert len(lines) == 2 and lines[0] == TS_LINES[0]
 
 
-def test_torn_tail_is_moved_aside(ts_file: Path) -> None:
+def test_torn_tail_is_cut_off_and_recorded(ts_file: Path) -> None:
+    """The torn bytes are cut off; their record keeps where they were, their length and their
+    sha256, never the bytes themselves (they may hold a value a later forget must erase)."""
+    size = ts_file.stat().st_size
     with open(ts_file, "a") as fh:
         fh.write(TS_LINES[0][:57])
     with Ledger(ts_file) as ledger:
@@ -115,7 +119,11 @@ def test_torn_tail_is_moved_aside(ts_file: Path) -> None:
         store = ledger.backend
         assert isinstance(store, JsonlBackend) and "torn final line" in store.repairs[0]
     aside = list(ts_file.parent.glob("ledger.jsonl.torn-*"))
-    assert len(aside) == 1 and aside[0].read_text() == TS_LINES[0][:57]
+    assert len(aside) == 1
+    record = json.loads(aside[0].read_text())
+    assert (record["offset"], record["length"]) == (size, 57)
+    assert record["sha256"] == hashlib.sha256(TS_LINES[0][:57].encode()).hexdigest()
+    assert TS_LINES[0][:57] not in aside[0].read_text()
     assert ts_file.read_text().endswith("\n")
 
 

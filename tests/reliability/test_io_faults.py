@@ -206,7 +206,7 @@ def _seed(path: Path, n: int) -> list[str]:
 
 def test_jsonl_truncated_tail_every_byte(tmp_path: Path) -> None:
     """Cut the file at every byte of its last event: the reopened ledger holds exactly the
-    events before it (the cut one moved aside), or, with ``on_torn="raise"``, refuses to open."""
+    events before it (the cut one recorded, not kept), or, with ``on_torn="raise"``, refuses to open."""
     path = tmp_path / "ledger.jsonl"
     ids = _seed(path, 4)
     full = path.read_bytes()
@@ -247,7 +247,7 @@ GARBAGE = [
 
 @pytest.mark.parametrize("newline", [False, True], ids=["no-newline", "newline"])
 def test_jsonl_garbled_tail(tmp_path: Path, newline: bool) -> None:
-    """Garbage after the last event: without a newline it is a torn tail (moved aside); with
+    """Garbage after the last event: without a newline it is a torn tail (cut off); with
     one it is a corrupt line, and the ledger refuses to open with the byte offset, never
     skipping it silently."""
     path = tmp_path / "ledger.jsonl"

@@ -64,6 +64,7 @@ def test_forgotten_values_remain_in_pg_wal_until_the_segments_are_retired(
         for fact in facts:
             ledger.forget(fact_id=fact.fact_id, actor="dpo", reason="erasure")
         assert all(ledger.get(f.fact_id).value is None for f in facts)  # type: ignore[union-attr]
+        assert ledger.get(control.fact_id).value == f"{marker}-kept"  # type: ignore[union-attr]
     server.checkpoint()  # every committed page is in the relation files before we look
     needles = [f"{marker}-{i}".encode() for i in range(len(facts))]
     scans = [_split(server, n) for n in needles]

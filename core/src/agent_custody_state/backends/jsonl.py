@@ -6,8 +6,8 @@ is replaced on forget, so it cannot carry the lock), reads hold a shared one and
 other processes appended. Appends are fsynced before the transaction returns; a failed write is
 truncated away so no partial line survives. A forget rewrites the file to a temporary, fsyncs it
 and renames it over the ledger with the forget event already inside: the erasure and its record
-are one atomic step. A torn final line (a crash mid-write) is never merged: by default it is moved
-aside to ``<file>.torn-<ms>`` with a warning, or reported as an error with ``on_torn="raise"``.
+are one atomic step. A torn final line (a crash mid-write) is never merged: by default it is cut
+off and recorded (no content) in ``<file>.torn-<ms>``, or reported as an error (``on_torn="raise"``).
 What a crash or a failing disk leaves behind (torn lines, unfinished batches, rejected bytes) is
 settled by ``jsonl_recovery``; this module reads, indexes and writes.
 """
@@ -79,7 +79,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
 
     @property
     def on_torn(self) -> str:
-        """``"repair"`` (move a torn final line aside) or ``"raise"`` (refuse to open)."""
+        """``"repair"`` (cut a torn final line off) or ``"raise"`` (refuse to open)."""
         return self._recovery.on_torn
 
     @property
@@ -167,7 +167,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self._recovery.torn_tail(tail, offset, exclusive=exclusive)
 
     def repair(self) -> list[str]:
-        """Move a torn final line aside now (used by ``agent-custody-memory repair``)."""
+        """Cut a torn final line off now (used by ``agent-custody-memory repair``)."""
         with self.transaction():
             pass
         return list(self.repairs)

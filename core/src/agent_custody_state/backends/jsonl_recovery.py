@@ -38,6 +38,9 @@ from agent_custody_state.ledger.files import PRIVATE_MODE, open_private
 
 log = logging.getLogger("agent_custody_state.backends.jsonl")
 
+#: What a set-aside record says in place of the bytes.
+NOT_KEPT = "not kept: never acknowledged, and it may hold a value a forget must erase"
+
 
 def fsync_dir(path: Path) -> None:
     """Make a directory entry (a created or renamed file) durable."""
@@ -78,11 +81,9 @@ class Recovery:
 
     def _set_aside(self, data: bytes, offset: int, what: str) -> Path:
         """Record (not copy) the bytes about to be cut off at ``offset``, in a new 0600 file."""
-        record = json.dumps({
-            "setAside": what, "offset": offset, "length": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "content": "not kept: never acknowledged, and it may hold a value a forget must erase",
-        }).encode() + b"\n"
+        fields = {"setAside": what, "offset": offset, "length": len(data),
+                  "sha256": hashlib.sha256(data).hexdigest(), "content": NOT_KEPT}
+        record = json.dumps(fields).encode() + b"\n"
         stamp = int(time.time() * 1000)
         for n in range(100):
             aside = self.path.with_name(f"{self.path.name}.torn-{stamp}{f'-{n}' if n else ''}")
@@ -113,7 +114,7 @@ class Recovery:
         )
         if self.on_torn == "raise":
             raise EventBackendError(message + "; run `agent-custody-memory repair --ledger "
-                                  f"{self.location}` to move it aside")
+                                  f"{self.location}` to cut it off")
         if not exclusive:
             # Readers never merge it and cannot repair it under a shared lock; the next writer will.
             log.warning("%s (ignored until the next write repairs it)", message)

@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="server config file: also remove from its stores")
     p.set_defaults(func=ledger_commands.cmd_sweep)
 
-    p = sub.add_parser("repair", help="move a torn final JSONL line aside")
+    p = sub.add_parser("repair", help="cut off a torn final JSONL line (recorded by length and sha256)")
     p.add_argument("--ledger", required=True)
     p.set_defaults(func=ledger_commands.cmd_repair)
 

@@ -57,7 +57,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self._recovery = Recovery(self.path, self.location, on_torn)
         check_folder(self.path, self.location)  # never created: SPEC 3
         self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._lock_fd, _ = open_private(self._lock_path, os.O_RDWR)
+        self._lock_fd = open_private(self._lock_path, os.O_RDWR)[0]
         self._init_transactions()
         self._index = EventIndex()
         self._offsets: list[int] = []  # byte offset of each event's line

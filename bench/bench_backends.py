@@ -53,8 +53,8 @@ from agent_custody_state.ledger.model import (
     RetractEvent,
     Source,
 )
-from agent_custody_state_sql.schema import COLUMNS_DDL, INDEXES, event_row, index_ddl
 from agent_custody_state.timeutil import format_time
+from agent_custody_state_sql.schema import COLUMNS_DDL, INDEXES, event_row, index_ddl
 
 try:
     from tqdm import tqdm
@@ -63,8 +63,16 @@ except ImportError:  # a plain counter is enough
 
 OUT = Path(__file__).resolve().parent / "out"
 PREDICATES = ("plan", "email", "seats", "region")
-SPACES = ("org", "team:support", "team:sales", "team:eng", "user:dana", "user:li", "user:sam",
-          "user:ana")
+SPACES = (
+    "org",
+    "team:support",
+    "team:sales",
+    "team:eng",
+    "user:dana",
+    "user:li",
+    "user:sam",
+    "user:ana",
+)
 EVENTS_PER_SUBJECT = 10
 BATCH = 5000
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -87,10 +95,10 @@ def generate(n_events: int, seed: int = 7) -> Iterator[Event]:
     rng = random.Random(seed)
     subjects = max(1, n_events // EVENTS_PER_SUBJECT)
     cells = subjects * len(PREDICATES)
-    cur = bytearray(cells)        # current version of (subject, predicate)
-    latest = bytearray(cells)     # highest version written
-    parent = bytearray(cells)     # version the current one superseded (for a retraction)
-    flags = bytearray(cells)      # 1: current confirmed, 2: head retracted since last assert
+    cur = bytearray(cells)  # current version of (subject, predicate)
+    latest = bytearray(cells)  # highest version written
+    parent = bytearray(cells)  # version the current one superseded (for a retraction)
+    flags = bytearray(cells)  # 1: current confirmed, 2: head retracted since last assert
     n = 0
 
     def tx() -> str:
@@ -99,10 +107,15 @@ def generate(n_events: int, seed: int = 7) -> Iterator[Event]:
     def assert_event(s: int, p: int, v: int, sup: str | None) -> AssertEvent:
         t = tx()
         fact = Fact(
-            fact_id=_fid(s, p, v), subject=f"acct:{s}", predicate=PREDICATES[p],
+            fact_id=_fid(s, p, v),
+            subject=f"acct:{s}",
+            predicate=PREDICATES[p],
             value={"v": v, "note": f"value {v} of {PREDICATES[p]} for acct:{s}"},
-            space=SPACES[s % len(SPACES)], actor=f"agent-{s % 17}",
-            source=Source(f"rcpt-{n:x}"), provenance="claimed", valid_from=t,
+            space=SPACES[s % len(SPACES)],
+            actor=f"agent-{s % 17}",
+            source=Source(f"rcpt-{n:x}"),
+            provenance="claimed",
+            valid_from=t,
         )
         return AssertEvent(f"{n:08x}-0000-4000-8000-{n:012x}", t, fact, sup)
 
@@ -205,8 +218,10 @@ def build_sqlite_direct(path: Path, n_events: int) -> float:
     db.execute("PRAGMA synchronous=OFF")
     db.execute("PRAGMA cache_size=-1000000")
     db.execute(f"CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, {COLUMNS_DDL})")
-    sql = ("INSERT INTO events (event_id, kind, tx_time, fact_id, space, subject, predicate, "
-           "supersedes, json) VALUES (?,?,?,?,?,?,?,?,?)")
+    sql = (
+        "INSERT INTO events (event_id, kind, tx_time, fact_id, space, subject, predicate, "
+        "supersedes, json) VALUES (?,?,?,?,?,?,?,?,?)"
+    )
     bar = _bar(n_events, f"load {n_events:,} via direct SQL")
     for batch in _batches(generate(n_events), 50_000):
         rows = [tuple(event_row(e).values()) for e in batch]
@@ -280,8 +295,12 @@ def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[s
     now = format_time(datetime.now(UTC))
     if backend == "sqlite":
         raw = sqlite3.connect(location, isolation_level=None)
-        for pragma in ("journal_mode=WAL", "synchronous=FULL", "secure_delete=ON",
-                       "cache_size=-32768"):
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=FULL",
+            "secure_delete=ON",
+            "cache_size=-32768",
+        ):
             raw.execute(f"PRAGMA {pragma}")
 
         def raw_as_of(s: str) -> list[Any]:
@@ -293,8 +312,9 @@ def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[s
         from agent_custody_state_events_postgres.location import parse_location
 
         where = parse_location(location)
-        conn = psycopg.connect(where.connect_url.replace("postgresql+psycopg", "postgresql"),
-                               autocommit=True)
+        conn = psycopg.connect(
+            where.connect_url.replace("postgresql+psycopg", "postgresql"), autocommit=True
+        )
         sql = _RAW_AS_OF_PG.format(t=where.qualified)
 
         def raw_as_of(s: str) -> list[Any]:
@@ -334,14 +354,21 @@ def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[s
     ledger.close()
     return {
         "open_s": open_s,
-        "as_of_p50_ms": _pct(ours, 0.5) * 1e3, "as_of_p99_ms": _pct(ours, 0.99) * 1e3,
-        "raw_p50_ms": _pct(base, 0.5) * 1e3, "raw_p99_ms": _pct(base, 0.99) * 1e3,
-        "as_of_mean_ms": statistics.fmean(ours) * 1e3, "raw_mean_ms": statistics.fmean(base) * 1e3,
-        "as_of_cpu_p50_ms": _pct(ours_cpu, 0.5) * 1e3, "as_of_cpu_p99_ms": _pct(ours_cpu, 0.99) * 1e3,
-        "raw_cpu_p50_ms": _pct(base_cpu, 0.5) * 1e3, "raw_cpu_p99_ms": _pct(base_cpu, 0.99) * 1e3,
+        "as_of_p50_ms": _pct(ours, 0.5) * 1e3,
+        "as_of_p99_ms": _pct(ours, 0.99) * 1e3,
+        "raw_p50_ms": _pct(base, 0.5) * 1e3,
+        "raw_p99_ms": _pct(base, 0.99) * 1e3,
+        "as_of_mean_ms": statistics.fmean(ours) * 1e3,
+        "raw_mean_ms": statistics.fmean(base) * 1e3,
+        "as_of_cpu_p50_ms": _pct(ours_cpu, 0.5) * 1e3,
+        "as_of_cpu_p99_ms": _pct(ours_cpu, 0.99) * 1e3,
+        "raw_cpu_p50_ms": _pct(base_cpu, 0.5) * 1e3,
+        "raw_cpu_p99_ms": _pct(base_cpu, 0.99) * 1e3,
         "load_average": os.getloadavg()[0],
-        "answers_differ": mismatches, "reads": len(ours),
-        "count": count, "count_s": count_s,
+        "answers_differ": mismatches,
+        "reads": len(ours),
+        "count": count,
+        "count_s": count_s,
         "peak_rss_mb": _peak_rss_mb(),
     }
 
@@ -351,14 +378,18 @@ def appends(location: str, backend: str, n: int) -> dict[str, float]:
     with Ledger(location) as ledger:
         start = time.perf_counter()
         for i in range(n):
-            ledger.assert_fact(subject=f"bench:append:{i}", predicate="p", value=i, space="org",
-                               actor="bench")
+            ledger.assert_fact(
+                subject=f"bench:append:{i}", predicate="p", value=i, space="org", actor="bench"
+            )
         ours = n / (time.perf_counter() - start)
         template = AssertEvent("x", ledger.now(), Fact("f", "s", "p", 1, "org", "bench"))
     rows = []
     for i in range(n):
-        e = AssertEvent(f"raw-append-{i}-{time.time_ns()}", template.tx_time,
-                        template.fact.with_(fact_id=f"raw-append-{i}-{time.time_ns()}"))
+        e = AssertEvent(
+            f"raw-append-{i}-{time.time_ns()}",
+            template.tx_time,
+            template.fact.with_(fact_id=f"raw-append-{i}-{time.time_ns()}"),
+        )
         rows.append(event_row(e))
     cols = ", ".join(rows[0])
     if backend == "sqlite":
@@ -384,8 +415,9 @@ def _pg_raw_appends(location: str, rows: list[dict[str, Any]]) -> float:
     from agent_custody_state_events_postgres.location import parse_location
 
     where = parse_location(location)
-    conn = psycopg.connect(where.connect_url.replace("postgresql+psycopg", "postgresql"),
-                           autocommit=True)
+    conn = psycopg.connect(
+        where.connect_url.replace("postgresql+psycopg", "postgresql"), autocommit=True
+    )
     cols = ", ".join(rows[0])
     sql = f"INSERT INTO {where.qualified} ({cols}) VALUES ({', '.join(['%s'] * len(rows[0]))})"
     start = time.perf_counter()
@@ -406,14 +438,22 @@ def ingest(make_location: Callable[[str], str], backend: str, n: int) -> dict[st
         ledger.import_events(iter(events), batch_size=BATCH)
     import_rate = n / (time.perf_counter() - start)
 
-    items = [{"subject": f"acct:{i // 4}", "predicate": PREDICATES[i % 4], "value": {"v": i},
-              "space": SPACES[i % 8], "actor": "bench", "receipt_id": f"rcpt-{i}"}
-             for i in range(n)]
+    items = [
+        {
+            "subject": f"acct:{i // 4}",
+            "predicate": PREDICATES[i % 4],
+            "value": {"v": i},
+            "space": SPACES[i % 8],
+            "actor": "bench",
+            "receipt_id": f"rcpt-{i}",
+        }
+        for i in range(n)
+    ]
     loc = make_location("ingest_many")
     start = time.perf_counter()
     with Ledger(loc) as ledger:
         for k in range(0, n, BATCH):
-            ledger.assert_many(items[k:k + BATCH])
+            ledger.assert_many(items[k : k + BATCH])
     many_rate = n / (time.perf_counter() - start)
 
     rows = [tuple(event_row(e).values()) for e in events]
@@ -428,7 +468,7 @@ def ingest(make_location: Callable[[str], str], backend: str, n: int) -> dict[st
         start = time.perf_counter()
         for k in range(0, n, BATCH):
             raw.execute("BEGIN IMMEDIATE")
-            raw.executemany(sql, rows[k:k + BATCH])
+            raw.executemany(sql, rows[k : k + BATCH])
             raw.execute("COMMIT")
         raw_rate = n / (time.perf_counter() - start)
     else:
@@ -442,11 +482,14 @@ def ingest(make_location: Callable[[str], str], backend: str, n: int) -> dict[st
         start = time.perf_counter()
         for k in range(0, n, BATCH):
             with conn.cursor() as cur:
-                cur.executemany(sql, rows[k:k + BATCH])
+                cur.executemany(sql, rows[k : k + BATCH])
             conn.commit()
         raw_rate = n / (time.perf_counter() - start)
-    return {"import_per_s": import_rate, "assert_many_per_s": many_rate,
-            "raw_executemany_per_s": raw_rate}
+    return {
+        "import_per_s": import_rate,
+        "assert_many_per_s": many_rate,
+        "raw_executemany_per_s": raw_rate,
+    }
 
 
 # -- driver --------------------------------------------------------------------------------------
@@ -465,7 +508,9 @@ def _subprocess_read(location: str, n_events: int, reads: int, backend: str) -> 
         _warm(location)
     out = subprocess.run(
         [sys.executable, __file__, "--phase-read", location, str(n_events), str(reads), backend],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -483,18 +528,30 @@ def report(size: int, backend: str, r: dict[str, Any]) -> str:
         "| figure | ours | baseline (raw, same run) | ours/baseline | target |",
         "| --- | --- | --- | --- | --- |",
         _row("as-of by subject p50", r["as_of_p50_ms"], r["raw_p50_ms"], "ms", ""),
-        _row("as-of by subject p99", r["as_of_p99_ms"], r["raw_p99_ms"], "ms",
-             "< 1 ms, <= 3x raw"),
-        _row("as-of by subject, CPU time p50", r["as_of_cpu_p50_ms"], r["raw_cpu_p50_ms"], "ms",
-             ""),
-        _row("as-of by subject, CPU time p99", r["as_of_cpu_p99_ms"], r["raw_cpu_p99_ms"], "ms",
-             ""),
-        _row("single durable append", r["append_per_s"], r["raw_append_per_s"], "/s",
-             ">= 0.6x raw"),
-        _row("batched ingest (import_events)", r["import_per_s"], r["raw_executemany_per_s"],
-             "/s", ">= 40,000/s"),
-        _row("batched ingest (assert_many)", r["assert_many_per_s"], r["raw_executemany_per_s"],
-             "/s", ">= 40,000/s"),
+        _row("as-of by subject p99", r["as_of_p99_ms"], r["raw_p99_ms"], "ms", "< 1 ms, <= 3x raw"),
+        _row(
+            "as-of by subject, CPU time p50", r["as_of_cpu_p50_ms"], r["raw_cpu_p50_ms"], "ms", ""
+        ),
+        _row(
+            "as-of by subject, CPU time p99", r["as_of_cpu_p99_ms"], r["raw_cpu_p99_ms"], "ms", ""
+        ),
+        _row(
+            "single durable append", r["append_per_s"], r["raw_append_per_s"], "/s", ">= 0.6x raw"
+        ),
+        _row(
+            "batched ingest (import_events)",
+            r["import_per_s"],
+            r["raw_executemany_per_s"],
+            "/s",
+            ">= 40,000/s",
+        ),
+        _row(
+            "batched ingest (assert_many)",
+            r["assert_many_per_s"],
+            r["raw_executemany_per_s"],
+            "/s",
+            ">= 40,000/s",
+        ),
         _row("open", r["open_s"] * 1e3, None, "ms", "< 1000 ms"),
         _row("peak RSS while reading", r["peak_rss_mb"], None, "MB", "< 300 MB"),
         _row("count()", r["count_s"] * 1e3, None, "ms", ""),
@@ -525,15 +582,21 @@ def run(size: int, backend: str, workdir: Path, args: argparse.Namespace, pg: An
         else:
             Path(location).unlink(missing_ok=True)
             if size > 2_000_000:
-                result.update(build_s=build_sqlite_direct(Path(location), size),
-                              build_method="direct SQL, indexes after")
+                result.update(
+                    build_s=build_sqlite_direct(Path(location), size),
+                    build_method="direct SQL, indexes after",
+                )
             else:
-                result.update(build_s=build_with_ledger(location, size),
-                              build_method="Ledger.import_events batches of 5000")
+                result.update(
+                    build_s=build_with_ledger(location, size),
+                    build_method="Ledger.import_events batches of 5000",
+                )
     else:
         location = make_location("ledger")
-        result.update(build_s=build_with_ledger(location, size),
-                      build_method="Ledger.import_events batches of 5000")
+        result.update(
+            build_s=build_with_ledger(location, size),
+            build_method="Ledger.import_events batches of 5000",
+        )
     if args.build_only:
         return f"built {location} in {result['build_s']:.0f} s ({result['build_method']})"
     print(f"reading {size:,} ...", file=sys.stderr)
@@ -554,14 +617,15 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--backend", nargs="+", default=["sqlite"],
-                        choices=["sqlite", "postgres"])
+    parser.add_argument("--backend", nargs="+", default=["sqlite"], choices=["sqlite", "postgres"])
     parser.add_argument("--dir", type=Path, default=None, help="where ledgers are built")
     parser.add_argument("--reads", type=int, default=3000)
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--ingest", type=int, default=100_000)
     parser.add_argument("--keep", action="store_true", help="reuse a built SQLite ledger")
-    parser.add_argument("--build-only", action="store_true", help="build the ledgers, measure nothing")
+    parser.add_argument(
+        "--build-only", action="store_true", help="build the ledgers, measure nothing"
+    )
     args = parser.parse_args()
     workdir = args.dir or Path(tempfile.gettempdir()) / "acs-bench"
     workdir.mkdir(parents=True, exist_ok=True)

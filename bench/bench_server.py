@@ -51,8 +51,11 @@ READ_ARGS = {"subject": "acct:42", "predicate": "plan"}  # exactly one fact: wri
 def bare_server() -> Any:
     from mcp.server.lowlevel import Server
 
-    tool = types.Tool(name="noop", description="does nothing",
-                      input_schema={"type": "object", "additionalProperties": True})
+    tool = types.Tool(
+        name="noop",
+        description="does nothing",
+        input_schema={"type": "object", "additionalProperties": True},
+    )
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[tool])
@@ -97,15 +100,18 @@ async def stdio_session(command: list[str]) -> Any:
 @asynccontextmanager
 async def http_session(url: str, token: str | None = None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as client, \
-            streamable_http_client(url, http_client=client) as (r, w), \
-            ClientSession(r, w) as session:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as client,
+        streamable_http_client(url, http_client=client) as (r, w),
+        ClientSession(r, w) as session,
+    ):
         await session.initialize()
         yield session
 
 
-def call(session: ClientSession, tool: str, args: dict[str, Any], meta: dict[str, Any] | None
-         ) -> Callable[[], Awaitable[Any]]:
+def call(
+    session: ClientSession, tool: str, args: dict[str, Any], meta: dict[str, Any] | None
+) -> Callable[[], Awaitable[Any]]:
     """One call per await; a write goes to a fresh subject each time, so reads stay one fact."""
     counter = [0]
 
@@ -141,9 +147,12 @@ def pct(samples: list[float], p: float) -> float:
 # -- servers as processes ----------------------------------------------------------------------
 
 
-def spawn_http(args: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+def spawn_http(
+    args: list[str], env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        args, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -191,8 +200,10 @@ async def stdio_runs(n: int, warmup: int, folder: str) -> list[Row]:
         base = await timed(call(bare, "noop", WRITE_ARGS, META), n, warmup)
     rows.append(("stdio", "bare SDK, no-op tool", base, None))
     mean = statistics.mean(base)
-    for label, ledger in (("memory backend", "memory:"),
-                          ("JSONL, fsync", os.path.join(folder, "stdio.jsonl"))):
+    for label, ledger in (
+        ("memory backend", "memory:"),
+        ("JSONL, fsync", os.path.join(folder, "stdio.jsonl")),
+    ):
         async with stdio_session([*CLI, "serve", "--ledger", ledger]) as ours:
             await ours.call_tool("memory.write", WRITE_ARGS, meta=META)
             # Reads first: the builtin backends' reads scan every assert, so reading after the
@@ -207,8 +218,9 @@ async def stdio_runs(n: int, warmup: int, folder: str) -> list[Row]:
 async def http_runs(n: int, warmup: int, folder: str) -> list[Row]:
     rows: list[Row] = []
     port = free_port()
-    bare_proc = subprocess.Popen([sys.executable, __file__, "--bare-http", str(port)],
-                                 stderr=subprocess.DEVNULL)
+    bare_proc = subprocess.Popen(
+        [sys.executable, __file__, "--bare-http", str(port)], stderr=subprocess.DEVNULL
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/")
         async with http_session(f"http://127.0.0.1:{port}/mcp") as bare:
@@ -218,10 +230,24 @@ async def http_runs(n: int, warmup: int, folder: str) -> list[Row]:
         bare_proc.wait()
     rows.append(("http", "bare SDK, no-op tool", base, None))
     mean = statistics.mean(base)
-    for label, ledger in (("memory backend", "memory:"),
-                          ("JSONL, fsync", os.path.join(folder, "http.jsonl"))):
-        proc, url = spawn_http([*CLI, "serve", "--ledger", ledger, "--http", "--port", "0",
-                                "--token-env", "BENCH_TOKEN"], {"BENCH_TOKEN": TOKEN})
+    for label, ledger in (
+        ("memory backend", "memory:"),
+        ("JSONL, fsync", os.path.join(folder, "http.jsonl")),
+    ):
+        proc, url = spawn_http(
+            [
+                *CLI,
+                "serve",
+                "--ledger",
+                ledger,
+                "--http",
+                "--port",
+                "0",
+                "--token-env",
+                "BENCH_TOKEN",
+            ],
+            {"BENCH_TOKEN": TOKEN},
+        )
         try:
             async with http_session(url, TOKEN) as ours:
                 await ours.call_tool("memory.write", WRITE_ARGS, meta=META)
@@ -247,9 +273,16 @@ class RawClient:
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         while True:  # connecting while the server sheds load: honour the 503 and retry
-            status, headers, _ = await self.post({"method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "0"}}})
+            status, headers, _ = await self.post(
+                {
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "bench", "version": "0"},
+                    },
+                }
+            )
             if status != 503:
                 break
             await anyio.sleep(0.01)
@@ -257,19 +290,22 @@ class RawClient:
         self.session = headers["mcp-session-id"]
         await self.post({"method": "notifications/initialized"}, notify=True)
 
-    async def post(self, message: dict[str, Any], notify: bool = False
-                   ) -> tuple[int, dict[str, str], bytes]:
+    async def post(
+        self, message: dict[str, Any], notify: bool = False
+    ) -> tuple[int, dict[str, str], bytes]:
         body = {"jsonrpc": "2.0", **message}
         if not notify:
             self.next_id += 1
             body["id"] = self.next_id
         data = json.dumps(body).encode()
-        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
-                f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
-                "Accept: application/json, text/event-stream\r\n"
-                "Mcp-Protocol-Version: 2025-06-18\r\n"
-                + (f"Mcp-Session-Id: {self.session}\r\n" if self.session else "")
-                + f"Content-Length: {len(data)}\r\n\r\n")
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            "Mcp-Protocol-Version: 2025-06-18\r\n"
+            + (f"Mcp-Session-Id: {self.session}\r\n" if self.session else "")
+            + f"Content-Length: {len(data)}\r\n\r\n"
+        )
         self.writer.write(head.encode() + data)
         status_line = await self.reader.readline()
         status = int(status_line.split()[1])
@@ -282,8 +318,12 @@ class RawClient:
 
     async def tool(self, name: str, arguments: dict[str, Any]) -> str:
         """``ok``, ``overload``, or an error description."""
-        status, _, payload = await self.post({"method": "tools/call", "params": {
-            "name": name, "arguments": arguments, "_meta": META}})
+        status, _, payload = await self.post(
+            {
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments, "_meta": META},
+            }
+        )
         if status == 503:
             return "overload"
         if status != 200:
@@ -323,8 +363,9 @@ async def load(port: int, clients: int, seconds: float) -> dict[str, Any]:
                 i += 1
                 start = time.perf_counter()
                 if i % 2:
-                    outcome = await raw.tool("memory.write",
-                                             {**WRITE_ARGS, "subject": f"{subject}:w{i}"})
+                    outcome = await raw.tool(
+                        "memory.write", {**WRITE_ARGS, "subject": f"{subject}:w{i}"}
+                    )
                 else:
                     outcome = await raw.tool("memory.read", {"subject": subject})
                 if outcome == "ok":
@@ -340,8 +381,12 @@ async def load(port: int, clients: int, seconds: float) -> dict[str, Any]:
     async with anyio.create_task_group() as tg:
         for index in range(clients):
             tg.start_soon(client, index)
-    result: dict[str, Any] = {"clients": clients, "calls": len(latencies),
-                              "per_s": len(latencies) / seconds, "errors": errors}
+    result: dict[str, Any] = {
+        "clients": clients,
+        "calls": len(latencies),
+        "per_s": len(latencies) / seconds,
+        "errors": errors,
+    }
     result["p50"] = pct(latencies, 50) if latencies else float("nan")
     result["p99"] = pct(latencies, 99) if latencies else float("nan")
     return result
@@ -350,8 +395,9 @@ async def load(port: int, clients: int, seconds: float) -> dict[str, Any]:
 async def bare_concurrency_runs(seconds: float) -> list[dict[str, Any]]:
     """The same load on the bare SDK server (its one tool answers every name): the ceiling."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--bare-http", str(port)],
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--bare-http", str(port)], stderr=subprocess.DEVNULL
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/")
         return [await load(port, clients, seconds) for clients in (1, 8, 32)]
@@ -362,8 +408,10 @@ async def bare_concurrency_runs(seconds: float) -> list[dict[str, Any]]:
 
 async def concurrency_runs(seconds: float, folder: str, ledger_kind: str) -> list[dict[str, Any]]:
     ledger = "memory:" if ledger_kind == "memory" else os.path.join(folder, "load.jsonl")
-    proc, url = spawn_http([*CLI, "serve", "--ledger", ledger, "--http", "--port", "0",
-                            "--token-env", "BENCH_TOKEN"], {"BENCH_TOKEN": TOKEN})
+    proc, url = spawn_http(
+        [*CLI, "serve", "--ledger", ledger, "--http", "--port", "0", "--token-env", "BENCH_TOKEN"],
+        {"BENCH_TOKEN": TOKEN},
+    )
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     try:
         return [await load(port, clients, seconds) for clients in (1, 8, 32)]
@@ -373,19 +421,28 @@ async def concurrency_runs(seconds: float, folder: str, ledger_kind: str) -> lis
 
 
 def report(rows: list[Row], loads: dict[str, list[dict[str, Any]]]) -> str:
-    out = ["| transport | call | mean ms | p50 ms | p99 ms | vs bare |",
-           "| --- | --- | ---: | ---: | ---: | ---: |"]
+    out = [
+        "| transport | call | mean ms | p50 ms | p99 ms | vs bare |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
     for transport, label, samples, ratio in rows:
         vs = "1.00" if ratio is None else f"{ratio:.2f} ({(ratio - 1) * 100:+.0f}%)"
-        out.append(f"| {transport} | {label} | {statistics.mean(samples):.2f} | "
-                   f"{pct(samples, 50):.2f} | {pct(samples, 99):.2f} | {vs} |")
-    out += ["", "| HTTP load (ledger) | clients | calls/s | p50 ms | p99 ms | errors |",
-            "| --- | ---: | ---: | ---: | ---: | --- |"]
+        out.append(
+            f"| {transport} | {label} | {statistics.mean(samples):.2f} | "
+            f"{pct(samples, 50):.2f} | {pct(samples, 99):.2f} | {vs} |"
+        )
+    out += [
+        "",
+        "| HTTP load (ledger) | clients | calls/s | p50 ms | p99 ms | errors |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
     for kind, results in loads.items():
         for r in results:
             errors = ", ".join(f"{k}: {v}" for k, v in r["errors"].items()) or "none"
-            out.append(f"| {kind} | {r['clients']} | {r['per_s']:.0f} | {r['p50']:.1f} | "
-                       f"{r['p99']:.1f} | {errors} |")
+            out.append(
+                f"| {kind} | {r['clients']} | {r['per_s']:.0f} | {r['p50']:.1f} | "
+                f"{r['p99']:.1f} | {errors} |"
+            )
     return "\n".join(out)
 
 
@@ -399,12 +456,16 @@ async def main(quick: bool, only: str | None) -> None:
         if only in (None, "http"):
             rows += await http_runs(n, warmup, folder)
         if only in (None, "load"):
-            loads = {"bare SDK (no-op)": await bare_concurrency_runs(seconds),
-                     "ours, memory backend": await concurrency_runs(seconds, folder, "memory"),
-                     "ours, JSONL (fsync)": await concurrency_runs(seconds, folder, "jsonl")}
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
-          f"{n} sequential calls per row after {warmup} warm-up, through the SDK's client; "
-          f"load runs {seconds:.1f} s each, raw HTTP/1.1 keep-alive clients\n")
+            loads = {
+                "bare SDK (no-op)": await bare_concurrency_runs(seconds),
+                "ours, memory backend": await concurrency_runs(seconds, folder, "memory"),
+                "ours, JSONL (fsync)": await concurrency_runs(seconds, folder, "jsonl"),
+            }
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
+        f"{n} sequential calls per row after {warmup} warm-up, through the SDK's client; "
+        f"load runs {seconds:.1f} s each, raw HTTP/1.1 keep-alive clients\n"
+    )
     print(report(rows, loads))
 
 

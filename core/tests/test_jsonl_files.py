@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import EventBackendError, Ledger
 from agent_custody_state.backends import jsonl_recovery
 from agent_custody_state.backends.jsonl import JsonlBackend
@@ -52,8 +53,9 @@ def test_a_folder_that_is_a_file_is_refused(tmp_path: Path) -> None:
         JsonlBackend(tmp_path / "notadir" / "ledger.jsonl")
 
 
-def test_a_relative_path_in_the_working_folder_opens(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_path_in_the_working_folder_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with Ledger("ledger.jsonl") as ledger:
         ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
@@ -63,8 +65,9 @@ def test_a_relative_path_in_the_working_folder_opens(tmp_path: Path,
 # -- owner-only files ------------------------------------------------------------------------------
 
 
-def test_every_created_file_is_owner_only(tmp_path: Path, umask: int,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_created_file_is_owner_only(
+    tmp_path: Path, umask: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ledger, lock, batch journal, torn-line record and forget temporary: each 0600 while it
     exists, whatever the umask. The journal and the temporary are short-lived, so their mode is
     taken at the moment the backend is about to remove or rename them."""
@@ -84,8 +87,12 @@ def test_every_created_file_is_owner_only(tmp_path: Path, umask: int,
     path = tmp_path / "ledger.jsonl"
     with Ledger(path) as ledger:
         fact = ledger.assert_fact(subject="s", predicate="p", value="v", space="org", actor="a")
-        ledger.assert_many([{"subject": f"b{i}", "predicate": "p", "value": i, "space": "org",
-                             "actor": "a"} for i in range(5)])
+        ledger.assert_many(
+            [
+                {"subject": f"b{i}", "predicate": "p", "value": i, "space": "org", "actor": "a"}
+                for i in range(5)
+            ]
+        )
         ledger.forget(fact_id=fact.fact_id, actor="dpo", reason="erasure")
     with open(path, "ab") as fh:
         fh.write(b'{"eventId":"torn-by-a-crash","kind":"ass')
@@ -93,15 +100,20 @@ def test_every_created_file_is_owner_only(tmp_path: Path, umask: int,
         assert "torn final line" in ledger.backend.repairs[0]  # type: ignore[attr-defined]
     torn = list(tmp_path.glob("ledger.jsonl.torn-*"))
     assert len(torn) == 1
-    seen.update({"ledger": _mode(path), "lock": _mode(tmp_path / "ledger.jsonl.lock"),
-                 "torn": _mode(torn[0])})
-    assert seen == dict.fromkeys(
-        ["batch", "forget temporary", "ledger", "lock", "torn"], 0o600), oct(umask)
+    seen.update(
+        {
+            "ledger": _mode(path),
+            "lock": _mode(tmp_path / "ledger.jsonl.lock"),
+            "torn": _mode(torn[0]),
+        }
+    )
+    assert seen == dict.fromkeys(["batch", "forget temporary", "ledger", "lock", "torn"], 0o600), (
+        oct(umask)
+    )
 
 
 @pytest.mark.parametrize("chosen", [0o644, 0o640])
-def test_an_existing_ledger_keeps_the_mode_its_operator_chose(tmp_path: Path,
-                                                              chosen: int) -> None:
+def test_an_existing_ledger_keeps_the_mode_its_operator_chose(tmp_path: Path, chosen: int) -> None:
     """Appends leave an existing file's mode alone, and a forget (which renames a rewrite over
     the ledger) gives the new file the old one's mode."""
     path = tmp_path / "ledger.jsonl"
@@ -123,20 +135,23 @@ SECRET_PREFIX = 'pässwörd "quoted" '
 
 def _needles(value: str) -> list[bytes]:
     """The value's bytes as a scan must look for them: raw UTF-8 and JSON-escaped (both ways)."""
-    return [value.encode(), json.dumps(value)[1:-1].encode(),
-            json.dumps(value, ensure_ascii=False)[1:-1].encode()]
+    return [
+        value.encode(),
+        json.dumps(value)[1:-1].encode(),
+        json.dumps(value, ensure_ascii=False)[1:-1].encode(),
+    ]
 
 
 def _hits(folder: Path, needles: list[bytes]) -> list[str]:
-    return sorted(p.name for p in folder.rglob("*") if p.is_file()
-                  for n in needles if n in p.read_bytes())
+    return sorted(
+        p.name for p in folder.rglob("*") if p.is_file() for n in needles if n in p.read_bytes()
+    )
 
 
 def _assert_line(folder: Path, value: str) -> bytes:
     """An assert line holding ``value``, written by another ledger (as the crashed write would)."""
     with Ledger(folder / "other.jsonl") as other:
-        other.assert_fact(subject="dana", predicate="email", value=value, space="user:d",
-                          actor="a")
+        other.assert_fact(subject="dana", predicate="email", value=value, space="user:d", actor="a")
     return (folder / "other.jsonl").read_bytes()
 
 
@@ -153,8 +168,9 @@ def test_forget_leaves_no_copy_in_a_set_aside_torn_line(tmp_path: Path) -> None:
     torn = line[: line.index(written) + len(written) + 5]  # cut just after the value
     path = folder / "ledger.jsonl"
     with Ledger(path) as ledger:
-        fact = ledger.assert_fact(subject="dana", predicate="email", value=secret,
-                                  space="user:d", actor="a")
+        fact = ledger.assert_fact(
+            subject="dana", predicate="email", value=secret, space="user:d", actor="a"
+        )
     size = path.stat().st_size
     with open(path, "ab") as fh:
         fh.write(torn)
@@ -180,12 +196,14 @@ def test_forget_leaves_no_copy_in_a_rolled_back_batch(tmp_path: Path) -> None:
     line = _assert_line(scratch, secret)
     path = folder / "ledger.jsonl"
     with Ledger(path) as ledger:
-        fact = ledger.assert_fact(subject="dana", predicate="email", value=secret,
-                                  space="user:d", actor="a")
+        fact = ledger.assert_fact(
+            subject="dana", predicate="email", value=secret, space="user:d", actor="a"
+        )
     size = path.stat().st_size
     # What a crash leaves: the journal of a two-line batch, and only its first line written.
     (folder / "ledger.jsonl.batch").write_text(
-        json.dumps({"offset": size, "length": 2 * len(line)}))
+        json.dumps({"offset": size, "length": 2 * len(line)})
+    )
     with open(path, "ab") as fh:
         fh.write(line)
     with Ledger(path) as ledger:
@@ -196,5 +214,8 @@ def test_forget_leaves_no_copy_in_a_rolled_back_batch(tmp_path: Path) -> None:
     (record_path,) = folder.glob("ledger.jsonl.torn-*")
     record = json.loads(record_path.read_text())
     assert (record["setAside"], record["offset"], record["length"]) == (
-        "unfinished batch", size, len(line))
+        "unfinished batch",
+        size,
+        len(line),
+    )
     assert record["sha256"] == hashlib.sha256(line).hexdigest()

@@ -33,20 +33,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import hypothesis
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from .support import (
     STRESS,
-    http_client,
     RawMcp,
     ServerProcess,
     digest_files,
     encode_json,
     files_under,
     gateway_meta,
+    http_client,
     record,
     scale,
 )
@@ -81,10 +81,20 @@ CLEAR = re.compile(
 
 # -- schema-derived values ----------------------------------------------------------------------
 
-JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(
-    allow_nan=False, allow_infinity=False) | st.text(max_size=40)
-ANY_JSON = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    st.text(max_size=10), inner, max_size=4), max_leaves=12)
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+ANY_JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 RFC3339 = st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat())
 
 
@@ -102,8 +112,9 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         optional = {k: from_schema(v) for k, v in props.items() if k not in required}
         base = st.fixed_dictionaries(fixed, optional=optional)
         if schema.get("additionalProperties", True) is not False:
-            extra = st.dictionaries(st.text(max_size=12).filter(lambda k: k not in props),
-                                    ANY_JSON, max_size=2)
+            extra = st.dictionaries(
+                st.text(max_size=12).filter(lambda k: k not in props), ANY_JSON, max_size=2
+            )
             base = st.tuples(base, extra).map(lambda pair: {**pair[1], **pair[0]})
         return base
     if kind == "string":
@@ -111,8 +122,12 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
             return RFC3339
         return st.text(min_size=schema.get("minLength", 0), max_size=60)
     if kind == "number":
-        return st.floats(min_value=schema.get("minimum"), max_value=schema.get("maximum"),
-                         allow_nan=False, allow_infinity=False)
+        return st.floats(
+            min_value=schema.get("minimum"),
+            max_value=schema.get("maximum"),
+            allow_nan=False,
+            allow_infinity=False,
+        )
     if kind == "integer":
         return st.integers(schema.get("minimum"), schema.get("maximum"))
     if kind == "boolean":
@@ -122,6 +137,7 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 # -- hostile values ------------------------------------------------------------------------------
 
+
 def deep(depth: int, kind: str = "list") -> Any:
     value: Any = "bottom"
     for _ in range(depth):
@@ -130,23 +146,69 @@ def deep(depth: int, kind: str = "list") -> Any:
 
 
 BAD_TIMES = [
-    "2026-09-01T00:00:00", "2026-09-01", "yesterday", "", "2026-02-30T00:00:00Z",
-    "2026-09-01T25:00:00Z", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
-    "2026-09-01T00:00:00+24:00", "2026-09-01T00:00:00.123456789Z", "2026-09-01T00:00:00 Z",
-    "2026-09-01T00:00:00\u0000Z", "２０２６-09-01T00:00:00Z", "2026-09-01t00:00:00z",
-    "+12026-09-01T00:00:00Z", "2026-09-01T00:00:60Z",
+    "2026-09-01T00:00:00",
+    "2026-09-01",
+    "yesterday",
+    "",
+    "2026-02-30T00:00:00Z",
+    "2026-09-01T25:00:00Z",
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+    "2026-09-01T00:00:00+24:00",
+    "2026-09-01T00:00:00.123456789Z",
+    "2026-09-01T00:00:00 Z",
+    "2026-09-01T00:00:00\u0000Z",
+    "２０２６-09-01T00:00:00Z",
+    "2026-09-01t00:00:00z",
+    "+12026-09-01T00:00:00Z",
+    "2026-09-01T00:00:60Z",
 ]
 
 HOSTILE_STRINGS = [
-    "", " ", "\u0000", "a\u0000b", "\ud800", "x\udfffy", "\U0001f600" * 1000, "é" * 5000,
-    "x" * 100_000, "\n" * 1000, '"\\', "null", "{}", "<script>", "../../etc/passwd",
-    "%00", "\u202e", "\ufeff", "a" * 1_200_000,
+    "",
+    " ",
+    "\u0000",
+    "a\u0000b",
+    "\ud800",
+    "x\udfffy",
+    "\U0001f600" * 1000,
+    "é" * 5000,
+    "x" * 100_000,
+    "\n" * 1000,
+    '"\\',
+    "null",
+    "{}",
+    "<script>",
+    "../../etc/passwd",
+    "%00",
+    "\u202e",
+    "\ufeff",
+    "a" * 1_200_000,
 ]
 
 HOSTILE_VALUES = [
-    None, True, False, 0, -0.0, 1e308, -1e308, 10**400, -(10**30), 0.1, [], {},
-    deep(50), deep(1000), deep(5000, "dict"), deep(50_000), {"": ""}, {"\u0000": 1},
-    [None] * 10_000, {"k" * 10_000: "v"}, float("nan"), float("inf"),
+    None,
+    True,
+    False,
+    0,
+    -0.0,
+    1e308,
+    -1e308,
+    10**400,
+    -(10**30),
+    0.1,
+    [],
+    {},
+    deep(50),
+    deep(1000),
+    deep(5000, "dict"),
+    deep(50_000),
+    {"": ""},
+    {"\u0000": 1},
+    [None] * 10_000,
+    {"k" * 10_000: "v"},
+    float("nan"),
+    float("inf"),
 ]
 
 
@@ -160,17 +222,25 @@ class Ids:
         return [i for ids in self.by_state.values() for i in ids] or [str(uuid.uuid4())]
 
 
-def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
-                 in_process: bool) -> tuple[str, Any, Any]:
+def hostile_case(
+    rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids, in_process: bool
+) -> tuple[str, Any, Any]:
     """One hostile call: (tool, arguments, _meta)."""
-    name = rng.choice([*tools, "memory.nope", "", "memory.write\u0000"]) if rng.random() < 0.03 \
+    name = (
+        rng.choice([*tools, "memory.nope", "", "memory.write\u0000"])
+        if rng.random() < 0.03
         else rng.choice(list(tools))
+    )
     schema = tools.get(name, {"properties": {}})
     props = list(schema.get("properties", {}))
     required = schema.get("required", [])
     base: dict[str, Any] = {
-        "subject": f"s-{rng.randrange(50)}", "predicate": "p", "value": "v", "space": "org",
-        "reason": "fuzz", "factId": rng.choice(ids.all()),
+        "subject": f"s-{rng.randrange(50)}",
+        "predicate": "p",
+        "value": "v",
+        "space": "org",
+        "reason": "fuzz",
+        "factId": rng.choice(ids.all()),
     }
     args: Any = {k: base.get(k, "x") for k in required}
     field = rng.choice(props) if props else "factId"
@@ -189,8 +259,16 @@ def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
             if key in props:
                 args[key] = rng.choice(BAD_TIMES)
     elif roll == 4:
-        args["factId"] = rng.choice([str(uuid.uuid4()), "", "x" * 5000, "\u0000",
-                                     str(uuid.uuid4()).upper(), " " + ids.all()[0]])
+        args["factId"] = rng.choice(
+            [
+                str(uuid.uuid4()),
+                "",
+                "x" * 5000,
+                "\u0000",
+                str(uuid.uuid4()).upper(),
+                " " + ids.all()[0],
+            ]
+        )
         if "supersedes" in props:
             args["supersedes"] = args["factId"]
     elif roll == 5:
@@ -202,8 +280,16 @@ def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
     elif roll == 6 and required:
         args.pop(rng.choice(required), None)
     elif roll == 7 and name == "memory.write":
-        args["evidence"] = rng.choice([{"fact": "crm"}, {"fact": "crm", "path": "a.0.b"},
-                                       {"fact": ""}, "crm", {"path": "x"}, {"fact": None}])
+        args["evidence"] = rng.choice(
+            [
+                {"fact": "crm"},
+                {"fact": "crm", "path": "a.0.b"},
+                {"fact": ""},
+                "crm",
+                {"path": "x"},
+                {"fact": None},
+            ]
+        )
         args["value"] = rng.choice([{"a": [{"b": 1}]}, 1, "x"])
     elif roll == 8:
         args["confidence"] = rng.choice([-0.1, 1.0000001, "0.5", None, True, 10**400, -0.0])
@@ -216,13 +302,17 @@ def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
         args.update({k: rng.choice(HOSTILE_STRINGS[:12]) for k in required if k != "factId"})
     meta: Any = gateway_meta()
     if rng.random() < 0.15:
-        meta = rng.choice([
-            None, {}, {"agent-custody/receipt": 5, "agent-custody/agent": ["x"]},
-            {"agent-custody/receipt": "", "agent-custody/agent": ""},
-            {**gateway_meta(), "agent-custody/observed": "not an object"},
-            {**gateway_meta(), "agent-custody/observed": {"crm": {"a": [{"b": 1}]}}},
-            {"agent-custody/receipt": "r" * 10_000, "agent-custody/agent": "\u0000"},
-        ])
+        meta = rng.choice(
+            [
+                None,
+                {},
+                {"agent-custody/receipt": 5, "agent-custody/agent": ["x"]},
+                {"agent-custody/receipt": "", "agent-custody/agent": ""},
+                {**gateway_meta(), "agent-custody/observed": "not an object"},
+                {**gateway_meta(), "agent-custody/observed": {"crm": {"a": [{"b": 1}]}}},
+                {"agent-custody/receipt": "r" * 10_000, "agent-custody/agent": "\u0000"},
+            ]
+        )
     return name, args, meta
 
 
@@ -232,6 +322,7 @@ def clear_refusal(texts: list[str]) -> bool:
 
 
 # -- the harness -----------------------------------------------------------------------------------
+
 
 class Harness:
     """Counts, checks and file hashing shared by the three ways in."""
@@ -278,14 +369,19 @@ class Harness:
 
 def seed_ledger(call: Callable[[str, Any, Any], dict[str, Any]], ids: Ids) -> None:
     """Facts in every state for the id-based hostile cases."""
+
     def write(subject: str, value: Any, **extra: Any) -> str:
-        out = call("memory.write", {"subject": subject, "predicate": "p", "value": value,
-                                    "space": "org", **extra}, gateway_meta())
+        out = call(
+            "memory.write",
+            {"subject": subject, "predicate": "p", "value": value, "space": "org", **extra},
+            gateway_meta(),
+        )
         assert not out.get("isError"), out
         return str(json.loads(out["texts"][0])["fact"]["factId"])
 
-    states: dict[str, list[str]] = {k: [] for k in (
-        "current", "superseded", "retracted", "forgotten", "held", "claimed")}
+    states: dict[str, list[str]] = {
+        k: [] for k in ("current", "superseded", "retracted", "forgotten", "held", "claimed")
+    }
     for i in range(6):
         a = write(f"seed-{i}", f"a{i}")
         b = write(f"seed-{i}", f"b{i}", supersedes=a)
@@ -300,17 +396,27 @@ def seed_ledger(call: Callable[[str, Any, Any], dict[str, Any]], ids: Ids) -> No
         e = write(f"held-{i}", i)
         call("memory.hold", {"factId": e, "reason": "seed"}, gateway_meta())
         states["held"].append(e)
-        f = call("memory.write", {"subject": f"claimed-{i}", "predicate": "p", "value": i,
-                                  "space": "org"}, {"agent-custody/receipt": "r"})
+        f = call(
+            "memory.write",
+            {"subject": f"claimed-{i}", "predicate": "p", "value": i, "space": "org"},
+            {"agent-custody/receipt": "r"},
+        )
         states["claimed"].append(json.loads(f["texts"][0])["fact"]["factId"])
     ids.by_state = states
 
 
-def fuzz(n: int, tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any], Any],
-         harness: Harness, ids: Ids, *, in_process: bool, seed: int) -> None:
+def fuzz(
+    n: int,
+    tools: dict[str, dict[str, Any]],
+    call: Callable[[str, Any, Any], Any],
+    harness: Harness,
+    ids: Ids,
+    *,
+    in_process: bool,
+    seed: int,
+) -> None:
     """``n`` calls: about half derived from the schemas by Hypothesis, half hostile."""
-    schema_strategies = {name: from_schema(schema)
-                         for name, schema in tools.items()}
+    schema_strategies = {name: from_schema(schema) for name, schema in tools.items()}
     id_strategy = st.sampled_from(ids.all())
 
     def patch_ids(args: Any, data: st.DataObject) -> Any:
@@ -322,8 +428,13 @@ def fuzz(n: int, tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any
                     args[key] = data.draw(id_strategy)
         return args
 
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @hypothesis.seed(int(os.environ.get("AGENT_CUSTODY_SEED", "7")) * 1000 + seed)
     @given(data=st.data())
     def one(data: st.DataObject) -> None:
@@ -344,11 +455,23 @@ def fuzz(n: int, tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any
         hostile_matrix(tools, call, harness, ids, in_process=in_process)
 
 
-def hostile_matrix(tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any], Any],
-                   harness: Harness, ids: Ids, *, in_process: bool) -> None:
+def hostile_matrix(
+    tools: dict[str, dict[str, Any]],
+    call: Callable[[str, Any, Any], Any],
+    harness: Harness,
+    ids: Ids,
+    *,
+    in_process: bool,
+) -> None:
     """Every hostile value in every field of every tool, once (the random part may miss one)."""
-    base = {"subject": "s-matrix", "predicate": "p", "value": "v", "space": "org",
-            "reason": "matrix", "factId": ids.all()[0]}
+    base = {
+        "subject": "s-matrix",
+        "predicate": "p",
+        "value": "v",
+        "space": "org",
+        "reason": "matrix",
+        "factId": ids.all()[0],
+    }
     values: list[Any] = [*HOSTILE_VALUES, *HOSTILE_STRINGS, *BAD_TIMES]
     for name, schema in tools.items():
         required = {k: base.get(k, "x") for k in schema.get("required", [])}
@@ -367,10 +490,15 @@ def hostile_matrix(tools: dict[str, dict[str, Any]], call: Callable[[str, Any, A
 
 #: Messages that are not calls at all: not JSON, not JSON-RPC, a lone surrogate, 50,000 deep.
 RAW_MESSAGES = (
-    b"not json", b"[]", b'{"jsonrpc":"2.0","id":9}', b"\xff\xfe",
+    b"not json",
+    b"[]",
+    b'{"jsonrpc":"2.0","id":9}',
+    b"\xff\xfe",
     b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"memory.get",'
     b'"arguments":{"factId":"\\ud800"}}}',
-    b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":' + b"[" * 50_000 + b"]" * 50_000
+    b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":'
+    + b"[" * 50_000
+    + b"]" * 50_000
     + b"}",
 )
 
@@ -382,8 +510,14 @@ class StdioClient:
         self.server = server
         self.next_id = 1
         self.last: Any = None
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "fuzz", "version": "0"}})
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fuzz", "version": "0"},
+            },
+        )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def send(self, message: Any, raw: bytes | None = None) -> None:
@@ -396,15 +530,18 @@ class StdioClient:
             self.server.proc.wait(10)
             raise AssertionError(
                 f"the stdio server died (exit {self.server.proc.returncode}) after the previous "
-                f"call {SHORT.repr(self.last)}:\n{self.server.stderr[-4000:]}") from None
+                f"call {SHORT.repr(self.last)}:\n{self.server.stderr[-4000:]}"
+            ) from None
         self.last = message
 
     def receive(self, timeout: float = 60) -> dict[str, Any]:
         stdout = self.server.proc.stdout
         assert stdout is not None
         ready, _, _ = select.select([stdout], [], [], timeout)
-        assert ready, (f"the stdio server did not answer within {timeout}s (hung) to "
-                       f"{SHORT.repr(self.last)}:\n{self.server.stderr[-3000:]}")
+        assert ready, (
+            f"the stdio server did not answer within {timeout}s (hung) to "
+            f"{SHORT.repr(self.last)}:\n{self.server.stderr[-3000:]}"
+        )
         line = stdout.readline()
         assert line, f"the stdio server exited:\n{self.server.stderr[-3000:]}"
         reply: dict[str, Any] = json.loads(line)
@@ -428,8 +565,10 @@ class StdioClient:
         if "error" in reply:
             return {"rpcError": reply["error"]}
         result = reply["result"]
-        return {"isError": bool(result.get("isError")),
-                "texts": [c.get("text", "") for c in result.get("content", [])]}
+        return {
+            "isError": bool(result.get("isError")),
+            "texts": [c.get("text", "") for c in result.get("content", [])],
+        }
 
 
 def list_tools(reply: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -462,17 +601,26 @@ def test_fuzz_stdio(tmp_path: Path) -> None:
         code = server.stop()
     assert "Traceback" not in server.stderr, server.stderr[-3000:]
     assert "internal error" not in server.stderr
-    record("fuzz[stdio]", calls=harness.calls, hostile=harness.hostile,
-           outcomes=dict(harness.outcomes), crashes=0, hangs=0, refused_calls_changing_files=0,
-           exit_code=code)
+    record(
+        "fuzz[stdio]",
+        calls=harness.calls,
+        hostile=harness.hostile,
+        outcomes=dict(harness.outcomes),
+        crashes=0,
+        hangs=0,
+        refused_calls_changing_files=0,
+        exit_code=code,
+    )
 
 
 def test_fuzz_http(tmp_path: Path) -> None:
     n = scale(300, 10_000)
     ledger_dir = tmp_path / "ledger"
     ledger_dir.mkdir()
-    server = ServerProcess(["--ledger", str(ledger_dir / "fuzz.jsonl"), "--token-env",
-                            "FUZZ_GW_TOKEN"], {"FUZZ_GW_TOKEN": GATEWAY_TOKEN})
+    server = ServerProcess(
+        ["--ledger", str(ledger_dir / "fuzz.jsonl"), "--token-env", "FUZZ_GW_TOKEN"],
+        {"FUZZ_GW_TOKEN": GATEWAY_TOKEN},
+    )
     loop = asyncio.new_event_loop()
     try:
         http = http_client()
@@ -500,8 +648,15 @@ def test_fuzz_http(tmp_path: Path) -> None:
         loop.close()
         server.stop()
     assert "Traceback" not in server.stderr, server.stderr[-3000:]
-    record("fuzz[http]", calls=harness.calls, hostile=harness.hostile,
-           outcomes=dict(harness.outcomes), crashes=0, hangs=0, refused_calls_changing_files=0)
+    record(
+        "fuzz[http]",
+        calls=harness.calls,
+        hostile=harness.hostile,
+        outcomes=dict(harness.outcomes),
+        crashes=0,
+        hangs=0,
+        refused_calls_changing_files=0,
+    )
 
 
 @pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
@@ -517,8 +672,12 @@ def test_fuzz_in_process(tmp_path: Path, backend: str) -> None:
     ledger = Ledger(ledger_dir / f"fuzz.{backend}")
     server = create_memory_server(ledger)
     service = server.memory
-    tools = {name: schema for name, _desc, schema in
-             __import__("agent_custody_state.server.tools", fromlist=["TOOLS"]).TOOLS}
+    tools = {
+        name: schema
+        for name, _desc, schema in __import__(
+            "agent_custody_state.server.tools", fromlist=["TOOLS"]
+        ).TOOLS
+    }
     loop = asyncio.new_event_loop()
 
     def call(name: str, args: Any, meta: Any) -> dict[str, Any]:
@@ -534,6 +693,11 @@ def test_fuzz_in_process(tmp_path: Path, backend: str) -> None:
         loop.close()
         service.close()
         ledger.close()
-    record(f"fuzz[in-process,{backend}]", calls=harness.calls, hostile=harness.hostile,
-           outcomes=dict(harness.outcomes), crashes=0, refused_calls_changing_files=0)
-
+    record(
+        f"fuzz[in-process,{backend}]",
+        calls=harness.calls,
+        hostile=harness.hostile,
+        outcomes=dict(harness.outcomes),
+        crashes=0,
+        refused_calls_changing_files=0,
+    )

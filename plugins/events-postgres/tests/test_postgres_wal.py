@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state_conformance.postgres import EmbeddedPostgres
 
@@ -57,10 +58,13 @@ def test_forgotten_values_remain_in_pg_wal_until_the_segments_are_retired(
     server = embedded_postgres
     marker = f"walprobe-{uuid.uuid4().hex}"
     with Ledger(f"{postgres_url}&table=walprobe") as ledger:
-        facts = [ledger.assert_fact(subject=f"s{i}", predicate="p", value=value, space="org",
-                                    actor="a") for i, value in enumerate(_values(marker))]
-        control = ledger.assert_fact(subject="keep", predicate="p", value=f"{marker}-kept",
-                                     space="org", actor="a")
+        facts = [
+            ledger.assert_fact(subject=f"s{i}", predicate="p", value=value, space="org", actor="a")
+            for i, value in enumerate(_values(marker))
+        ]
+        control = ledger.assert_fact(
+            subject="keep", predicate="p", value=f"{marker}-kept", space="org", actor="a"
+        )
         for fact in facts:
             ledger.forget(fact_id=fact.fact_id, actor="dpo", reason="erasure")
         assert all(ledger.get(f.fact_id).value is None for f in facts)  # type: ignore[union-attr]
@@ -73,8 +77,10 @@ def test_forgotten_values_remain_in_pg_wal_until_the_segments_are_retired(
     assert held == needles, "every forgotten value is expected in pg_wal until crypto-shredding"
     copies = [_occurrences(wal, n) for n, (_, wal) in zip(needles, scans, strict=True)]
     segments = {p for _, wal in scans for p in wal}
-    print(f"\npg_wal after forget: {len(held)}/{len(needles)} values, copies per value "
-          f"{copies}, in {len(segments)} segment(s)")
+    print(
+        f"\npg_wal after forget: {len(held)}/{len(needles)} values, copies per value "
+        f"{copies}, in {len(segments)} segment(s)"
+    )
     kept_relations, kept_wal = _split(server, f"{marker}-kept".encode())
     assert kept_relations and kept_wal  # the scans see what they look for
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from agent_custody_state import EventBackendError, Ledger
 from agent_custody_state_events_sqlite.store import SqliteBackend
 
@@ -84,8 +85,9 @@ def test_a_rollback_journal_gets_the_database_mode(tmp_path: Path, umask: int) -
 
 
 @pytest.mark.parametrize("chosen", [0o644, 0o640])
-def test_an_existing_database_keeps_the_mode_its_operator_chose(tmp_path: Path,
-                                                                chosen: int) -> None:
+def test_an_existing_database_keeps_the_mode_its_operator_chose(
+    tmp_path: Path, chosen: int
+) -> None:
     """A database that exists keeps its mode; SQLite gives the sidecars the same one."""
     path = tmp_path / "ledger.sqlite"
     with Ledger(path) as ledger:
@@ -95,4 +97,7 @@ def test_an_existing_database_keeps_the_mode_its_operator_chose(tmp_path: Path,
         fact = ledger.assert_fact(subject="t", predicate="p", value="w", space="org", actor="a")
         ledger.forget(fact_id=fact.fact_id, actor="dpo", reason="erasure")
         assert {p.name: _mode(p) for p in tmp_path.iterdir()} == {
-            "ledger.sqlite": chosen, "ledger.sqlite-wal": chosen, "ledger.sqlite-shm": chosen}
+            "ledger.sqlite": chosen,
+            "ledger.sqlite-wal": chosen,
+            "ledger.sqlite-shm": chosen,
+        }

@@ -81,8 +81,13 @@ class Recovery:
 
     def _set_aside(self, data: bytes, offset: int, what: str) -> Path:
         """Record (not copy) the bytes about to be cut off at ``offset``, in a new 0600 file."""
-        fields = {"setAside": what, "offset": offset, "length": len(data),
-                  "sha256": hashlib.sha256(data).hexdigest(), "content": NOT_KEPT}
+        fields = {
+            "setAside": what,
+            "offset": offset,
+            "length": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "content": NOT_KEPT,
+        }
         record = json.dumps(fields).encode() + b"\n"
         stamp = int(time.time() * 1000)
         for n in range(100):
@@ -113,8 +118,10 @@ class Recovery:
             "a write was interrupted; that event was never acknowledged"
         )
         if self.on_torn == "raise":
-            raise EventBackendError(message + "; run `agent-custody-memory repair --ledger "
-                                  f"{self.location}` to cut it off")
+            raise EventBackendError(
+                message + "; run `agent-custody-memory repair --ledger "
+                f"{self.location}` to cut it off"
+            )
         if not exclusive:
             # Readers never merge it and cannot repair it under a shared lock; the next writer will.
             log.warning("%s (ignored until the next write repairs it)", message)
@@ -179,9 +186,11 @@ class Recovery:
                     f"{self.location}: an unfinished batch at byte {offset} could not be rolled "
                     f"back: {exc}; the ledger refuses writes until it can be"
                 ) from exc
-            self._note(f"{self.location}: a batch of events was cut short at byte {offset} "
-                       f"({size - offset} of {length} bytes written); it was never acknowledged "
-                       f"and is rolled back, recorded in {aside.name} (length and sha256 only)")
+            self._note(
+                f"{self.location}: a batch of events was cut short at byte {offset} "
+                f"({size - offset} of {length} bytes written); it was never acknowledged "
+                f"and is rolled back, recorded in {aside.name} (length and sha256 only)"
+            )
         self.journal.unlink(missing_ok=True)
         return None
 

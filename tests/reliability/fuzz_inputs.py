@@ -32,6 +32,9 @@ CLEAR = re.compile(
     r"|replacement cannot start before the fact it supersedes"
     r"|a replacement must keep the subject and predicate of the fact it supersedes"
     r"|confidence must be between 0 and 1"
+    # A value JSON cannot keep exactly (I-JSON), named by its place: "value.seats[1]: NaN is ...".
+    r"|value\S*: (.* is outside the integers JSON keeps exactly \(.*\); send it as a string"
+    r"|NaN is not JSON|-?Infinity is not JSON)"
     r"|(subject|predicate|space|actor|reason|fact_id|supersedes|valid_from|before|value) .*"
     r"|\S+: text with a lone surrogate \(.*\) cannot be stored or looked up; pass valid Unicode)$",
     re.S,

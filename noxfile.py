@@ -24,7 +24,7 @@ LINTED = ["core", "sql", "conformance", "plugins", "tests", "bench", "noxfile.py
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "core", "conformance", "plugin", "e2e",
+nox.options.sessions = ["lint", "typecheck", "core", "sql", "conformance", "plugin", "e2e",
                         "plugin_template", "reliability", "repo", "extras"]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
@@ -93,6 +93,14 @@ def core(session: nox.Session) -> None:
     _install_groups(session, *TESTS)
     session.run("pytest", "core/tests", "-q", *session.posargs,
                 env={"AGENT_CUSTODY_BLOCK_PLUGINS": ""})
+
+
+@nox.session(python=PYTHON)
+def sql(session: nox.Session) -> None:
+    """The shared SQL base's own tests (failure paths of the write section, reconnects); the
+    dialects prove the rest with the conformance suite in their plugin sessions."""
+    _install_groups(session, *TESTS)
+    session.run("pytest", "sql/tests", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -26,7 +26,7 @@ from agent_custody_state.ledger.model import (
     Source,
 )
 from agent_custody_state.timeutil import format_time
-from agent_custody_state_sql.schema import _COLUMNS_DDL, INDEXES, event_row, index_ddl
+from agent_custody_state_sql.schema import COLUMNS_DDL, INDEXES, event_row, index_ddl
 
 try:
     from tqdm import tqdm
@@ -175,7 +175,7 @@ def build_sqlite_direct(path: Path, n_events: int) -> float:
     db.execute("PRAGMA journal_mode=OFF")
     db.execute("PRAGMA synchronous=OFF")
     db.execute("PRAGMA cache_size=-1000000")
-    db.execute(f"CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, {_COLUMNS_DDL})")
+    db.execute(f"CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, {COLUMNS_DDL})")
     sql = ("INSERT INTO events (event_id, kind, tx_time, fact_id, space, subject, predicate, "
            "supersedes, json) VALUES (?,?,?,?,?,?,?,?,?)")
     bar = _bar(n_events, f"load {n_events:,} via direct SQL")

@@ -1,7 +1,8 @@
 """SPEC section 3's events table: its columns, DDL, indexes, and the row stored for an event.
 
-Shared by every SQL event backend through ``sqlbase``; the DDL is written out as text so a table
-made here is byte for byte the one the TypeScript implementation makes.
+Shared by every SQL event backend; the DDL is written out as text so a table made here is byte for
+byte the one the TypeScript implementation makes. ``Prepared`` runs a Core statement compiled once
+on the driver's cursor.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent_custody_state.ledger.model import AssertEvent, Event
-from agent_custody_state.timeutil import wire_time_key
+from agent_custody_state.plugin import AssertEvent, Event, wire_time_key
 
 #: The four columns filled for asserts only (an older layout lacks them).
 QUERY_COLUMNS = ("space", "subject", "predicate", "supersedes")
@@ -27,7 +27,7 @@ INDEXES: dict[str, tuple[str, ...]] = {
 }
 
 #: Columns after ``seq``, with their SPEC types; ``seq``'s type is the dialect's.
-_COLUMNS_DDL = (
+COLUMNS_DDL = (
     "event_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, tx_time TEXT NOT NULL, "
     "fact_id TEXT NOT NULL, space TEXT, subject TEXT, predicate TEXT, supersedes TEXT, "
     "json TEXT NOT NULL"
@@ -36,7 +36,8 @@ _COLUMNS_DDL = (
 #: SPEC 3's rule for a Postgres ``?table=`` (kept here so every SQL backend can share it).
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 
-_ROW_COLUMNS = ("event_id", "kind", "tx_time", "fact_id", *QUERY_COLUMNS, "json")
+#: The columns written for an event, in order (``seq`` is the database's).
+ROW_COLUMNS = ("event_id", "kind", "tx_time", "fact_id", *QUERY_COLUMNS, "json")
 
 
 def events_table(name: str, schema: str | None = None) -> sa.Table:
@@ -46,7 +47,7 @@ def events_table(name: str, schema: str | None = None) -> sa.Table:
         sa.MetaData(),
         sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=True),
         *(sa.Column(c, sa.Text, nullable=c not in ("event_id", "kind", "tx_time", "fact_id",
-                                                   "json")) for c in _ROW_COLUMNS),
+                                                   "json")) for c in ROW_COLUMNS),
         schema=schema,
     )
 
@@ -57,12 +58,13 @@ def create_ddl(qualified: str, index_prefix: str, seq_type: str) -> list[str]:
     ``qualified`` is the (already quoted if need be) table name, ``index_prefix`` the index name
     stem (``events`` for SQLite, the table name with ``.`` replaced by ``_`` for Postgres).
     """
-    statements = [f"CREATE TABLE IF NOT EXISTS {qualified} (seq {seq_type}, {_COLUMNS_DDL})"]
+    statements = [f"CREATE TABLE IF NOT EXISTS {qualified} (seq {seq_type}, {COLUMNS_DDL})"]
     statements += index_ddl(qualified, index_prefix, INDEXES)
     return statements
 
 
 def index_ddl(qualified: str, prefix: str, indexes: dict[str, tuple[str, ...]]) -> list[str]:
+    """``CREATE INDEX IF NOT EXISTS`` for each of ``indexes`` (suffix -> columns)."""
     return [
         f"CREATE INDEX IF NOT EXISTS {prefix}_{suffix} ON {qualified} ({', '.join(columns)})"
         for suffix, columns in indexes.items()

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 
-from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, forget_assert
+from agent_custody_state.ledger.model import (
+    AssertEvent,
+    Event,
+    ForgetEvent,
+    Forgotten,
+    forget_assert,
+)
 from agent_custody_state.timeutil import wire_time_key
 
 
@@ -57,6 +63,10 @@ class EventIndex:
         self.__init__()  # type: ignore[misc]
         for event in kept:
             self.add(event)
+
+    def positions(self, fact_id: str) -> list[int]:
+        """Positions of the events whose fact id is ``fact_id``, in append order."""
+        return list(self._by_fact.get(fact_id, ()))
 
     def position_of_assert(self, fact_id: str) -> int | None:
         return self._assert_of.get(fact_id)

@@ -8,6 +8,8 @@ truncated away so no partial line survives. A forget rewrites the file to a temp
 and renames it over the ledger with the forget event already inside: the erasure and its record
 are one atomic step. A torn final line (a crash mid-write) is never merged: by default it is moved
 aside to ``<file>.torn-<ms>`` with a warning, or reported as an error with ``on_torn="raise"``.
+What a crash or a failing disk leaves behind (torn lines, unfinished batches, rejected bytes) is
+settled by ``jsonl_recovery``; this module reads, indexes and writes.
 """
 
 from __future__ import annotations
@@ -16,36 +18,31 @@ import fcntl
 import json
 import logging
 import os
-import threading
-import time
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
-from agent_custody_state.ledger.backend import EventBackend, EventBackendError
-from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, event_from_dict
 from agent_custody_state.backends.index import EventIndex
+from agent_custody_state.backends.jsonl_recovery import Recovery, write_all
+from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
+from agent_custody_state.ledger.backend import (
+    EventBackend,
+    EventBackendError,
+    ReentrantTransactions,
+)
+from agent_custody_state.ledger.model import (
+    AssertEvent,
+    Event,
+    ForgetEvent,
+    Forgotten,
+    event_from_dict,
+)
 
 log = logging.getLogger(__name__)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-class JsonlBackend(EventBackend):
-    """Events in a JSONL file, indexed in memory."""
+class JsonlBackend(ReentrantTransactions, EventBackend):
+    """Events in a JSONL file, indexed in memory; crash leftovers are settled by ``Recovery``."""
 
     kind = "jsonl"
     min_batch = 4  # a multi-event append is journalled: about four fsyncs against one
@@ -55,29 +52,38 @@ class JsonlBackend(EventBackend):
             raise ValueError('on_torn must be "repair" or "raise"')
         self.path = Path(location)
         self.location = str(location)
-        self.on_torn = on_torn
-        self.repairs: list[str] = []
+        self._recovery = Recovery(self.path, self.location, on_torn)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_path = self.path.with_name(self.path.name + ".lock")
         self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._thread_lock = threading.RLock()
-        self._depth = 0
+        self._init_transactions()
         self._index = EventIndex()
         self._offsets: list[int] = []  # byte offset of each event's line
         self._ident: tuple[int, int] | None = None
         self._read_to = 0  # bytes consumed (through the last newline)
         self._needs_newline = False  # a hand-written last line without "\n"
         self._pending: list[bytes] = []
+        self._start = 0  # events in the index when the write section began
         # Offset of bytes from a failed append that could not be truncated away: never read
         # past it, and cut them off before the next write (see ``_commit_pending``).
         self._cut_at: int | None = None
         self._closed = False
-        with self._thread_lock:
+        with self._lock:
             self._flock(fcntl.LOCK_EX)
             try:
                 self._catch_up(exclusive=True)
             finally:
                 self._flock(fcntl.LOCK_UN)
+
+    @property
+    def on_torn(self) -> str:
+        """``"repair"`` (move a torn final line aside) or ``"raise"`` (refuse to open)."""
+        return self._recovery.on_torn
+
+    @property
+    def repairs(self) -> list[str]:
+        """What was repaired since this backend opened (torn lines, unfinished batches)."""
+        return self._recovery.repairs
 
     # -- locking and reading ---------------------------------------------------------------
 
@@ -94,10 +100,11 @@ class JsonlBackend(EventBackend):
 
     def _catch_up(self, *, exclusive: bool) -> None:
         """Read lines appended since the last look; reload if the file was replaced."""
-        limit = self._recover_batch(exclusive=exclusive)
+        limit = self._recovery.recover_batch(exclusive=exclusive)
         if self._cut_at is not None:
             if exclusive:
-                self._cut_off()
+                self._recovery.cut_off(self._cut_at)
+                self._cut_at = None
             else:
                 limit = self._cut_at if limit is None else min(limit, self._cut_at)
         try:
@@ -155,125 +162,7 @@ class JsonlBackend(EventBackend):
             self._read_to = offset + len(tail)
             self._needs_newline = True
             return
-        message = (
-            f"{self.location}: torn final line at byte {offset} ({len(tail)} bytes, no newline): "
-            "a write was interrupted; that event was never acknowledged"
-        )
-        if self.on_torn == "raise":
-            raise EventBackendError(message + "; run `agent-custody-memory repair --ledger "
-                                  f"{self.location}` to move it aside")
-        if not exclusive:
-            # Readers never merge it and cannot repair it under a shared lock; the next writer will.
-            log.warning("%s (ignored until the next write repairs it)", message)
-            return
-        self._repair_tail(tail, offset, message)
-
-    def _repair_tail(self, tail: bytes, offset: int, message: str) -> None:
-        aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time() * 1000)}")
-        aside.write_bytes(tail)
-        fd = os.open(self.path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, offset)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        note = f"{message}; moved aside to {aside.name}"
-        log.warning(note)
-        self.repairs.append(note)
-
-    # -- multi-event commits ------------------------------------------------------------------
-    #
-    # A commit of several events (assert_many, import) is one write, but a crash can cut a write
-    # between two lines, leaving the first events of the batch complete and the rest missing:
-    # nothing in the file shows it (the line format has no transaction marks). So before such a
-    # write a small journal ``<file>.batch`` records where the batch starts and how long it is
-    # (no event bytes, so no value is copied); it is removed once the batch is fsynced. Finding
-    # the journal means the batch may be incomplete: a writer rolls it back (moved aside, like a
-    # torn line), and until then readers stop at its start.
-
-    @property
-    def _journal(self) -> Path:
-        return self.path.with_name(self.path.name + ".batch")
-
-    def _begin_batch(self, offset: int, length: int) -> None:
-        record = json.dumps({"offset": offset, "length": length}).encode()
-        fd = os.open(self._journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, record)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        _fsync_dir(self.path.parent)
-
-    def _recover_batch(self, *, exclusive: bool) -> int | None:
-        """Settle a batch a crashed writer left; returns the offset readers must stop at."""
-        try:
-            raw = self._journal.read_bytes()
-        except FileNotFoundError:
-            return None
-        try:
-            record = json.loads(raw)
-            offset, length = int(record["offset"]), int(record["length"])
-        except (ValueError, KeyError, TypeError):
-            # The journal itself was cut short: it is fsynced before the batch is written, so
-            # the batch never started.
-            if exclusive:
-                self._journal.unlink(missing_ok=True)
-            return None
-        try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
-            size = 0
-        if size >= offset + length:
-            if exclusive:  # the whole batch reached the file: it stands
-                self._journal.unlink(missing_ok=True)
-            return None
-        if not exclusive:
-            return offset
-        if size > offset:
-            try:
-                with open(self.path, "rb") as fh:
-                    fh.seek(offset)
-                    partial = fh.read()
-                aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time() * 1000)}")
-                aside.write_bytes(partial)
-                fd = os.open(self.path, os.O_WRONLY)
-                try:
-                    os.ftruncate(fd, offset)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                raise EventBackendError(
-                    f"{self.location}: an unfinished batch at byte {offset} could not be rolled "
-                    f"back: {exc}; the ledger refuses writes until it can be"
-                ) from exc
-            note = (f"{self.location}: a batch of events was cut short at byte {offset} "
-                    f"({size - offset} of {length} bytes written); it was never acknowledged "
-                    f"and is rolled back, moved aside to {aside.name}")
-            log.warning(note)
-            self.repairs.append(note)
-        self._journal.unlink(missing_ok=True)
-        return None
-
-    def _cut_off(self) -> None:
-        """Remove the bytes of a failed append that its own cleanup could not remove."""
-        assert self._cut_at is not None
-        try:
-            fd = os.open(self.path, os.O_WRONLY)
-            try:
-                os.ftruncate(fd, self._cut_at)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise EventBackendError(
-                f"{self.location}: the bytes of a failed write at byte {self._cut_at} could not "
-                f"be removed: {exc}; the ledger refuses writes until they can be"
-            ) from exc
-        self._cut_at = None
-        with suppress(OSError):
-            self._journal.unlink()
+        self._recovery.torn_tail(tail, offset, exclusive=exclusive)
 
     def repair(self) -> list[str]:
         """Move a torn final line aside now (used by ``agent-custody-memory repair``)."""
@@ -282,7 +171,7 @@ class JsonlBackend(EventBackend):
         return list(self.repairs)
 
     def refresh(self) -> None:
-        with self._thread_lock:
+        with self._lock:
             if self._depth:
                 return
             self._flock(fcntl.LOCK_SH)
@@ -293,40 +182,33 @@ class JsonlBackend(EventBackend):
 
     # -- writing ---------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        with self._thread_lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield
-                finally:
-                    self._depth -= 1
-                return
-            self._flock(fcntl.LOCK_EX)
-            self._depth = 1
-            try:
-                self._catch_up(exclusive=True)
-                start = len(self._index)
-                self._pending = []
-                try:
-                    yield
-                    self._commit_pending()
-                except BaseException:
-                    self._pending = []
-                    self._index.truncate(start)
-                    del self._offsets[start:]
-                    raise
-            finally:
-                self._depth = 0
-                self._flock(fcntl.LOCK_UN)
+    # The write section (``ReentrantTransactions``): the exclusive lock, then catch up with
+    # other processes (settling what a crash left); appends wait in ``_pending`` and are
+    # written and fsynced together at commit.
 
-    def _require_tx(self) -> None:
-        if not self._depth:
-            raise RuntimeError("append/forget must run inside store.transaction()")
+    def _begin(self) -> None:
+        self._flock(fcntl.LOCK_EX)
+        try:
+            self._catch_up(exclusive=True)
+        except BaseException:
+            self._flock(fcntl.LOCK_UN)
+            raise
+        self._start = len(self._index)
+        self._pending = []
+
+    def _commit(self) -> None:
+        self._commit_pending()
+
+    def _rollback(self) -> None:
+        self._pending = []
+        self._index.truncate(self._start)
+        del self._offsets[self._start :]
+
+    def _end(self) -> None:
+        self._flock(fcntl.LOCK_UN)
 
     def append(self, events: Sequence[Event]) -> None:
-        self._require_tx()
+        self._require_transaction()
         for event in events:
             line = (event.to_json() + "\n").encode("utf-8")
             self._index.add(event)
@@ -345,22 +227,22 @@ class JsonlBackend(EventBackend):
             before = os.fstat(fd).st_size
             try:
                 if batch:
-                    self._begin_batch(before, len(data))
-                _write_all(fd, data)
+                    self._recovery.begin_batch(before, len(data))
+                write_all(fd, data)
                 os.fsync(fd)
             except OSError as exc:
                 # Leave no partial line behind: the caller is told nothing was written.
                 try:
                     os.ftruncate(fd, before)
                     os.fsync(fd)
-                    self._journal.unlink(missing_ok=True)
+                    self._recovery.journal.unlink(missing_ok=True)
                 except OSError:
                     # The rejected bytes stay in the file (a failing disk). This process never
                     # reads past them and cuts them off before its next write; a journal, if it
                     # can still be written, makes other processes do the same.
                     self._cut_at = before
                     with suppress(OSError):
-                        self._begin_batch(before, len(data) + 1)
+                        self._recovery.begin_batch(before, len(data) + 1)
                 raise EventBackendError(
                     f"could not append to {self.location}: {exc}; nothing was written"
                 ) from exc
@@ -368,10 +250,7 @@ class JsonlBackend(EventBackend):
         finally:
             os.close(fd)
         if batch:
-            # The batch is durable; a journal that cannot be removed only makes the next
-            # reader check the length again, which it passes.
-            with suppress(OSError):
-                self._journal.unlink()
+            self._recovery.end_batch()
         if created:
             _fsync_dir(self.path.parent)
         offset = before + len(prefix)
@@ -385,7 +264,7 @@ class JsonlBackend(EventBackend):
         self._read_to = st.st_size
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
-        self._require_tx()
+        self._require_transaction()
         self._commit_pending()
         try:
             current = self.path.read_bytes()
@@ -419,7 +298,7 @@ class JsonlBackend(EventBackend):
             self._remove_stale_temps()
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                _write_all(fd, bytes(out))
+                write_all(fd, bytes(out))
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -5,16 +5,14 @@ Location ``memory:`` (or ``:memory:``). Nothing survives ``close()``.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
 
-from agent_custody_state.ledger.backend import EventBackend
-from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 from agent_custody_state.backends.index import EventIndex
+from agent_custody_state.ledger.backend import EventBackend, ReentrantTransactions
+from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 
-class MemoryBackend(EventBackend):
+class MemoryBackend(ReentrantTransactions, EventBackend):
     """Events in a list, guarded by a re-entrant lock; transactions roll back on error."""
 
     kind = "memory"
@@ -24,45 +22,29 @@ class MemoryBackend(EventBackend):
     def __init__(self, location: str = "memory:", **_options: object) -> None:
         self.location = location
         self._index = EventIndex()
-        self._lock = threading.RLock()
-        self._depth = 0
+        self._init_transactions()
+        self._start = 0
         self._undo: list[tuple[int, Event]] = []
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        with self._lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield
-                finally:
-                    self._depth -= 1
-                return
-            start = len(self._index)
-            self._undo = []
-            self._depth = 1
-            try:
-                yield
-            except BaseException:
-                for pos, original in reversed(self._undo):
-                    self._index.events[pos] = original
-                self._index.truncate(start)
-                raise
-            finally:
-                self._depth = 0
+    # -- the write section (``ReentrantTransactions``) ---------------------------------------
 
-    def _require_tx(self) -> None:
-        if not self._depth:
-            raise RuntimeError("append/forget must run inside store.transaction()")
+    def _begin(self) -> None:
+        self._start = len(self._index)
+        self._undo = []
+
+    def _rollback(self) -> None:
+        for pos, original in reversed(self._undo):
+            self._index.events[pos] = original
+        self._index.truncate(self._start)
 
     def append(self, events: Sequence[Event]) -> None:
-        self._require_tx()
+        self._require_transaction()
         for event in events:
             self._index.add(event)
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
-        self._require_tx()
-        for pos in self._index._by_fact.get(fact_id, []):
+        self._require_transaction()
+        for pos in self._index.positions(fact_id):
             self._undo.append((pos, self._index.events[pos]))
         self._index.rewrite_forgotten(fact_id, forgotten)
         self._index.add(event)

@@ -6,7 +6,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from agent_custody_state.cli.common import CliError
@@ -39,47 +43,89 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from agent_custody_state.cli.common import check_location, is_path
     from agent_custody_state.config import ConfigError, load_config
-    from agent_custody_state.server.http import check_bind
+    from agent_custody_state.server.http import check_bind, listen
     from agent_custody_state.server.runtime import announce, open_runtime
 
+    sock = None
     try:
         config = load_config(args.config, **_overrides(args))
+        if config.ledger and is_path(config.ledger):
+            check_location(config.ledger, must_exist=False)
         if config.server.transport == "http":
             # Checked before the ledger is opened: a refused start leaves nothing behind.
             check_bind(config.server.host, has_tokens=bool(config.server.tokens))
+            sock = listen(config.server.host, config.server.port)
         runtime = open_runtime(config)
     except (ConfigError, ValueError) as exc:
+        if sock is not None:
+            sock.close()
+        raise CliError(str(exc)) from None
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
+    try:
+        server = _build_server(config, runtime)
+    except ValueError as exc:
+        if sock is not None:
+            sock.close()
+        runtime.discard()
         raise CliError(str(exc)) from None
     try:
-        if config.server.transport == "http":
-            from agent_custody_state.server.http import create_memory_http_server
+        with _graceful_stop():
+            if sock is not None:
+                anyio.run(lambda: server.serve(sock=sock,
+                                               on_bound=lambda s: announce(runtime, s.url)))
+            else:
+                from agent_custody_state.server.stdio import serve_stdio
 
-            try:
-                http = create_memory_http_server(
-                    runtime.ledger, port=config.server.port, host=config.server.host,
-                    tokens=runtime.tokens, max_request_bytes=config.server.max_request_bytes,
-                    max_concurrency=config.server.max_concurrency,
-                    allowed_hosts=config.server.allowed_hosts or None,
-                    allowed_origins=config.server.allowed_origins, **runtime.server_options(),
-                )
-            except ValueError as exc:
-                raise CliError(str(exc)) from None
-            anyio.run(lambda: http.serve(on_bound=lambda s: announce(runtime, s.url)))
-        else:
-            from agent_custody_state.server.app import create_memory_server
-            from agent_custody_state.server.stdio import serve_stdio
-
-            if runtime.tokens:
-                print("agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
-                      "the spawning process is the gateway", file=sys.stderr)
-            server = create_memory_server(runtime.ledger, **runtime.server_options())
-            announce(runtime, "stdio")
-            anyio.run(lambda: serve_stdio(
-                server, max_message_bytes=config.server.max_request_bytes))
+                announce(runtime, "stdio")
+                anyio.run(lambda: serve_stdio(
+                    server, max_message_bytes=config.server.max_request_bytes))
     finally:
         runtime.close()
     return 0
+
+
+def _build_server(config: Any, runtime: Any) -> Any:
+    """The HTTP server object (not started) or the stdio MCP server, from the runtime."""
+    if config.server.transport == "http":
+        from agent_custody_state.server.http import create_memory_http_server
+
+        return create_memory_http_server(
+            runtime.ledger, port=config.server.port, host=config.server.host,
+            tokens=runtime.tokens, max_request_bytes=config.server.max_request_bytes,
+            max_concurrency=config.server.max_concurrency,
+            allowed_hosts=config.server.allowed_hosts or None,
+            allowed_origins=config.server.allowed_origins, **runtime.server_options(),
+        )
+    from agent_custody_state.server.app import create_memory_server
+
+    if runtime.tokens:
+        print("agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
+              "the spawning process is the gateway", file=sys.stderr)
+    return create_memory_server(runtime.ledger, **runtime.server_options())
+
+
+@contextmanager
+def _graceful_stop() -> Iterator[None]:
+    """SIGTERM stops the server as cleanly as SIGINT: in-flight calls finish, the ledger closes
+    (SQLite checkpoints its WAL), the exit status is 0. Containers and service managers stop
+    with SIGTERM. The transports catch both signals while they serve (uvicorn for HTTP, the
+    stdio reader); uvicorn then raises the signal again for the previous handler, which is this
+    no-op instead of the default that would kill the process before the ledger is closed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.signal(sig, lambda _sig, _frame: None) for sig in handled}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:

@@ -174,13 +174,15 @@ class EventBackend(abc.ABC):
 class ReentrantTransactions:
     """The write section every builtin backend shares: re-entrant, all-or-nothing.
 
-    A mixin for an ``EventBackend``: it provides ``transaction()`` on top of four steps the
-    backend implements. The outermost section takes ``_lock`` (a re-entrant thread lock), calls
-    ``_begin`` (take the cross-process lock, catch up), runs the body, then ``_commit`` (make the
-    appended events durable) or, if the body raised, ``_rollback`` (drop them); ``_end`` always
-    runs last (release the cross-process lock). A nested section only counts its depth.
-    ``append`` and ``forget`` call ``_require_transaction`` first. Call ``_init_transactions``
-    from ``__init__``.
+    A mixin for an ``EventBackend`` (list it first among the bases): it provides
+    ``transaction()`` on top of four steps the backend implements. The outermost section takes
+    ``_lock`` (a re-entrant thread lock) and calls ``_begin`` (take the cross-process lock, catch
+    up); a ``_begin`` that raises must leave nothing held, and the section does not start. Then
+    the body runs and ``_commit`` makes what it appended durable; if either raised, ``_rollback``
+    drops it and the error propagates. ``_end`` runs last after every started section (release
+    the cross-process lock). A nested section only counts its depth. ``append`` and ``forget``
+    call ``_require_transaction`` first. Call ``_init_transactions`` from ``__init__``; the
+    backend may take ``_lock`` for its own reads too.
     """
 
     _lock: threading.RLock
@@ -197,10 +199,10 @@ class ReentrantTransactions:
         """Make what the section appended durable (fsync, ``COMMIT``)."""
 
     def _rollback(self) -> None:
-        """Drop what the section appended; called when the body raised."""
+        """Drop what the section appended; called when the body or ``_commit`` raised."""
 
     def _end(self) -> None:
-        """Always called after the outermost section, after commit or rollback."""
+        """Always called after a started outermost section, after commit or rollback."""
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -212,15 +214,15 @@ class ReentrantTransactions:
                 finally:
                     self._depth -= 1
                 return
+            self._begin()
             self._depth = 1
             try:
-                self._begin()
                 try:
                     yield
+                    self._commit()
                 except BaseException:
                     self._rollback()
                     raise
-                self._commit()
             finally:
                 self._depth = 0
                 self._end()

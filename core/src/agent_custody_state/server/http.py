@@ -96,6 +96,23 @@ def build_http_app(
     return app, guard
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """Bind and listen, so a taken port is a clear error and port 0 is known at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say they are
+    # TCP, and without it Nagle's algorithm meets delayed ACKs: 40 ms on every call.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
 class MemoryHttpServer:
     """A running (or ready-to-run) HTTP memory server; ``url`` is known once it is bound."""
 
@@ -112,31 +129,18 @@ class MemoryHttpServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/mcp"
 
-    def _listen(self) -> socket.socket:
-        """Bind and listen here, so a taken port is a clear error and port 0 is known at once."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say they are
-        # TCP, and without it Nagle's algorithm meets delayed ACKs: 40 ms on every call.
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.bind((self.host, self.port))
-            sock.listen(2048)
-        except OSError as exc:
-            sock.close()
-            raise OSError(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
-        self.port = sock.getsockname()[1]
-        self.socket = sock
-        return sock
-
-    async def serve(self, *, on_bound: Any = None) -> None:
+    async def serve(self, *, on_bound: Any = None, sock: socket.socket | None = None) -> None:
         """Serve until ``close()`` (or a signal when on the main thread).
 
-        ``on_bound(self)`` is called once the socket listens; connections made from then on
-        wait in the backlog until the app has started.
+        ``sock``: a socket from :func:`listen` (the command line binds before it opens the
+        ledger, so a taken port leaves nothing behind); else one is bound now. ``on_bound(self)``
+        is called once the socket listens; connections made from then on wait in the backlog
+        until the app has started.
         """
-        sock = self._listen()
+        if sock is None:
+            sock = listen(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        self.socket = sock
         config = uvicorn.Config(
             self.app, log_level="warning", access_log=False, lifespan="on",
             timeout_graceful_shutdown=3, server_header=False,
@@ -211,4 +215,7 @@ def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "
     return server.start()
 
 
-__all__ = ["MemoryHttpServer", "build_http_app", "create_memory_http_server", "serve_memory_http"]
+__all__ = [
+    "MemoryHttpServer", "build_http_app", "create_memory_http_server", "listen",
+    "serve_memory_http",
+]

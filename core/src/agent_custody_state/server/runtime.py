@@ -6,8 +6,11 @@ that binds a connection to its creating thread is used from that thread only.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from agent_custody_state.config import ConfigError, MemoryConfig, build_stores, env_secret
@@ -45,11 +48,23 @@ class Runtime:
             "worker": self.worker,
         }
 
+    created: list[Path] = field(default_factory=list)  # files this start created
+
     def close(self) -> None:
         try:
             self.worker.call(self.ledger.close)
         finally:
             self.worker.close()
+
+    def discard(self) -> None:
+        """Close after a refused start, removing the files opening the ledger created (the
+        ledger file itself only while it holds no event): a refused start leaves nothing."""
+        self.close()
+        if self.event_count:
+            return
+        for path in self.created:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def open_runtime(config: MemoryConfig) -> Runtime:
@@ -65,15 +80,31 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     ]
     identity = SigningIdentity.load(config.key) if config.key else None
     stores = build_stores(config.stores)
+    before = _files_beside(config.ledger)
     worker = LedgerWorker()
     try:
         ledger = worker.call(Ledger, config.ledger, forget_key=forget_key)
     except BaseException:
         worker.close()
+        for path in _files_beside(config.ledger) - before:
+            with contextlib.suppress(OSError):
+                path.unlink()
         raise
     worker.inline = not ledger.backend.blocking
     count = worker.call(ledger.count)
-    return Runtime(config, ledger, worker, tokens, identity, stores, count)
+    created = sorted(_files_beside(config.ledger) - before)
+    return Runtime(config, ledger, worker, tokens, identity, stores, count, created)
+
+
+def _files_beside(location: str) -> set[Path]:
+    """The ledger's file and its sidecars (``<name>.lock``, ``<name>-wal``, ...), if it is a
+    path: what opening it may create."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", location):
+        return set()
+    path = Path(location)
+    if not path.parent.is_dir():
+        return set()
+    return {p for p in path.parent.iterdir() if p.name.startswith(path.name)}
 
 
 def startup_line(runtime: Runtime, where: str) -> str:

@@ -12,15 +12,20 @@ plugin cannot corrupt the protocol stream; both are restored on exit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel import Server
@@ -132,6 +137,30 @@ def _parse(line: bytes) -> SessionMessage:
         return _error(request_id, types.INVALID_REQUEST, "invalid JSON-RPC message")
 
 
+def _read_in_daemon_thread(fd: int) -> MemoryObjectReceiveStream[bytes]:
+    """Chunks read from ``fd`` by a daemon thread; the stream ends at end of input.
+
+    A daemon thread, not a worker of anyio's pool: a read blocked on a pipe cannot be interrupted,
+    and when the server stops on a signal the process must be able to exit without waiting for
+    input that may never come (a pool worker would be joined at interpreter exit).
+    """
+    send, receive = anyio.create_memory_object_stream[bytes](1)
+    token = anyio.lowlevel.current_token()
+
+    def pump() -> None:
+        try:
+            while chunk := os.read(fd, _READ_CHUNK):
+                anyio.from_thread.run(send.send, chunk, token=token)
+        except Exception:  # the loop is gone (server stopped) or the descriptor failed
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run_sync(send.close, token=token)
+
+    threading.Thread(target=pump, name="stdin-reader", daemon=True).start()
+    return receive
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -141,9 +170,13 @@ def _write_all(fd: int, data: bytes) -> None:
 @asynccontextmanager
 async def stdio_transport(
     *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, in_fd: int | None = None,
-    out_fd: int | None = None,
+    out_fd: int | None = None, stop_on_signals: bool = False,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
-    """Serve JSON-RPC over the process's stdin/stdout (or the given descriptors)."""
+    """Serve JSON-RPC over the process's stdin/stdout (or the given descriptors).
+
+    ``stop_on_signals``: SIGTERM and SIGINT end the input as end of file does (main thread
+    only): nothing more is read, calls already read are answered, then the transport closes.
+    """
     claimed = in_fd is None and out_fd is None
     restore: list[tuple[int, int]] = []
     if claimed:
@@ -163,31 +196,46 @@ async def stdio_transport(
     # is answered, so `echo request | agent-custody-memory serve` gets its answer.
     outstanding = _Outstanding()
 
+    reading = anyio.CancelScope()
+
     async def reader() -> None:
-        framer = LineFramer(max_message_bytes)
         async with read_send, reply_send:
-            while True:
-                chunk = await anyio.to_thread.run_sync(
-                    os.read, in_fd, _READ_CHUNK, abandon_on_cancel=True
-                )
-                if not chunk:
-                    await outstanding.drained(_DRAIN_SECONDS)
-                    return
-                for item in framer.feed(chunk):
-                    if isinstance(item, Oversized):
-                        await reply_send.send(_error(
-                            item.request_id(), types.INVALID_REQUEST,
-                            f"message too large: {item.size} bytes; the limit is "
-                            f"{max_message_bytes} bytes (max_request_bytes)",
-                        ))
-                        continue
-                    message = _parse(item)
-                    if isinstance(message.message, types.JSONRPCError):
-                        await reply_send.send(message)
-                    else:
-                        if isinstance(message.message, types.JSONRPCRequest):
-                            outstanding.ids.add(message.message.id)
-                        await read_send.send(message)
+            with reading:
+                await read_messages()
+            # End of input, or a stop signal: read nothing more, answer what was read.
+            await outstanding.drained(_DRAIN_SECONDS)
+
+    async def stop_on_signal() -> None:
+        # SIGTERM (containers, service managers) and SIGINT stop the server as end of input
+        # does: in-flight calls finish and are answered, then the server exits cleanly.
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                reading.cancel()
+                return
+
+    async def read_messages() -> None:
+        framer = LineFramer(max_message_bytes)
+        chunks = _read_in_daemon_thread(in_fd)
+        async with chunks:
+            async for chunk in chunks:
+                await handle(framer, chunk)
+
+    async def handle(framer: LineFramer, chunk: bytes) -> None:
+        for item in framer.feed(chunk):
+            if isinstance(item, Oversized):
+                await reply_send.send(_error(
+                    item.request_id(), types.INVALID_REQUEST,
+                    f"message too large: {item.size} bytes; the limit is "
+                    f"{max_message_bytes} bytes (max_request_bytes)",
+                ))
+                continue
+            message = _parse(item)
+            if isinstance(message.message, types.JSONRPCError):
+                await reply_send.send(message)
+            else:
+                if isinstance(message.message, types.JSONRPCRequest):
+                    outstanding.ids.add(message.message.id)
+                await read_send.send(message)
 
     written = anyio.Event()
 
@@ -206,6 +254,8 @@ async def stdio_transport(
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader)
             tg.start_soon(writer)
+            if stop_on_signals and threading.current_thread() is threading.main_thread():
+                tg.start_soon(stop_on_signal)
             yield read_recv, write_send
             # Let the last answers reach stdout before stopping (the reader is usually done:
             # stdin closed is what ended the server).
@@ -219,8 +269,10 @@ async def stdio_transport(
             os.close(saved)
 
 
-async def serve_stdio(server: Server[Any], *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-                      ) -> None:
-    """Run ``server`` over stdio until stdin closes."""
-    async with stdio_transport(max_message_bytes=max_message_bytes) as (read, write):
+async def serve_stdio(server: Server[Any], *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                      stop_on_signals: bool = True) -> None:
+    """Run ``server`` over stdio until stdin closes, or SIGTERM/SIGINT (then in-flight calls
+    are answered first)."""
+    async with stdio_transport(max_message_bytes=max_message_bytes,
+                               stop_on_signals=stop_on_signals) as (read, write):
         await server.run(read, write, server.create_initialization_options())

@@ -7,8 +7,7 @@ are imported only when a ``[[stores]]`` table uses ``type = "acme-notes"``.
 
 from __future__ import annotations
 
-from agent_custody_state import hookimpl
-from agent_custody_state.hookspecs import RegisterStore
+from agent_custody_state.plugin import RegisterStore, hookimpl
 
 
 @hookimpl

@@ -19,9 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.ledger.model import Fact
-from agent_custody_state.stores.kit import call_sdk, secret_from_env
-from agent_custody_state.stores import custody_metadata, fact_text
+from agent_custody_state.plugin import Fact, call_sdk, custody_metadata, fact_text, secret_from_env
 
 from .settings import NotesSettings
 

@@ -5,8 +5,7 @@ Only the hook lives here; the adapter (and ``httpx``) is imported when a configu
 
 from __future__ import annotations
 
-from agent_custody_state import hookimpl
-from agent_custody_state.hookspecs import RegisterStore
+from agent_custody_state.plugin import RegisterStore, hookimpl
 
 
 @hookimpl

@@ -25,9 +25,14 @@ import uuid
 from typing import Any
 
 import httpx
-from agent_custody_state.ledger.model import Fact
-from agent_custody_state.stores.kit import secret_from_env
-from agent_custody_state.stores import StoreError, custody_metadata, fact_text
+
+from agent_custody_state.plugin import (
+    Fact,
+    StoreError,
+    custody_metadata,
+    fact_text,
+    secret_from_env,
+)
 
 from .settings import CogneeSettings
 

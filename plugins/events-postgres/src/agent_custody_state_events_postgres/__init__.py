@@ -5,8 +5,7 @@ Only the hook lives here; SQLAlchemy and psycopg are imported when a Postgres le
 
 from __future__ import annotations
 
-from agent_custody_state import hookimpl
-from agent_custody_state.hookspecs import RegisterEventBackend
+from agent_custody_state.plugin import RegisterEventBackend, hookimpl
 
 
 @hookimpl

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from agent_custody_state_sql.schema import TABLE_NAME
+from agent_custody_state_sql import TABLE_NAME
 
 _FALSE = {"false", "0", "no", "off"}
 _TRUE = {"true", "1", "yes", "on"}

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from agent_custody_state.ledger.backend import EventBackendError
-from agent_custody_state_sql.backend import SqlEventBackend
+from agent_custody_state_sql import SqlEventBackend
 from sqlalchemy.engine import Connection
+
+from agent_custody_state.plugin import EventBackendError
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,18 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent_custody_state.ledger.model import Fact
-from agent_custody_state.plugins import resolve_ref
-from agent_custody_state.stores.kit import call_sdk, secret_from_env
-from agent_custody_state.stores import StoreError, custody_metadata, fact_text
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
+
+from agent_custody_state.plugin import (
+    Fact,
+    StoreError,
+    call_sdk,
+    custody_metadata,
+    fact_text,
+    resolve_ref,
+    secret_from_env,
+)
 
 from .settings import LangGraphSettings
 

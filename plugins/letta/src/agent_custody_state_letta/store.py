@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from agent_custody_state.ledger.model import Fact
-from agent_custody_state.stores.kit import run_sync, secret_from_env
-from agent_custody_state.stores import StoreError, fact_text
 from letta_client import APIError, Letta, NotFoundError
+
+from agent_custody_state.plugin import Fact, StoreError, fact_text, run_sync, secret_from_env
 
 from .settings import LettaSettings
 from .tags import custody_tags, fact_tag

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent_custody_state.ledger.model import Fact
+from agent_custody_state.plugin import Fact
 
 __all__ = ["CUSTODY_TAG", "RESERVED_PREFIXES", "custody_from_tags", "custody_tags", "fact_tag"]
 

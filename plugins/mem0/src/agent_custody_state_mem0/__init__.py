@@ -5,8 +5,7 @@ Only the hook lives here; ``mem0ai`` is imported when a configured store of this
 
 from __future__ import annotations
 
-from agent_custody_state import hookimpl
-from agent_custody_state.hookspecs import RegisterStore
+from agent_custody_state.plugin import RegisterStore, hookimpl
 
 
 @hookimpl

@@ -10,8 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from agent_custody_state.plugins import resolve_ref
-from agent_custody_state.stores.kit import secret_from_env
+from agent_custody_state.plugin import resolve_ref, secret_from_env
 
 from .backend import Added, EventState, Record, first_id
 from .sdk import import_mem0

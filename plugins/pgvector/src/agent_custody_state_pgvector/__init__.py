@@ -5,8 +5,7 @@ Hookimpls only: psycopg and pgvector are imported when a configured store is bui
 
 from __future__ import annotations
 
-from agent_custody_state import hookimpl
-from agent_custody_state.hookspecs import RegisterStore
+from agent_custody_state.plugin import RegisterStore, hookimpl
 
 
 @hookimpl

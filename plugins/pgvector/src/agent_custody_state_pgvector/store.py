@@ -23,14 +23,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-from agent_custody_state.ledger.model import Fact
-from agent_custody_state.plugins import resolve_ref
-from agent_custody_state.stores.kit import call_sdk, secret_from_env
-from agent_custody_state.stores import StoreError, custody_metadata, fact_text
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
+
+from agent_custody_state.plugin import (
+    Fact,
+    StoreError,
+    call_sdk,
+    custody_metadata,
+    fact_text,
+    resolve_ref,
+    secret_from_env,
+)
 
 from .settings import PgvectorSettings
 

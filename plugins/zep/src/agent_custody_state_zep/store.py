@@ -21,9 +21,15 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from agent_custody_state.ledger.model import Fact
-from agent_custody_state.stores.kit import call_sdk, poll, secret_from_env
-from agent_custody_state.stores import StoreError, custody_metadata, fact_text
+from agent_custody_state.plugin import (
+    Fact,
+    StoreError,
+    call_sdk,
+    custody_metadata,
+    fact_text,
+    poll,
+    secret_from_env,
+)
 
 from .api import TaskState, ZepGraph
 from .settings import ZepSettings

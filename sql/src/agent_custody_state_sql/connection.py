@@ -1,0 +1,185 @@
+"""One SQL connection per backend: driver errors translated, dropped connections replaced, and
+the write section (``BEGIN`` with the dialect's write lock ... ``COMMIT``).
+
+The connection runs in driver autocommit mode, guarded by the backend's re-entrant lock: reads
+are single statements that see every committed write, including other processes'; a write
+section is an explicit ``BEGIN`` (the dialect adds its write lock) ... ``COMMIT``, so the ledger's
+validate-then-append is one database transaction. Statements run on the driver's cursor (see
+``Prepared`` in ``schema``), not through SQLAlchemy's execution layer, which costs several times
+an indexed lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from agent_custody_state.plugin import EventBackend, EventBackendError, ReentrantTransactions
+from agent_custody_state_sql.schema import Prepared
+
+T = TypeVar("T")
+
+
+def reason(exc: BaseException) -> str:
+    """The driver's own message, without SQLAlchemy's statement dump and help link."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class SqlConnection(ReentrantTransactions, EventBackend):
+    """The connection and write section of a SQL event backend (still abstract: no queries).
+
+    Dialects implement ``_begin_write`` and may implement ``_connection_lost``.
+    """
+
+    def __init__(self, engine: Engine, *, location: str) -> None:
+        self.location = location
+        self._engine = engine
+        self._init_transactions()
+        self._closed = False
+        self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        try:
+            self._conn: Connection = engine.connect()
+        except sa.exc.SQLAlchemyError as exc:
+            raise EventBackendError(f"cannot open {self.location}: {reason(exc)}") from None
+        try:
+            self._raw: Any = self._conn.connection.driver_connection
+        except BaseException:
+            self.close()
+            raise
+
+    # -- dialect hooks -----------------------------------------------------------------------
+
+    def _begin_write(self) -> None:
+        """Start a transaction that holds the table's write lock until commit or rollback."""
+        raise NotImplementedError
+
+    def _connection_lost(self) -> bool:
+        """Whether the driver connection is dead (the dialect knows how to tell)."""
+        return False
+
+    # -- running statements ------------------------------------------------------------------
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` under the backend lock, turning driver errors into ``EventBackendError``.
+
+        A connection the server dropped (restart, idle timeout) is replaced once and ``fn``
+        retried, but only outside a write section: inside one, the transaction is gone and the
+        caller must see the failure.
+        """
+        with self._lock:
+            if self._closed:
+                raise EventBackendError(f"ledger {self.location} is closed")
+            try:
+                return fn()
+            except UnicodeEncodeError as exc:
+                # A Python str with a lone surrogate (JSON cannot carry one) has no UTF-8 form,
+                # so no SQL text column can store or match it: a refusal, not a crash.
+                bad = exc.object[exc.start : exc.end]
+                raise EventBackendError(
+                    f"{self.location}: text with a lone surrogate ({bad!r}) cannot be stored "
+                    "or looked up; pass valid Unicode"
+                ) from None
+            except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+                if self._depth or not self._connection_lost():
+                    raise EventBackendError(f"{self.location}: {reason(exc)}") from None
+            try:
+                self._reconnect()
+                return fn()
+            except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+                raise EventBackendError(f"{self.location}: {reason(exc)}") from None
+
+    def _reconnect(self) -> None:
+        with suppress(Exception):
+            self._conn.invalidate()
+        self._conn = self._engine.connect()
+        self._raw = self._conn.connection.driver_connection
+
+    def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
+        def run() -> list[Any]:
+            cur = self._raw.cursor()
+            try:
+                cur.execute(q.sql, q.args(params or {}))
+                return list(cur.fetchall())
+            finally:
+                cur.close()
+
+        return self._run(run)
+
+    def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
+        def run() -> None:
+            cur = self._raw.cursor()
+            try:
+                if len(params) == 1:  # a single append: executemany's batching only costs
+                    cur.execute(q.sql, q.args(params[0]))
+                else:
+                    cur.executemany(q.sql, [q.args(p) for p in params])
+            finally:
+                cur.close()
+
+        self._run(run)
+
+    def _exec(self, sql: str) -> None:
+        cur = self._raw.cursor()
+        try:
+            cur.execute(sql)
+        finally:
+            cur.close()
+
+    # -- the write section (``ReentrantTransactions``) ---------------------------------------
+
+    def _begin(self) -> None:
+        if self._closed:
+            raise EventBackendError(f"ledger {self.location} is closed")
+        try:
+            try:
+                self._begin_write()
+            except (sa.exc.SQLAlchemyError, self._driver_error):
+                if not self._connection_lost():
+                    raise
+                self._reconnect()  # nothing was written yet: safe to start again
+                self._begin_write()
+        except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+            self._rollback_quietly()
+            raise EventBackendError(
+                f"{self.location}: could not take the write lock: {reason(exc)}"
+            ) from None
+
+    def _commit(self) -> None:
+        try:
+            self._exec("COMMIT")
+        except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+            # Rolled back by ``_rollback`` on the way out. Not "nothing was written": a COMMIT
+            # whose answer was lost (connection dropped) may have committed, and so may a SQLite
+            # commit whose WAL fsync failed (the next open replays the frames). Retrying
+            # blindly duplicates.
+            raise EventBackendError(
+                f"{self.location}: commit failed: {reason(exc)}; the write is not "
+                "acknowledged and may or may not have been recorded: look (e.g. "
+                "memory.get / history) before retrying"
+            ) from None
+
+    def _rollback(self) -> None:
+        self._rollback_quietly()
+
+    def _rollback_quietly(self) -> None:
+        # Fails harmlessly when no transaction is open (BEGIN itself failed).
+        with suppress(sa.exc.SQLAlchemyError, self._driver_error):
+            self._exec("ROLLBACK")
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._conn.close()
+            finally:
+                self._engine.dispose()

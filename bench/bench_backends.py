@@ -57,7 +57,9 @@ def _subprocess_read(location: str, n_events: int, reads: int, backend: str) -> 
         _warm(location)
     out = subprocess.run(
         [sys.executable, __file__, "--phase-read", location, str(n_events), str(reads), backend],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -75,18 +77,30 @@ def report(size: int, backend: str, r: dict[str, Any]) -> str:
         "| figure | ours | baseline (raw, same run) | ours/baseline | target |",
         "| --- | --- | --- | --- | --- |",
         _row("as-of by subject p50", r["as_of_p50_ms"], r["raw_p50_ms"], "ms", ""),
-        _row("as-of by subject p99", r["as_of_p99_ms"], r["raw_p99_ms"], "ms",
-             "< 1 ms, <= 3x raw"),
-        _row("as-of by subject, CPU time p50", r["as_of_cpu_p50_ms"], r["raw_cpu_p50_ms"], "ms",
-             ""),
-        _row("as-of by subject, CPU time p99", r["as_of_cpu_p99_ms"], r["raw_cpu_p99_ms"], "ms",
-             ""),
-        _row("single durable append", r["append_per_s"], r["raw_append_per_s"], "/s",
-             ">= 0.6x raw"),
-        _row("batched ingest (import_events)", r["import_per_s"], r["raw_executemany_per_s"],
-             "/s", ">= 40,000/s"),
-        _row("batched ingest (assert_many)", r["assert_many_per_s"], r["raw_executemany_per_s"],
-             "/s", ">= 40,000/s"),
+        _row("as-of by subject p99", r["as_of_p99_ms"], r["raw_p99_ms"], "ms", "< 1 ms, <= 3x raw"),
+        _row(
+            "as-of by subject, CPU time p50", r["as_of_cpu_p50_ms"], r["raw_cpu_p50_ms"], "ms", ""
+        ),
+        _row(
+            "as-of by subject, CPU time p99", r["as_of_cpu_p99_ms"], r["raw_cpu_p99_ms"], "ms", ""
+        ),
+        _row(
+            "single durable append", r["append_per_s"], r["raw_append_per_s"], "/s", ">= 0.6x raw"
+        ),
+        _row(
+            "batched ingest (import_events)",
+            r["import_per_s"],
+            r["raw_executemany_per_s"],
+            "/s",
+            ">= 40,000/s",
+        ),
+        _row(
+            "batched ingest (assert_many)",
+            r["assert_many_per_s"],
+            r["raw_executemany_per_s"],
+            "/s",
+            ">= 40,000/s",
+        ),
         _row("open", r["open_s"] * 1e3, None, "ms", "< 1000 ms"),
         _row("peak RSS while reading", r["peak_rss_mb"], None, "MB", "< 300 MB"),
         _row("count()", r["count_s"] * 1e3, None, "ms", ""),
@@ -117,15 +131,21 @@ def run(size: int, backend: str, workdir: Path, args: argparse.Namespace, pg: An
         else:
             Path(location).unlink(missing_ok=True)
             if size > 2_000_000:
-                result.update(build_s=build_sqlite_direct(Path(location), size),
-                              build_method="direct SQL, indexes after")
+                result.update(
+                    build_s=build_sqlite_direct(Path(location), size),
+                    build_method="direct SQL, indexes after",
+                )
             else:
-                result.update(build_s=build_with_ledger(location, size),
-                              build_method="Ledger.import_events batches of 5000")
+                result.update(
+                    build_s=build_with_ledger(location, size),
+                    build_method="Ledger.import_events batches of 5000",
+                )
     else:
         location = make_location("ledger")
-        result.update(build_s=build_with_ledger(location, size),
-                      build_method="Ledger.import_events batches of 5000")
+        result.update(
+            build_s=build_with_ledger(location, size),
+            build_method="Ledger.import_events batches of 5000",
+        )
     if args.build_only:
         return f"built {location} in {result['build_s']:.0f} s ({result['build_method']})"
     print(f"reading {size:,} ...", file=sys.stderr)
@@ -146,15 +166,15 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--backend", nargs="+", default=["sqlite"],
-                        choices=["sqlite", "postgres"])
+    parser.add_argument("--backend", nargs="+", default=["sqlite"], choices=["sqlite", "postgres"])
     parser.add_argument("--dir", type=Path, default=None, help="where ledgers are built")
     parser.add_argument("--reads", type=int, default=3000)
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--ingest", type=int, default=100_000)
     parser.add_argument("--keep", action="store_true", help="reuse a built SQLite ledger")
-    parser.add_argument("--build-only", action="store_true",
-                        help="build the ledgers, measure nothing")
+    parser.add_argument(
+        "--build-only", action="store_true", help="build the ledgers, measure nothing"
+    )
     args = parser.parse_args()
     workdir = args.dir or Path(tempfile.gettempdir()) / "acs-bench"
     workdir.mkdir(parents=True, exist_ok=True)

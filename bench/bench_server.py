@@ -52,8 +52,11 @@ CLI = [sys.executable, "-m", "agent_custody_state"]
 def bare_server() -> Any:
     from mcp.server.lowlevel import Server
 
-    tool = types.Tool(name="noop", description="does nothing",
-                      input_schema={"type": "object", "additionalProperties": True})
+    tool = types.Tool(
+        name="noop",
+        description="does nothing",
+        input_schema={"type": "object", "additionalProperties": True},
+    )
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[tool])
@@ -95,8 +98,10 @@ async def stdio_runs(n: int, warmup: int, folder: str) -> list[Row]:
         base = await timed(call(bare, "noop", WRITE_ARGS, META), n, warmup)
     rows.append(("stdio", "bare SDK, no-op tool", base, None))
     mean = statistics.mean(base)
-    for label, ledger in (("memory backend", "memory:"),
-                          ("JSONL, fsync", os.path.join(folder, "stdio.jsonl"))):
+    for label, ledger in (
+        ("memory backend", "memory:"),
+        ("JSONL, fsync", os.path.join(folder, "stdio.jsonl")),
+    ):
         async with stdio_session([*CLI, "serve", "--ledger", ledger]) as ours:
             await ours.call_tool("memory.write", WRITE_ARGS, meta=META)
             # Reads first: the builtin backends' reads scan every assert, so reading after the
@@ -111,8 +116,9 @@ async def stdio_runs(n: int, warmup: int, folder: str) -> list[Row]:
 async def http_runs(n: int, warmup: int, folder: str) -> list[Row]:
     rows: list[Row] = []
     port = free_port()
-    bare_proc = subprocess.Popen([sys.executable, __file__, "--bare-http", str(port)],
-                                 stderr=subprocess.DEVNULL)
+    bare_proc = subprocess.Popen(
+        [sys.executable, __file__, "--bare-http", str(port)], stderr=subprocess.DEVNULL
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/")
         async with http_session(f"http://127.0.0.1:{port}/mcp") as bare:
@@ -122,10 +128,24 @@ async def http_runs(n: int, warmup: int, folder: str) -> list[Row]:
         bare_proc.wait()
     rows.append(("http", "bare SDK, no-op tool", base, None))
     mean = statistics.mean(base)
-    for label, ledger in (("memory backend", "memory:"),
-                          ("JSONL, fsync", os.path.join(folder, "http.jsonl"))):
-        proc, url = spawn_http([*CLI, "serve", "--ledger", ledger, "--http", "--port", "0",
-                                "--token-env", "BENCH_TOKEN"], {"BENCH_TOKEN": TOKEN})
+    for label, ledger in (
+        ("memory backend", "memory:"),
+        ("JSONL, fsync", os.path.join(folder, "http.jsonl")),
+    ):
+        proc, url = spawn_http(
+            [
+                *CLI,
+                "serve",
+                "--ledger",
+                ledger,
+                "--http",
+                "--port",
+                "0",
+                "--token-env",
+                "BENCH_TOKEN",
+            ],
+            {"BENCH_TOKEN": TOKEN},
+        )
         try:
             async with http_session(url, TOKEN) as ours:
                 await ours.call_tool("memory.write", WRITE_ARGS, meta=META)
@@ -142,8 +162,9 @@ async def http_runs(n: int, warmup: int, folder: str) -> list[Row]:
 async def bare_concurrency_runs(seconds: float) -> list[dict[str, Any]]:
     """The same load on the bare SDK server (its one tool answers every name): the ceiling."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--bare-http", str(port)],
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--bare-http", str(port)], stderr=subprocess.DEVNULL
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/")
         return [await load(port, clients, seconds) for clients in (1, 8, 32)]
@@ -154,8 +175,10 @@ async def bare_concurrency_runs(seconds: float) -> list[dict[str, Any]]:
 
 async def concurrency_runs(seconds: float, folder: str, ledger_kind: str) -> list[dict[str, Any]]:
     ledger = "memory:" if ledger_kind == "memory" else os.path.join(folder, "load.jsonl")
-    proc, url = spawn_http([*CLI, "serve", "--ledger", ledger, "--http", "--port", "0",
-                            "--token-env", "BENCH_TOKEN"], {"BENCH_TOKEN": TOKEN})
+    proc, url = spawn_http(
+        [*CLI, "serve", "--ledger", ledger, "--http", "--port", "0", "--token-env", "BENCH_TOKEN"],
+        {"BENCH_TOKEN": TOKEN},
+    )
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     try:
         return [await load(port, clients, seconds) for clients in (1, 8, 32)]
@@ -165,19 +188,28 @@ async def concurrency_runs(seconds: float, folder: str, ledger_kind: str) -> lis
 
 
 def report(rows: list[Row], loads: dict[str, list[dict[str, Any]]]) -> str:
-    out = ["| transport | call | mean ms | p50 ms | p99 ms | vs bare |",
-           "| --- | --- | ---: | ---: | ---: | ---: |"]
+    out = [
+        "| transport | call | mean ms | p50 ms | p99 ms | vs bare |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
     for transport, label, samples, ratio in rows:
         vs = "1.00" if ratio is None else f"{ratio:.2f} ({(ratio - 1) * 100:+.0f}%)"
-        out.append(f"| {transport} | {label} | {statistics.mean(samples):.2f} | "
-                   f"{pct(samples, 50):.2f} | {pct(samples, 99):.2f} | {vs} |")
-    out += ["", "| HTTP load (ledger) | clients | calls/s | p50 ms | p99 ms | errors |",
-            "| --- | ---: | ---: | ---: | ---: | --- |"]
+        out.append(
+            f"| {transport} | {label} | {statistics.mean(samples):.2f} | "
+            f"{pct(samples, 50):.2f} | {pct(samples, 99):.2f} | {vs} |"
+        )
+    out += [
+        "",
+        "| HTTP load (ledger) | clients | calls/s | p50 ms | p99 ms | errors |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
     for kind, results in loads.items():
         for r in results:
             errors = ", ".join(f"{k}: {v}" for k, v in r["errors"].items()) or "none"
-            out.append(f"| {kind} | {r['clients']} | {r['per_s']:.0f} | {r['p50']:.1f} | "
-                       f"{r['p99']:.1f} | {errors} |")
+            out.append(
+                f"| {kind} | {r['clients']} | {r['per_s']:.0f} | {r['p50']:.1f} | "
+                f"{r['p99']:.1f} | {errors} |"
+            )
     return "\n".join(out)
 
 
@@ -191,12 +223,16 @@ async def main(quick: bool, only: str | None) -> None:
         if only in (None, "http"):
             rows += await http_runs(n, warmup, folder)
         if only in (None, "load"):
-            loads = {"bare SDK (no-op)": await bare_concurrency_runs(seconds),
-                     "ours, memory backend": await concurrency_runs(seconds, folder, "memory"),
-                     "ours, JSONL (fsync)": await concurrency_runs(seconds, folder, "jsonl")}
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
-          f"{n} sequential calls per row after {warmup} warm-up, through the SDK's client; "
-          f"load runs {seconds:.1f} s each, raw HTTP/1.1 keep-alive clients\n")
+            loads = {
+                "bare SDK (no-op)": await bare_concurrency_runs(seconds),
+                "ours, memory backend": await concurrency_runs(seconds, folder, "memory"),
+                "ours, JSONL (fsync)": await concurrency_runs(seconds, folder, "jsonl"),
+            }
+    print(
+        f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
+        f"{n} sequential calls per row after {warmup} warm-up, through the SDK's client; "
+        f"load runs {seconds:.1f} s each, raw HTTP/1.1 keep-alive clients\n"
+    )
     print(report(rows, loads))
 
 

@@ -119,20 +119,35 @@ def _table(params: list[tuple[str, str]]) -> list[str]:
 
 
 def _signature(name: str, obj: Any) -> str:
-    sig = str(inspect.signature(obj)).replace("'", "").replace("= ,", '= "",').replace(
-        "= )", '= "")')
+    sig = (
+        str(inspect.signature(obj)).replace("'", "").replace("= ,", '= "",').replace("= )", '= "")')
+    )
     return f"def {name}{sig}: ..."
 
 
 def render() -> str:
     parts = [INTRO]
-    hooks = [(n, o) for n, o in inspect.getmembers(hookspecs, inspect.isfunction)
-             if hasattr(o, "agent_custody_state_spec")]
+    hooks = [
+        (n, o)
+        for n, o in inspect.getmembers(hookspecs, inspect.isfunction)
+        if hasattr(o, "agent_custody_state_spec")
+    ]
     order = {"register_event_backends": 0, "register_stores": 1}
     for name, func in sorted(hooks, key=lambda h: (order.get(h[0], 9), h[0])):
         prose, params, returns, version = _sections(func.__doc__ or "")
-        parts += [f"## {name}", "", "```python", "@hookimpl", _signature(name, func), "```", "",
-                  _rst_to_md(prose), "", *_table(params), ""]
+        parts += [
+            f"## {name}",
+            "",
+            "```python",
+            "@hookimpl",
+            _signature(name, func),
+            "```",
+            "",
+            _rst_to_md(prose),
+            "",
+            *_table(params),
+            "",
+        ]
         if returns:
             parts += [f"**Returns:** {_rst_to_md(returns)}", ""]
         if version:
@@ -143,9 +158,18 @@ def render() -> str:
             doc = proto.__call__.__doc__ or ""
             p_prose, p_params, _, _ = _sections(doc)
             call = _signature("register", proto.__call__).replace("(self, ", "(")
-            parts += [f"### `register` ({proto.__name__})", "", "```python",
-                      call.removeprefix("def "), "```", "", _rst_to_md(p_prose), "",
-                      *_table(p_params), ""]
+            parts += [
+                f"### `register` ({proto.__name__})",
+                "",
+                "```python",
+                call.removeprefix("def "),
+                "```",
+                "",
+                _rst_to_md(p_prose),
+                "",
+                *_table(p_params),
+                "",
+            ]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from agent_custody_state import hookspecs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,8 +21,11 @@ def _toml(path: Path) -> dict:
 
 
 def _hooks() -> list[str]:
-    return [name for name, obj in inspect.getmembers(hookspecs, inspect.isfunction)
-            if hasattr(obj, "agent_custody_state_spec")]
+    return [
+        name
+        for name, obj in inspect.getmembers(hookspecs, inspect.isfunction)
+        if hasattr(obj, "agent_custody_state_spec")
+    ]
 
 
 def test_every_hook_is_documented() -> None:
@@ -41,7 +45,9 @@ def test_hooks_page_is_generated_from_the_hookspecs() -> None:
     finally:
         sys.path.pop(0)
     page = (ROOT / "docs" / "hooks.md").read_text()
-    assert page == hookdoc.render(), "docs/hooks.md is stale; run: python tests/hookdoc.py > docs/hooks.md"
+    assert page == hookdoc.render(), (
+        "docs/hooks.md is stale; run: python tests/hookdoc.py > docs/hooks.md"
+    )
 
 
 def test_every_hook_documents_its_parameters_return_and_version() -> None:
@@ -56,8 +62,10 @@ def test_every_hook_has_a_docstring_and_types() -> None:
     for name in _hooks():
         func = getattr(hookspecs, name)
         assert func.__doc__ and len(func.__doc__) > 80, name
-        assert all(p.annotation is not inspect.Parameter.empty
-                   for p in inspect.signature(func).parameters.values()), name
+        assert all(
+            p.annotation is not inspect.Parameter.empty
+            for p in inspect.signature(func).parameters.values()
+        ), name
 
 
 @pytest.mark.parametrize("folder", PLUGIN_DIRS, ids=[p.name for p in PLUGIN_DIRS])
@@ -70,15 +78,17 @@ def test_plugin_is_wired(folder: Path) -> None:
     assert project["version"] == core_version == root["project"]["version"]
     deps = project["dependencies"]
     assert f"agent-custody-state-core=={core_version}" in deps
-    assert not any(re.match(r"agent-custody-state[\[=<> ]", d) for d in deps), \
+    assert not any(re.match(r"agent-custody-state[\[=<> ]", d) for d in deps), (
         "plugins depend on the core, never on the root distribution"
+    )
     entry = project["entry-points"]["agent_custody_state"]
     assert entry, "the plugin needs an agent_custody_state entry point"
     assert dist in root["tool"]["uv"]["sources"], "add the plugin to [tool.uv.sources]"
     every_extra = [d for deps in root["project"]["optional-dependencies"].values() for d in deps]
     defaults = root["project"]["dependencies"]
-    assert any(d.startswith(dist + "==") for d in every_extra + defaults), \
+    assert any(d.startswith(dist + "==") for d in every_extra + defaults), (
         f"{dist} needs an extra in the root pyproject"
+    )
     assert (folder / "README.md").exists(), "each plugin documents itself"
     assert (folder / "tests" / "test_conformance.py").exists(), "each plugin runs the suite"
 
@@ -91,8 +101,11 @@ def test_root_has_no_code_and_sqlite_by_default() -> None:
 
 def test_every_module_has_a_docstring() -> None:
     missing = []
-    for path in [*ROOT.glob("core/src/**/*.py"), *ROOT.glob("conformance/src/**/*.py"),
-                 *ROOT.glob("plugins/*/src/**/*.py")]:
+    for path in [
+        *ROOT.glob("core/src/**/*.py"),
+        *ROOT.glob("conformance/src/**/*.py"),
+        *ROOT.glob("plugins/*/src/**/*.py"),
+    ]:
         text = path.read_text().lstrip()
         if text and not text.startswith(('"""', "'''", 'r"""')):
             missing.append(str(path.relative_to(ROOT)))
@@ -119,16 +132,20 @@ def test_every_distribution_is_typed_and_under_the_layer_contracts() -> None:
     """PEP 561 marker in every package; every package in import-linter's graph."""
     packages = _distribution_packages()
     assert len(packages) == 3 + len(PLUGIN_DIRS)
-    untyped = [str(p.parent.relative_to(ROOT)) for p in packages
-               if not (p.parent / "py.typed").exists()]
+    untyped = [
+        str(p.parent.relative_to(ROOT)) for p in packages if not (p.parent / "py.typed").exists()
+    ]
     assert untyped == [], "add an empty py.typed"
     config = _toml(ROOT / "pyproject.toml")["tool"]["importlinter"]
     names = sorted(p.parent.name for p in packages)
     assert sorted(config["root_packages"]) == names, "list it in [tool.importlinter] root_packages"
     contracts = {contract["id"]: contract for contract in config["contracts"]}
     assert sorted(contracts["no-cycles"]["ancestors"]) == names
-    plugins = [name for name in names
-               if name not in ("agent_custody_state", "agent_custody_state_conformance")]
+    plugins = [
+        name
+        for name in names
+        if name not in ("agent_custody_state", "agent_custody_state_conformance")
+    ]
     assert sorted(contracts["plugins-use-plugin-module"]["source_modules"]) == plugins
 
 
@@ -142,7 +159,8 @@ def test_no_module_over_400_lines() -> None:
     folders = ("core", "sql", "conformance", "plugins", "tests", "bench", "docs")
     sizes = {
         str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
-        for folder in folders for path in (ROOT / folder).rglob("*.py")
+        for folder in folders
+        for path in (ROOT / folder).rglob("*.py")
         if not any(part.startswith(".") for part in path.relative_to(ROOT).parts)
     }
     large = {name for name, lines in sizes.items() if lines > MAX_LINES}

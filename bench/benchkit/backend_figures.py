@@ -81,8 +81,12 @@ def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[s
     now = format_time(datetime.now(UTC))
     if backend == "sqlite":
         raw = sqlite3.connect(location, isolation_level=None)
-        for pragma in ("journal_mode=WAL", "synchronous=FULL", "secure_delete=ON",
-                       "cache_size=-32768"):
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=FULL",
+            "secure_delete=ON",
+            "cache_size=-32768",
+        ):
             raw.execute(f"PRAGMA {pragma}")
 
         def raw_as_of(s: str) -> list[Any]:
@@ -94,8 +98,9 @@ def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[s
         from agent_custody_state_events_postgres.location import parse_location
 
         where = parse_location(location)
-        conn = psycopg.connect(where.connect_url.replace("postgresql+psycopg", "postgresql"),
-                               autocommit=True)
+        conn = psycopg.connect(
+            where.connect_url.replace("postgresql+psycopg", "postgresql"), autocommit=True
+        )
         sql = _RAW_AS_OF_PG.format(t=where.qualified)
 
         def raw_as_of(s: str) -> list[Any]:
@@ -135,16 +140,21 @@ def read_phase(location: str, n_events: int, reads: int, backend: str) -> dict[s
     ledger.close()
     return {
         "open_s": open_s,
-        "as_of_p50_ms": _pct(ours, 0.5) * 1e3, "as_of_p99_ms": _pct(ours, 0.99) * 1e3,
-        "raw_p50_ms": _pct(base, 0.5) * 1e3, "raw_p99_ms": _pct(base, 0.99) * 1e3,
+        "as_of_p50_ms": _pct(ours, 0.5) * 1e3,
+        "as_of_p99_ms": _pct(ours, 0.99) * 1e3,
+        "raw_p50_ms": _pct(base, 0.5) * 1e3,
+        "raw_p99_ms": _pct(base, 0.99) * 1e3,
         "as_of_mean_ms": statistics.fmean(ours) * 1e3,
         "raw_mean_ms": statistics.fmean(base) * 1e3,
         "as_of_cpu_p50_ms": _pct(ours_cpu, 0.5) * 1e3,
         "as_of_cpu_p99_ms": _pct(ours_cpu, 0.99) * 1e3,
-        "raw_cpu_p50_ms": _pct(base_cpu, 0.5) * 1e3, "raw_cpu_p99_ms": _pct(base_cpu, 0.99) * 1e3,
+        "raw_cpu_p50_ms": _pct(base_cpu, 0.5) * 1e3,
+        "raw_cpu_p99_ms": _pct(base_cpu, 0.99) * 1e3,
         "load_average": os.getloadavg()[0],
-        "answers_differ": mismatches, "reads": len(ours),
-        "count": count, "count_s": count_s,
+        "answers_differ": mismatches,
+        "reads": len(ours),
+        "count": count,
+        "count_s": count_s,
         "peak_rss_mb": _peak_rss_mb(),
     }
 
@@ -154,14 +164,18 @@ def appends(location: str, backend: str, n: int) -> dict[str, float]:
     with Ledger(location) as ledger:
         start = time.perf_counter()
         for i in range(n):
-            ledger.assert_fact(subject=f"bench:append:{i}", predicate="p", value=i, space="org",
-                               actor="bench")
+            ledger.assert_fact(
+                subject=f"bench:append:{i}", predicate="p", value=i, space="org", actor="bench"
+            )
         ours = n / (time.perf_counter() - start)
         template = AssertEvent("x", ledger.now(), Fact("f", "s", "p", 1, "org", "bench"))
     rows = []
     for i in range(n):
-        e = AssertEvent(f"raw-append-{i}-{time.time_ns()}", template.tx_time,
-                        template.fact.with_(fact_id=f"raw-append-{i}-{time.time_ns()}"))
+        e = AssertEvent(
+            f"raw-append-{i}-{time.time_ns()}",
+            template.tx_time,
+            template.fact.with_(fact_id=f"raw-append-{i}-{time.time_ns()}"),
+        )
         rows.append(event_row(e))
     cols = ", ".join(rows[0])
     if backend == "sqlite":
@@ -187,8 +201,9 @@ def _pg_raw_appends(location: str, rows: list[dict[str, Any]]) -> float:
     from agent_custody_state_events_postgres.location import parse_location
 
     where = parse_location(location)
-    conn = psycopg.connect(where.connect_url.replace("postgresql+psycopg", "postgresql"),
-                           autocommit=True)
+    conn = psycopg.connect(
+        where.connect_url.replace("postgresql+psycopg", "postgresql"), autocommit=True
+    )
     cols = ", ".join(rows[0])
     sql = f"INSERT INTO {where.qualified} ({cols}) VALUES ({', '.join(['%s'] * len(rows[0]))})"
     start = time.perf_counter()
@@ -209,14 +224,22 @@ def ingest(make_location: Callable[[str], str], backend: str, n: int) -> dict[st
         ledger.import_events(iter(events), batch_size=BATCH)
     import_rate = n / (time.perf_counter() - start)
 
-    items = [{"subject": f"acct:{i // 4}", "predicate": PREDICATES[i % 4], "value": {"v": i},
-              "space": SPACES[i % 8], "actor": "bench", "receipt_id": f"rcpt-{i}"}
-             for i in range(n)]
+    items = [
+        {
+            "subject": f"acct:{i // 4}",
+            "predicate": PREDICATES[i % 4],
+            "value": {"v": i},
+            "space": SPACES[i % 8],
+            "actor": "bench",
+            "receipt_id": f"rcpt-{i}",
+        }
+        for i in range(n)
+    ]
     loc = make_location("ingest_many")
     start = time.perf_counter()
     with Ledger(loc) as ledger:
         for k in range(0, n, BATCH):
-            ledger.assert_many(items[k:k + BATCH])
+            ledger.assert_many(items[k : k + BATCH])
     many_rate = n / (time.perf_counter() - start)
 
     rows = [tuple(event_row(e).values()) for e in events]
@@ -231,7 +254,7 @@ def ingest(make_location: Callable[[str], str], backend: str, n: int) -> dict[st
         start = time.perf_counter()
         for k in range(0, n, BATCH):
             raw.execute("BEGIN IMMEDIATE")
-            raw.executemany(sql, rows[k:k + BATCH])
+            raw.executemany(sql, rows[k : k + BATCH])
             raw.execute("COMMIT")
         raw_rate = n / (time.perf_counter() - start)
     else:
@@ -245,8 +268,11 @@ def ingest(make_location: Callable[[str], str], backend: str, n: int) -> dict[st
         start = time.perf_counter()
         for k in range(0, n, BATCH):
             with conn.cursor() as cur:
-                cur.executemany(sql, rows[k:k + BATCH])
+                cur.executemany(sql, rows[k : k + BATCH])
             conn.commit()
         raw_rate = n / (time.perf_counter() - start)
-    return {"import_per_s": import_rate, "assert_many_per_s": many_rate,
-            "raw_executemany_per_s": raw_rate}
+    return {
+        "import_per_s": import_rate,
+        "assert_many_per_s": many_rate,
+        "raw_executemany_per_s": raw_rate,
+    }

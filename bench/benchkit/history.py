@@ -34,8 +34,16 @@ except ImportError:  # a plain counter is enough
     tqdm = None
 
 PREDICATES = ("plan", "email", "seats", "region")
-SPACES = ("org", "team:support", "team:sales", "team:eng", "user:dana", "user:li", "user:sam",
-          "user:ana")
+SPACES = (
+    "org",
+    "team:support",
+    "team:sales",
+    "team:eng",
+    "user:dana",
+    "user:li",
+    "user:sam",
+    "user:ana",
+)
 EVENTS_PER_SUBJECT = 10
 BATCH = 5000
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -58,10 +66,10 @@ def generate(n_events: int, seed: int = 7) -> Iterator[Event]:
     rng = random.Random(seed)
     subjects = max(1, n_events // EVENTS_PER_SUBJECT)
     cells = subjects * len(PREDICATES)
-    cur = bytearray(cells)        # current version of (subject, predicate)
-    latest = bytearray(cells)     # highest version written
-    parent = bytearray(cells)     # version the current one superseded (for a retraction)
-    flags = bytearray(cells)      # 1: current confirmed, 2: head retracted since last assert
+    cur = bytearray(cells)  # current version of (subject, predicate)
+    latest = bytearray(cells)  # highest version written
+    parent = bytearray(cells)  # version the current one superseded (for a retraction)
+    flags = bytearray(cells)  # 1: current confirmed, 2: head retracted since last assert
     n = 0
 
     def tx() -> str:
@@ -70,10 +78,15 @@ def generate(n_events: int, seed: int = 7) -> Iterator[Event]:
     def assert_event(s: int, p: int, v: int, sup: str | None) -> AssertEvent:
         t = tx()
         fact = Fact(
-            fact_id=_fid(s, p, v), subject=f"acct:{s}", predicate=PREDICATES[p],
+            fact_id=_fid(s, p, v),
+            subject=f"acct:{s}",
+            predicate=PREDICATES[p],
             value={"v": v, "note": f"value {v} of {PREDICATES[p]} for acct:{s}"},
-            space=SPACES[s % len(SPACES)], actor=f"agent-{s % 17}",
-            source=Source(f"rcpt-{n:x}"), provenance="claimed", valid_from=t,
+            space=SPACES[s % len(SPACES)],
+            actor=f"agent-{s % 17}",
+            source=Source(f"rcpt-{n:x}"),
+            provenance="claimed",
+            valid_from=t,
         )
         return AssertEvent(f"{n:08x}-0000-4000-8000-{n:012x}", t, fact, sup)
 
@@ -176,8 +189,10 @@ def build_sqlite_direct(path: Path, n_events: int) -> float:
     db.execute("PRAGMA synchronous=OFF")
     db.execute("PRAGMA cache_size=-1000000")
     db.execute(f"CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, {COLUMNS_DDL})")
-    sql = ("INSERT INTO events (event_id, kind, tx_time, fact_id, space, subject, predicate, "
-           "supersedes, json) VALUES (?,?,?,?,?,?,?,?,?)")
+    sql = (
+        "INSERT INTO events (event_id, kind, tx_time, fact_id, space, subject, predicate, "
+        "supersedes, json) VALUES (?,?,?,?,?,?,?,?,?)"
+    )
     bar = _bar(n_events, f"load {n_events:,} via direct SQL")
     for batch in _batches(generate(n_events), 50_000):
         rows = [tuple(event_row(e).values()) for e in batch]

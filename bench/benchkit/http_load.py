@@ -26,9 +26,16 @@ class RawClient:
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         while True:  # connecting while the server sheds load: honour the 503 and retry
-            status, headers, _ = await self.post({"method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "0"}}})
+            status, headers, _ = await self.post(
+                {
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "bench", "version": "0"},
+                    },
+                }
+            )
             if status != 503:
                 break
             await anyio.sleep(0.01)
@@ -36,19 +43,22 @@ class RawClient:
         self.session = headers["mcp-session-id"]
         await self.post({"method": "notifications/initialized"}, notify=True)
 
-    async def post(self, message: dict[str, Any], notify: bool = False
-                   ) -> tuple[int, dict[str, str], bytes]:
+    async def post(
+        self, message: dict[str, Any], notify: bool = False
+    ) -> tuple[int, dict[str, str], bytes]:
         body = {"jsonrpc": "2.0", **message}
         if not notify:
             self.next_id += 1
             body["id"] = self.next_id
         data = json.dumps(body).encode()
-        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
-                f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
-                "Accept: application/json, text/event-stream\r\n"
-                "Mcp-Protocol-Version: 2025-06-18\r\n"
-                + (f"Mcp-Session-Id: {self.session}\r\n" if self.session else "")
-                + f"Content-Length: {len(data)}\r\n\r\n")
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            f"Authorization: Bearer {self.token}\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            "Mcp-Protocol-Version: 2025-06-18\r\n"
+            + (f"Mcp-Session-Id: {self.session}\r\n" if self.session else "")
+            + f"Content-Length: {len(data)}\r\n\r\n"
+        )
         self.writer.write(head.encode() + data)
         status_line = await self.reader.readline()
         status = int(status_line.split()[1])
@@ -61,8 +71,12 @@ class RawClient:
 
     async def tool(self, name: str, arguments: dict[str, Any]) -> str:
         """``ok``, ``overload``, or an error description."""
-        status, _, payload = await self.post({"method": "tools/call", "params": {
-            "name": name, "arguments": arguments, "_meta": META}})
+        status, _, payload = await self.post(
+            {
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments, "_meta": META},
+            }
+        )
         if status == 503:
             return "overload"
         if status != 200:
@@ -102,8 +116,9 @@ async def load(port: int, clients: int, seconds: float) -> dict[str, Any]:
                 i += 1
                 start = time.perf_counter()
                 if i % 2:
-                    outcome = await raw.tool("memory.write",
-                                             {**WRITE_ARGS, "subject": f"{subject}:w{i}"})
+                    outcome = await raw.tool(
+                        "memory.write", {**WRITE_ARGS, "subject": f"{subject}:w{i}"}
+                    )
                 else:
                     outcome = await raw.tool("memory.read", {"subject": subject})
                 if outcome == "ok":
@@ -119,8 +134,12 @@ async def load(port: int, clients: int, seconds: float) -> dict[str, Any]:
     async with anyio.create_task_group() as tg:
         for index in range(clients):
             tg.start_soon(client, index)
-    result: dict[str, Any] = {"clients": clients, "calls": len(latencies),
-                              "per_s": len(latencies) / seconds, "errors": errors}
+    result: dict[str, Any] = {
+        "clients": clients,
+        "calls": len(latencies),
+        "per_s": len(latencies) / seconds,
+        "errors": errors,
+    }
     result["p50"] = pct(latencies, 50) if latencies else float("nan")
     result["p99"] = pct(latencies, 99) if latencies else float("nan")
     return result

@@ -40,15 +40,18 @@ async def stdio_session(command: list[str]) -> Any:
 @asynccontextmanager
 async def http_session(url: str, token: str | None = None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as client, \
-            streamable_http_client(url, http_client=client) as (r, w), \
-            ClientSession(r, w) as session:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as client,
+        streamable_http_client(url, http_client=client) as (r, w),
+        ClientSession(r, w) as session,
+    ):
         await session.initialize()
         yield session
 
 
-def call(session: ClientSession, tool: str, args: dict[str, Any], meta: dict[str, Any] | None
-         ) -> Callable[[], Awaitable[Any]]:
+def call(
+    session: ClientSession, tool: str, args: dict[str, Any], meta: dict[str, Any] | None
+) -> Callable[[], Awaitable[Any]]:
     """One call per await; a write goes to a fresh subject each time, so reads stay one fact."""
     counter = [0]
 
@@ -84,10 +87,12 @@ def pct(samples: list[float], p: float) -> float:
 # -- servers as processes ----------------------------------------------------------------------
 
 
-def spawn_http(args: list[str], env: dict[str, str] | None = None
-               ) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+def spawn_http(
+    args: list[str], env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        args, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from agent_custody_state.backends.jsonl import JsonlBackend
 from agent_custody_state.backends.memory import MemoryBackend
 from agent_custody_state.ledger.backend import EventBackend

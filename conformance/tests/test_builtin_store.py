@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
+
+from agent_custody_state.stores.inprocess import InProcessStore, MemoryVendor
 from agent_custody_state_conformance.stores import StoreConformance
 
 

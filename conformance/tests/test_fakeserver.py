@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agent_custody_state_conformance.fakeserver import (
     Abort,
     FakeVendorServer,

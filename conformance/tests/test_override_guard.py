@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from agent_custody_state_conformance import (
     ConformanceSuite,
     EventBackendConformance,

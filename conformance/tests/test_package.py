@@ -7,8 +7,9 @@ import json
 import subprocess
 import sys
 
-import agent_custody_state_conformance as package
 import pytest
+
+import agent_custody_state_conformance as package
 from agent_custody_state_conformance.backends import EventBackendConformance
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.multiprocess import MultiProcessConformance

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+
 from agent_custody_state_conformance import postgres as postgres_fixtures
 from agent_custody_state_conformance.postgres import (
     APP_ROLE,

@@ -12,7 +12,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-HEADER = '''
+HEADER = """
 import pytest
 from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
 from agent_custody_state.stores import StoreError
@@ -56,7 +56,7 @@ class Suite(StoreConformance):
 
 class TestBroken(Suite):
     pass
-'''
+"""
 
 CASES = {
     # remove does nothing: the record stays.
@@ -64,18 +64,28 @@ CASES = {
         "class Broken(InProcessStore):\n"
         "    async def remove(self, external_id, fact):\n"
         "        return None\n",
-        {"test_remove_makes_backdoor_miss", "test_remove_is_idempotent",
-         "test_equal_text_removed_separately", "test_compensation_removes_the_write",
-         "test_verify_agrees_with_backdoor", "test_mirror_swaps_and_restores",
-         "test_lagging_index", "test_vendor_errors_name_the_store"},
+        {
+            "test_remove_makes_backdoor_miss",
+            "test_remove_is_idempotent",
+            "test_equal_text_removed_separately",
+            "test_compensation_removes_the_write",
+            "test_verify_agrees_with_backdoor",
+            "test_mirror_swaps_and_restores",
+            "test_lagging_index",
+            "test_vendor_errors_name_the_store",
+        },
     ),
     # verification answers "gone" without asking.
     "verify_always_true": (
         "class Broken(InProcessStore):\n"
         "    async def verify_removed(self, external_id, fact):\n"
         "        return True\n",
-        {"test_verify_agrees_with_backdoor", "test_equal_text_removed_separately",
-         "test_lagging_index", "test_vendor_errors_name_the_store"},
+        {
+            "test_verify_agrees_with_backdoor",
+            "test_equal_text_removed_separately",
+            "test_lagging_index",
+            "test_vendor_errors_name_the_store",
+        },
     ),
     # deduplicates by text: equal texts share one record and one id.
     "dedupes_by_text": (

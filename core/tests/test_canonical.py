@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agent_custody_state.canonical import (
     array_index,
     canonical_json,
@@ -24,8 +27,6 @@ from agent_custody_state.canonical import (
     js_number,
     value_digest,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 DATA = Path(__file__).parent / "data"
 VECTORS = json.loads((DATA / "js_canonical_vectors.json").read_text())["cases"]
@@ -59,7 +60,13 @@ def test_digest_kinds() -> None:
 
 def test_number_forms() -> None:
     assert [js_number(x) for x in (1.0, 1e21, 1e-7, -0.0, 2.5e-6, float("inf"))] == [
-        "1", "1e+21", "1e-7", "0", "0.0000025", "null"]
+        "1",
+        "1e+21",
+        "1e-7",
+        "0",
+        "0.0000025",
+        "null",
+    ]
 
 
 def test_js_json_keeps_insertion_order_and_js_forms() -> None:
@@ -68,18 +75,27 @@ def test_js_json_keeps_insertion_order_and_js_forms() -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.integers(-(2**60), 2**60) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
-                                                                  max_size=4),
+    st.none()
+    | st.booleans()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(-(2**60), 2**60)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
 
 def _node(values: list) -> list[dict]:
     payload = json.dumps(values, ensure_ascii=True)  # \\u escapes carry lone surrogates safely
-    out = subprocess.run(["node", str(DATA / "js_canonical.js")], input=payload,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["node", str(DATA / "js_canonical.js")],
+        input=payload,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return list(json.loads(out.stdout))
 
 
@@ -123,8 +139,10 @@ index_keys = (
     | st.text(max_size=3)
 )
 index_key_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False,
-                                                                allow_infinity=False),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(index_keys, inner, max_size=6),
     max_leaves=16,
 )

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.cli import main
 
@@ -25,11 +26,14 @@ def _error(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-@pytest.mark.parametrize("command", [
-    ["export", "--out", "OUT"],
-    ["sweep", "--before", "2026-01-01T00:00:00Z", "--reason", "r"],
-    ["repair"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "--out", "OUT"],
+        ["sweep", "--before", "2026-01-01T00:00:00Z", "--reason", "r"],
+        ["repair"],
+    ],
+)
 def test_commands_that_read_a_ledger_refuse_a_missing_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
@@ -40,8 +44,9 @@ def test_commands_that_read_a_ledger_refuse_a_missing_one(
     assert list(tmp_path.iterdir()) == []  # nothing created: no ledger, no lock, no output
 
 
-def test_import_never_creates_a_folder(tmp_path: Path, ledger: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_never_creates_a_folder(
+    tmp_path: Path, ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     export = tmp_path / "export.jsonl"
     assert main(["export", "--ledger", str(ledger), "--out", str(export)]) == 0
     capsys.readouterr()
@@ -50,8 +55,9 @@ def test_import_never_creates_a_folder(tmp_path: Path, ledger: Path,
     assert "the folder" in _error(capsys) and not target.parent.exists()
 
 
-def test_export_refuses_to_replace_without_force(tmp_path: Path, ledger: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_refuses_to_replace_without_force(
+    tmp_path: Path, ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out.jsonl"
     out.write_text("precious\n")
     assert main(["export", "--ledger", str(ledger), "--out", str(out)]) == 1
@@ -62,8 +68,9 @@ def test_export_refuses_to_replace_without_force(tmp_path: Path, ledger: Path,
     assert oct(out.stat().st_mode & 0o777) == "0o600"  # an export holds every value
 
 
-def test_export_never_replaces_a_symlink(tmp_path: Path, ledger: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_never_replaces_a_symlink(
+    tmp_path: Path, ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "elsewhere.jsonl"
     target.write_text("")
     link = tmp_path / "link.jsonl"
@@ -84,17 +91,19 @@ def test_export_to_a_folder_or_a_missing_folder_is_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.jsonl", "ledger.jsonl.lock"]
 
 
-def test_export_dash_is_standard_output(ledger: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_dash_is_standard_output(ledger: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "--ledger", str(ledger), "--out", "-"]) == 0
     out = capsys.readouterr()
     assert out.out.encode() == ledger.read_bytes()
     assert "to standard output" in out.err
 
 
-def test_a_failed_export_leaves_no_partial(tmp_path: Path, ledger: Path,
-                                           monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_export_leaves_no_partial(
+    tmp_path: Path,
+    ledger: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     def broken_fsync(fd: int) -> None:
         raise OSError(5, "Input/output error")
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from agent_custody_state import AssertRequest, Ledger, LedgerError, RetentionPolicy
 from agent_custody_state.stores import StoreSet, StoreWriteError, VerifyPolicy
 from agent_custody_state.stores.flows import SWEEP_NEEDS_BEFORE, Custody
@@ -24,14 +25,16 @@ def rows(store: InProcessStore) -> dict[str, Any]:
 
 
 def plan(value: Any, **more: Any) -> AssertRequest:
-    return AssertRequest(subject="acct:42", predicate="plan", value=value, space="org",
-                         actor="agent", **more)
+    return AssertRequest(
+        subject="acct:42", predicate="plan", value=value, space="org", actor="agent", **more
+    )
 
 
 @pytest.fixture
 def two_stores() -> StoreSet:
-    return StoreSet([InProcessStore("vectors"), InProcessStore("graph")],
-                    VerifyPolicy(attempts=2, delay=0))
+    return StoreSet(
+        [InProcessStore("vectors"), InProcessStore("graph")], VerifyPolicy(attempts=2, delay=0)
+    )
 
 
 def test_write_reaches_every_store_in_order_and_the_ledger_records_the_ids(
@@ -74,17 +77,26 @@ def test_a_ledger_refusal_after_the_puts_compensates_them(two_stores: StoreSet) 
 
     async def scenario() -> None:
         with Ledger("memory:") as ledger:
-            first = ledger.assert_fact(subject="acct:42", predicate="plan", value="free",
-                                       space="org", actor="a")
+            first = ledger.assert_fact(
+                subject="acct:42", predicate="plan", value="free", space="org", actor="a"
+            )
 
             async def racing_append(request: AssertRequest) -> Any:
-                ledger.assert_fact(subject="acct:42", predicate="plan", value="rival",
-                                   space="org", actor="b", supersedes=first.fact_id)
+                ledger.assert_fact(
+                    subject="acct:42",
+                    predicate="plan",
+                    value="rival",
+                    space="org",
+                    actor="b",
+                    supersedes=first.fact_id,
+                )
                 return ledger.assert_fact(request)
 
             custody = Custody(ledger, two_stores, append=racing_append)
-            with pytest.raises(LedgerError, match="already superseded; compensated: "
-                                                  "graph: removed, vectors: removed") as caught:
+            with pytest.raises(
+                LedgerError,
+                match="already superseded; compensated: graph: removed, vectors: removed",
+            ) as caught:
                 await custody.write(plan("pro", supersedes=first.fact_id))
             assert caught.value.code == "already_superseded"
             for store in two_stores:
@@ -129,10 +141,20 @@ def test_sweep_by_retention_window_reaches_the_stores(tmp_path: Path) -> None:
         with Ledger(tmp_path / "l.jsonl", clock=lambda: parse_time(clock_at[0])) as ledger:
             custody = Custody(ledger, stores, retention=retention)
             old = (await custody.write(plan("old"))).event
-            kept = (await custody.write(AssertRequest(
-                subject="acct:7", predicate="plan", value="kept", space="team", actor="a"))).event
-            held = (await custody.write(AssertRequest(
-                subject="acct:9", predicate="plan", value="held", space="org", actor="a"))).event
+            kept = (
+                await custody.write(
+                    AssertRequest(
+                        subject="acct:7", predicate="plan", value="kept", space="team", actor="a"
+                    )
+                )
+            ).event
+            held = (
+                await custody.write(
+                    AssertRequest(
+                        subject="acct:9", predicate="plan", value="held", space="org", actor="a"
+                    )
+                )
+            ).event
             ledger.hold(fact_id=held.fact_id, actor="legal", reason="case 7")
             clock_at[0] = "2026-01-03T00:00:00Z"
             report = await custody.sweep(actor="cron", reason="retention")
@@ -166,7 +188,8 @@ def test_a_store_that_cannot_remove_is_reported_not_hidden(two_stores: StoreSet)
             report = await custody.sweep(before="2999-01-01T00:00:00Z", actor="a", reason="r")
             assert report.still_held == [fact.fact_id]
             assert report.problems() == [
-                f"graph ({fact.fact_id}): memory vendor unavailable during delete"]
+                f"graph ({fact.fact_id}): memory vendor unavailable during delete"
+            ]
             assert rows(vectors) == {}  # type: ignore[arg-type]
 
     anyio.run(scenario)

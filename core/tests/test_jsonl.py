@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import EventBackendError, Ledger
 from agent_custody_state.backends.jsonl import JsonlBackend
 
@@ -61,8 +62,15 @@ def test_index_keys_in_a_value_are_written_as_javascript_writes_them(tmp_path: P
     insertion order: our line for the event is the TypeScript line, after appends, after a
     forget rewrote the file and after a reopen."""
     path = tmp_path / "l.jsonl"
-    value = {"b": 1, "a": 4, "10": 2, "9": 3, "4294967295": 5, "01": 6,
-             "n": {"z": 0, "2": [{"x": None, "11": True, "1": "one"}]}}
+    value = {
+        "b": 1,
+        "a": 4,
+        "10": 2,
+        "9": 3,
+        "4294967295": 5,
+        "01": 6,
+        "n": {"z": 0, "2": [{"x": None, "11": True, "1": "one"}]},
+    }
     fact_id = "70cea8ca-0000-4000-8000-0000000000aa"
     expected_tail = (
         '"kind":"assert","txTime":"2026-09-01T10:00:00.000Z","fact":{"factId":"' + fact_id + '",'
@@ -74,12 +82,19 @@ def test_index_keys_in_a_value_are_written_as_javascript_writes_them(tmp_path: P
     )
     clock = lambda: datetime(2026, 9, 1, 10, tzinfo=UTC)  # noqa: E731
     with Ledger(path, clock=clock) as ledger:
-        event = ledger.assert_fact(subject="acct:42", predicate="seats", value=value, space="org",
-                                   actor="a", fact_id=fact_id)
+        event = ledger.assert_fact(
+            subject="acct:42",
+            predicate="seats",
+            value=value,
+            space="org",
+            actor="a",
+            fact_id=fact_id,
+        )
         expected = '{"eventId":"' + event.event_id + '",' + expected_tail
         assert path.read_text().splitlines() == [expected]
-        other = ledger.assert_fact(subject="s", predicate="p", value={"3": 3}, space="org",
-                                   actor="a")
+        other = ledger.assert_fact(
+            subject="s", predicate="p", value={"3": 3}, space="org", actor="a"
+        )
         ledger.forget(fact_id=other.fact_id, actor="dpo", reason="gdpr")  # rewrites the file
         assert path.read_text().splitlines()[0] == expected
     with Ledger(path) as ledger:
@@ -137,8 +152,9 @@ def test_corrupt_middle_line_is_an_error(ts_file: Path) -> None:
 def _writer(path: str, worker: int, count: int) -> None:
     with Ledger(path) as ledger:
         for i in range(count):
-            ledger.assert_fact(subject=f"w{worker}", predicate="n", value=i, space="org",
-                               actor=f"w{worker}")
+            ledger.assert_fact(
+                subject=f"w{worker}", predicate="n", value=i, space="org", actor=f"w{worker}"
+            )
 
 
 def test_two_processes_lose_nothing(tmp_path: Path) -> None:
@@ -164,8 +180,14 @@ def _superseder(path: str, target: str, barrier: Any, results: Any) -> None:
     with Ledger(path) as ledger:
         barrier.wait()
         try:
-            ledger.assert_fact(subject="s", predicate="p", value=os.getpid(), space="org",
-                               actor="a", supersedes=target)
+            ledger.assert_fact(
+                subject="s",
+                predicate="p",
+                value=os.getpid(),
+                space="org",
+                actor="a",
+                supersedes=target,
+            )
             results.put("ok")
         except LedgerError as exc:
             results.put(str(exc))
@@ -174,23 +196,27 @@ def _superseder(path: str, target: str, barrier: Any, results: Any) -> None:
 def test_concurrent_supersession_one_wins(tmp_path: Path) -> None:
     path = str(tmp_path / "race.jsonl")
     with Ledger(path) as ledger:
-        target = ledger.assert_fact(subject="s", predicate="p", value=0, space="org",
-                                    actor="a").fact_id
+        target = ledger.assert_fact(
+            subject="s", predicate="p", value=0, space="org", actor="a"
+        ).fact_id
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(3), ctx.Queue()
-    procs = [ctx.Process(target=_superseder, args=(path, target, barrier, results))
-             for _ in range(3)]
+    procs = [
+        ctx.Process(target=_superseder, args=(path, target, barrier, results)) for _ in range(3)
+    ]
     for p in procs:
         p.start()
     outcomes = sorted(results.get(timeout=60) for _ in procs)
     for p in procs:
         p.join(30)
-    assert outcomes == sorted(["ok", f"fact {target} is already superseded",
-                               f"fact {target} is already superseded"])
+    assert outcomes == sorted(
+        ["ok", f"fact {target} is already superseded", f"fact {target} is already superseded"]
+    )
 
 
-def test_failed_write_leaves_no_partial_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                             ) -> None:
+def test_failed_write_leaves_no_partial_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
         ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
@@ -229,12 +255,14 @@ def test_failed_fsync_fails_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert path.read_bytes() == before and ledger.count() == 1
 
 
-def test_failed_forget_leaves_ledger_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                               ) -> None:
+def test_failed_forget_leaves_ledger_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
-        fact = ledger.assert_fact(subject="s", predicate="p", value="secret", space="org",
-                                  actor="a")
+        fact = ledger.assert_fact(
+            subject="s", predicate="p", value="secret", space="org", actor="a"
+        )
         before = path.read_bytes()
 
         def bad_replace(src: Any, dst: Any) -> None:
@@ -255,17 +283,16 @@ def test_forget_removes_temporaries_of_a_crashed_forget(tmp_path: Path) -> None:
     the next forget must delete it, or a value forgotten later survives in that copy."""
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
-        first = ledger.assert_fact(subject="s", predicate="p", value="one", space="org",
-                                   actor="a")
-        later = ledger.assert_fact(subject="t", predicate="p", value="secret-later",
-                                   space="org", actor="a")
+        first = ledger.assert_fact(subject="s", predicate="p", value="one", space="org", actor="a")
+        later = ledger.assert_fact(
+            subject="t", predicate="p", value="secret-later", space="org", actor="a"
+        )
         # What a forget of `first` killed between writing and renaming leaves behind.
         stale = tmp_path / ".l.jsonl.99999.forget.tmp"
         stale.write_bytes(path.read_bytes())
         ledger.forget(fact_id=later.fact_id, actor="dpo", reason="erasure")
         assert not stale.exists()
-        assert all(b"secret-later" not in p.read_bytes() for p in tmp_path.iterdir()
-                   if p.is_file())
+        assert all(b"secret-later" not in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
         assert ledger.get(first.fact_id) is not None
 
 
@@ -282,8 +309,12 @@ def _crash_mid_batch(path: str) -> None:
 
     with Ledger(path) as ledger:
         os.write = write_first_line_then_die  # type: ignore[assignment]
-        ledger.assert_many([{"subject": f"b{i}", "predicate": "p", "value": i, "space": "org",
-                             "actor": "a"} for i in range(3)])
+        ledger.assert_many(
+            [
+                {"subject": f"b{i}", "predicate": "p", "value": i, "space": "org", "actor": "a"}
+                for i in range(3)
+            ]
+        )
 
 
 def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
@@ -293,8 +324,7 @@ def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
     with Ledger(path) as ledger:
         ledger.assert_fact(subject="s", predicate="p", value=0, space="org", actor="a")
     reader = JsonlBackend(path)  # open before the crash: it only reads (shared lock) afterwards
-    proc = multiprocessing.get_context("spawn").Process(target=_crash_mid_batch,
-                                                         args=(str(path),))
+    proc = multiprocessing.get_context("spawn").Process(target=_crash_mid_batch, args=(str(path),))
     proc.start()
     proc.join(60)
     assert proc.exitcode == 9
@@ -304,8 +334,9 @@ def test_batch_cut_at_a_line_boundary_is_rolled_back(tmp_path: Path) -> None:
         assert ledger.count() == 1
         repairs = ledger.backend.repairs  # type: ignore[attr-defined]
         assert "batch of events was cut short" in repairs[0]
-        ledger.assert_many([{"subject": "c", "predicate": "p", "value": 1, "space": "org",
-                             "actor": "a"}] * 2)
+        ledger.assert_many(
+            [{"subject": "c", "predicate": "p", "value": 1, "space": "org", "actor": "a"}] * 2
+        )
         assert ledger.count() == 3
     assert not (tmp_path / "l.jsonl.batch").exists()
     reader.close()
@@ -327,8 +358,7 @@ def test_failed_append_that_cannot_be_truncated_is_never_served(
         monkeypatch.setattr(os, "fsync", eio)
         monkeypatch.setattr(os, "ftruncate", eio)
         with pytest.raises(EventBackendError, match="nothing was written"):
-            ledger.assert_fact(subject="s", predicate="p", value="rejected", space="org",
-                               actor="a")
+            ledger.assert_fact(subject="s", predicate="p", value="rejected", space="org", actor="a")
         monkeypatch.undo()
         assert b"rejected" in path.read_bytes()  # the disk kept it
         assert [f.value for f in ledger.facts()] == [1]  # but it is never served
@@ -348,8 +378,9 @@ def test_forget_whose_directory_sync_fails_says_so(
 
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
-        fact = ledger.assert_fact(subject="s", predicate="p", value="secret", space="org",
-                                  actor="a")
+        fact = ledger.assert_fact(
+            subject="s", predicate="p", value="secret", space="org", actor="a"
+        )
 
         def eio(path: Path) -> None:
             raise OSError(errno.EIO, "Input/output error")

@@ -11,13 +11,14 @@ from typing import Any
 
 import anyio
 import pytest
+
 from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.backends.memory import MemoryBackend
-from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
 from agent_custody_state.ledger.model import AssertEvent, Fact
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.stores import StoreSet, StoreWriteError, VerifyPolicy
 from agent_custody_state.stores.flows import Custody
+from agent_custody_state.stores.inprocess import InProcessStore, MemoryVendor
 from agent_custody_state.stores.mirror import current_fact
 
 
@@ -33,8 +34,9 @@ class World:
         self.ledger = Ledger(MemoryBackend("memory:"))
         self.mirror = InProcessStore("mirror")
         self.log = InProcessStore("log")
-        self.stores = StoreSet([self.mirror, self.log], VerifyPolicy(attempts=2, delay=0),
-                               append_only={"log"})
+        self.stores = StoreSet(
+            [self.mirror, self.log], VerifyPolicy(attempts=2, delay=0), append_only={"log"}
+        )
 
     @property
     def custody(self) -> Custody:
@@ -42,9 +44,16 @@ class World:
 
     async def write(self, value: Any, supersedes: str | None = None) -> AssertEvent:
         # What memory.write does: put everywhere, append with the ids, mirror the supersession.
-        report = await self.custody.write(AssertRequest(
-            subject="acct:42", predicate="plan", value=value, space="org", actor="agent",
-            supersedes=supersedes))
+        report = await self.custody.write(
+            AssertRequest(
+                subject="acct:42",
+                predicate="plan",
+                value=value,
+                space="org",
+                actor="agent",
+                supersedes=supersedes,
+            )
+        )
         self.superseded = report.mirror
         return report.event
 
@@ -85,8 +94,9 @@ def test_retracting_the_head_puts_the_previous_value_back(world: World) -> None:
         a = await world.write("pro")
         b = await world.write("enterprise", supersedes=a.fact_id)
         old_id = a.fact.external["mirror"]
-        out = await Custody(world.ledger, world.stores).retract(fact_id=b.fact_id, actor="x",
-                                    reason="wrong plan")
+        out = await Custody(world.ledger, world.stores).retract(
+            fact_id=b.fact_id, actor="x", reason="wrong plan"
+        )
         assert world.mirrored() == {a.fact_id: "pro"}
         # The append-only store lost the retracted value but got nothing back.
         assert world.logged() == {a.fact_id: "pro"}
@@ -96,13 +106,18 @@ def test_retracting_the_head_puts_the_previous_value_back(world: World) -> None:
         new_id = out.restored.external["mirror"]
         assert new_id != old_id and set(out.restored.external) == {"mirror"}
         # The ledger is the record of where the fact is held now.
-        assert out.event.to_dict()["restored"] == {"factId": a.fact_id,
-                                                   "external": {"mirror": new_id}}
-        assert world.ledger.current_external(a.fact_id) == {"mirror": new_id,
-                                                            "log": a.fact.external["log"]}
+        assert out.event.to_dict()["restored"] == {
+            "factId": a.fact_id,
+            "external": {"mirror": new_id},
+        }
+        assert world.ledger.current_external(a.fact_id) == {
+            "mirror": new_id,
+            "log": a.fact.external["log"],
+        }
         # ...so forgetting it later reaches the new record, and verifies it.
-        gone = await Custody(world.ledger, world.stores).forget(fact_id=a.fact_id, actor="x",
-                                    reason="gdpr")
+        gone = await Custody(world.ledger, world.stores).forget(
+            fact_id=a.fact_id, actor="x", reason="gdpr"
+        )
         assert gone.restored is None
         assert gone.removal.verification == {"mirror": "verified", "log": "verified"}
         assert world.mirrored() == {} and world.logged() == {}
@@ -115,12 +130,14 @@ def test_middle_of_a_chain_uncovers_nothing_then_the_head_uncovers_the_root(worl
         a = await world.write("free")
         b = await world.write("pro", supersedes=a.fact_id)
         c = await world.write("enterprise", supersedes=b.fact_id)
-        middle = await Custody(world.ledger, world.stores).retract(fact_id=b.fact_id,
-                                       actor="x", reason="never true")
+        middle = await Custody(world.ledger, world.stores).retract(
+            fact_id=b.fact_id, actor="x", reason="never true"
+        )
         assert middle.restored is None
         assert world.mirrored() == {c.fact_id: "enterprise"}
-        head = await Custody(world.ledger, world.stores).retract(fact_id=c.fact_id,
-                                     actor="x", reason="never true")
+        head = await Custody(world.ledger, world.stores).retract(
+            fact_id=c.fact_id, actor="x", reason="never true"
+        )
         assert head.restored is not None and head.restored.fact_id == a.fact_id
         assert world.mirrored() == {a.fact_id: "free"}
         assert [f.value for f in world.ledger.as_of()] == ["free"]
@@ -132,8 +149,9 @@ def test_forgetting_the_head_puts_the_previous_value_back(world: World) -> None:
     async def scenario() -> None:
         a = await world.write("pro")
         b = await world.write("enterprise", supersedes=a.fact_id)
-        out = await Custody(world.ledger, world.stores).forget(fact_id=b.fact_id, actor="x",
-                                   reason="gdpr")
+        out = await Custody(world.ledger, world.stores).forget(
+            fact_id=b.fact_id, actor="x", reason="gdpr"
+        )
         assert out.restored is not None and out.restored.fact_id == a.fact_id
         assert out.event.to_dict()["restored"]["factId"] == a.fact_id
         assert world.mirrored() == {a.fact_id: "pro"}
@@ -147,8 +165,9 @@ def test_a_failed_put_back_does_not_block_the_retraction(world: World) -> None:
         a = await world.write("pro")
         b = await world.write("enterprise", supersedes=a.fact_id)
         world.mirror.vendor.fail = True
-        out = await Custody(world.ledger, world.stores).retract(fact_id=b.fact_id, actor="x",
-                                    reason="wrong")
+        out = await Custody(world.ledger, world.stores).retract(
+            fact_id=b.fact_id, actor="x", reason="wrong"
+        )
         assert world.ledger.is_retracted(b.fact_id)
         assert out.restored is not None
         assert out.restored.external == {}
@@ -176,7 +195,8 @@ def test_a_refused_retraction_compensates_the_put_back(world: World) -> None:
 
         with pytest.raises(LedgerError, match="already retracted"):
             await Custody(world.ledger, world.stores, run=racing_run).retract(
-                fact_id=b.fact_id, actor="x", reason="wrong")
+                fact_id=b.fact_id, actor="x", reason="wrong"
+            )
         assert a.fact_id not in world.mirrored()  # the put-back was undone
 
     run(scenario)
@@ -188,11 +208,11 @@ def test_refusals_put_nothing_back(world: World) -> None:
         b = await world.write("enterprise", supersedes=a.fact_id)
         world.ledger.hold(fact_id=b.fact_id, actor="legal", reason="case 7")
         with pytest.raises(LedgerError, match="on legal hold"):
-            await Custody(world.ledger, world.stores).forget(fact_id=b.fact_id, actor="x",
-                                 reason="gdpr")
+            await Custody(world.ledger, world.stores).forget(
+                fact_id=b.fact_id, actor="x", reason="gdpr"
+            )
         with pytest.raises(LedgerError, match="unknown fact"):
-            await Custody(world.ledger, world.stores).retract(fact_id="nope", actor="x",
-                                  reason="r")
+            await Custody(world.ledger, world.stores).retract(fact_id="nope", actor="x", reason="r")
         assert world.mirrored() == {b.fact_id: "enterprise"}
 
     run(scenario)
@@ -206,8 +226,7 @@ def test_append_only_everywhere_means_no_mirroring(world: World) -> None:
         b = await world.write("enterprise", supersedes=a.fact_id)
         assert world.superseded is None
         assert set(world.mirrored()) == {a.fact_id, b.fact_id}
-        out = await Custody(world.ledger, stores).retract(fact_id=b.fact_id, actor="x",
-                                    reason="r")
+        out = await Custody(world.ledger, stores).retract(fact_id=b.fact_id, actor="x", reason="r")
         assert out.restored is None
         assert set(world.mirrored()) == {a.fact_id}
 
@@ -239,7 +258,9 @@ def test_failing_store_during_write_compensates_earlier_ones() -> None:
     first = InProcessStore("first")
     second = InProcessStore("second", MemoryVendor(fail=True))
     stores = StoreSet([first, second])
-    fact = Fact("f1", "acct:42", "plan", "pro", "org", "agent", valid_from="2026-01-01T00:00:00.000Z")
+    fact = Fact(
+        "f1", "acct:42", "plan", "pro", "org", "agent", valid_from="2026-01-01T00:00:00.000Z"
+    )
 
     async def scenario() -> None:
         with pytest.raises(StoreWriteError) as caught:
@@ -254,16 +275,20 @@ def test_failing_store_during_write_compensates_earlier_ones() -> None:
 
 def test_lagging_index_reports_still_indexed_then_verified() -> None:
     store = InProcessStore("lagging", MemoryVendor(lag_checks=3))
-    fact = Fact("f1", "acct:42", "plan", "pro", "org", "agent", valid_from="2026-01-01T00:00:00.000Z")
+    fact = Fact(
+        "f1", "acct:42", "plan", "pro", "org", "agent", valid_from="2026-01-01T00:00:00.000Z"
+    )
 
     async def scenario() -> None:
         ext = await store.put(fact)
         report = await StoreSet([store], VerifyPolicy(attempts=2, delay=0)).remove_all(
-            fact.with_(external={"lagging": ext}))
+            fact.with_(external={"lagging": ext})
+        )
         assert report.verification == {"lagging": "stillIndexed"}
         ext = await store.put(fact)
         report = await StoreSet([store], VerifyPolicy(attempts=5, delay=0.001)).remove_all(
-            fact.with_(external={"lagging": ext}))
+            fact.with_(external={"lagging": ext})
+        )
         assert report.verification == {"lagging": "verified"}
 
     run(scenario)

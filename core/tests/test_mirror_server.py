@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger, serve_memory_http
-from agent_custody_state.stores.inprocess import MemoryVendor, InProcessStore
 from agent_custody_state.config import StoreConfig, build_stores
 from agent_custody_state.stores import StoreSet, VerifyPolicy
+from agent_custody_state.stores.inprocess import InProcessStore, MemoryVendor
 from agent_custody_state_conformance.gateway import GatewayClient
 
 pytestmark = pytest.mark.anyio
@@ -54,8 +55,12 @@ async def test_supersede_retract_forget_sweep(tmp_path: Path) -> None:
         b = await gw.call("memory.write", {**WRITE, "value": "enterprise", "supersedes": a_id})
         assert not b.is_error, b.text
         b_id = b.data["fact"]["factId"]
-        assert b.data["mirror"] == {"factId": a_id, "removedFrom": ["mirror"], "stillHeld": [],
-                                    "verification": {"mirror": "verified"}}
+        assert b.data["mirror"] == {
+            "factId": a_id,
+            "removedFrom": ["mirror"],
+            "stillHeld": [],
+            "verification": {"mirror": "verified"},
+        }
         assert held(mirror) == {b_id: "enterprise"}
         assert held(log) == {a_id: "pro", b_id: "enterprise"}
 
@@ -71,8 +76,9 @@ async def test_supersede_retract_forget_sweep(tmp_path: Path) -> None:
         assert events[-1]["restored"] == {"factId": a_id, "external": restored["external"]}
 
         # A sweep reaches the record the fact was put back under.
-        swept = await gw.call("memory.sweep", {"reason": "retention",
-                                               "before": "2999-01-01T00:00:00Z"})
+        swept = await gw.call(
+            "memory.sweep", {"reason": "retention", "before": "2999-01-01T00:00:00Z"}
+        )
         assert not swept.is_error, swept.text
         entry = next(e for e in swept.data["forgotten"] if e["factId"] == a_id)
         assert entry["verification"] == {"mirror": "verified", "log": "verified"}
@@ -100,8 +106,10 @@ async def test_forget_of_the_head_puts_back_and_retract_failure_is_named(tmp_pat
 
 
 async def test_config_mirror_false_is_append_only() -> None:
-    tables = [StoreConfig(name="plain", type="memory", mirror=False),
-              StoreConfig(name="mirrored", type="memory", lag_checks=1)]
+    tables = [
+        StoreConfig(name="plain", type="memory", mirror=False),
+        StoreConfig(name="mirrored", type="memory", lag_checks=1),
+    ]
     built = build_stores(tables)
     assert [s.name for s in built] == ["plain", "mirrored"]
     assert [s.name for s in StoreSet(built).mirroring()] == ["mirrored"]

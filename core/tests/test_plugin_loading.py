@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.backends.memory import MemoryBackend
 from agent_custody_state.plugin import hookimpl
@@ -83,8 +84,9 @@ def test_a_failed_registration_leaves_no_partial_state(isolated_plugins: PluginM
 
     isolated_plugins.register_plugin(Half(), name="half")
     assert "first" not in isolated_plugins.stores
-    assert "the second store's settings are broken" in (isolated_plugins.plugins["half"].error
-                                                         or "")
+    assert "the second store's settings are broken" in (
+        isolated_plugins.plugins["half"].error or ""
+    )
 
 
 def _dist(site: Path, name: str, module: str, source: str) -> None:
@@ -108,8 +110,13 @@ STORE_PLUGIN = (
 def _plugins_json(site: Path, **env: str) -> dict[str, Any]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CUSTODY_")}
     full.update(PYTHONPATH=str(site), **env)
-    out = subprocess.run([sys.executable, "-m", "agent_custody_state", "plugins", "--json"],
-                         capture_output=True, text=True, env=full, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "agent_custody_state", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=full,
+        check=True,
+    )
     return {p["name"]: p for p in json.loads(out.stdout)}
 
 
@@ -122,8 +129,9 @@ def test_allow_list_loads_only_the_named_plugins(tmp_path: Path) -> None:
     only = _plugins_json(site, AGENT_CUSTODY_PLUGINS="acme-two")
     assert "acme-one" not in only and only["acme-two"]["registers"] == ["store two"]
     assert only["builtins"]["error"] is None  # the builtins always load unless blocked
-    blocked = _plugins_json(site, AGENT_CUSTODY_PLUGINS="acme-two",
-                            AGENT_CUSTODY_BLOCK_PLUGINS="acme-two")
+    blocked = _plugins_json(
+        site, AGENT_CUSTODY_PLUGINS="acme-two", AGENT_CUSTODY_BLOCK_PLUGINS="acme-two"
+    )
     assert blocked["acme-two"]["error"] == "blocked"
 
 

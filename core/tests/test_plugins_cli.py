@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
 from agent_custody_state import Ledger, hookimpl
 from agent_custody_state.cli import main
 from agent_custody_state.plugins import PluginError, PluginManager
@@ -20,17 +21,23 @@ def _dist(tmp_path: Path, name: str, module: str, source: str) -> Path:
     site = tmp_path / "site"
     (site / f"{name}-1.0.dist-info").mkdir(parents=True, exist_ok=True)
     (site / f"{name}-1.0.dist-info" / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+    )
     (site / f"{name}-1.0.dist-info" / "entry_points.txt").write_text(
-        f"[agent_custody_state]\n{name} = {module}\n")
+        f"[agent_custody_state]\n{name} = {module}\n"
+    )
     (site / f"{module}.py").write_text(source)
     return site
 
 
 def _run_plugins(site: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, "-m", "agent_custody_state", "plugins"],
-                          capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "agent_custody_state", "plugins"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
 
 
 def test_broken_plugin_is_reported_not_fatal(tmp_path: Path) -> None:
@@ -95,10 +102,17 @@ def test_blocked_and_in_process_plugins(tmp_path: Path, isolated_plugins: Plugin
 
 def _seed(path: Path) -> list[str]:
     with Ledger(path) as ledger:
-        a = ledger.assert_fact(subject="s", predicate="p", value="v1", space="org", actor="a",
-                               valid_from="2020-01-01T00:00:00Z")
-        b = ledger.assert_fact(subject="s", predicate="p", value="v2", space="team:x",
-                               actor="a", supersedes=a.fact_id)
+        a = ledger.assert_fact(
+            subject="s",
+            predicate="p",
+            value="v1",
+            space="org",
+            actor="a",
+            valid_from="2020-01-01T00:00:00Z",
+        )
+        b = ledger.assert_fact(
+            subject="s", predicate="p", value="v2", space="team:x", actor="a", supersedes=a.fact_id
+        )
         return [a.fact_id, b.fact_id]
 
 
@@ -114,8 +128,9 @@ def test_export_import_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "import needs an empty ledger" in capsys.readouterr().err
 
 
-def test_import_refuses_bad_lines_and_writes_nothing(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_refuses_bad_lines_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src, dst = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _seed(src)
     src.write_text(src.read_text() + '{"kind":"mystery","eventId":"e"}\n')
@@ -127,14 +142,30 @@ def test_import_refuses_bad_lines_and_writes_nothing(tmp_path: Path,
 def test_sweep_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "l.jsonl"
     ids = _seed(path)
-    assert main(["sweep", "--ledger", str(path), "--before", "2999-01-01T00:00:00+01:00",
-                 "--reason", "retention", "--space", "org"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--ledger",
+                str(path),
+                "--before",
+                "2999-01-01T00:00:00+01:00",
+                "--reason",
+                "retention",
+                "--space",
+                "org",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert [f["factId"] for f in result["forgotten"]] == [ids[0]]
     assert result["forgotten"][0]["digestKind"] == "sha256"
     assert '"v1"' not in path.read_text() and '"v2"' in path.read_text()
-    assert main(["sweep", "--ledger", str(path), "--before", "2999-01-01T00:00:00",
-                 "--reason", "r"]) == 1
+    assert (
+        main(["sweep", "--ledger", str(path), "--before", "2999-01-01T00:00:00", "--reason", "r"])
+        == 1
+    )
     assert "error: --before: '2999-01-01T00:00:00' has no UTC offset" in capsys.readouterr().err
 
 
@@ -146,8 +177,12 @@ def test_usage_errors_exit_2() -> None:
 
 
 def test_plugins_json() -> None:
-    out = subprocess.run([sys.executable, "-m", "agent_custody_state", "plugins", "--json"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "agent_custody_state", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     data = {p["name"]: p for p in json.loads(out.stdout)}
     assert set(data["builtins"]["registers"]) >= {"event backend jsonl", "event backend memory"}
     assert SimpleNamespace(**data["builtins"]).error is None

@@ -9,16 +9,31 @@ from agent_custody_state import Ledger, LedgerError
 
 
 def test_public_names() -> None:
-    for name in ("Ledger", "open_store", "create_memory_server", "serve_memory_http",
-                 "LedgerError", "hookimpl", "Fact", "AssertEvent", "SweepResult"):
+    for name in (
+        "Ledger",
+        "open_store",
+        "create_memory_server",
+        "serve_memory_http",
+        "LedgerError",
+        "hookimpl",
+        "Fact",
+        "AssertEvent",
+        "SweepResult",
+    ):
         assert hasattr(acs, name), name
     assert issubclass(LedgerError, ValueError)
 
 
 def test_transaction_time_cannot_be_backdated() -> None:
     with Ledger("memory:") as ledger, pytest.raises(TypeError):
-        ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a",
-                           tx_time="2000-01-01T00:00:00.000Z")
+        ledger.assert_fact(
+            subject="s",
+            predicate="p",
+            value=1,
+            space="o",
+            actor="a",
+            tx_time="2000-01-01T00:00:00.000Z",
+        )
 
 
 def test_open_store_kinds(tmp_path: object) -> None:
@@ -28,8 +43,15 @@ def test_open_store_kinds(tmp_path: object) -> None:
 
 def test_to_dict_wire_names() -> None:
     with Ledger("memory:") as ledger:
-        event = ledger.assert_fact(subject="s", predicate="p", value={"k": [1]}, space="o",
-                                   actor="a", receipt_id="r-1", confidence=0.5)
+        event = ledger.assert_fact(
+            subject="s",
+            predicate="p",
+            value={"k": [1]},
+            space="o",
+            actor="a",
+            receipt_id="r-1",
+            confidence=0.5,
+        )
         fact = event.fact
         assert fact.fact_id == event.to_dict()["fact"]["factId"]
         assert fact.to_dict()["source"] == {"receiptId": "r-1"}
@@ -46,8 +68,9 @@ def test_to_dict_wire_names() -> None:
         ("deep-dict", "nested too deeply"),
     ],
 )
-def test_value_that_is_not_json_is_refused_cleanly(tmp_path: object, value: object,
-                                                   message: str) -> None:
+def test_value_that_is_not_json_is_refused_cleanly(
+    tmp_path: object, value: object, message: str
+) -> None:
     """Not JSON, or nested thousands deep: a LedgerError naming the value, not a TypeError or a
     RecursionError from the encoder (the server reported those as internal errors)."""
     if value in ("deep-list", "deep-dict"):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from_env
+
 from agent_custody_state.stores import StoreError
+from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from_env
 
 
 @pytest.mark.anyio

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+
 from agent_custody_state import LedgerError, RetentionPolicy
 from agent_custody_state.ledger.retention import parse_duration
 from agent_custody_state.timeutil import TimeFormatError, normalize_time
@@ -53,9 +54,14 @@ def test_instants_not_strings() -> None:
 
 @pytest.mark.parametrize(
     ("text", "delta"),
-    [("P90D", timedelta(days=90)), ("P2W", timedelta(weeks=2)), ("PT12H", timedelta(hours=12)),
-     ("PT30M", timedelta(minutes=30)), ("PT45S", timedelta(seconds=45)),
-     ("P1DT2H3M4.5S", timedelta(days=1, hours=2, minutes=3, seconds=4.5))],
+    [
+        ("P90D", timedelta(days=90)),
+        ("P2W", timedelta(weeks=2)),
+        ("PT12H", timedelta(hours=12)),
+        ("PT30M", timedelta(minutes=30)),
+        ("PT45S", timedelta(seconds=45)),
+        ("P1DT2H3M4.5S", timedelta(days=1, hours=2, minutes=3, seconds=4.5)),
+    ],
 )
 def test_durations(text: str, delta: timedelta) -> None:
     now = datetime(2026, 9, 1, tzinfo=UTC)
@@ -64,11 +70,14 @@ def test_durations(text: str, delta: timedelta) -> None:
 
 def test_calendar_arithmetic() -> None:
     assert parse_duration("P1M").before(datetime(2026, 3, 31, tzinfo=UTC)) == datetime(
-        2026, 2, 28, tzinfo=UTC)
+        2026, 2, 28, tzinfo=UTC
+    )
     assert parse_duration("P1Y").before(datetime(2028, 2, 29, tzinfo=UTC)) == datetime(
-        2027, 2, 28, tzinfo=UTC)
+        2027, 2, 28, tzinfo=UTC
+    )
     assert parse_duration("P1Y6M").before(datetime(2026, 9, 1, tzinfo=UTC)) == datetime(
-        2025, 3, 1, tzinfo=UTC)
+        2025, 3, 1, tzinfo=UTC
+    )
 
 
 @pytest.mark.parametrize("bad", ["P", "PT", "90D", "P1.5D", "P1DT", "-P1D", "P1H", ""])
@@ -90,16 +99,21 @@ def test_most_specific_wins() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("org", "expected pattern=duration"), ("org=P1X", "invalid retention duration 'P1X'"),
-     ("org=P1D,org=P2D", "given twice"), ("=P1D", "empty space pattern")],
+    [
+        ("org", "expected pattern=duration"),
+        ("org=P1X", "invalid retention duration 'P1X'"),
+        ("org=P1D,org=P2D", "given twice"),
+        ("=P1D", "empty space pattern"),
+    ],
 )
 def test_bad_specs(spec: str, message: str) -> None:
     with pytest.raises(LedgerError, match=message):
         RetentionPolicy.parse(spec)
 
 
-@pytest.mark.parametrize("spec", ["org=P99999999999D", "org=PT99999999999999999999S",
-                                  "org=P10000Y", "team:*=P3000Y"])
+@pytest.mark.parametrize(
+    "spec", ["org=P99999999999D", "org=PT99999999999999999999S", "org=P10000Y", "team:*=P3000Y"]
+)
 def test_a_window_whose_cutoff_cannot_be_computed_is_refused_when_parsed(spec: str) -> None:
     with pytest.raises(LedgerError, match="reaches before year 1") as caught:
         RetentionPolicy.parse(spec)
@@ -111,10 +125,24 @@ def test_serve_refuses_such_a_window_with_one_line_and_no_file(tmp_path: Path) -
     import sys
 
     ledger = tmp_path / "ledger.jsonl"
-    done = subprocess.run([sys.executable, "-m", "agent_custody_state", "serve", "--ledger",
-                           str(ledger), "--retention", "org=P99999999999D"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent_custody_state",
+            "serve",
+            "--ledger",
+            str(ledger),
+            "--retention",
+            "org=P99999999999D",
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "error: retention: retention duration P99999999999D reaches before year 1"]
+        "error: retention: retention duration P99999999999D reaches before year 1"
+    ]
     assert list(tmp_path.iterdir()) == []

@@ -121,8 +121,7 @@ def test_sections_of_two_threads_do_not_overlap() -> None:
     with tx.transaction():
         tx.steps.append("second")
     worker.join()
-    assert tx.steps == ["begin", "first done", "commit", "end",
-                        "begin", "second", "commit", "end"]
+    assert tx.steps == ["begin", "first done", "commit", "end", "begin", "second", "commit", "end"]
 
 
 @pytest.fixture(params=["memory", "jsonl"])

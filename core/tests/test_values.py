@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger, LedgerError
 
 REFUSED: list[tuple[Any, str]] = [
@@ -33,46 +34,65 @@ def test_a_value_json_cannot_keep_is_refused_naming_its_place(
         assert str(caught.value).startswith(message), caught.value
         assert caught.value.field == "value" and caught.value.code == "invalid_argument"
         with pytest.raises(LedgerError, match="item 1: value"):
-            ledger.assert_many([{"subject": "s", "predicate": "x", "value": 1, "space": "o",
-                                 "actor": "a"},
-                                {"subject": "s", "predicate": "y", "value": value, "space": "o",
-                                 "actor": "a"}])
+            ledger.assert_many(
+                [
+                    {"subject": "s", "predicate": "x", "value": 1, "space": "o", "actor": "a"},
+                    {"subject": "s", "predicate": "y", "value": value, "space": "o", "actor": "a"},
+                ]
+            )
     assert path.read_bytes() == before
 
 
 def test_values_json_keeps_read_back_bit_for_bit_after_reopen(tmp_path: Path) -> None:
-    value = {"max": 1e308, "tiny": 5e-324, "tenth": 0.1, "edge": 2**53 - 1,
-             "neg": -(2**53 - 1), "third": 1 / 3, "big": 1.7976931348623157e308}
+    value = {
+        "max": 1e308,
+        "tiny": 5e-324,
+        "tenth": 0.1,
+        "edge": 2**53 - 1,
+        "neg": -(2**53 - 1),
+        "third": 1 / 3,
+        "big": 1.7976931348623157e308,
+    }
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
-        fact_id = ledger.assert_fact(subject="s", predicate="p", value=value, space="o",
-                                     actor="a").fact_id
+        fact_id = ledger.assert_fact(
+            subject="s", predicate="p", value=value, space="o", actor="a"
+        ).fact_id
     with Ledger(path) as ledger:
         back = ledger.get(fact_id)
     assert back is not None
-    assert {k: (type(v), v.hex() if isinstance(v, float) else v) for k, v in back.value.items()} \
-        == {k: (type(v), v.hex() if isinstance(v, float) else v) for k, v in value.items()}
+    assert {
+        k: (type(v), v.hex() if isinstance(v, float) else v) for k, v in back.value.items()
+    } == {k: (type(v), v.hex() if isinstance(v, float) else v) for k, v in value.items()}
 
 
 def test_a_fact_id_that_exists_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     with Ledger(path) as ledger:
-        ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a",
-                           fact_id="f-1")
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a", fact_id="f-1")
         before = path.read_bytes()
         with pytest.raises(LedgerError, match="^fact f-1 already exists$") as caught:
-            ledger.assert_fact(subject="t", predicate="q", value=2, space="o", actor="a",
-                               fact_id="f-1")
+            ledger.assert_fact(
+                subject="t", predicate="q", value=2, space="o", actor="a", fact_id="f-1"
+            )
         assert caught.value.code == "fact_exists"
     assert path.read_bytes() == before
 
 
-@pytest.mark.parametrize("spelling", ["2026-01-01T00:00:00.000Z\n", " 2026-01-01T00:00:00Z",
-                                      "2026-01-01T00:00:00Z ", "2026-01-01T00:00:00+01:00\n"])
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "2026-01-01T00:00:00.000Z\n",
+        " 2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00Z ",
+        "2026-01-01T00:00:00+01:00\n",
+    ],
+)
 def test_a_time_with_surrounding_whitespace_is_refused(tmp_path: Path, spelling: str) -> None:
     with Ledger("memory:") as ledger:
         with pytest.raises(LedgerError, match="valid_from: .* is not an RFC 3339 time"):
-            ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a",
-                               valid_from=spelling)
+            ledger.assert_fact(
+                subject="s", predicate="p", value=1, space="o", actor="a", valid_from=spelling
+            )
         with pytest.raises(LedgerError, match="tx_at"):
             ledger.as_of(tx_at=spelling)

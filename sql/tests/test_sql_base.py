@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from agent_custody_state_sql import SqlEventBackend
 from sqlalchemy.engine import Connection
 
 from agent_custody_state import EventBackendError, Ledger
+from agent_custody_state_sql import SqlEventBackend
 
 
 class LiteBackend(SqlEventBackend):
@@ -38,8 +38,12 @@ class LiteBackend(SqlEventBackend):
             self.connects += 1
             return sqlite3.connect(path, check_same_thread=False)
 
-        engine = sa.create_engine("sqlite+pysqlite://", creator=connect,
-                                  isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        engine = sa.create_engine(
+            "sqlite+pysqlite://",
+            creator=connect,
+            isolation_level="AUTOCOMMIT",
+            poolclass=sa.pool.NullPool,
+        )
         super().__init__(engine, location=str(path))
 
     def _exec(self, sql: str) -> None:
@@ -85,8 +89,9 @@ def backend(tmp_path: Path) -> Iterator[LiteBackend]:
 
 
 def _write(ledger: Ledger, value: int) -> str:
-    return ledger.assert_fact(subject="s", predicate="p", value=value, space="org",
-                              actor="a").fact_id
+    return ledger.assert_fact(
+        subject="s", predicate="p", value=value, space="org", actor="a"
+    ).fact_id
 
 
 def test_a_failed_commit_is_not_acknowledged_and_rolled_back(backend: LiteBackend) -> None:
@@ -106,8 +111,9 @@ def test_a_failed_commit_is_not_acknowledged_and_rolled_back(backend: LiteBacken
 
 def test_a_refused_begin_names_the_write_lock(backend: LiteBackend) -> None:
     backend.fail["BEGIN"] = 1
-    with pytest.raises(EventBackendError,
-                       match="could not take the write lock: injected: BEGIN refused$"):
+    with pytest.raises(
+        EventBackendError, match="could not take the write lock: injected: BEGIN refused$"
+    ):
         with backend.transaction():
             pytest.fail("the body ran without the write lock")
     assert backend._depth == 0 and backend.connects == 1  # a live connection is not replaced
@@ -161,8 +167,9 @@ def test_a_bad_row_is_named_by_its_seq(backend: LiteBackend) -> None:
     ledger = Ledger(backend)
     fact_id = _write(ledger, 1)
     backend._raw.execute("UPDATE events SET json = '{not json' WHERE seq = 1")
-    with pytest.raises(EventBackendError,
-                       match=f"^{backend.location}: the event with seq 1 is not a valid event"):
+    with pytest.raises(
+        EventBackendError, match=f"^{backend.location}: the event with seq 1 is not a valid event"
+    ):
         backend.events_for([fact_id])
 
 

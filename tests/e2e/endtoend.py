@@ -82,8 +82,11 @@ def _toml_table(values: Mapping[str, Any]) -> list[str]:
 
 
 def render_config(
-    *, ledger: str | Path, stores: Sequence[Mapping[str, Any]] = (),
-    verify: Mapping[str, Any] | None = None, **top: Any,
+    *,
+    ledger: str | Path,
+    stores: Sequence[Mapping[str, Any]] = (),
+    verify: Mapping[str, Any] | None = None,
+    **top: Any,
 ) -> str:
     """The TOML text of a memory server config (``docs/configuration.md``).
 
@@ -108,15 +111,21 @@ def render_config(
 
 
 def write_config(
-    folder: Path, *, stores: Sequence[Mapping[str, Any]] = (), ledger: str | Path | None = None,
-    verify: Mapping[str, Any] | None = None, name: str = "memory.toml", **top: Any,
+    folder: Path,
+    *,
+    stores: Sequence[Mapping[str, Any]] = (),
+    ledger: str | Path | None = None,
+    verify: Mapping[str, Any] | None = None,
+    name: str = "memory.toml",
+    **top: Any,
 ) -> Path:
     """Write ``render_config(...)`` to ``folder/name``; the ledger defaults to
     ``folder/ledger.jsonl``. Returns the config's path."""
     path = folder / name
     path.write_text(
-        render_config(ledger=ledger or folder / "ledger.jsonl", stores=stores, verify=verify,
-                      **top),
+        render_config(
+            ledger=ledger or folder / "ledger.jsonl", stores=stores, verify=verify, **top
+        ),
         encoding="utf-8",
     )
     return path
@@ -155,7 +164,7 @@ def zep_held(fake: Any) -> set[Held]:
 
 
 def _tag(tags: Iterable[str], prefix: str) -> str | None:
-    found = [t[len(prefix):] for t in tags if t.startswith(prefix)]
+    found = [t[len(prefix) :] for t in tags if t.startswith(prefix)]
     return found[0] if len(found) == 1 else None
 
 
@@ -163,8 +172,10 @@ def letta_held(fake: Any) -> set[Held]:
     """A ``FakeLetta``'s passages: the text, the ``fact:`` and ``receipt:`` custody tags."""
     with fake.lock:
         passages = list(fake.items.values())
-    return {Held(_tag(p["tags"], "fact:"), p["text"], _tag(p["tags"], "receipt:"), p["id"])
-            for p in passages}
+    return {
+        Held(_tag(p["tags"], "fact:"), p["text"], _tag(p["tags"], "receipt:"), p["id"])
+        for p in passages
+    }
 
 
 def cognee_held(fake: Any) -> set[Held]:
@@ -192,8 +203,9 @@ def pgvector_held(url: str, table: str) -> set[Held]:
     query = sql.SQL("SELECT id, text, metadata FROM {}").format(sql.Identifier(table))
     with psycopg.connect(url) as conn:
         rows = conn.execute(query).fetchall()
-    return {Held(meta.get("factId"), text, meta.get("receiptId"), row_id)
-            for row_id, text, meta in rows}
+    return {
+        Held(meta.get("factId"), text, meta.get("receiptId"), row_id) for row_id, text, meta in rows
+    }
 
 
 def langgraph_held(store: Any, prefix: Sequence[str] = ("memories",)) -> set[Held]:
@@ -204,8 +216,9 @@ def langgraph_held(store: Any, prefix: Sequence[str] = ("memories",)) -> set[Hel
         page = store.search(tuple(prefix), limit=100, offset=offset)
         for item in page:
             value = item.value
-            held.add(Held(value.get("factId"), value.get("content"), value.get("receiptId"),
-                          item.key))
+            held.add(
+                Held(value.get("factId"), value.get("content"), value.get("receiptId"), item.key)
+            )
         if len(page) < 100:
             return held
         offset += len(page)
@@ -251,8 +264,9 @@ def residue(fake: Any, needle: str) -> list[str]:
     ``requests``. Answers the attribute paths; ``[]`` means no trace."""
     with fake.lock:
         state = {k: v for k, v in vars(fake).items() if k not in _NOT_STORED}
-        return sorted({path for path, text in _walk(state, type(fake).__name__, set())
-                       if needle in text})
+        return sorted(
+            {path for path, text in _walk(state, type(fake).__name__, set()) if needle in text}
+        )
 
 
 def sqlite_residue(path: Path, needle: str) -> list[str]:
@@ -287,7 +301,8 @@ def postgres_residue(url: str, needle: str, tables: Sequence[str]) -> list[str]:
     with psycopg.connect(url) as conn:
         for table in tables:
             query = sql.SQL("SELECT count(*) FROM {} AS t WHERE strpos(t::text, %s) > 0").format(
-                sql.Identifier(table))
+                sql.Identifier(table)
+            )
             row = conn.execute(query, (needle,)).fetchone()
             if row is not None and row[0]:
                 found.append(table)

@@ -34,19 +34,25 @@ from typing import Any
 
 import pytest
 
-for _module in ("agent_custody_state_mem0", "agent_custody_state_zep",
-                "agent_custody_state_letta", "agent_custody_state_cognee",
-                "agent_custody_state_pgvector", "agent_custody_state_langgraph"):
+for _module in (
+    "agent_custody_state_mem0",
+    "agent_custody_state_zep",
+    "agent_custody_state_letta",
+    "agent_custody_state_cognee",
+    "agent_custody_state_pgvector",
+    "agent_custody_state_langgraph",
+):
     pytest.importorskip(_module, reason=f"needs {_module} (nox -s e2e)")
 pytest.importorskip("langgraph.store.sqlite", reason="needs langgraph-checkpoint-sqlite")
 pytest.importorskip("psycopg", reason="needs psycopg 3")
+
+from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
 from agent_custody_state_cognee.testing import FakeCognee  # noqa: E402
 from agent_custody_state_conformance.gateway import GatewayClient, ToolResult  # noqa: E402
 from agent_custody_state_letta.testing import FakeLetta  # noqa: E402
 from agent_custody_state_mem0.testing import FakeMem0  # noqa: E402
 from agent_custody_state_zep.testing import FakeZep  # noqa: E402
-from langgraph.store.sqlite import SqliteStore  # noqa: E402
 
 from .endtoend import (  # noqa: E402
     Held,
@@ -68,8 +74,10 @@ STORES = ("mem0", "zep", "letta", "cognee", "vectors", "langmem")
 # The one trace allowed to outlive a forget: mem0's add events (``GET /v1/event/{id}/``) echo
 # the memory text in ``results[*].data.memory``, the fake keeps them as the platform does, and
 # the documented API has no route to delete an event. Any other trace in the fake fails the test.
-MEM0_EVENT_ECHO = re.compile(r"^FakeMem0\['events'\]\['[0-9a-f-]+'\]\['results'\]\[\d+\]"
-                             r"\['data'\]\['memory'\]$")
+MEM0_EVENT_ECHO = re.compile(
+    r"^FakeMem0\['events'\]\['[0-9a-f-]+'\]\['results'\]\[\d+\]"
+    r"\['data'\]\['memory'\]$"
+)
 TABLE = "custody_facts"
 SUBJECT, PREDICATE = "acct:42", "plan"
 
@@ -95,16 +103,18 @@ class Deployment:
 
     def held(self) -> dict[str, set[Held]]:
         """What each store holds, read behind the adapters."""
-        conn = sqlite3.connect(self.langgraph_path, check_same_thread=False,
-                               isolation_level=None)
+        conn = sqlite3.connect(self.langgraph_path, check_same_thread=False, isolation_level=None)
         try:
             langmem = langgraph_held(SqliteStore(conn), ("memories",))
         finally:
             conn.close()
         return {
-            "mem0": mem0_held(self.mem0), "zep": zep_held(self.zep),
-            "letta": letta_held(self.letta), "cognee": cognee_held(self.cognee),
-            "vectors": pgvector_held(self.pg_url, TABLE), "langmem": langmem,
+            "mem0": mem0_held(self.mem0),
+            "zep": zep_held(self.zep),
+            "letta": letta_held(self.letta),
+            "cognee": cognee_held(self.cognee),
+            "vectors": pgvector_held(self.pg_url, TABLE),
+            "langmem": langmem,
         }
 
     def traces(self, needle: str) -> dict[str, list[str]]:
@@ -112,7 +122,8 @@ class Deployment:
         found = {
             "mem0": [p for p in residue(self.mem0, needle) if not MEM0_EVENT_ECHO.match(p)],
             "zep": residue(self.zep, needle),
-            "letta": residue(self.letta, needle), "cognee": residue(self.cognee, needle),
+            "letta": residue(self.letta, needle),
+            "cognee": residue(self.cognee, needle),
             "vectors": postgres_residue(self.pg_url, needle, [TABLE]),
             "langmem": sqlite_residue(self.langgraph_path, needle),
             "ledger": ["ledger.jsonl"] if needle in self.ledger.read_text("utf-8") else [],
@@ -131,27 +142,67 @@ def deployment(tmp_path: Path, postgres_url: str) -> Iterator[Deployment]:
         graph_uuid, agent_id = zep.create_graph("custody"), letta.add_agent()
         langgraph_path = tmp_path / "langgraph.sqlite"
         stores: list[dict[str, Any]] = [
-            {"name": "mem0", "type": "mem0", "user_id": "support-team", "host": mem0.url,
-             "api_key_env": "E2E_MEM0_KEY", "mem0_dir": str(tmp_path / "mem0")},
-            {"name": "zep", "type": "zep", "graph_uuid": graph_uuid, "base_url": zep.url,
-             "api_key_env": "E2E_ZEP_KEY"},
-            {"name": "letta", "type": "letta", "agent_id": agent_id, "base_url": letta.url,
-             "api_key_env": "E2E_LETTA_KEY", "tags": ["support-bot"]},
-            {"name": "cognee", "type": "cognee", "url": cognee.url,
-             "dataset_name": "agent-custody", "api_key_env": "E2E_COGNEE_KEY"},
-            {"name": "vectors", "type": "pgvector", "dsn_env": "E2E_PG_URL", "table": TABLE,
-             "dimensions": 8, "embed": "agent_custody_state_conformance.embeddings:embed_8"},
-            {"name": "langmem", "type": "langgraph", "backend": "sqlite",
-             "path": str(langgraph_path), "namespace": ["memories", "{space}"]},
+            {
+                "name": "mem0",
+                "type": "mem0",
+                "user_id": "support-team",
+                "host": mem0.url,
+                "api_key_env": "E2E_MEM0_KEY",
+                "mem0_dir": str(tmp_path / "mem0"),
+            },
+            {
+                "name": "zep",
+                "type": "zep",
+                "graph_uuid": graph_uuid,
+                "base_url": zep.url,
+                "api_key_env": "E2E_ZEP_KEY",
+            },
+            {
+                "name": "letta",
+                "type": "letta",
+                "agent_id": agent_id,
+                "base_url": letta.url,
+                "api_key_env": "E2E_LETTA_KEY",
+                "tags": ["support-bot"],
+            },
+            {
+                "name": "cognee",
+                "type": "cognee",
+                "url": cognee.url,
+                "dataset_name": "agent-custody",
+                "api_key_env": "E2E_COGNEE_KEY",
+            },
+            {
+                "name": "vectors",
+                "type": "pgvector",
+                "dsn_env": "E2E_PG_URL",
+                "table": TABLE,
+                "dimensions": 8,
+                "embed": "agent_custody_state_conformance.embeddings:embed_8",
+            },
+            {
+                "name": "langmem",
+                "type": "langgraph",
+                "backend": "sqlite",
+                "path": str(langgraph_path),
+                "namespace": ["memories", "{space}"],
+            },
         ]
         ledger = tmp_path / "ledger.jsonl"
-        config = write_config(tmp_path, ledger=ledger, stores=stores,
-                              verify={"attempts": 3, "delay_ms": 10})
-        env = {"E2E_MEM0_KEY": keys["mem0"], "E2E_ZEP_KEY": keys["zep"],
-               "E2E_LETTA_KEY": keys["letta"], "E2E_COGNEE_KEY": keys["cognee"],
-               "E2E_PG_URL": postgres_url, "MEM0_TELEMETRY": "false"}
-        yield Deployment(mem0, zep, letta, cognee, postgres_url, langgraph_path, ledger,
-                         config, env)
+        config = write_config(
+            tmp_path, ledger=ledger, stores=stores, verify={"attempts": 3, "delay_ms": 10}
+        )
+        env = {
+            "E2E_MEM0_KEY": keys["mem0"],
+            "E2E_ZEP_KEY": keys["zep"],
+            "E2E_LETTA_KEY": keys["letta"],
+            "E2E_COGNEE_KEY": keys["cognee"],
+            "E2E_PG_URL": postgres_url,
+            "MEM0_TELEMETRY": "false",
+        }
+        yield Deployment(
+            mem0, zep, letta, cognee, postgres_url, langgraph_path, ledger, config, env
+        )
 
 
 def text(value: str) -> str:
@@ -201,9 +252,14 @@ def ok(result: ToolResult) -> dict[str, Any]:
 async def test_six_stores_mirror_the_present(deployment: Deployment) -> None:
     old, new = f"pro-{uuid.uuid4().hex[:10]}", f"enterprise-{uuid.uuid4().hex[:10]}"
     write = {"subject": SUBJECT, "predicate": PREDICATE, "space": "team:support"}
-    async with GatewayClient.stdio("serve", "--config", str(deployment.config),
-                                   agent="billing-agent", env=deployment.env,
-                                   errlog=sys.stderr) as gw:
+    async with GatewayClient.stdio(
+        "serve",
+        "--config",
+        str(deployment.config),
+        agent="billing-agent",
+        env=deployment.env,
+        errlog=sys.stderr,
+    ) as gw:
         # 1. A write reaches all six stores with its custody metadata.
         first = await gw.call("memory.write", {**write, "value": old})
         a = believed(first, old)
@@ -221,8 +277,11 @@ async def test_six_stores_mirror_the_present(deployment: Deployment) -> None:
         # 3. Retracting the replacement puts the old value back, under fresh vendor ids that
         #    the retract event records (mem0, Zep, Letta mint new ones; pgvector, LangGraph
         #    key by fact id; Cognee keys by content, which is the same again).
-        undo = ok(await gw.call("memory.retract", {"factId": b.fact_id,
-                                                   "reason": "entered on the wrong account"}))
+        undo = ok(
+            await gw.call(
+                "memory.retract", {"factId": b.fact_id, "reason": "entered on the wrong account"}
+            )
+        )
         assert_removed_everywhere(undo)
         restored = undo["restored"]
         assert restored["factId"] == a.fact_id and restored["failed"] == {}
@@ -251,24 +310,37 @@ async def test_six_stores_mirror_the_present(deployment: Deployment) -> None:
         sales_value = f"sales-{uuid.uuid4().hex[:10]}"
         swept_value = f"trial-{uuid.uuid4().hex[:10]}"
         kept_value = f"legal-{uuid.uuid4().hex[:10]}"
-        sales = believed(await gw.call("memory.write", {**write, "space": "team:sales",
-                                                       "value": sales_value}), sales_value)
-        swept = believed(await gw.call("memory.write", {**write, "subject": "acct:7",
-                                                       "value": swept_value}), swept_value)
-        kept = believed(await gw.call("memory.write", {**write, "subject": "acct:9",
-                                                      "value": kept_value}), kept_value)
+        sales = believed(
+            await gw.call("memory.write", {**write, "space": "team:sales", "value": sales_value}),
+            sales_value,
+        )
+        swept = believed(
+            await gw.call("memory.write", {**write, "subject": "acct:7", "value": swept_value}),
+            swept_value,
+        )
+        kept = believed(
+            await gw.call("memory.write", {**write, "subject": "acct:9", "value": kept_value}),
+            kept_value,
+        )
         ok(await gw.call("memory.hold", {"factId": kept.fact_id, "reason": "litigation"}))
         before = (datetime.now(UTC) + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
-        sweep = ok(await gw.call("memory.sweep", {"reason": "retention", "before": before,
-                                                  "space": "team:support"}))
+        sweep = ok(
+            await gw.call(
+                "memory.sweep", {"reason": "retention", "before": before, "space": "team:support"}
+            )
+        )
         assert [entry["factId"] for entry in sweep["forgotten"]] == [swept.fact_id]
         assert_removed_everywhere(sweep["forgotten"][0])
         assert sweep["held"] == [kept.fact_id] and sweep["stillHeld"] == []
         swept_text = f"acct:7 {PREDICATE}: {swept_value}"
         assert deployment.held() == {
-            name: {Held(f.fact_id, t, f.receipt, f.external[name])
-                   for f, t in ((sales, text(sales_value)),
-                                (kept, f"acct:9 {PREDICATE}: {kept_value}"))}
+            name: {
+                Held(f.fact_id, t, f.receipt, f.external[name])
+                for f, t in (
+                    (sales, text(sales_value)),
+                    (kept, f"acct:9 {PREDICATE}: {kept_value}"),
+                )
+            }
             for name in STORES
         }
         assert swept_text not in str(deployment.held())

@@ -125,8 +125,18 @@ class Check:
         run(self.uv, "venv", "--quiet", "--python", sys.executable, str(self.venv))
         ours = sorted({normalize(w.name.split("-")[0]) for w in self.wheels.glob("*.whl")})
         refresh = [arg for name in ours for arg in ("--refresh-package", name)]
-        run(self.uv, "pip", "install", "--quiet", "--python", str(self.python),
-            "--find-links", str(self.wheels), *refresh, REQUIREMENT)
+        run(
+            self.uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(self.python),
+            "--find-links",
+            str(self.wheels),
+            *refresh,
+            REQUIREMENT,
+        )
 
     def installed(self) -> dict[str, Any]:
         if self._installed is None:
@@ -147,8 +157,12 @@ class Check:
     def check_wheels_built(self) -> None:
         """A wheel for the root and for every workspace member."""
         root = Path(__file__).resolve().parents[2]
-        members = ["core", "sql", "conformance",
-                   *(p.parent.name for p in root.glob("plugins/*/pyproject.toml"))]
+        members = [
+            "core",
+            "sql",
+            "conformance",
+            *(p.parent.name for p in root.glob("plugins/*/pyproject.toml")),
+        ]
         expected = {"agent-custody-state", *(f"agent-custody-state-{m}" for m in members)}
         built = {normalize(w.name.split("-")[0]) for w in self.wheels.glob("*.whl")}
         assert built == expected, f"built {sorted(built)}, expected {sorted(expected)}"
@@ -187,8 +201,9 @@ class Check:
         )
         dists = {normalize(p["distribution"]) for p in listed}
         # The root and the SQL base register no plugin of their own.
-        assert dists == EXPECTED_DISTS - {"agent-custody-state", "agent-custody-state-sql"}, (
-            sorted(dists))
+        assert dists == EXPECTED_DISTS - {"agent-custody-state", "agent-custody-state-sql"}, sorted(
+            dists
+        )
         assert {p["version"] for p in listed} == {"0.1.0"}
 
     def check_plugins_text(self) -> None:
@@ -198,8 +213,11 @@ class Check:
         section = text.split("store types:", 1)[1] if "store types:" in text else ""
         types = re.findall(r"^  (\S+)\s+\(", section, flags=re.M)
         assert types == EXPECTED_STORE_TYPES, f"store types {types}\n{text}"
-        for dist in ("agent-custody-state-mem0 0.1.0", "agent-custody-state-zep 0.1.0",
-                     "agent-custody-state-events-sqlite 0.1.0"):
+        for dist in (
+            "agent-custody-state-mem0 0.1.0",
+            "agent-custody-state-zep 0.1.0",
+            "agent-custody-state-events-sqlite 0.1.0",
+        ):
             assert dist in text, f"{dist} not listed\n{text}"
 
 

@@ -21,9 +21,7 @@ from .support import COLLECTED, STRESS, build_faultshim
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if STRESS:
         return
-    skip = pytest.mark.skip(
-        reason="long-only: runs under AGENT_CUSTODY_STRESS=1 (nox -s stress)"
-    )
+    skip = pytest.mark.skip(reason="long-only: runs under AGENT_CUSTODY_STRESS=1 (nox -s stress)")
     for item in items:
         if "slow" in item.keywords and str(item.path).startswith(str(Path(__file__).parent)):
             item.add_marker(skip)
@@ -34,8 +32,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     terminalreporter.section(f"reliability figures ({'stress' if STRESS else 'short'} run)")
     for line in COLLECTED:
-        figures = ", ".join(f"{k}={v}" for k, v in line.items()
-                            if k not in ("test", "stress", "at"))
+        figures = ", ".join(
+            f"{k}={v}" for k, v in line.items() if k not in ("test", "stress", "at")
+        )
         terminalreporter.write_line(f"{line['test']}: {figures}")
 
 

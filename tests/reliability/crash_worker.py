@@ -96,8 +96,9 @@ class Worker:
         ledger = self.ledger
         facts = ledger.facts()
         self.live = {f.fact_id for f in facts if f.forgotten is None}
-        self.heads = {f.fact_id for f in ledger.as_of(include="all")
-                      if not f.space.startswith("sweep-")}
+        self.heads = {
+            f.fact_id for f in ledger.as_of(include="all") if not f.space.startswith("sweep-")
+        }
         self.claimed = {f.fact_id for f in facts if f.provenance == "claimed"}
         self.held = {f for f in self.live if ledger.held(f)}
 
@@ -111,8 +112,13 @@ class Worker:
 
         def call() -> list[Any]:
             event = self.ledger.assert_fact(
-                subject=f"c-{fid[:8]}", predicate="p", value=value, space=space,
-                actor="crash", fact_id=fid, provenance=self.rng.choice(["claimed", "attested"]),
+                subject=f"c-{fid[:8]}",
+                predicate="p",
+                value=value,
+                space=space,
+                actor="crash",
+                fact_id=fid,
+                provenance=self.rng.choice(["claimed", "attested"]),
             )
             self.live.add(fid)
             self.heads.add(fid)
@@ -131,13 +137,22 @@ class Worker:
             return None
         value, needles = make_value(self.rng)
         fid = str(uuid.uuid4())
-        intent = {"factIds": [fid], "needles": {fid: needles}, "values": {fid: value},
-                  "supersedes": old}
+        intent = {
+            "factIds": [fid],
+            "needles": {fid: needles},
+            "values": {fid: value},
+            "supersedes": old,
+        }
 
         def call() -> list[Any]:
             event = self.ledger.assert_fact(
-                subject=prev.subject, predicate=prev.predicate, value=value, space=prev.space,
-                actor="crash", fact_id=fid, supersedes=old,
+                subject=prev.subject,
+                predicate=prev.predicate,
+                value=value,
+                space=prev.space,
+                actor="crash",
+                fact_id=fid,
+                supersedes=old,
             )
             self.heads.discard(old)
             self.heads.add(fid)
@@ -153,8 +168,16 @@ class Worker:
             value, n = make_value(self.rng)
             fid = str(uuid.uuid4())
             needles[fid], values[fid] = n, value
-            items.append({"subject": f"b-{fid[:8]}", "predicate": "p", "value": value,
-                          "space": "org", "actor": "crash", "fact_id": fid})
+            items.append(
+                {
+                    "subject": f"b-{fid[:8]}",
+                    "predicate": "p",
+                    "value": value,
+                    "space": "org",
+                    "actor": "crash",
+                    "fact_id": fid,
+                }
+            )
         intent = {"factIds": list(needles), "needles": needles, "values": values, "batch": True}
 
         def call() -> list[Any]:
@@ -239,16 +262,33 @@ class Worker:
             value, needles = make_value(self.rng)
             fid = str(uuid.uuid4())
             intent = {"factIds": [fid], "needles": {fid: needles}, "values": {fid: value}}
-            self._run("assert", intent, lambda fid=fid, value=value: [self.ledger.assert_fact(
-                subject=f"s-{fid[:8]}", predicate="p", value=value, space=space, actor="crash",
-                fact_id=fid)])
+            self._run(
+                "assert",
+                intent,
+                lambda fid=fid, value=value: [
+                    self.ledger.assert_fact(
+                        subject=f"s-{fid[:8]}",
+                        predicate="p",
+                        value=value,
+                        space=space,
+                        actor="crash",
+                        fact_id=fid,
+                    )
+                ],
+            )
             self.live.add(fid)
-        ids = [f.fact_id for f in self.ledger.learned_before(
-            datetime.now(UTC) + timedelta(seconds=5), space)]
+        ids = [
+            f.fact_id
+            for f in self.ledger.learned_before(datetime.now(UTC) + timedelta(seconds=5), space)
+        ]
 
         def call() -> list[Any]:
-            result = self.ledger.sweep(before=datetime.now(UTC) + timedelta(seconds=5),
-                                       space=space, actor="crash", reason="retention")
+            result = self.ledger.sweep(
+                before=datetime.now(UTC) + timedelta(seconds=5),
+                space=space,
+                actor="crash",
+                reason="retention",
+            )
             for e in result.forgotten:
                 self.live.discard(e.fact_id)
             return list(result.forgotten)
@@ -256,16 +296,29 @@ class Worker:
         return {"factIds": ids, "space": space}, call
 
     OPS: ClassVar[dict[str, tuple[Any, int]]] = {
-        "assert": (op_assert, 5), "supersede": (op_supersede, 4), "many": (op_many, 2),
-        "retract": (op_retract, 2), "confirm": (op_confirm, 1), "hold": (op_hold, 1),
-        "release": (op_release, 1), "forget": (op_forget, 4), "sweep": (op_sweep, 2),
+        "assert": (op_assert, 5),
+        "supersede": (op_supersede, 4),
+        "many": (op_many, 2),
+        "retract": (op_retract, 2),
+        "confirm": (op_confirm, 1),
+        "hold": (op_hold, 1),
+        "release": (op_release, 1),
+        "forget": (op_forget, 4),
+        "sweep": (op_sweep, 2),
     }
 
     def _run(self, name: str, intent: dict[str, Any], call: Any) -> None:
         self.note({"t": "intent", "op": name, **intent})
         events = call()
-        self.note({"t": "ack", "op": name, "events": [
-            {"eventId": e.event_id, "kind": e.kind, "factId": e.fact_id} for e in events]})
+        self.note(
+            {
+                "t": "ack",
+                "op": name,
+                "events": [
+                    {"eventId": e.event_id, "kind": e.kind, "factId": e.fact_id} for e in events
+                ],
+            }
+        )
 
     def step(self, name: str, armed: dict[str, Any] | None = None) -> bool:
         """Run one operation of kind ``name``; False if it had nothing to work on."""
@@ -319,8 +372,11 @@ def _worker_main(params: dict[str, Any], shim: Any) -> int:
 def zygote() -> None:
     from agent_custody_state import Ledger  # noqa: F401 - imported once, before forking
 
-    for module in ("agent_custody_state_events_sqlite.store",
-                   "agent_custody_state_events_postgres.store", "psycopg"):
+    for module in (
+        "agent_custody_state_events_sqlite.store",
+        "agent_custody_state_events_postgres.store",
+        "psycopg",
+    ):
         with contextlib.suppress(ImportError):
             __import__(module)
     path = os.environ.get("ACS_FAULTSHIM")
@@ -344,8 +400,9 @@ def zygote() -> None:
             _, status = os.waitpid(cmd["pid"], 0)
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-            print(json.dumps({"pid": cmd["pid"], "signal": sig, "code": code}), file=out,
-                  flush=True)
+            print(
+                json.dumps({"pid": cmd["pid"], "signal": sig, "code": code}), file=out, flush=True
+            )
         elif cmd["cmd"] == "exit":
             return
 

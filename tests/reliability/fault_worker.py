@@ -38,12 +38,24 @@ def _op(ledger: Ledger, name: str, tag: str) -> list[Any]:
     """Run operation ``name`` (creating what it needs first, unfaulted) and return its events."""
     marker = f"v-{uuid.uuid4().hex}"
     if name == "assert":
-        return [ledger.assert_fact(subject=f"f-{tag}", predicate="p", value=marker,
-                                   space="org", actor="fault")]
+        return [
+            ledger.assert_fact(
+                subject=f"f-{tag}", predicate="p", value=marker, space="org", actor="fault"
+            )
+        ]
     if name == "many":
-        return ledger.assert_many([{"subject": f"m-{tag}-{i}", "predicate": "p",
-                                    "value": f"{marker}-{i}", "space": "org", "actor": "fault"}
-                                   for i in range(3)])
+        return ledger.assert_many(
+            [
+                {
+                    "subject": f"m-{tag}-{i}",
+                    "predicate": "p",
+                    "value": f"{marker}-{i}",
+                    "space": "org",
+                    "actor": "fault",
+                }
+                for i in range(3)
+            ]
+        )
     raise ValueError(name)
 
 
@@ -51,22 +63,38 @@ def _prepare(ledger: Ledger, name: str, tag: str) -> Any:
     """Set up what a non-assert operation acts on; returns a zero-argument call."""
     if name in ("assert", "many"):
         return lambda: _op(ledger, name, tag)
-    base = ledger.assert_fact(subject=f"x-{tag}", predicate="p", value=f"v-{uuid.uuid4().hex}",
-                              space=f"space-{tag}", actor="fault")
+    base = ledger.assert_fact(
+        subject=f"x-{tag}",
+        predicate="p",
+        value=f"v-{uuid.uuid4().hex}",
+        space=f"space-{tag}",
+        actor="fault",
+    )
     if name == "supersede":
-        return lambda: [ledger.assert_fact(subject=f"x-{tag}", predicate="p", value="next",
-                                           space=f"space-{tag}", actor="fault",
-                                           supersedes=base.fact_id)]
+        return lambda: [
+            ledger.assert_fact(
+                subject=f"x-{tag}",
+                predicate="p",
+                value="next",
+                space=f"space-{tag}",
+                actor="fault",
+                supersedes=base.fact_id,
+            )
+        ]
     if name == "retract":
         return lambda: [ledger.retract(fact_id=base.fact_id, actor="fault", reason="r")]
     if name == "forget":
         return lambda: [ledger.forget(fact_id=base.fact_id, actor="fault", reason="r")]
     if name == "sweep":
-        ledger.assert_fact(subject=f"y-{tag}", predicate="p", value="w", space=f"space-{tag}",
-                           actor="fault")
+        ledger.assert_fact(
+            subject=f"y-{tag}", predicate="p", value="w", space=f"space-{tag}", actor="fault"
+        )
         before = datetime.now(UTC) + timedelta(seconds=5)
-        return lambda: list(ledger.sweep(before=before, space=f"space-{tag}", actor="fault",
-                                         reason="retention").forgotten)
+        return lambda: list(
+            ledger.sweep(
+                before=before, space=f"space-{tag}", actor="fault", reason="retention"
+            ).forgotten
+        )
     raise ValueError(name)
 
 
@@ -96,8 +124,7 @@ def run_case(case: dict[str, Any], shim: Any, ledgers: dict[str, Ledger]) -> dic
     out: dict[str, Any] = {"case": case}
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     if fault["kind"] == "shim":
-        shim.acs_arm(fault["at"], 4 if fault["persistent"] else 3, fault["errno"],
-                     fault["classes"])
+        shim.acs_arm(fault["at"], 4 if fault["persistent"] else 3, fault["errno"], fault["classes"])
     elif fault["kind"] == "calibrate":
         shim.acs_arm(10**9, 0, 0, fault["classes"])
     elif fault["kind"] == "fsize":
@@ -106,8 +133,11 @@ def run_case(case: dict[str, Any], shim: Any, ledgers: dict[str, Ledger]) -> dic
         events = call()
         out["ok"] = [e.event_id for e in events]
     except Exception as exc:
-        out["error"] = {"type": type(exc).__name__, "message": str(exc),
-                        "module": type(exc).__module__}
+        out["error"] = {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "module": type(exc).__module__,
+        }
     finally:
         out["calls"] = shim.acs_count()
         out["fired"] = shim.acs_fired()
@@ -120,8 +150,9 @@ def run_case(case: dict[str, Any], shim: Any, ledgers: dict[str, Ledger]) -> dic
     # The object that saw the fault must keep working once it clears, and then agree with a
     # fresh reader; whatever the failed call left must not have become an event by then.
     try:
-        extra = ledger.assert_fact(subject=f"after-{tag}", predicate="p", value=1, space="org",
-                                   actor="fault")
+        extra = ledger.assert_fact(
+            subject=f"after-{tag}", predicate="p", value=1, space="org", actor="fault"
+        )
         out["recovered"] = True
     except Exception as exc:
         out["recovered"] = False

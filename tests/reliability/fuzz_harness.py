@@ -45,6 +45,7 @@ READ_ONLY = {"memory.read", "memory.get", "memory.history"}
 
 # -- the harness -----------------------------------------------------------------------------------
 
+
 class Harness:
     """Counts, checks and file hashing shared by the three ways in."""
 
@@ -90,14 +91,19 @@ class Harness:
 
 def seed_ledger(call: Callable[[str, Any, Any], dict[str, Any]], ids: Ids) -> None:
     """Facts in every state for the id-based hostile cases."""
+
     def write(subject: str, value: Any, **extra: Any) -> str:
-        out = call("memory.write", {"subject": subject, "predicate": "p", "value": value,
-                                    "space": "org", **extra}, gateway_meta())
+        out = call(
+            "memory.write",
+            {"subject": subject, "predicate": "p", "value": value, "space": "org", **extra},
+            gateway_meta(),
+        )
         assert not out.get("isError"), out
         return str(json.loads(out["texts"][0])["fact"]["factId"])
 
-    states: dict[str, list[str]] = {k: [] for k in (
-        "current", "superseded", "retracted", "forgotten", "held", "claimed")}
+    states: dict[str, list[str]] = {
+        k: [] for k in ("current", "superseded", "retracted", "forgotten", "held", "claimed")
+    }
     for i in range(6):
         a = write(f"seed-{i}", f"a{i}")
         b = write(f"seed-{i}", f"b{i}", supersedes=a)
@@ -112,17 +118,27 @@ def seed_ledger(call: Callable[[str, Any, Any], dict[str, Any]], ids: Ids) -> No
         e = write(f"held-{i}", i)
         call("memory.hold", {"factId": e, "reason": "seed"}, gateway_meta())
         states["held"].append(e)
-        f = call("memory.write", {"subject": f"claimed-{i}", "predicate": "p", "value": i,
-                                  "space": "org"}, {"agent-custody/receipt": "r"})
+        f = call(
+            "memory.write",
+            {"subject": f"claimed-{i}", "predicate": "p", "value": i, "space": "org"},
+            {"agent-custody/receipt": "r"},
+        )
         states["claimed"].append(json.loads(f["texts"][0])["fact"]["factId"])
     ids.by_state = states
 
 
-def fuzz(n: int, tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any], Any],
-         harness: Harness, ids: Ids, *, in_process: bool, seed: int) -> None:
+def fuzz(
+    n: int,
+    tools: dict[str, dict[str, Any]],
+    call: Callable[[str, Any, Any], Any],
+    harness: Harness,
+    ids: Ids,
+    *,
+    in_process: bool,
+    seed: int,
+) -> None:
     """``n`` calls: about half derived from the schemas by Hypothesis, half hostile."""
-    schema_strategies = {name: from_schema(schema)
-                         for name, schema in tools.items()}
+    schema_strategies = {name: from_schema(schema) for name, schema in tools.items()}
     id_strategy = st.sampled_from(ids.all())
 
     def patch_ids(args: Any, data: st.DataObject) -> Any:
@@ -134,8 +150,13 @@ def fuzz(n: int, tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any
                     args[key] = data.draw(id_strategy)
         return args
 
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @hypothesis.seed(int(os.environ.get("AGENT_CUSTODY_SEED", "7")) * 1000 + seed)
     @given(data=st.data())
     def one(data: st.DataObject) -> None:
@@ -156,11 +177,23 @@ def fuzz(n: int, tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any
         hostile_matrix(tools, call, harness, ids, in_process=in_process)
 
 
-def hostile_matrix(tools: dict[str, dict[str, Any]], call: Callable[[str, Any, Any], Any],
-                   harness: Harness, ids: Ids, *, in_process: bool) -> None:
+def hostile_matrix(
+    tools: dict[str, dict[str, Any]],
+    call: Callable[[str, Any, Any], Any],
+    harness: Harness,
+    ids: Ids,
+    *,
+    in_process: bool,
+) -> None:
     """Every hostile value in every field of every tool, once (the random part may miss one)."""
-    base = {"subject": "s-matrix", "predicate": "p", "value": "v", "space": "org",
-            "reason": "matrix", "factId": ids.all()[0]}
+    base = {
+        "subject": "s-matrix",
+        "predicate": "p",
+        "value": "v",
+        "space": "org",
+        "reason": "matrix",
+        "factId": ids.all()[0],
+    }
     values: list[Any] = [*HOSTILE_VALUES, *HOSTILE_STRINGS, *BAD_TIMES]
     for name, schema in tools.items():
         required = {k: base.get(k, "x") for k in schema.get("required", [])}
@@ -179,10 +212,15 @@ def hostile_matrix(tools: dict[str, dict[str, Any]], call: Callable[[str, Any, A
 
 #: Messages that are not calls at all: not JSON, not JSON-RPC, a lone surrogate, 50,000 deep.
 RAW_MESSAGES = (
-    b"not json", b"[]", b'{"jsonrpc":"2.0","id":9}', b"\xff\xfe",
+    b"not json",
+    b"[]",
+    b'{"jsonrpc":"2.0","id":9}',
+    b"\xff\xfe",
     b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"memory.get",'
     b'"arguments":{"factId":"\\ud800"}}}',
-    b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":' + b"[" * 50_000 + b"]" * 50_000
+    b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":'
+    + b"[" * 50_000
+    + b"]" * 50_000
     + b"}",
 )
 
@@ -194,8 +232,14 @@ class StdioClient:
         self.server = server
         self.next_id = 1
         self.last: Any = None
-        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "fuzz", "version": "0"}})
+        self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "fuzz", "version": "0"},
+            },
+        )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def send(self, message: Any, raw: bytes | None = None) -> None:
@@ -208,15 +252,18 @@ class StdioClient:
             self.server.proc.wait(10)
             raise AssertionError(
                 f"the stdio server died (exit {self.server.proc.returncode}) after the previous "
-                f"call {SHORT.repr(self.last)}:\n{self.server.stderr[-4000:]}") from None
+                f"call {SHORT.repr(self.last)}:\n{self.server.stderr[-4000:]}"
+            ) from None
         self.last = message
 
     def receive(self, timeout: float = 60) -> dict[str, Any]:
         stdout = self.server.proc.stdout
         assert stdout is not None
         ready, _, _ = select.select([stdout], [], [], timeout)
-        assert ready, (f"the stdio server did not answer within {timeout}s (hung) to "
-                       f"{SHORT.repr(self.last)}:\n{self.server.stderr[-3000:]}")
+        assert ready, (
+            f"the stdio server did not answer within {timeout}s (hung) to "
+            f"{SHORT.repr(self.last)}:\n{self.server.stderr[-3000:]}"
+        )
         line = stdout.readline()
         assert line, f"the stdio server exited:\n{self.server.stderr[-3000:]}"
         reply: dict[str, Any] = json.loads(line)
@@ -240,10 +287,11 @@ class StdioClient:
         if "error" in reply:
             return {"rpcError": reply["error"]}
         result = reply["result"]
-        return {"isError": bool(result.get("isError")),
-                "texts": [c.get("text", "") for c in result.get("content", [])]}
+        return {
+            "isError": bool(result.get("isError")),
+            "texts": [c.get("text", "") for c in result.get("content", [])],
+        }
 
 
 def list_tools(reply: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t["inputSchema"] for t in reply["result"]["tools"]}
-

@@ -43,10 +43,20 @@ CLEAR = re.compile(
 
 # -- schema-derived values ----------------------------------------------------------------------
 
-JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(
-    allow_nan=False, allow_infinity=False) | st.text(max_size=40)
-ANY_JSON = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    st.text(max_size=10), inner, max_size=4), max_leaves=12)
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+ANY_JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 RFC3339 = st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat())
 
 
@@ -64,8 +74,9 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         optional = {k: from_schema(v) for k, v in props.items() if k not in required}
         base = st.fixed_dictionaries(fixed, optional=optional)
         if schema.get("additionalProperties", True) is not False:
-            extra = st.dictionaries(st.text(max_size=12).filter(lambda k: k not in props),
-                                    ANY_JSON, max_size=2)
+            extra = st.dictionaries(
+                st.text(max_size=12).filter(lambda k: k not in props), ANY_JSON, max_size=2
+            )
             base = st.tuples(base, extra).map(lambda pair: {**pair[1], **pair[0]})
         return base
     if kind == "string":
@@ -73,8 +84,12 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
             return RFC3339
         return st.text(min_size=schema.get("minLength", 0), max_size=60)
     if kind == "number":
-        return st.floats(min_value=schema.get("minimum"), max_value=schema.get("maximum"),
-                         allow_nan=False, allow_infinity=False)
+        return st.floats(
+            min_value=schema.get("minimum"),
+            max_value=schema.get("maximum"),
+            allow_nan=False,
+            allow_infinity=False,
+        )
     if kind == "integer":
         return st.integers(schema.get("minimum"), schema.get("maximum"))
     if kind == "boolean":
@@ -84,6 +99,7 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 # -- hostile values ------------------------------------------------------------------------------
 
+
 def deep(depth: int, kind: str = "list") -> Any:
     value: Any = "bottom"
     for _ in range(depth):
@@ -92,23 +108,69 @@ def deep(depth: int, kind: str = "list") -> Any:
 
 
 BAD_TIMES = [
-    "2026-09-01T00:00:00", "2026-09-01", "yesterday", "", "2026-02-30T00:00:00Z",
-    "2026-09-01T25:00:00Z", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
-    "2026-09-01T00:00:00+24:00", "2026-09-01T00:00:00.123456789Z", "2026-09-01T00:00:00 Z",
-    "2026-09-01T00:00:00\u0000Z", "２０２６-09-01T00:00:00Z", "2026-09-01t00:00:00z",
-    "+12026-09-01T00:00:00Z", "2026-09-01T00:00:60Z",
+    "2026-09-01T00:00:00",
+    "2026-09-01",
+    "yesterday",
+    "",
+    "2026-02-30T00:00:00Z",
+    "2026-09-01T25:00:00Z",
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+    "2026-09-01T00:00:00+24:00",
+    "2026-09-01T00:00:00.123456789Z",
+    "2026-09-01T00:00:00 Z",
+    "2026-09-01T00:00:00\u0000Z",
+    "２０２６-09-01T00:00:00Z",
+    "2026-09-01t00:00:00z",
+    "+12026-09-01T00:00:00Z",
+    "2026-09-01T00:00:60Z",
 ]
 
 HOSTILE_STRINGS = [
-    "", " ", "\u0000", "a\u0000b", "\ud800", "x\udfffy", "\U0001f600" * 1000, "é" * 5000,
-    "x" * 100_000, "\n" * 1000, '"\\', "null", "{}", "<script>", "../../etc/passwd",
-    "%00", "\u202e", "\ufeff", "a" * 1_200_000,
+    "",
+    " ",
+    "\u0000",
+    "a\u0000b",
+    "\ud800",
+    "x\udfffy",
+    "\U0001f600" * 1000,
+    "é" * 5000,
+    "x" * 100_000,
+    "\n" * 1000,
+    '"\\',
+    "null",
+    "{}",
+    "<script>",
+    "../../etc/passwd",
+    "%00",
+    "\u202e",
+    "\ufeff",
+    "a" * 1_200_000,
 ]
 
 HOSTILE_VALUES = [
-    None, True, False, 0, -0.0, 1e308, -1e308, 10**400, -(10**30), 0.1, [], {},
-    deep(50), deep(1000), deep(5000, "dict"), deep(50_000), {"": ""}, {"\u0000": 1},
-    [None] * 10_000, {"k" * 10_000: "v"}, float("nan"), float("inf"),
+    None,
+    True,
+    False,
+    0,
+    -0.0,
+    1e308,
+    -1e308,
+    10**400,
+    -(10**30),
+    0.1,
+    [],
+    {},
+    deep(50),
+    deep(1000),
+    deep(5000, "dict"),
+    deep(50_000),
+    {"": ""},
+    {"\u0000": 1},
+    [None] * 10_000,
+    {"k" * 10_000: "v"},
+    float("nan"),
+    float("inf"),
 ]
 
 
@@ -122,17 +184,25 @@ class Ids:
         return [i for ids in self.by_state.values() for i in ids] or [str(uuid.uuid4())]
 
 
-def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
-                 in_process: bool) -> tuple[str, Any, Any]:
+def hostile_case(
+    rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids, in_process: bool
+) -> tuple[str, Any, Any]:
     """One hostile call: (tool, arguments, _meta)."""
-    name = rng.choice([*tools, "memory.nope", "", "memory.write\u0000"]) if rng.random() < 0.03 \
+    name = (
+        rng.choice([*tools, "memory.nope", "", "memory.write\u0000"])
+        if rng.random() < 0.03
         else rng.choice(list(tools))
+    )
     schema = tools.get(name, {"properties": {}})
     props = list(schema.get("properties", {}))
     required = schema.get("required", [])
     base: dict[str, Any] = {
-        "subject": f"s-{rng.randrange(50)}", "predicate": "p", "value": "v", "space": "org",
-        "reason": "fuzz", "factId": rng.choice(ids.all()),
+        "subject": f"s-{rng.randrange(50)}",
+        "predicate": "p",
+        "value": "v",
+        "space": "org",
+        "reason": "fuzz",
+        "factId": rng.choice(ids.all()),
     }
     args: Any = {k: base.get(k, "x") for k in required}
     field = rng.choice(props) if props else "factId"
@@ -151,8 +221,16 @@ def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
             if key in props:
                 args[key] = rng.choice(BAD_TIMES)
     elif roll == 4:
-        args["factId"] = rng.choice([str(uuid.uuid4()), "", "x" * 5000, "\u0000",
-                                     str(uuid.uuid4()).upper(), " " + ids.all()[0]])
+        args["factId"] = rng.choice(
+            [
+                str(uuid.uuid4()),
+                "",
+                "x" * 5000,
+                "\u0000",
+                str(uuid.uuid4()).upper(),
+                " " + ids.all()[0],
+            ]
+        )
         if "supersedes" in props:
             args["supersedes"] = args["factId"]
     elif roll == 5:
@@ -164,8 +242,16 @@ def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
     elif roll == 6 and required:
         args.pop(rng.choice(required), None)
     elif roll == 7 and name == "memory.write":
-        args["evidence"] = rng.choice([{"fact": "crm"}, {"fact": "crm", "path": "a.0.b"},
-                                       {"fact": ""}, "crm", {"path": "x"}, {"fact": None}])
+        args["evidence"] = rng.choice(
+            [
+                {"fact": "crm"},
+                {"fact": "crm", "path": "a.0.b"},
+                {"fact": ""},
+                "crm",
+                {"path": "x"},
+                {"fact": None},
+            ]
+        )
         args["value"] = rng.choice([{"a": [{"b": 1}]}, 1, "x"])
     elif roll == 8:
         args["confidence"] = rng.choice([-0.1, 1.0000001, "0.5", None, True, 10**400, -0.0])
@@ -178,13 +264,17 @@ def hostile_case(rng: random.Random, tools: dict[str, dict[str, Any]], ids: Ids,
         args.update({k: rng.choice(HOSTILE_STRINGS[:12]) for k in required if k != "factId"})
     meta: Any = gateway_meta()
     if rng.random() < 0.15:
-        meta = rng.choice([
-            None, {}, {"agent-custody/receipt": 5, "agent-custody/agent": ["x"]},
-            {"agent-custody/receipt": "", "agent-custody/agent": ""},
-            {**gateway_meta(), "agent-custody/observed": "not an object"},
-            {**gateway_meta(), "agent-custody/observed": {"crm": {"a": [{"b": 1}]}}},
-            {"agent-custody/receipt": "r" * 10_000, "agent-custody/agent": "\u0000"},
-        ])
+        meta = rng.choice(
+            [
+                None,
+                {},
+                {"agent-custody/receipt": 5, "agent-custody/agent": ["x"]},
+                {"agent-custody/receipt": "", "agent-custody/agent": ""},
+                {**gateway_meta(), "agent-custody/observed": "not an object"},
+                {**gateway_meta(), "agent-custody/observed": {"crm": {"a": [{"b": 1}]}}},
+                {"agent-custody/receipt": "r" * 10_000, "agent-custody/agent": "\u0000"},
+            ]
+        )
     return name, args, meta
 
 

@@ -14,13 +14,37 @@ import sys
 from pathlib import Path
 from typing import Any
 
-LOSS_KEYS = ("events_lost", "lost_writes", "acknowledged_not_durable", "crashes", "hangs",
-             "escalations", "accepted", "leaks", "bytes_found", "bytes_found_ledger",
-             "bytes_found_langgraph", "residue_bytes_found", "failures", "two_current_values",
-             "refused_calls_changing_files", "half_events_visible", "silently_skipped",
-             "erased_bytes_found", "server_deaths")
-TRIED_KEYS = ("kill_points", "faults_injected", "cuts", "cases", "operations", "calls",
-              "checks", "needles")
+LOSS_KEYS = (
+    "events_lost",
+    "lost_writes",
+    "acknowledged_not_durable",
+    "crashes",
+    "hangs",
+    "escalations",
+    "accepted",
+    "leaks",
+    "bytes_found",
+    "bytes_found_ledger",
+    "bytes_found_langgraph",
+    "residue_bytes_found",
+    "failures",
+    "two_current_values",
+    "refused_calls_changing_files",
+    "half_events_visible",
+    "silently_skipped",
+    "erased_bytes_found",
+    "server_deaths",
+)
+TRIED_KEYS = (
+    "kill_points",
+    "faults_injected",
+    "cuts",
+    "cases",
+    "operations",
+    "calls",
+    "checks",
+    "needles",
+)
 
 
 def latest(path: Path, stress: bool) -> dict[str, dict[str, Any]]:
@@ -44,11 +68,15 @@ def main(argv: list[str]) -> int:
     print("| --- | ---: | --- | ---: |")
     for name in sorted(rows):
         record = rows[name]
-        tried = next((f"{record[k]:,} {k.replace('_', ' ')}" for k in TRIED_KEYS if k in record),
-                     "")
+        tried = next(
+            (f"{record[k]:,} {k.replace('_', ' ')}" for k in TRIED_KEYS if k in record), ""
+        )
         losses = sum(int(record[k]) for k in LOSS_KEYS if isinstance(record.get(k), int))
-        detail = ", ".join(f"{k}={v}" for k, v in record.items()
-                           if k not in ("test", "stress", "at", *LOSS_KEYS, *TRIED_KEYS))
+        detail = ", ".join(
+            f"{k}={v}"
+            for k, v in record.items()
+            if k not in ("test", "stress", "at", *LOSS_KEYS, *TRIED_KEYS)
+        )
         print(f"| `{name}` | {tried} | {detail[:300]} | {losses} |")
     return 0
 

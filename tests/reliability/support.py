@@ -37,8 +37,12 @@ def scale(short: int, long: int) -> int:
 
 def record(name: str, **figures: Any) -> dict[str, Any]:
     """Print a test's figures and append them to the results file; returns the record."""
-    line = {"test": name, "stress": STRESS,
-            "at": datetime.now(UTC).isoformat(timespec="seconds"), **figures}
+    line = {
+        "test": name,
+        "stress": STRESS,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **figures,
+    }
     COLLECTED.append(line)
     print("FIGURES " + json.dumps(line, sort_keys=False))
     with open(RESULTS, "a", encoding="utf-8") as fh:
@@ -47,6 +51,7 @@ def record(name: str, **figures: Any) -> dict[str, Any]:
 
 
 # -- the LD_PRELOAD fault shim ---------------------------------------------------------------
+
 
 def build_faultshim(out_dir: Path) -> tuple[Path | None, str]:
     """Compile ``faultshim.c``; returns (path, "") or (None, why it could not be built)."""
@@ -58,7 +63,8 @@ def build_faultshim(out_dir: Path) -> tuple[Path | None, str]:
     out = out_dir / "faultshim.so"
     proc = subprocess.run(
         [compiler, "-shared", "-fPIC", "-O1", "-o", str(out), str(HERE / "faultshim.c"), "-ldl"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         return None, f"the fault shim did not compile: {proc.stderr.strip()[:500]}"
@@ -66,6 +72,7 @@ def build_faultshim(out_dir: Path) -> tuple[Path | None, str]:
 
 
 # -- scanning files for bytes -----------------------------------------------------------------
+
 
 def files_under(root: Path) -> list[Path]:
     """Every regular file under ``root`` (sockets and vanished files skipped)."""
@@ -113,14 +120,18 @@ def digest_files(files: Iterable[Path]) -> str:
 
 # -- processes ---------------------------------------------------------------------------------
 
+
 def python() -> str:
     return sys.executable
 
 
 def cli() -> list[str]:
     """The command line tool, run with this interpreter (no reliance on PATH)."""
-    return [sys.executable, "-c", "import sys; from agent_custody_state.cli import main; "
-            "sys.exit(main())"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from agent_custody_state.cli import main; sys.exit(main())",
+    ]
 
 
 def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.02) -> Any:
@@ -145,8 +156,14 @@ class ServerProcess:
     HTTP: ``url`` is parsed from the startup line. stdio: talk through ``stdin``/``stdout``.
     """
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, *, http: bool = True,
-                 timeout: float = 60) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        *,
+        http: bool = True,
+        timeout: float = 60,
+    ) -> None:
         import re
         import threading
 
@@ -154,8 +171,11 @@ class ServerProcess:
         self.stderr_lines: list[str] = []
         cmd = [*CLI, "serve", *(["--http", "--port", "0"] if http else []), *args]
         self.proc = subprocess.Popen(
-            cmd, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE,
-            stdin=None if http else subprocess.PIPE, stdout=None if http else subprocess.PIPE,
+            cmd,
+            env={**os.environ, **(env or {})},
+            stderr=subprocess.PIPE,
+            stdin=None if http else subprocess.PIPE,
+            stdout=None if http else subprocess.PIPE,
         )
         assert self.proc.stderr is not None
         self.url = ""
@@ -218,20 +238,26 @@ class RawMcp:
     servers) and lets a test send exactly the bytes and headers it wants.
     """
 
-    def __init__(self, client: Any, url: str, token: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, client: Any, url: str, token: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         self.client, self.url = client, url
-        self.headers = {"accept": "application/json, text/event-stream",
-                        "content-type": "application/json", **(headers or {})}
+        self.headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            **(headers or {}),
+        }
         if token is not None:
             self.headers["authorization"] = f"Bearer {token}"
         self.next_id = 1
 
-    async def post(self, body: bytes | dict[str, Any], headers: dict[str, str] | None = None
-                   ) -> Any:
+    async def post(
+        self, body: bytes | dict[str, Any], headers: dict[str, str] | None = None
+    ) -> Any:
         data = body if isinstance(body, bytes) else encode_json(body)
-        return await self.client.post(self.url, content=data,
-                                      headers={**self.headers, **(headers or {})})
+        return await self.client.post(
+            self.url, content=data, headers={**self.headers, **(headers or {})}
+        )
 
     async def rpc(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         self.next_id += 1
@@ -243,9 +269,18 @@ class RawMcp:
         return reply
 
     async def open(self) -> RawMcp:
-        response = await self.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL, "capabilities": {},
-            "clientInfo": {"name": "reliability", "version": "0"}}})
+        response = await self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "reliability", "version": "0"},
+                },
+            }
+        )
         if response.status_code != 200:
             raise RuntimeError(f"initialize: HTTP {response.status_code} {response.text[:200]}")
         session = response.headers.get("mcp-session-id")
@@ -255,8 +290,9 @@ class RawMcp:
         await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return self
 
-    async def call(self, name: str, arguments: Any, meta: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
+    async def call(
+        self, name: str, arguments: Any, meta: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """``tools/call``; returns ``{"isError", "texts", "meta"}`` or ``{"httpStatus", ...}``
         or ``{"rpcError": ...}``."""
         params: dict[str, Any] = {"name": name, "arguments": arguments}
@@ -268,16 +304,17 @@ class RawMcp:
         if "error" in reply:
             return {"rpcError": reply["error"]}
         result = reply["result"]
-        return {"isError": bool(result.get("isError")),
-                "texts": [c.get("text", "") for c in result.get("content", [])],
-                "meta": result.get("_meta") or {}}
+        return {
+            "isError": bool(result.get("isError")),
+            "texts": [c.get("text", "") for c in result.get("content", [])],
+            "meta": result.get("_meta") or {},
+        }
 
 
 def gateway_meta(agent: str = "reliability-agent", **extra: Any) -> dict[str, Any]:
     import uuid
 
-    return {"agent-custody/receipt": f"rcpt-{uuid.uuid4()}", "agent-custody/agent": agent,
-            **extra}
+    return {"agent-custody/receipt": f"rcpt-{uuid.uuid4()}", "agent-custody/agent": agent, **extra}
 
 
 class _Raw(str):

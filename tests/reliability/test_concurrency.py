@@ -33,10 +33,11 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent, RetractEvent
 
-from .support import http_client, RawMcp, ServerProcess, gateway_meta, record, scale
+from .support import RawMcp, ServerProcess, gateway_meta, http_client, record, scale
 
 CLIENTS = 32
 SUBJECTS = 8
@@ -70,8 +71,9 @@ class Workload:
             self.failures.append(what)
 
 
-async def client_loop(mcp: RawMcp, work: Workload, subjects: list[str], deadline: float,
-                      cid: int) -> None:
+async def client_loop(
+    mcp: RawMcp, work: Workload, subjects: list[str], deadline: float, cid: int
+) -> None:
     rng = random.Random(work.rng.random())
     own: list[str] = []  # facts this client wrote in its own scratch subject
     while time.monotonic() < deadline:
@@ -83,22 +85,33 @@ async def client_loop(mcp: RawMcp, work: Workload, subjects: list[str], deadline
             elif roll < 0.63:
                 await act_on_head(mcp, work, subject, "memory.retract", {"reason": "race"})
             elif roll < 0.70:
-                result = await mcp.call("memory.write", {
-                    "subject": f"scratch-{cid}", "predicate": f"p{rng.randrange(1000)}",
-                    "value": {"n": rng.random()}, "space": "team:race", "actor": "c"},
-                    gateway_meta())
+                result = await mcp.call(
+                    "memory.write",
+                    {
+                        "subject": f"scratch-{cid}",
+                        "predicate": f"p{rng.randrange(1000)}",
+                        "value": {"n": rng.random()},
+                        "space": "team:race",
+                        "actor": "c",
+                    },
+                    gateway_meta(),
+                )
                 if note(work, "memory.write", result):
                     own.append(json.loads(result["texts"][0])["fact"]["factId"])
             elif roll < 0.75 and own:
                 fid = own.pop(rng.randrange(len(own)))
                 tool = rng.choice(["memory.forget", "memory.hold", "memory.confirm"])
-                args = {"factId": fid, "reason": "race"} if tool != "memory.confirm" else {
-                    "factId": fid}
+                args = (
+                    {"factId": fid, "reason": "race"}
+                    if tool != "memory.confirm"
+                    else {"factId": fid}
+                )
                 result = await mcp.call(tool, args, gateway_meta())
                 note(work, tool, result)
                 if tool == "memory.hold" and not result.get("isError"):
-                    result = await mcp.call("memory.release", {"factId": fid, "reason": "r"},
-                                            gateway_meta())
+                    result = await mcp.call(
+                        "memory.release", {"factId": fid, "reason": "r"}, gateway_meta()
+                    )
                     note(work, "memory.release", result)
             else:
                 tool = rng.choice(["memory.read", "memory.get", "memory.history"])
@@ -129,8 +142,14 @@ def note(work: Workload, tool: str, result: dict[str, Any]) -> bool:
     work.outcomes["ok"] += 1
     data = json.loads(result["texts"][0])
     if tool == "memory.write":
-        work.acked.append({"eventId": data["eventId"], "kind": "assert",
-                           "factId": data["fact"]["factId"], "supersedes": data["supersedes"]})
+        work.acked.append(
+            {
+                "eventId": data["eventId"],
+                "kind": "assert",
+                "factId": data["fact"]["factId"],
+                "supersedes": data["supersedes"],
+            }
+        )
     elif tool in ("memory.retract", "memory.confirm", "memory.hold", "memory.release"):
         kind = tool.split(".")[1]
         work.acked.append({"eventId": data["eventId"], "kind": kind, "factId": data["factId"]})
@@ -140,8 +159,11 @@ def note(work: Workload, tool: str, result: dict[str, Any]) -> bool:
 
 
 async def read_head(mcp: RawMcp, work: Workload, subject: str) -> str | None:
-    result = await mcp.call("memory.read", {"subject": subject, "predicate": "plan",
-                                            "includeClaimed": True}, gateway_meta())
+    result = await mcp.call(
+        "memory.read",
+        {"subject": subject, "predicate": "plan", "includeClaimed": True},
+        gateway_meta(),
+    )
     if not note(work, "memory.read", result):
         return None
     facts = json.loads(result["texts"][0])["facts"]
@@ -156,14 +178,23 @@ async def supersede_head(mcp: RawMcp, work: Workload, subject: str, rng: random.
     if head is None:
         return
     await asyncio.sleep(rng.random() * 0.01)  # widen the race window a little
-    result = await mcp.call("memory.write", {
-        "subject": subject, "predicate": "plan", "value": f"v-{uuid.uuid4().hex[:8]}",
-        "space": "org", "supersedes": head}, gateway_meta())
+    result = await mcp.call(
+        "memory.write",
+        {
+            "subject": subject,
+            "predicate": "plan",
+            "value": f"v-{uuid.uuid4().hex[:8]}",
+            "space": "org",
+            "supersedes": head,
+        },
+        gateway_meta(),
+    )
     note(work, "memory.write", result)
 
 
-async def act_on_head(mcp: RawMcp, work: Workload, subject: str, tool: str,
-                      args: dict[str, Any]) -> None:
+async def act_on_head(
+    mcp: RawMcp, work: Workload, subject: str, tool: str, args: dict[str, Any]
+) -> None:
     head = await read_head(mcp, work, subject)
     if head is not None:
         note(work, tool, await mcp.call(tool, {"factId": head, **args}, gateway_meta()))
@@ -175,21 +206,26 @@ async def run_clients(urls: list[str], seconds: float, work: Workload) -> list[s
         subjects = []
         for i in range(SUBJECTS):
             subject = f"acct:{i}-{uuid.uuid4().hex[:6]}"
-            result = await setup.call("memory.write", {"subject": subject, "predicate": "plan",
-                                                       "value": "root", "space": "org"},
-                                      gateway_meta())
+            result = await setup.call(
+                "memory.write",
+                {"subject": subject, "predicate": "plan", "value": "root", "space": "org"},
+                gateway_meta(),
+            )
             assert note(work, "memory.write", result), result
             subjects.append(subject)
-        clients = [await RawMcp(http, urls[i % len(urls)], GATEWAY_TOKEN).open()
-                   for i in range(CLIENTS)]
+        clients = [
+            await RawMcp(http, urls[i % len(urls)], GATEWAY_TOKEN).open() for i in range(CLIENTS)
+        ]
         deadline = time.monotonic() + seconds
-        await asyncio.gather(*(client_loop(c, work, subjects, deadline, i)
-                               for i, c in enumerate(clients)))
+        await asyncio.gather(
+            *(client_loop(c, work, subjects, deadline, i) for i, c in enumerate(clients))
+        )
     return subjects
 
 
-def effective_superseder(fid: str, children: dict[str, list[str]], retracted: set[str]
-                         ) -> str | None:
+def effective_superseder(
+    fid: str, children: dict[str, list[str]], retracted: set[str]
+) -> str | None:
     """SPEC 2.2 rule 4: the first non-retracted superseder, looking through retracted links."""
     for child in children.get(fid, []):
         if child not in retracted:
@@ -207,16 +243,19 @@ def check_total_order(location: str, work: Workload, subjects: list[str]) -> dic
         lost = [a for a in work.acked if a["eventId"] is not None and a["eventId"] not in by_id]
         assert not lost, f"{len(lost)} acknowledged writes lost: {lost[:3]}"
         forgets = {e.fact_id for e in events if isinstance(e, ForgetEvent)}
-        lost_forgets = [a for a in work.acked if a["kind"] == "forget"
-                        and a["factId"] not in forgets]
+        lost_forgets = [
+            a for a in work.acked if a["kind"] == "forget" and a["factId"] not in forgets
+        ]
         assert not lost_forgets, f"acknowledged forgets lost: {lost_forgets[:3]}"
 
         times = [e.tx_time for e in events]
-        backwards = [(i, times[i - 1], times[i]) for i in range(1, len(times))
-                     if times[i] < times[i - 1]]
+        backwards = [
+            (i, times[i - 1], times[i]) for i in range(1, len(times)) if times[i] < times[i - 1]
+        ]
         assert not backwards, (
             f"transaction time goes backwards along the append order at {len(backwards)} "
-            f"places, e.g. {backwards[:3]}: a read as of a past instant would change later")
+            f"places, e.g. {backwards[:3]}: a read as of a past instant would change later"
+        )
 
         # Replay in order: each supersession legal when made; never two current values.
         children: dict[str, list[str]] = {}
@@ -233,7 +272,8 @@ def check_total_order(location: str, work: Workload, subjects: list[str]) -> dic
                     assert sup in facts, f"{event.event_id} supersedes an unknown fact"
                     assert sup not in retracted, f"{event.event_id} superseded a retracted fact"
                     assert effective_superseder(sup, children, retracted) is None, (
-                        f"{event.event_id} superseded {sup}, which was already superseded")
+                        f"{event.event_id} superseded {sup}, which was already superseded"
+                    )
                     children.setdefault(sup, []).append(fact.fact_id)
                 facts[fact.fact_id] = event
             elif isinstance(event, RetractEvent | ForgetEvent):
@@ -243,9 +283,13 @@ def check_total_order(location: str, work: Workload, subjects: list[str]) -> dic
             subject = facts[event.fact_id].fact.subject
             if subject in tracked:
                 key = (subject, "plan")
-                current = {f for f, e in facts.items()
-                           if (e.fact.subject, e.fact.predicate) == key and f not in retracted
-                           and effective_superseder(f, children, retracted) is None}
+                current = {
+                    f
+                    for f, e in facts.items()
+                    if (e.fact.subject, e.fact.predicate) == key
+                    and f not in retracted
+                    and effective_superseder(f, children, retracted) is None
+                }
                 assert len(current) <= 1, f"two current values for {key}: {current}"
                 current_by_key[key] = current
                 replayed += 1
@@ -264,8 +308,14 @@ def check_total_order(location: str, work: Workload, subjects: list[str]) -> dic
 
 def concurrency(location: str, tmp_path: Path) -> None:
     seconds = scale(8, 90)
-    args = ["--ledger", location, "--token-env", "RELIABILITY_GW_TOKEN",
-            "--max-concurrency", str(CLIENTS * 2)]
+    args = [
+        "--ledger",
+        location,
+        "--token-env",
+        "RELIABILITY_GW_TOKEN",
+        "--max-concurrency",
+        str(CLIENTS * 2),
+    ]
     servers = [ServerProcess(args, ENV), ServerProcess(args, ENV)]
     work = Workload(seed=3)
     try:
@@ -277,7 +327,8 @@ def concurrency(location: str, tmp_path: Path) -> None:
             server.stop()
     assert not work.failures, (
         f"{work.outcomes['failure']} failures, e.g. {work.failures[:5]}; server logs:\n"
-        + "\n".join(s.stderr[-2000:] for s in servers))
+        + "\n".join(s.stderr[-2000:] for s in servers)
+    )
     figures = check_total_order(location, work, subjects)
     if work.two_current_seen:
         with Ledger(location) as ledger:
@@ -285,13 +336,23 @@ def concurrency(location: str, tmp_path: Path) -> None:
         raise AssertionError(
             f"a read saw two current values: {work.two_current_seen[:3]}; the history is one "
             f"total order without them, so the read was inconsistent: "
-            + "; ".join(json.dumps([e.to_dict() for e in h])[:3000] for h in detail))
+            + "; ".join(json.dumps([e.to_dict() for e in h])[:3000] for h in detail)
+        )
     kind = "postgres" if location.startswith("postgres") else "sqlite"
-    record(f"concurrency[{kind}]", clients=CLIENTS, servers=2, seconds=seconds,
-           operations=sum(work.outcomes.values()), acknowledged_events=len(work.acked),
-           supersession_conflicts_refused=work.conflicts,
-           refused_cleanly=work.outcomes["refused_cleanly"], failures=0, lost_writes=0,
-           two_current_values=0, **figures)
+    record(
+        f"concurrency[{kind}]",
+        clients=CLIENTS,
+        servers=2,
+        seconds=seconds,
+        operations=sum(work.outcomes.values()),
+        acknowledged_events=len(work.acked),
+        supersession_conflicts_refused=work.conflicts,
+        refused_cleanly=work.outcomes["refused_cleanly"],
+        failures=0,
+        lost_writes=0,
+        two_current_values=0,
+        **figures,
+    )
 
 
 def test_concurrency_sqlite(tmp_path: Path) -> None:
@@ -301,6 +362,7 @@ def test_concurrency_sqlite(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_concurrency_postgres(tmp_path: Path, postgres_url: str) -> None:
-    pytest.importorskip("agent_custody_state_events_postgres",
-                        reason="events-postgres not installed")
+    pytest.importorskip(
+        "agent_custody_state_events_postgres", reason="events-postgres not installed"
+    )
     concurrency(f"{postgres_url}&table=race", tmp_path)

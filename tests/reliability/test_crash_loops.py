@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent, RetractEvent
 
@@ -56,8 +57,12 @@ class Zygote:
             env["ACS_FAULTSHIM"] = str(shim)
         self.log = open(log, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "crash_worker.py"), "zygote"], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            [sys.executable, str(HERE / "crash_worker.py"), "zygote"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
         )
         ready = self._read(120)
         self.shim = bool(ready["shim"])
@@ -174,8 +179,9 @@ class Backend:
         with psycopg.connect(self.location.split("&table=")[0]) as conn:
             for needle in needles:
                 text = needle.decode("utf-8")
-                row = conn.execute("SELECT count(*) FROM crash_events WHERE json LIKE %s",
-                                   (f"%{text}%",)).fetchone()
+                row = conn.execute(
+                    "SELECT count(*) FROM crash_events WHERE json LIKE %s", (f"%{text}%",)
+                ).fetchone()
                 if row and row[0]:
                     hits[needle] = ["crash_events (live rows)"]
         return hits
@@ -216,7 +222,8 @@ def check(ledger: Ledger, known: Knowledge, backend: Backend) -> dict[str, int]:
     for e in events:
         assert e.fact_id in asserts, f"{e.kind} event {e.event_id} cites unknown fact"
     live_superseders = Counter(
-        e.supersedes for e in events
+        e.supersedes
+        for e in events
         if isinstance(e, AssertEvent) and e.supersedes and e.fact_id not in retracted
     )
     assert max(live_superseders.values(), default=0) <= 1, "a fact has two live superseders"
@@ -224,25 +231,31 @@ def check(ledger: Ledger, known: Knowledge, backend: Backend) -> dict[str, int]:
     for batch in known.batches:
         present = sum(fid in asserts for fid in batch)
         assert present in (0, len(batch)), (
-            f"batch assert half-applied after a crash: {present} of {len(batch)} facts present")
+            f"batch assert half-applied after a crash: {present} of {len(batch)} facts present"
+        )
 
     erased_needles: list[bytes] = []
     for fid, event in asserts.items():
         fact = event.fact
         if fid in forgotten:
             assert fact.value is None and fact.forgotten is not None, (
-                f"fact {fid} has a forget event but its assert was not rewritten")
+                f"fact {fid} has a forget event but its assert was not rewritten"
+            )
             erased_needles += known.needles.get(fid, [])
         else:
             assert fact.forgotten is None, f"fact {fid} rewritten without a forget event"
             if fid in known.values:
                 assert json.dumps(fact.value) == json.dumps(known.values[fid]), (
-                    f"fact {fid}: value changed or half-written: {fact.value!r}")
+                    f"fact {fid}: value changed or half-written: {fact.value!r}"
+                )
     hits = backend.residue(erased_needles)
     assert not hits, f"bytes of forgotten values remain after reopen: {hits}"
-    return {"events": len(events), "forgotten": len(forgotten),
-            "erased_needles": len(erased_needles),
-            "dead_versions": len(backend.dead_versions(erased_needles))}
+    return {
+        "events": len(events),
+        "forgotten": len(forgotten),
+        "erased_needles": len(erased_needles),
+        "dead_versions": len(backend.dead_versions(erased_needles)),
+    }
 
 
 def plans(kind: str, rng: random.Random, shim: bool) -> Iterator[dict[str, Any]]:
@@ -258,14 +271,20 @@ def plans(kind: str, rng: random.Random, shim: bool) -> Iterator[dict[str, Any]]
                 combos.sort(key=lambda c: c[0] != "forget")
                 combos.reverse()
             op, action = combos.pop()
-            yield {"mode": "syscall", "op": op, "action": action, "classes": CLASSES[kind],
-                   "at": rng.randint(1, 40 if kind != "postgres" else 12)}
+            yield {
+                "mode": "syscall",
+                "op": op,
+                "action": action,
+                "classes": CLASSES[kind],
+                "at": rng.randint(1, 40 if kind != "postgres" else 12),
+            }
         else:
             yield {"mode": "timer", "delay": rng.uniform(0.0, 1.2)}
 
 
-def crash_loop(kind: str, tmp_path: Path, faultshim: Path | None, pg: Any = None,
-               pg_url: str | None = None) -> None:
+def crash_loop(
+    kind: str, tmp_path: Path, faultshim: Path | None, pg: Any = None, pg_url: str | None = None
+) -> None:
     kills_wanted = scale(15, 200)
     rng = random.Random(int(os.environ.get("AGENT_CUSTODY_SEED", "7")) + hash(kind) % 1000)
     backend = Backend(kind, tmp_path, pg, pg_url)
@@ -283,8 +302,12 @@ def crash_loop(kind: str, tmp_path: Path, faultshim: Path | None, pg: Any = None
         plan_iter = plans(kind, rng, zygote.shim)
         while sum(kills.values()) < kills_wanted:
             plan = next(plan_iter)
-            params = {"location": backend.location, "ack": str(ack),
-                      "seed": rng.randrange(2**32), "kill": plan}
+            params = {
+                "location": backend.location,
+                "ack": str(ack),
+                "seed": rng.randrange(2**32),
+                "kill": plan,
+            }
             pid = zygote.run(**params)
             if plan["mode"] == "timer":
                 time.sleep(plan["delay"])
@@ -307,12 +330,19 @@ def crash_loop(kind: str, tmp_path: Path, faultshim: Path | None, pg: Any = None
     final_scan = final_erasure_scan(backend, known, pg)
     record(
         f"crash_loop[{kind}]",
-        kill_points=sum(kills.values()), by_operation=dict(sorted(kills.items())),
-        by_mode=dict(modes), acknowledged_events=len(known.acked), events_lost=0,
-        torn_tails_repaired=torn_repaired, kills_leaving_dead_versions=dead_after_kill,
+        kill_points=sum(kills.values()),
+        by_operation=dict(sorted(kills.items())),
+        by_mode=dict(modes),
+        acknowledged_events=len(known.acked),
+        events_lost=0,
+        torn_tails_repaired=torn_repaired,
+        kills_leaving_dead_versions=dead_after_kill,
         ledger_events=figures.get("events", 0),
-        forgotten_facts=figures.get("forgotten", 0), final_scan_needles=final_scan,
-        residue_bytes_found=0, shim=zygote.shim, seconds=round(time.monotonic() - started, 1),
+        forgotten_facts=figures.get("forgotten", 0),
+        final_scan_needles=final_scan,
+        residue_bytes_found=0,
+        shim=zygote.shim,
+        seconds=round(time.monotonic() - started, 1),
     )
     if STRESS:
         # Long runs must have killed inside every write path, forget's rewrite included.
@@ -347,8 +377,10 @@ def test_crash_loop_sqlite(tmp_path: Path, faultshim: Path | None) -> None:
 
 
 @pytest.mark.postgres
-def test_crash_loop_postgres(tmp_path: Path, faultshim: Path | None, embedded_postgres: Any,
-                             postgres_url: str) -> None:
-    pytest.importorskip("agent_custody_state_events_postgres",
-                        reason="events-postgres not installed")
+def test_crash_loop_postgres(
+    tmp_path: Path, faultshim: Path | None, embedded_postgres: Any, postgres_url: str
+) -> None:
+    pytest.importorskip(
+        "agent_custody_state_events_postgres", reason="events-postgres not installed"
+    )
     crash_loop("postgres", tmp_path, faultshim, embedded_postgres, postgres_url)

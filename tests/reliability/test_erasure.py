@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger
 
 from .crash_worker import make_value
@@ -52,13 +53,25 @@ def fill(ledger: Ledger, rng: random.Random, n: int, facts: Facts) -> str:
         needles = [bytes.fromhex(h) for h in hexes]
         kind = i % 5
         space = sweep_space if i % 2 else "org"
-        event = ledger.assert_fact(subject=f"subj-{i}", predicate="p", value=value,
-                                   space=space, actor="a", provenance="claimed")
+        event = ledger.assert_fact(
+            subject=f"subj-{i}",
+            predicate="p",
+            value=value,
+            space=space,
+            actor="a",
+            provenance="claimed",
+        )
         fid = event.fact_id
         if kind == 1:  # superseded: the old value must go too when it is forgotten
             nxt, more = make_value(rng)
-            newer = ledger.assert_fact(subject=f"subj-{i}", predicate="p", value=nxt,
-                                       space=space, actor="a", supersedes=fid)
+            newer = ledger.assert_fact(
+                subject=f"subj-{i}",
+                predicate="p",
+                value=nxt,
+                space=space,
+                actor="a",
+                supersedes=fid,
+            )
             facts.erased[newer.fact_id] = [bytes.fromhex(h) for h in more]
             if space == "org":
                 to_forget.append(newer.fact_id)
@@ -76,15 +89,17 @@ def fill(ledger: Ledger, rng: random.Random, n: int, facts: Facts) -> str:
         ledger.forget(fact_id=fid, actor="dpo", reason="erasure", keep_digest=rng.random() < 0.5)
     for i in range(3):  # controls, in both spaces, never forgotten
         value, hexes = make_value(random.Random(1000 + i))
-        event = ledger.assert_fact(subject=f"keep-{i}", predicate="p", value=value,
-                                   space="org", actor="a")
+        event = ledger.assert_fact(
+            subject=f"keep-{i}", predicate="p", value=value, space="org", actor="a"
+        )
         facts.kept[event.fact_id] = [bytes.fromhex(h) for h in hexes]
     return sweep_space
 
 
 @pytest.mark.parametrize("backend", ["jsonl", "sqlite", "postgres"])
-def test_ledger_files_hold_no_erased_byte(backend: str, tmp_path: Path,
-                                          request: pytest.FixtureRequest) -> None:
+def test_ledger_files_hold_no_erased_byte(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     n = scale(40, 400)
     rng = random.Random(42)
     folder = tmp_path / "ledger"
@@ -101,8 +116,12 @@ def test_ledger_files_hold_no_erased_byte(backend: str, tmp_path: Path,
     scans = 0
     with Ledger(location) as ledger:
         space = fill(ledger, rng, n, facts)
-        result = ledger.sweep(before=datetime.now(UTC) + timedelta(seconds=5), space=space,
-                              actor="dpo", reason="retention")
+        result = ledger.sweep(
+            before=datetime.now(UTC) + timedelta(seconds=5),
+            space=space,
+            actor="dpo",
+            reason="retention",
+        )
         assert result.forgotten and not result.held
         for fid in facts.erased:
             got = ledger.get(fid)
@@ -112,7 +131,8 @@ def test_ledger_files_hold_no_erased_byte(backend: str, tmp_path: Path,
             hits = scan(files_under(folder), facts.needles(facts.erased))
             assert not hits, f"erased bytes in the open ledger's files: {hits}"
             assert len(scan(files_under(folder), facts.needles(facts.kept))) == len(
-                facts.needles(facts.kept)), "the scan cannot see a kept value"
+                facts.needles(facts.kept)
+            ), "the scan cannot see a kept value"
             scans += 2
     if pg is None:
         files = files_under(folder)
@@ -127,16 +147,28 @@ def test_ledger_files_hold_no_erased_byte(backend: str, tmp_path: Path,
     kept = scan(files, facts.needles(facts.kept))
     assert len(kept) == len(facts.needles(facts.kept)), "the scan cannot see a kept value"
     scans += 2
-    record(f"erasure[ledger {backend}]", facts_erased=len(facts.erased),
-           needles=len(facts.needles(facts.erased)), files_scanned=len(files), scans=scans,
-           control_needles_found=len(kept), bytes_found=0, owned=owned[:6])
+    record(
+        f"erasure[ledger {backend}]",
+        facts_erased=len(facts.erased),
+        needles=len(facts.needles(facts.erased)),
+        files_scanned=len(files),
+        scans=scans,
+        control_needles_found=len(kept),
+        bytes_found=0,
+        owned=owned[:6],
+    )
 
 
 # -- through the server, with every write-through store -----------------------------------------
 
-STORE_MODULES = ("agent_custody_state_mem0", "agent_custody_state_zep",
-                 "agent_custody_state_letta", "agent_custody_state_cognee",
-                 "agent_custody_state_pgvector", "agent_custody_state_langgraph")
+STORE_MODULES = (
+    "agent_custody_state_mem0",
+    "agent_custody_state_zep",
+    "agent_custody_state_letta",
+    "agent_custody_state_cognee",
+    "agent_custody_state_pgvector",
+    "agent_custody_state_langgraph",
+)
 TABLE = "custody_facts"
 
 
@@ -163,31 +195,79 @@ def six_stores(tmp_path: Path, postgres_url: str) -> Iterator[dict[str, Any]]:
         ledger_dir = tmp_path / "ledger"
         ledger_dir.mkdir()
         stores = [
-            {"name": "mem0", "type": "mem0", "user_id": "support", "host": mem0.url,
-             "api_key_env": "ER_MEM0", "mem0_dir": str(tmp_path / "mem0")},
-            {"name": "zep", "type": "zep", "graph_uuid": graph_uuid, "base_url": zep.url,
-             "api_key_env": "ER_ZEP"},
-            {"name": "letta", "type": "letta", "agent_id": agent_id, "base_url": letta.url,
-             "api_key_env": "ER_LETTA"},
-            {"name": "cognee", "type": "cognee", "url": cognee.url,
-             "dataset_name": "agent-custody", "api_key_env": "ER_COGNEE"},
-            {"name": "vectors", "type": "pgvector", "dsn_env": "ER_PG", "table": TABLE,
-             "dimensions": 8, "embed": "agent_custody_state_conformance.embeddings:embed_8"},
-            {"name": "langmem", "type": "langgraph", "backend": "sqlite",
-             "path": str(langgraph), "namespace": ["memories", "{space}"]},
+            {
+                "name": "mem0",
+                "type": "mem0",
+                "user_id": "support",
+                "host": mem0.url,
+                "api_key_env": "ER_MEM0",
+                "mem0_dir": str(tmp_path / "mem0"),
+            },
+            {
+                "name": "zep",
+                "type": "zep",
+                "graph_uuid": graph_uuid,
+                "base_url": zep.url,
+                "api_key_env": "ER_ZEP",
+            },
+            {
+                "name": "letta",
+                "type": "letta",
+                "agent_id": agent_id,
+                "base_url": letta.url,
+                "api_key_env": "ER_LETTA",
+            },
+            {
+                "name": "cognee",
+                "type": "cognee",
+                "url": cognee.url,
+                "dataset_name": "agent-custody",
+                "api_key_env": "ER_COGNEE",
+            },
+            {
+                "name": "vectors",
+                "type": "pgvector",
+                "dsn_env": "ER_PG",
+                "table": TABLE,
+                "dimensions": 8,
+                "embed": "agent_custody_state_conformance.embeddings:embed_8",
+            },
+            {
+                "name": "langmem",
+                "type": "langgraph",
+                "backend": "sqlite",
+                "path": str(langgraph),
+                "namespace": ["memories", "{space}"],
+            },
         ]
-        config = write_config(tmp_path, ledger=ledger_dir / "ledger.sqlite", stores=stores,
-                              verify={"attempts": 3, "delay_ms": 10})
-        env = {"ER_MEM0": keys["mem0"], "ER_ZEP": keys["zep"], "ER_LETTA": keys["letta"],
-               "ER_COGNEE": keys["cognee"], "ER_PG": postgres_url, "MEM0_TELEMETRY": "false"}
-        yield {"fakes": {"mem0": mem0, "zep": zep, "letta": letta, "cognee": cognee},
-               "config": config, "env": env, "pg_url": postgres_url, "langgraph": langgraph,
-               "ledger_dir": ledger_dir}
+        config = write_config(
+            tmp_path,
+            ledger=ledger_dir / "ledger.sqlite",
+            stores=stores,
+            verify={"attempts": 3, "delay_ms": 10},
+        )
+        env = {
+            "ER_MEM0": keys["mem0"],
+            "ER_ZEP": keys["zep"],
+            "ER_LETTA": keys["letta"],
+            "ER_COGNEE": keys["cognee"],
+            "ER_PG": postgres_url,
+            "MEM0_TELEMETRY": "false",
+        }
+        yield {
+            "fakes": {"mem0": mem0, "zep": zep, "letta": letta, "cognee": cognee},
+            "config": config,
+            "env": env,
+            "pg_url": postgres_url,
+            "langgraph": langgraph,
+            "ledger_dir": ledger_dir,
+        }
 
 
 @pytest.mark.postgres
 def test_stores_hold_no_erased_byte(six_stores: dict[str, Any], embedded_postgres: Any) -> None:
     import anyio
+
     from agent_custody_state_conformance.gateway import GatewayClient
     from e2e.endtoend import postgres_residue, residue, sqlite_residue
 
@@ -196,22 +276,32 @@ def test_stores_hold_no_erased_byte(six_stores: dict[str, Any], embedded_postgre
     facts = Facts()
 
     async def drive() -> None:
-        async with GatewayClient.stdio("serve", "--config", str(six_stores["config"]),
-                                       env=six_stores["env"]) as gw:
+        async with GatewayClient.stdio(
+            "serve", "--config", str(six_stores["config"]), env=six_stores["env"]
+        ) as gw:
             sweep_space = f"team:retention-{uuid.uuid4().hex[:6]}"
             for i in range(n):
                 value, hexes = make_value(rng)
                 space = sweep_space if i % 3 == 0 else "org"
-                out = await gw.call("memory.write", {"subject": f"acct:{i}", "predicate": "p",
-                                                     "value": value, "space": space})
+                out = await gw.call(
+                    "memory.write",
+                    {"subject": f"acct:{i}", "predicate": "p", "value": value, "space": space},
+                )
                 assert not out.is_error, out.texts
                 fid = out.data["fact"]["factId"]
                 facts.erased[fid] = [bytes.fromhex(h) for h in hexes]
                 if i % 3 == 1:  # superseded first: the store drops the old value then
                     nxt, more = make_value(rng)
-                    out = await gw.call("memory.write", {"subject": f"acct:{i}", "predicate": "p",
-                                                         "value": nxt, "space": space,
-                                                         "supersedes": fid})
+                    out = await gw.call(
+                        "memory.write",
+                        {
+                            "subject": f"acct:{i}",
+                            "predicate": "p",
+                            "value": nxt,
+                            "space": space,
+                            "supersedes": fid,
+                        },
+                    )
                     assert not out.is_error, out.texts
                     newer = out.data["fact"]["factId"]
                     facts.erased[newer] = [bytes.fromhex(h) for h in more]
@@ -220,13 +310,17 @@ def test_stores_hold_no_erased_byte(six_stores: dict[str, Any], embedded_postgre
                 if space == "org":
                     gone = await gw.call("memory.forget", {"factId": fid, "reason": "gdpr"})
                     assert not gone.is_error, gone.texts
-            swept = await gw.call("memory.sweep", {"reason": "retention", "space": sweep_space,
-                                                   "before": "2999-01-01T00:00:00Z"})
+            swept = await gw.call(
+                "memory.sweep",
+                {"reason": "retention", "space": sweep_space, "before": "2999-01-01T00:00:00Z"},
+            )
             assert not swept.is_error and not swept.data["stillHeld"], swept.texts
             for i in range(3):
                 value, hexes = make_value(random.Random(500 + i))
-                out = await gw.call("memory.write", {"subject": f"keep:{i}", "predicate": "p",
-                                                     "value": value, "space": "org"})
+                out = await gw.call(
+                    "memory.write",
+                    {"subject": f"keep:{i}", "predicate": "p", "value": value, "space": "org"},
+                )
                 facts.kept[out.data["fact"]["factId"]] = [bytes.fromhex(h) for h in hexes]
 
     anyio.run(drive)
@@ -235,10 +329,13 @@ def test_stores_hold_no_erased_byte(six_stores: dict[str, Any], embedded_postgre
         text = needle.decode("utf-8")
         found: dict[str, list[str]] = {}
         for name, fake in six_stores["fakes"].items():
-            paths = [p for p in residue(fake, text)
-                     # mem0's add events echo the text and its API cannot delete them (the one
-                     # trace tests/e2e allows too); counted below, not hidden.
-                     if not (name == "mem0" and "['events']" in p)]
+            paths = [
+                p
+                for p in residue(fake, text)
+                # mem0's add events echo the text and its API cannot delete them (the one
+                # trace tests/e2e allows too); counted below, not hidden.
+                if not (name == "mem0" and "['events']" in p)
+            ]
             if paths:
                 found[name] = paths
         if postgres_residue(six_stores["pg_url"], text, [TABLE]):
@@ -254,8 +351,10 @@ def test_stores_hold_no_erased_byte(six_stores: dict[str, Any], embedded_postgre
     assert all(where(n) for n in kept), "a store scan cannot see a kept value"
 
     # Byte level: the ledger's files and LangGraph's SQLite files, as they are.
-    file_sets = {"ledger": files_under(six_stores["ledger_dir"]),
-                 "langgraph files": files_under(six_stores["langgraph"].parent)}
+    file_sets = {
+        "ledger": files_under(six_stores["ledger_dir"]),
+        "langgraph files": files_under(six_stores["langgraph"].parent),
+    }
     for name, files in file_sets.items():
         hits = scan(files, erased)
         assert not hits, f"{name}: erased bytes on disk: {list(hits)[:3]}"
@@ -281,10 +380,22 @@ def test_stores_hold_no_erased_byte(six_stores: dict[str, Any], embedded_postgre
         conn.execute(f"VACUUM FULL {TABLE}")
         residue_steps["after VACUUM FULL"] = pg_hits()
     assert residue_steps["after VACUUM FULL"] == 0, residue_steps
-    echoes = sum(1 for n in erased for p in residue(six_stores["fakes"]["mem0"], n.decode())
-                 if "['events']" in p)
-    record("erasure[six stores]", facts_erased=len(facts.erased), needles=len(erased),
-           stores=6, fake_state_scans=len(erased) * 4, sql_scans=len(erased) * 2,
-           files_scanned=sum(len(f) for f in file_sets.values()), bytes_found_ledger=0,
-           bytes_found_langgraph=0, pgvector_needles_on_disk=residue_steps,
-           mem0_event_echoes_allowed=echoes)
+    echoes = sum(
+        1
+        for n in erased
+        for p in residue(six_stores["fakes"]["mem0"], n.decode())
+        if "['events']" in p
+    )
+    record(
+        "erasure[six stores]",
+        facts_erased=len(facts.erased),
+        needles=len(erased),
+        stores=6,
+        fake_state_scans=len(erased) * 4,
+        sql_scans=len(erased) * 2,
+        files_scanned=sum(len(f) for f in file_sets.values()),
+        bytes_found_ledger=0,
+        bytes_found_langgraph=0,
+        pgvector_needles_on_disk=residue_steps,
+        mem0_event_echoes_allowed=echoes,
+    )

@@ -63,17 +63,26 @@ def test_fuzz_stdio(tmp_path: Path) -> None:
         code = server.stop()
     assert "Traceback" not in server.stderr, server.stderr[-3000:]
     assert "internal error" not in server.stderr
-    record("fuzz[stdio]", calls=harness.calls, hostile=harness.hostile,
-           outcomes=dict(harness.outcomes), crashes=0, hangs=0, refused_calls_changing_files=0,
-           exit_code=code)
+    record(
+        "fuzz[stdio]",
+        calls=harness.calls,
+        hostile=harness.hostile,
+        outcomes=dict(harness.outcomes),
+        crashes=0,
+        hangs=0,
+        refused_calls_changing_files=0,
+        exit_code=code,
+    )
 
 
 def test_fuzz_http(tmp_path: Path) -> None:
     n = scale(300, 10_000)
     ledger_dir = tmp_path / "ledger"
     ledger_dir.mkdir()
-    server = ServerProcess(["--ledger", str(ledger_dir / "fuzz.jsonl"), "--token-env",
-                            "FUZZ_GW_TOKEN"], {"FUZZ_GW_TOKEN": GATEWAY_TOKEN})
+    server = ServerProcess(
+        ["--ledger", str(ledger_dir / "fuzz.jsonl"), "--token-env", "FUZZ_GW_TOKEN"],
+        {"FUZZ_GW_TOKEN": GATEWAY_TOKEN},
+    )
     loop = asyncio.new_event_loop()
     try:
         http = http_client()
@@ -101,8 +110,15 @@ def test_fuzz_http(tmp_path: Path) -> None:
         loop.close()
         server.stop()
     assert "Traceback" not in server.stderr, server.stderr[-3000:]
-    record("fuzz[http]", calls=harness.calls, hostile=harness.hostile,
-           outcomes=dict(harness.outcomes), crashes=0, hangs=0, refused_calls_changing_files=0)
+    record(
+        "fuzz[http]",
+        calls=harness.calls,
+        hostile=harness.hostile,
+        outcomes=dict(harness.outcomes),
+        crashes=0,
+        hangs=0,
+        refused_calls_changing_files=0,
+    )
 
 
 @pytest.mark.parametrize("backend", ["jsonl", "sqlite"])
@@ -118,8 +134,12 @@ def test_fuzz_in_process(tmp_path: Path, backend: str) -> None:
     ledger = Ledger(ledger_dir / f"fuzz.{backend}")
     server = create_memory_server(ledger)
     service = server.memory
-    tools = {name: schema for name, _desc, schema in
-             __import__("agent_custody_state.server.tools", fromlist=["TOOLS"]).TOOLS}
+    tools = {
+        name: schema
+        for name, _desc, schema in __import__(
+            "agent_custody_state.server.tools", fromlist=["TOOLS"]
+        ).TOOLS
+    }
     loop = asyncio.new_event_loop()
 
     def call(name: str, args: Any, meta: Any) -> dict[str, Any]:
@@ -135,6 +155,11 @@ def test_fuzz_in_process(tmp_path: Path, backend: str) -> None:
         loop.close()
         service.close()
         ledger.close()
-    record(f"fuzz[in-process,{backend}]", calls=harness.calls, hostile=harness.hostile,
-           outcomes=dict(harness.outcomes), crashes=0, refused_calls_changing_files=0)
-
+    record(
+        f"fuzz[in-process,{backend}]",
+        calls=harness.calls,
+        hostile=harness.hostile,
+        outcomes=dict(harness.outcomes),
+        crashes=0,
+        refused_calls_changing_files=0,
+    )

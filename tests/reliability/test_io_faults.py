@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import EventBackendError, Ledger
 from agent_custody_state.backends.jsonl import JsonlBackend
 
@@ -39,8 +40,11 @@ from .support import HERE, STRESS, record
 
 OPS = ("assert", "many", "supersede", "retract", "forget", "sweep")
 CLASSES = {"jsonl": 1 | 2 | 4, "sqlite": 1 | 2 | 4, "postgres": 8}
-ERRNOS = {"jsonl": (errno.EIO, errno.ENOSPC), "sqlite": (errno.EIO, errno.ENOSPC),
-          "postgres": (errno.ECONNRESET, errno.EPIPE)}
+ERRNOS = {
+    "jsonl": (errno.EIO, errno.ENOSPC),
+    "sqlite": (errno.EIO, errno.ENOSPC),
+    "postgres": (errno.ECONNRESET, errno.EPIPE),
+}
 
 
 class FaultWorker:
@@ -50,8 +54,12 @@ class FaultWorker:
         env = dict(os.environ, LD_PRELOAD=str(shim), ACS_FAULTSHIM=str(shim))
         self.log = open(log, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "fault_worker.py")], env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.log, text=True,
+            [sys.executable, str(HERE / "fault_worker.py")],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
         )
 
     def run(self, case: dict[str, Any]) -> dict[str, Any]:
@@ -99,17 +107,25 @@ def judge(kind: str, result: dict[str, Any], tally: Counter[str]) -> None:
         tally["failed_but_durable"] += 1
         tally[f"failed_but_durable:{case['op']}"] += 1
         assert kind != "jsonl" or case["op"] in ("forget", "sweep"), (
-            f"{where}: JSONL reported failure for a durable event: {result}")
+            f"{where}: JSONL reported failure for a durable event: {result}"
+        )
         assert "nothing was written" not in err["message"], (
-            f"{where}: said nothing was written, but the write was recorded: {result}")
+            f"{where}: said nothing was written, but the write was recorded: {result}"
+        )
     elif result["new_events"]:
         # Seen by a fresh reader while the disk was failing, gone once the writer recovered.
         tally["visible_until_cut_off"] += 1
 
 
-def run_loop(kind: str, location: str, shim: Path, tmp_path: Path,
-             errnos: tuple[int, ...] | None = None, persistence: tuple[bool, ...] | None = None,
-             fsize: bool = True) -> dict[str, Any]:
+def run_loop(
+    kind: str,
+    location: str,
+    shim: Path,
+    tmp_path: Path,
+    errnos: tuple[int, ...] | None = None,
+    persistence: tuple[bool, ...] | None = None,
+    fsize: bool = True,
+) -> dict[str, Any]:
     rng = random.Random(11)
     worker = FaultWorker(shim, tmp_path / "fault.log")
     tally: Counter[str] = Counter()
@@ -117,8 +133,13 @@ def run_loop(kind: str, location: str, shim: Path, tmp_path: Path,
     messages: Counter[str] = Counter()
     try:
         for op in OPS:
-            cal = worker.run({"location": location, "op": op,
-                              "fault": {"kind": "calibrate", "classes": CLASSES[kind]}})
+            cal = worker.run(
+                {
+                    "location": location,
+                    "op": op,
+                    "fault": {"kind": "calibrate", "classes": CLASSES[kind]},
+                }
+            )
             calls = int(cal["calls"])
             assert "ok" in cal, f"calibration of {op} failed: {cal}"
             points = list(range(1, calls + 1))
@@ -128,9 +149,19 @@ def run_loop(kind: str, location: str, shim: Path, tmp_path: Path,
                 for err in errnos or ERRNOS[kind]:
                     modes = persistence or ((False, True) if STRESS else (rng.random() < 0.5,))
                     for persistent in modes:
-                        result = worker.run({"location": location, "op": op, "fault": {
-                            "kind": "shim", "at": at, "classes": CLASSES[kind], "errno": err,
-                            "persistent": persistent}})
+                        result = worker.run(
+                            {
+                                "location": location,
+                                "op": op,
+                                "fault": {
+                                    "kind": "shim",
+                                    "at": at,
+                                    "classes": CLASSES[kind],
+                                    "errno": err,
+                                    "persistent": persistent,
+                                },
+                            }
+                        )
                         judge(kind, result, tally)
                         per_op[op] += 1
                         if "error" in result:
@@ -138,15 +169,20 @@ def run_loop(kind: str, location: str, shim: Path, tmp_path: Path,
             if kind != "postgres" and fsize:
                 rooms = [0, 1, 50, 200, 700, 1500, 4096, 9000]
                 for room in rooms if STRESS else rng.sample(rooms, 2):
-                    result = worker.run({"location": location, "op": op,
-                                         "fault": {"kind": "fsize", "room": room}})
+                    result = worker.run(
+                        {"location": location, "op": op, "fault": {"kind": "fsize", "room": room}}
+                    )
                     judge(kind, result, tally)
                     per_op[op] += 1
     finally:
         worker.close()
-    return {"faults_injected": sum(per_op.values()), "by_operation": dict(per_op),
-            "outcomes": dict(tally), "acknowledged_not_durable": 0,
-            "error_messages": dict(messages.most_common(8))}
+    return {
+        "faults_injected": sum(per_op.values()),
+        "by_operation": dict(per_op),
+        "outcomes": dict(tally),
+        "acknowledged_not_durable": 0,
+        "error_messages": dict(messages.most_common(8)),
+    }
 
 
 @pytest.fixture
@@ -169,8 +205,9 @@ def test_sqlite_io_faults(tmp_path: Path, shim_or_skip: Path) -> None:
 
 @pytest.mark.postgres
 def test_postgres_network_faults(tmp_path: Path, shim_or_skip: Path, postgres_url: str) -> None:
-    pytest.importorskip("agent_custody_state_events_postgres",
-                        reason="events-postgres not installed")
+    pytest.importorskip(
+        "agent_custody_state_events_postgres", reason="events-postgres not installed"
+    )
     figures = run_loop("postgres", f"{postgres_url}&table=faults", shim_or_skip, tmp_path)
     record("io_faults[postgres-network]", **figures)
 
@@ -182,21 +219,43 @@ def test_more_errnos(kind: str, tmp_path: Path, shim_or_skip: Path) -> None:
     (EDQUOT), read-only remount (EROFS), file too large (EFBIG), and a single EINTR, which must
     be retried, never reported."""
     location = str(tmp_path / "l" / f"ledger.{kind}")
-    figures = run_loop(kind, location, shim_or_skip, tmp_path,
-                       errnos=(errno.EDQUOT, errno.EROFS, errno.EFBIG), fsize=False)
-    eintr = run_loop(kind, location, shim_or_skip, tmp_path, errnos=(errno.EINTR,),
-                     persistence=(False,), fsize=False)
+    figures = run_loop(
+        kind,
+        location,
+        shim_or_skip,
+        tmp_path,
+        errnos=(errno.EDQUOT, errno.EROFS, errno.EFBIG),
+        fsize=False,
+    )
+    eintr = run_loop(
+        kind,
+        location,
+        shim_or_skip,
+        tmp_path,
+        errnos=(errno.EINTR,),
+        persistence=(False,),
+        fsize=False,
+    )
     refused = eintr["outcomes"].get("refused", 0)
-    record(f"io_faults[{kind}, more errnos]", **figures, eintr_faults=eintr["faults_injected"],
-           eintr_refused=refused)
+    record(
+        f"io_faults[{kind}, more errnos]",
+        **figures,
+        eintr_faults=eintr["faults_injected"],
+        eintr_refused=refused,
+    )
 
 
 # -- torn and garbled JSONL tails --------------------------------------------------------------
 
+
 def _seed(path: Path, n: int) -> list[str]:
     with Ledger(path) as ledger:
-        ids = [ledger.assert_fact(subject=f"s{i}", predicate="p", value=f"v{i}", space="org",
-                                  actor="a").event_id for i in range(n)]
+        ids = [
+            ledger.assert_fact(
+                subject=f"s{i}", predicate="p", value=f"v{i}", space="org", actor="a"
+            ).event_id
+            for i in range(n)
+        ]
     return ids
 
 
@@ -225,16 +284,17 @@ def test_jsonl_truncated_tail_every_byte(tmp_path: Path) -> None:
         assert got == (ids if complete else ids[:-1]), f"cut at {cut}"
         assert path.read_bytes() == full[:last_start], f"cut at {cut}: not truncated back"
         assert [p.read_bytes() for p in tmp_path.glob("ledger.jsonl.torn-*")] == [
-            full[last_start:cut]]
+            full[last_start:cut]
+        ]
         cases += 1
     record("torn_tail[jsonl]", cuts=cases, events_lost=0, half_events_visible=0)
 
 
 GARBAGE = [
-    b"\x00" * 64,                      # a block of zeros, as a crashed file system can leave
-    b"\xff\xfe garbage \x80\x81",      # not UTF-8
-    b'{"eventId":"x","kind":"assert"', # a JSON prefix
-    b"[1,2,3]",                        # valid JSON, not an event
+    b"\x00" * 64,  # a block of zeros, as a crashed file system can leave
+    b"\xff\xfe garbage \x80\x81",  # not UTF-8
+    b'{"eventId":"x","kind":"assert"',  # a JSON prefix
+    b"[1,2,3]",  # valid JSON, not an event
     b'{"eventId":"e","kind":"nonsense","txTime":"2026-01-01T00:00:00.000Z"}',
 ]
 
@@ -256,5 +316,8 @@ def test_jsonl_garbled_tail(tmp_path: Path, newline: bool) -> None:
         else:
             with pytest.raises(EventBackendError, match=f"line at byte {len(clean)}"):
                 Ledger(path)
-    record(f"garbled_tail[jsonl,{'newline' if newline else 'no-newline'}]",
-           cases=len(GARBAGE), silently_skipped=0)
+    record(
+        f"garbled_tail[jsonl,{'newline' if newline else 'no-newline'}]",
+        cases=len(GARBAGE),
+        silently_skipped=0,
+    )

@@ -21,10 +21,20 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import ForgetEvent
 
-from .support import http_client, RawMcp, ServerProcess, files_under, gateway_meta, record, scale, scan
+from .support import (
+    RawMcp,
+    ServerProcess,
+    files_under,
+    gateway_meta,
+    http_client,
+    record,
+    scale,
+    scan,
+)
 
 TOKEN = "gw-" + uuid.uuid4().hex
 ENV = {"CRASH_GW_TOKEN": TOKEN}
@@ -39,27 +49,38 @@ async def writer(url: str, acked: list[dict[str, Any]], stop: asyncio.Event, see
             while not stop.is_set():
                 if mine and rng.random() < 0.25:
                     fid, marker = mine.pop(rng.randrange(len(mine)))
-                    out = await mcp.call("memory.forget", {"factId": fid, "reason": "crash"},
-                                         gateway_meta())
+                    out = await mcp.call(
+                        "memory.forget", {"factId": fid, "reason": "crash"}, gateway_meta()
+                    )
                     if out.get("isError") is False:
                         acked.append({"kind": "forget", "factId": fid, "marker": marker})
                     continue
                 marker = uuid.uuid4().hex
-                args: dict[str, Any] = {"subject": f"c{seed}-{rng.randrange(4)}",
-                                        "predicate": "p", "value": {"m": marker},
-                                        "space": "org"}
+                args: dict[str, Any] = {
+                    "subject": f"c{seed}-{rng.randrange(4)}",
+                    "predicate": "p",
+                    "value": {"m": marker},
+                    "space": "org",
+                }
                 out = await mcp.call("memory.write", args, gateway_meta())
                 if out.get("isError") is False:
                     data = json.loads(out["texts"][0])
-                    acked.append({"kind": "assert", "eventId": data["eventId"],
-                                  "factId": data["fact"]["factId"], "marker": marker})
+                    acked.append(
+                        {
+                            "kind": "assert",
+                            "eventId": data["eventId"],
+                            "factId": data["fact"]["factId"],
+                            "marker": marker,
+                        }
+                    )
                     mine.append((data["fact"]["factId"], marker))
     except (httpx.HTTPError, RuntimeError, KeyError, ValueError):
         return  # the server died under us: expected
 
 
-async def load_and_kill(server: ServerProcess, clients: int, seconds: float,
-                        acked: list[dict[str, Any]]) -> None:
+async def load_and_kill(
+    server: ServerProcess, clients: int, seconds: float, acked: list[dict[str, Any]]
+) -> None:
     stop = asyncio.Event()
     tasks = [asyncio.create_task(writer(server.url, acked, stop, i)) for i in range(clients)]
     await asyncio.sleep(seconds)
@@ -97,6 +118,12 @@ def test_server_killed_under_load(tmp_path: Path, backend: str) -> None:
         assert not hits, f"an acknowledged forget left its value on disk: {hits}"
         survived += 1
     writes = sum(a["kind"] == "assert" for a in acked)
-    record(f"server_crash[{backend}]", kill_points=survived, clients=8,
-           acknowledged_writes=writes, acknowledged_forgets=len(acked) - writes,
-           events_lost=0, erased_bytes_found=0)
+    record(
+        f"server_crash[{backend}]",
+        kill_points=survived,
+        clients=8,
+        acknowledged_writes=writes,
+        acknowledged_forgets=len(acked) - writes,
+        events_lost=0,
+        erased_bytes_found=0,
+    )

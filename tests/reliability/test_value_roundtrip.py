@@ -16,28 +16,53 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state import Ledger, LedgerError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from agent_custody_state import Ledger, LedgerError
 
 from .support import STRESS, record
 
 EXAMPLES = 400 if STRESS else 60
 
-EDGE_FLOATS = [1e308, -1e308, 5e-324, -5e-324, 0.1, 2.0**-1074, 1.7976931348623157e308,
-               float("nan"), float("inf"), float("-inf"), -0.0]
-EDGE_INTS = [2**53 - 1, -(2**53 - 1), 2**53, -(2**53), 2**53 + 1, 10**22, 10**400,
-             12345678901234567890123]
+EDGE_FLOATS = [
+    1e308,
+    -1e308,
+    5e-324,
+    -5e-324,
+    0.1,
+    2.0**-1074,
+    1.7976931348623157e308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    -0.0,
+]
+EDGE_INTS = [
+    2**53 - 1,
+    -(2**53 - 1),
+    2**53,
+    -(2**53),
+    2**53 + 1,
+    10**22,
+    10**400,
+    12345678901234567890123,
+]
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.text(max_size=8),
-    st.integers(min_value=-(2**60), max_value=2**60), st.sampled_from(EDGE_INTS),
-    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(EDGE_FLOATS),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=8),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.sampled_from(EDGE_INTS),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(EDGE_FLOATS),
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -73,8 +98,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 @pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[str]:
+def location(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     if request.param == "postgres":
         yield request.getfixturevalue("postgres_url")
         return
@@ -85,15 +111,19 @@ def location(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def test_value_is_kept_exactly_or_refused(location: str) -> None:
     outcomes = {"kept": 0, "refused": 0}
 
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(value=values)
     def check(value: Any) -> None:
         with Ledger(location) as ledger:
             before = ledger.count()
             try:
-                event = ledger.assert_fact(subject="v", predicate="p", value=value, space="org",
-                                           actor="fuzz")
+                event = ledger.assert_fact(
+                    subject="v", predicate="p", value=value, space="org", actor="fuzz"
+                )
             except LedgerError as exc:
                 assert not _keepable(value), f"a keepable value was refused: {exc}"
                 assert str(exc).startswith("value"), exc

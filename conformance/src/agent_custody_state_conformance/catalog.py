@@ -58,8 +58,13 @@ def render() -> str:
     current = None
     for title, rule_id, name, summary, fix in rules():
         if title != current:
-            out += ["", f"## {title}", "", "| rule | test | what it checks | when it fails |",
-                    "| --- | --- | --- | --- |"]
+            out += [
+                "",
+                f"## {title}",
+                "",
+                "| rule | test | what it checks | when it fails |",
+                "| --- | --- | --- | --- |",
+            ]
             current = title
         out.append(f"| `{rule_id}` | `{name}` | {summary} | {fix} |")
     return "\n".join(out) + "\n"

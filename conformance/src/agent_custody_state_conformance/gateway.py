@@ -75,8 +75,9 @@ class ToolResult:
     @property
     def content(self) -> list[dict[str, Any]]:
         """The content items as wire dicts (what a result signature digests)."""
-        return [c.model_dump(by_alias=True, mode="json", exclude_none=True)
-                for c in self.raw.content]
+        return [
+            c.model_dump(by_alias=True, mode="json", exclude_none=True) for c in self.raw.content
+        ]
 
 
 class GatewayClient:
@@ -87,8 +88,13 @@ class GatewayClient:
         self.agent = agent
 
     async def call(
-        self, tool: str, arguments: Mapping[str, Any] | None = None, *, receipt: Any = AUTO,
-        agent: Any = AUTO, observed: Mapping[str, Any] | None = None,
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        receipt: Any = AUTO,
+        agent: Any = AUTO,
+        observed: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> ToolResult:
         """Call ``tool``. ``receipt``/``agent``: AUTO (fresh id / the client's agent), a value,
@@ -103,7 +109,9 @@ class GatewayClient:
         if observed is not None:
             sent[OBSERVED_KEY] = dict(observed)
         result = await self.session.call_tool(
-            tool, dict(arguments or {}), meta=sent or None  # type: ignore[arg-type]
+            tool,
+            dict(arguments or {}),
+            meta=sent or None,  # type: ignore[arg-type]
         )
         texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
         return ToolResult(texts, bool(result.is_error), dict(result.meta or {}), receipt_id, result)
@@ -118,14 +126,22 @@ class GatewayClient:
     @classmethod
     @asynccontextmanager
     async def stdio(
-        cls, *args: str, command: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
-        cwd: str | None = None, agent: str = "test-agent", errlog: Any = None,
+        cls,
+        *args: str,
+        command: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        agent: str = "test-agent",
+        errlog: Any = None,
     ) -> AsyncIterator[GatewayClient]:
         """Spawn ``agent-custody-memory <args>`` (by default ``python -m agent_custody_state``)
         and talk to it over stdio, as its gateway."""
         base = list(command) if command else [sys.executable, "-m", "agent_custody_state"]
         params = StdioServerParameters(
-            command=base[0], args=[*base[1:], *args], env={**os.environ, **(env or {})}, cwd=cwd,
+            command=base[0],
+            args=[*base[1:], *args],
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
         )
         async with stdio_client(params, errlog=errlog or sys.stderr) as (read, write):
             async with ClientSession(read, write) as session:
@@ -135,8 +151,13 @@ class GatewayClient:
     @classmethod
     @asynccontextmanager
     async def http(
-        cls, url: str, *, token: str | None = None, headers: Mapping[str, str] | None = None,
-        agent: str = "test-agent", timeout: float = 30,
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        agent: str = "test-agent",
+        timeout: float = 30,
     ) -> AsyncIterator[GatewayClient]:
         """Connect to a Streamable HTTP memory server, with a bearer token if given."""
         sent = dict(headers or {})

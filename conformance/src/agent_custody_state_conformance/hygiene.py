@@ -57,8 +57,9 @@ class PluginHygiene(ConformanceSuite):
             f"importlib.import_module({ep.module!r}); "
             f"print(json.dumps([m for m in {list(self.heavy_modules)!r} if m in sys.modules]))"
         )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
         assert json.loads(out.stdout) == [], f"imported at entry-point load: {out.stdout}"
 
     @rule("PH-3")

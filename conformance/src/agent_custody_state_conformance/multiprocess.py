@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger, LedgerError
 
 from .rules import ConformanceSuite, rule
@@ -61,8 +62,9 @@ def _worker(location: str, name: str, barrier: Any, pipe: Connection) -> None:
                 elif command == "burst":
                     barrier.wait(timeout=_TIMEOUT)
                     for i in range(args["n"]):
-                        ledger.assert_fact(subject=f"{name}:{i}", predicate="p", value=i,
-                                           space="burst", actor=name)
+                        ledger.assert_fact(
+                            subject=f"{name}:{i}", predicate="p", value=i, space="burst", actor=name
+                        )
                     pipe.send(("ok", args["n"]))
                 else:
                     pipe.send(("error", f"unknown command {command}"))
@@ -74,8 +76,9 @@ class _Worker:
     def __init__(self, ctx: Any, location: str, name: str, barrier: Any) -> None:
         self.name = name
         self.pipe, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker, args=(location, name, barrier, child),
-                                   daemon=True)
+        self.process = ctx.Process(
+            target=_worker, args=(location, name, barrier, child), daemon=True
+        )
         self.process.start()
         status, detail = self.receive()
         assert status == "ready", f"worker {name} could not open the ledger: {detail}"
@@ -145,13 +148,22 @@ class MultiProcessConformance(ConformanceSuite):
         w1, w2, _ = workers
         with Ledger(shared_location) as here:
             for round_ in range(5):
-                fid = w1.call("assert", {"subject": f"s{round_}", "predicate": "p",
-                                         "value": "from-w1", "space": "mp", "actor": "w1"})
+                fid = w1.call(
+                    "assert",
+                    {
+                        "subject": f"s{round_}",
+                        "predicate": "p",
+                        "value": "from-w1",
+                        "space": "mp",
+                        "actor": "w1",
+                    },
+                )
                 seen = w2.call("as_of", {"subject": f"s{round_}"})
                 assert [f["factId"] for f in seen] == [fid]
                 assert [f.fact_id for f in here.as_of(subject=f"s{round_}")] == [fid]
-                mine = here.assert_fact(subject=f"t{round_}", predicate="p", value="here",
-                                        space="mp", actor="test")
+                mine = here.assert_fact(
+                    subject=f"t{round_}", predicate="p", value="here", space="mp", actor="test"
+                )
                 for worker in (w1, w2):
                     seen = worker.call("as_of", {"subject": f"t{round_}"})
                     assert [f["factId"] for f in seen] == [mine.fact_id]
@@ -191,10 +203,20 @@ class MultiProcessConformance(ConformanceSuite):
         w1, w2, _ = workers
         with Ledger(shared_location) as here:
             for trial in range(self.race_trials):
-                base = here.assert_fact(subject=f"race:{trial}", predicate="owner",
-                                        value="base", space="mp", actor="test")
-                args = {"subject": f"race:{trial}", "predicate": "owner", "space": "mp",
-                        "actor": "racer", "supersedes": base.fact_id}
+                base = here.assert_fact(
+                    subject=f"race:{trial}",
+                    predicate="owner",
+                    value="base",
+                    space="mp",
+                    actor="test",
+                )
+                args = {
+                    "subject": f"race:{trial}",
+                    "predicate": "owner",
+                    "space": "mp",
+                    "actor": "racer",
+                    "supersedes": base.fact_id,
+                }
                 for worker in (w1, w2):
                     worker.send("race", args)
                 answers = [w1.receive(), w2.receive()]

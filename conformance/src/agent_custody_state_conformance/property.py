@@ -15,11 +15,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.backends.memory import MemoryBackend
 from agent_custody_state.ledger.backend import EventBackend
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from .clock import StepClock
 from .rules import rule
@@ -27,8 +28,14 @@ from .rules import rule
 EXAMPLES = int(os.environ.get("AGENT_CUSTODY_PROPERTY_EXAMPLES", "25"))
 
 _ref = st.integers(min_value=0, max_value=40)
-_assert = st.tuples(st.just("assert"), st.integers(0, 2), st.integers(-5, 5),
-                    st.one_of(st.none(), _ref, _ref), st.integers(0, 3), st.integers(0, 4))
+_assert = st.tuples(
+    st.just("assert"),
+    st.integers(0, 2),
+    st.integers(-5, 5),
+    st.one_of(st.none(), _ref, _ref),
+    st.integers(0, 3),
+    st.integers(0, 4),
+)
 _op = st.one_of(
     _assert,
     _assert,
@@ -52,6 +59,7 @@ def _strip(data: Any) -> Any:
 
 def _apply(ledger: Ledger, op: tuple[Any, ...], facts: list[str], n: int) -> Any:
     kind = op[0]
+
     def ref(i: int) -> str:
         # Mostly the latest facts (so chains form), sometimes any fact or an unknown id.
         if not facts or i == 40:
@@ -66,8 +74,13 @@ def _apply(ledger: Ledger, op: tuple[Any, ...], facts: list[str], n: int) -> Any
             if sup_id is not None and keep_subject and (target := ledger.get(sup_id)):
                 subject = target.subject  # mostly a valid replacement, sometimes not
             event = ledger.assert_fact(
-                subject=subject, predicate="p", value=value, space=f"sp{subj % 2}",
-                actor="a", fact_id=f"f{n}", supersedes=sup_id,
+                subject=subject,
+                predicate="p",
+                value=value,
+                space=f"sp{subj % 2}",
+                actor="a",
+                fact_id=f"f{n}",
+                supersedes=sup_id,
                 provenance=("claimed", "claimed", "attested", "verified")[provenance],
                 valid_from=f"2026-09-01T00:00:{n % 60:02d}.000Z",
             )
@@ -75,8 +88,9 @@ def _apply(ledger: Ledger, op: tuple[Any, ...], facts: list[str], n: int) -> Any
             return _strip(event.to_dict())
         fact_id = ref(op[1])
         if kind == "forget":
-            return _strip(ledger.forget(fact_id=fact_id, actor="a", reason="r",
-                                        keep_digest=op[2]).to_dict())
+            return _strip(
+                ledger.forget(fact_id=fact_id, actor="a", reason="r", keep_digest=op[2]).to_dict()
+            )
         if kind == "confirm":
             return _strip(ledger.confirm(fact_id=fact_id, actor="a").to_dict())
         method = getattr(ledger, kind)
@@ -95,12 +109,17 @@ def _reads(ledger: Ledger, facts: list[str], times: list[str]) -> dict[str, Any]
         "held": {f: ledger.held(f) for f in facts},
     }
     for tx in times:
-        for valid in ("2026-09-01T00:00:03.000Z", "2026-09-01T00:00:09.500Z",
-                      "2026-09-01T00:00:21.000Z", "2026-09-01T00:00:59.000Z"):
+        for valid in (
+            "2026-09-01T00:00:03.000Z",
+            "2026-09-01T00:00:09.500Z",
+            "2026-09-01T00:00:21.000Z",
+            "2026-09-01T00:00:59.000Z",
+        ):
             for include in ("all", "attested"):
                 key = f"as_of {tx} {valid} {include}"
-                out[key] = [f.to_dict() for f in ledger.as_of(tx_at=tx, valid_at=valid,
-                                                              include=include)]
+                out[key] = [
+                    f.to_dict() for f in ledger.as_of(tx_at=tx, valid_at=valid, include=include)
+                ]
         out[f"learned {tx}"] = [f.to_dict() for f in ledger.learned_before(tx)]
     out["as_of s0"] = [f.to_dict() for f in ledger.as_of(subject="s0", space="sp0")]
     return out
@@ -113,9 +132,15 @@ class PropertyChecks:
     __suite_root__ = True
 
     @rule("EB-PROP")
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors,
-                                     HealthCheck.too_slow])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.differing_executors,
+            HealthCheck.too_slow,
+        ],
+    )
     @given(ops=st.lists(_op, min_size=1, max_size=40))
     def test_matches_reference(
         self, store_factory: Callable[..., EventBackend], ops: list[tuple[Any, ...]]
@@ -128,8 +153,10 @@ class PropertyChecks:
         """
         name = f"prop_{uuid.uuid4().hex[:12]}"
         clock_a, clock_b = StepClock(), StepClock()
-        with Ledger(store_factory(name), clock=clock_a) as tested, \
-                Ledger(MemoryBackend(), clock=clock_b) as reference:
+        with (
+            Ledger(store_factory(name), clock=clock_a) as tested,
+            Ledger(MemoryBackend(), clock=clock_b) as reference,
+        ):
             facts_a: list[str] = []
             facts_b: list[str] = []
             times: list[str] = []

@@ -34,7 +34,6 @@ from agent_custody_state.ledger.queries import SweepResult
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.plugins import open_backend
-
 from agent_custody_state.version import __version__
 
 #: SPEC section 7 names (aliases of the event-backend names above).

@@ -104,7 +104,9 @@ class MemoryConfig(BaseSettings):
     """Everything ``agent-custody-memory serve`` can be told."""
 
     model_config = SettingsConfigDict(
-        env_prefix="AGENT_CUSTODY_", env_nested_delimiter="__", extra="forbid",
+        env_prefix="AGENT_CUSTODY_",
+        env_nested_delimiter="__",
+        extra="forbid",
     )
 
     ledger: str | None = None
@@ -126,8 +128,11 @@ class MemoryConfig(BaseSettings):
 
     @classmethod
     def settings_customise_sources(
-        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Highest first: flags (init), then the environment, then the file.

@@ -36,7 +36,7 @@ BUILTINS = "builtins"
 #: Install hints for the locations SPEC 3 routes to plugins of this project.
 INSTALL_HINTS = {
     "postgres": "install agent-custody-state-events-postgres (pip install "
-                "'agent-custody-state[postgres]')",
+    "'agent-custody-state[postgres]')",
     "sqlite": "install agent-custody-state-events-sqlite",
 }
 
@@ -107,8 +107,13 @@ def _names(variable: str) -> set[str]:
 class PluginManager:
     """Holds the pluggy manager, what each plugin registered and what failed to load."""
 
-    def __init__(self, *, load_entry_points: bool = True, blocked: set[str] | None = None,
-                 only: set[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        load_entry_points: bool = True,
+        blocked: set[str] | None = None,
+        only: set[str] | None = None,
+    ) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.blocked = (blocked or set()) | _names(BLOCK_ENV)
@@ -165,16 +170,29 @@ class PluginManager:
         backends: dict[str, BackendSpec] = {}
         stores: dict[str, StoreSpec] = {}
 
-        def register_backend(name: str, factory: Any, *, schemes: tuple[str, ...] = (),
-                             suffixes: tuple[str, ...] = (), description: str = "",
-                             fallback: bool = False) -> None:
+        def register_backend(
+            name: str,
+            factory: Any,
+            *,
+            schemes: tuple[str, ...] = (),
+            suffixes: tuple[str, ...] = (),
+            description: str = "",
+            fallback: bool = False,
+        ) -> None:
             self._unique("event backend", name, self.backends, backends, info)
             backends[name] = BackendSpec(
-                name, factory, tuple(s.lower() for s in schemes),
-                tuple(s.lower() for s in suffixes), description, info.name, fallback)
+                name,
+                factory,
+                tuple(s.lower() for s in schemes),
+                tuple(s.lower() for s in suffixes),
+                description,
+                info.name,
+                fallback,
+            )
 
-        def register_store(name: str, factory: Any, *, settings: Any = None,
-                           description: str = "") -> None:
+        def register_store(
+            name: str, factory: Any, *, settings: Any = None, description: str = ""
+        ) -> None:
             self._unique("store type", name, self.stores, stores, info)
             stores[name] = StoreSpec(name, factory, settings, description, info.name)
 
@@ -187,8 +205,9 @@ class PluginManager:
         info.registers += [f"event backend {n}" for n in backends] + [f"store {n}" for n in stores]
 
     @staticmethod
-    def _unique(what: str, name: str, known: dict[str, Any], pending: dict[str, Any],
-                info: PluginInfo) -> None:
+    def _unique(
+        what: str, name: str, known: dict[str, Any], pending: dict[str, Any], info: PluginInfo
+    ) -> None:
         if name in known or name in pending:
             owner = known[name].plugin if name in known else info.name
             raise PluginError(f"{what} {name!r} is registered twice ({owner} and {info.name})")
@@ -230,8 +249,11 @@ class PluginManager:
                 if scheme in spec.schemes:
                     return spec
             hint = INSTALL_HINTS["postgres"] if scheme in ("postgres", "postgresql") else None
-            raise PluginError(f"no event backend serves {scheme}:// locations"
-                              + (f"; {hint}" if hint else "") + self._failed_note())
+            raise PluginError(
+                f"no event backend serves {scheme}:// locations"
+                + (f"; {hint}" if hint else "")
+                + self._failed_note()
+            )
         lowered = location.lower()
         for spec in self.backends.values():
             if any(lowered.endswith(s) for s in spec.suffixes):
@@ -239,7 +261,8 @@ class PluginManager:
         if lowered.endswith((".sqlite", ".db")):
             raise PluginError(
                 f"{location} is a SQLite location but no SQLite event backend is installed; "
-                + INSTALL_HINTS["sqlite"] + self._failed_note()
+                + INSTALL_HINTS["sqlite"]
+                + self._failed_note()
             )
         fallback = next((s for s in self.backends.values() if s.fallback), None)
         if fallback is None:
@@ -247,16 +270,18 @@ class PluginManager:
         return fallback
 
     def _failed_note(self) -> str:
-        failed = [f"{p.name} ({p.error})" for p in self.plugins.values()
-                  if p.error and not p.blocked]
+        failed = [
+            f"{p.name} ({p.error})" for p in self.plugins.values() if p.error and not p.blocked
+        ]
         return f" (plugins that failed to load: {', '.join(failed)})" if failed else ""
 
     def _missing(self, what: str, name: str) -> str:
         known = ", ".join(sorted(self.backends if what == "event backend" else self.stores))
         return f"unknown {what} {name!r}; installed: {known or 'none'}" + self._failed_note()
 
-    def open_backend(self, location: str | os.PathLike[str], *, backend: str | None = None,
-                     **options: Any) -> EventBackend:
+    def open_backend(
+        self, location: str | os.PathLike[str], *, backend: str | None = None, **options: Any
+    ) -> EventBackend:
         """Open the event backend serving ``location`` (``backend=`` names one)."""
         spec = self.backend_for(os.fspath(location), backend)
         factory = resolve_ref(spec.factory)

@@ -40,8 +40,10 @@ def format_time(moment: datetime) -> str:
     # Not strftime("%Y"): glibc writes year 274 as "274", breaking the fixed width that lets
     # normalised times compare as strings (and the wire format).
     m = moment
-    return (f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:"
-            f"{m.second:02d}.{m.microsecond // 1000:03d}Z")
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:"
+        f"{m.second:02d}.{m.microsecond // 1000:03d}Z"
+    )
 
 
 def parse_time(value: object) -> datetime:
@@ -71,8 +73,14 @@ def parse_time(value: object) -> datetime:
 
             tz = timezone(sign * timedelta(hours=hours, minutes=minutes))
         moment = datetime(
-            int(year), int(month), int(day), int(hour), int(minute), int(second),
-            millis * 1000, tzinfo=tz,
+            int(year),
+            int(month),
+            int(day),
+            int(hour),
+            int(minute),
+            int(second),
+            millis * 1000,
+            tzinfo=tz,
         )
     except ValueError as exc:
         raise TimeFormatError(f"{value!r} is not a valid time: {exc}") from None

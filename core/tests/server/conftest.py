@@ -27,7 +27,13 @@ def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def http_server(module_dir: Path) -> Iterator[HttpServer]:
     """Gateway-only HTTP server with one gateway and one direct token."""
-    server = start_http("--ledger", str(module_dir / "http.jsonl"), "--token-env", "MEMORY_TOKEN",
-                        "--direct-token-env", "AGENT_TOKEN")
+    server = start_http(
+        "--ledger",
+        str(module_dir / "http.jsonl"),
+        "--token-env",
+        "MEMORY_TOKEN",
+        "--direct-token-env",
+        "AGENT_TOKEN",
+    )
     yield server
     server.stop()

@@ -45,7 +45,9 @@ class HttpServer:
 
 def start_http(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> HttpServer:
     proc = subprocess.Popen(
-        [*CLI, "serve", "--http", "--port", "0", *args], stderr=subprocess.PIPE, text=True,
+        [*CLI, "serve", "--http", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, **TOKEN_ENV, **(env or {})},
     )
     assert proc.stderr is not None
@@ -66,12 +68,21 @@ def start_http(*args: str, env: dict[str, str] | None = None, timeout: float = 3
         raise RuntimeError("HTTP server did not start:\n" + "".join(lines) + proc.stderr.read())
     server = HttpServer(proc, url, lines)
     # Keep draining stderr so the server never blocks on a full pipe.
-    threading.Thread(target=lambda: [lines.append(x) for x in proc.stderr],  # type: ignore[union-attr]
-                     daemon=True).start()
+    threading.Thread(
+        target=lambda: [lines.append(x) for x in proc.stderr],  # type: ignore[union-attr]
+        daemon=True,
+    ).start()
     return server
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
-            cwd: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, cwd: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.server.app import create_memory_server
 
@@ -18,9 +19,9 @@ def write(**args: Any) -> dict[str, Any]:
     return {"subject": "acct:1", "predicate": "plan", "value": "pro", "space": "org", **args}
 
 
-async def test_concurrent_writes_are_batched_and_each_answered(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch
-                                                               ) -> None:
+async def test_concurrent_writes_are_batched_and_each_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ledger = Ledger(tmp_path / "l.jsonl")
     batches: list[int] = []
     original = ledger.assert_many
@@ -51,7 +52,8 @@ async def test_concurrent_writes_are_batched_and_each_answered(tmp_path: Path,
     errors = {i: r.texts[0] for i, r in results.items() if r.is_error}
     assert errors.pop(5) == "cannot supersede unknown fact unknown-fact"
     assert len(errors) == 1 and next(iter(errors.values())) == (
-        f"fact {base_id} is already superseded")
+        f"fact {base_id} is already superseded"
+    )
     assert ledger.count() == 1 + 29 - 1
     current = ledger.as_of(subject="acct:1")
     assert len(current) == 1 and current[0].value in (3, 4)

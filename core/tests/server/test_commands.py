@@ -15,10 +15,16 @@ def test_demo_runs_the_whole_tour() -> None:
     assert done.returncode == 0, done.stderr
     assert "\033[1;36m1. " in done.stdout
     out = re.sub(r"\033\[[0-9;]*m", "", done.stdout)
-    for expected in ("attested", "claimed", "is on legal hold",
-                     "confirmation must come through the receipts gateway",
-                     "accepts calls only through the receipts gateway", "erased; sha256 digest",
-                     'plan="pro" (attested)', "retracted=True"):
+    for expected in (
+        "attested",
+        "claimed",
+        "is on legal hold",
+        "confirmation must come through the receipts gateway",
+        "accepts calls only through the receipts gateway",
+        "erased; sha256 digest",
+        'plan="pro" (attested)',
+        "retracted=True",
+    ):
         assert expected in out, expected
     assert "assert, assert, assert, confirm, retract, hold, release, forget" in out
 
@@ -26,15 +32,28 @@ def test_demo_runs_the_whole_tour() -> None:
 def test_stdio_startup_line_and_forget_key_warning(tmp_path: Path) -> None:
     ledger = tmp_path / "l.jsonl"
     env = {**os.environ, "FK": "k3y"}
-    quiet = subprocess.run([*CLI, "serve", "--ledger", str(ledger), "--forget-key-env", "FK"],
-                           input="", capture_output=True, text=True, timeout=60, env=env)
+    quiet = subprocess.run(
+        [*CLI, "serve", "--ledger", str(ledger), "--forget-key-env", "FK"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert quiet.returncode == 0
-    assert quiet.stderr == (f"agent-custody-memory: ledger {ledger} (jsonl, 0 events); serving "
-                            "stdio; trust: the spawning process is the gateway; calls without a "
-                            "receipt are refused\n")
+    assert quiet.stderr == (
+        f"agent-custody-memory: ledger {ledger} (jsonl, 0 events); serving "
+        "stdio; trust: the spawning process is the gateway; calls without a "
+        "receipt are refused\n"
+    )
     assert quiet.stdout == ""
-    loud = subprocess.run([*CLI, "serve", "--ledger", str(ledger), "--allow-direct"], input="",
-                          capture_output=True, text=True, timeout=60)
+    loud = subprocess.run(
+        [*CLI, "serve", "--ledger", str(ledger), "--allow-direct"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = loud.stderr.splitlines()
     assert lines[0].endswith("direct calls admitted as claimed (quarantined)")
     assert lines[1].startswith("agent-custody-memory: warning: no forget key")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_custody_state.config import ConfigError, build_stores, load_config
-from agent_custody_state.plugins import PluginManager
 from servertest import run_cli
 
-FULL = '''
+from agent_custody_state.config import ConfigError, build_stores, load_config
+from agent_custody_state.plugins import PluginManager
+
+FULL = """
 ledger = "ledger.sqlite"
 forget_key_env = "FORGET_KEY"
 retention = "org=P365D,team:*=P90D"
@@ -40,7 +41,7 @@ delay_ms = 50
 name = "notes"
 type = "unknown-kind"
 api_key_env = "NOTES_KEY"
-'''
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -66,18 +67,26 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     assert config.key == str(tmp_path / "memory.key")
     server = config.server
     assert (server.transport, server.host, server.port, server.allow_direct) == (
-        "http", "127.0.0.1", 8790, True)
+        "http",
+        "127.0.0.1",
+        8790,
+        True,
+    )
     assert (server.max_request_bytes, server.max_concurrency) == (1048576, 16)
     assert server.allowed_hosts == ["memory:8790"]
-    assert [(t.env, t.role) for t in server.tokens] == [("MEMORY_TOKEN", "gateway"),
-                                                         ("AGENT_TOKEN", "direct")]
+    assert [(t.env, t.role) for t in server.tokens] == [
+        ("MEMORY_TOKEN", "gateway"),
+        ("AGENT_TOKEN", "direct"),
+    ]
     assert (config.verify.attempts, config.verify.delay_ms) == (5, 50)
     assert config.stores[0].name == "notes" and config.stores[0].settings() == {
-        "api_key_env": "NOTES_KEY"}
+        "api_key_env": "NOTES_KEY"
+    }
 
 
 def test_environment_overrides_file_and_flags_override_both(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = write(tmp_path, FULL)
     monkeypatch.setenv("AGENT_CUSTODY_LEDGER", "env.jsonl")
     monkeypatch.setenv("AGENT_CUSTODY_SERVER__PORT", "9001")
@@ -90,15 +99,18 @@ def test_environment_overrides_file_and_flags_override_both(
     assert config.server.transport == "http"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('ledger = "x"\nretention = "org=P3X"', "retention: invalid retention duration 'P3X'"),
-    ('[server]\nport = 70000', "server.port: Input should be less than or equal to 65535"),
-    ('[server]\nroll = "x"', "server.roll: Extra inputs are not permitted"),
-    ('[[server.tokens]]\nenv = "T"\nrole = "admin"', "server.tokens.0.role: Input should be"),
-    ('ledgr = "x"', "ledgr: Extra inputs are not permitted"),
-    ('[verify]\nattempts = 0', "verify.attempts: Input should be greater than or equal to 1"),
-    ('ledger = ', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('ledger = "x"\nretention = "org=P3X"', "retention: invalid retention duration 'P3X'"),
+        ("[server]\nport = 70000", "server.port: Input should be less than or equal to 65535"),
+        ('[server]\nroll = "x"', "server.roll: Extra inputs are not permitted"),
+        ('[[server.tokens]]\nenv = "T"\nrole = "admin"', "server.tokens.0.role: Input should be"),
+        ('ledgr = "x"', "ledgr: Extra inputs are not permitted"),
+        ("[verify]\nattempts = 0", "verify.attempts: Input should be greater than or equal to 1"),
+        ("ledger = ", "not valid TOML"),
+    ],
+)
 def test_invalid_files_are_refused_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, text))
@@ -124,13 +136,15 @@ def test_unknown_store_type_lists_installed_ones(isolated_plugins: PluginManager
     config = load_config(None, stores=[{"name": "n", "type": "gamma"}])
     with pytest.raises(ConfigError) as caught:
         build_stores(config.stores)
-    assert "stores[0] (n): unknown store type 'gamma'; installed: alpha, beta" in str(
-        caught.value)
+    assert "stores[0] (n): unknown store type 'gamma'; installed: alpha, beta" in str(caught.value)
 
 
-def test_store_settings_validated_and_secrets_checked(monkeypatch: pytest.MonkeyPatch, isolated_plugins: PluginManager) -> None:
-    from agent_custody_state import hookimpl
+def test_store_settings_validated_and_secrets_checked(
+    monkeypatch: pytest.MonkeyPatch, isolated_plugins: PluginManager
+) -> None:
     from pydantic import BaseModel
+
+    from agent_custody_state import hookimpl
 
     class Settings(BaseModel):
         user_id: str
@@ -143,10 +157,12 @@ def test_store_settings_validated_and_secrets_checked(monkeypatch: pytest.Monkey
 
     isolated_plugins.register_plugin(Plugin(), name="kv")
     monkeypatch.delenv("KV_KEY", raising=False)
-    config = load_config(None, stores=[{"name": "k", "type": "kv", "user_id": "u",
-                                        "api_key_env": "KV_KEY"}])
-    with pytest.raises(ConfigError, match="api_key_env names the environment variable "
-                                          "KV_KEY, which is not set"):
+    config = load_config(
+        None, stores=[{"name": "k", "type": "kv", "user_id": "u", "api_key_env": "KV_KEY"}]
+    )
+    with pytest.raises(
+        ConfigError, match="api_key_env names the environment variable KV_KEY, which is not set"
+    ):
         build_stores(config.stores)
     monkeypatch.setenv("KV_KEY", "secret")
     [(name, settings)] = build_stores(config.stores)
@@ -160,12 +176,15 @@ def test_store_settings_validated_and_secrets_checked(monkeypatch: pytest.Monkey
 
 
 def test_serve_with_config_file_reports_unknown_store_type(tmp_path: Path) -> None:
-    path = write(tmp_path, f'ledger = "{tmp_path / "l.jsonl"}"\n[[stores]]\nname = "m"\n'
-                           'type = "no-such-store"\n')
+    path = write(
+        tmp_path,
+        f'ledger = "{tmp_path / "l.jsonl"}"\n[[stores]]\nname = "m"\ntype = "no-such-store"\n',
+    )
     done = run_cli("serve", "--config", str(path))
     assert done.returncode == 1
-    assert done.stderr.startswith("error: stores[0] (m): unknown store type 'no-such-store'; "
-                                  "installed: ")
+    assert done.stderr.startswith(
+        "error: stores[0] (m): unknown store type 'no-such-store'; installed: "
+    )
     assert not (tmp_path / "l.jsonl").exists()
 
 
@@ -179,17 +198,20 @@ def serve_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[in
     return code, capsys.readouterr().err
 
 
-def test_serve_names_an_unset_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_names_an_unset_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("NO_SUCH_VAR_X", raising=False)
     monkeypatch.delenv("NO_SUCH_TOKEN_Y", raising=False)
     path = write(tmp_path, f'ledger = "{tmp_path / "l.jsonl"}"\nforget_key_env = "NO_SUCH_VAR_X"\n')
     code, err = serve_in_process(capsys, "--config", str(path))
     assert code == 1
-    assert err == ("error: forget_key_env names the environment variable NO_SUCH_VAR_X, "
-                   "which is not set\n")
-    code, err = serve_in_process(capsys, "--ledger", str(tmp_path / "l.jsonl"), "--http",
-                                 "--token-env", "NO_SUCH_TOKEN_Y")
+    assert err == (
+        "error: forget_key_env names the environment variable NO_SUCH_VAR_X, which is not set\n"
+    )
+    code, err = serve_in_process(
+        capsys, "--ledger", str(tmp_path / "l.jsonl"), "--http", "--token-env", "NO_SUCH_TOKEN_Y"
+    )
     assert code == 1 and "NO_SUCH_TOKEN_Y, which is not set" in err
 
 
@@ -201,12 +223,16 @@ def test_serve_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_tokens_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENT_CUSTODY_SERVER__TOKENS",
-                       '[{"env": "MEMORY_TOKEN", "role": "gateway"}, {"env": "A", "role": "direct"}]')
+    monkeypatch.setenv(
+        "AGENT_CUSTODY_SERVER__TOKENS",
+        '[{"env": "MEMORY_TOKEN", "role": "gateway"}, {"env": "A", "role": "direct"}]',
+    )
     monkeypatch.setenv("AGENT_CUSTODY_SERVER__ALLOW_DIRECT", "true")
     config = load_config(None)
-    assert [(t.env, t.role) for t in config.server.tokens] == [("MEMORY_TOKEN", "gateway"),
-                                                                ("A", "direct")]
+    assert [(t.env, t.role) for t in config.server.tokens] == [
+        ("MEMORY_TOKEN", "gateway"),
+        ("A", "direct"),
+    ]
     assert config.server.allow_direct is True
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+
 from agent_custody_state.server.guard import BearerToken, HostPolicy, HttpGuard, normalize_tokens
 from agent_custody_state.server.trust import SCOPE_ROLE_KEY
 
@@ -33,8 +34,11 @@ class SlowApp:
 def guard(app: Any, **kw: Any) -> HttpGuard:
     options: dict[str, Any] = {
         "tokens": normalize_tokens({"g": "gateway", "d": "direct"}),
-        "hosts": HostPolicy(["127.0.0.1", "localhost"]), "max_request_bytes": 100,
-        "max_concurrency": 2, **kw}
+        "hosts": HostPolicy(["127.0.0.1", "localhost"]),
+        "max_request_bytes": 100,
+        "max_concurrency": 2,
+        **kw,
+    }
     return HttpGuard(app, **options)
 
 
@@ -44,9 +48,11 @@ async def test_overload_answers_503_with_retry_after_and_recovers() -> None:
     transport = httpx.ASGITransport(app=front)
     statuses: list[int] = []
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+
         async def call(token: str) -> None:
-            response = await client.post("/mcp", content=b"{}",
-                                         headers={"Authorization": f"Bearer {token}"})
+            response = await client.post(
+                "/mcp", content=b"{}", headers={"Authorization": f"Bearer {token}"}
+            )
             statuses.append(response.status_code)
             if response.status_code == 503:
                 assert response.headers["retry-after"] == "1"
@@ -66,8 +72,9 @@ async def test_overload_answers_503_with_retry_after_and_recovers() -> None:
         assert len(app.roles) == 2
         app.roles.clear()
         for token in ("d", "g"):
-            response = await client.post("/mcp", content=b"{}",
-                                         headers={"Authorization": f"Bearer {token}"})
+            response = await client.post(
+                "/mcp", content=b"{}", headers={"Authorization": f"Bearer {token}"}
+            )
             assert response.status_code == 200
         assert app.roles == ["direct", "gateway"]
 
@@ -95,8 +102,13 @@ def test_host_and_origin_policy() -> None:
     assert not policy.origin_ok("http://evil.example") and not policy.origin_ok("null")
     assert not policy.origin_ok("file://localhost")
     # Malformed values that a lenient parser would read as a loopback name.
-    for bad in ("http://[::1].evil.example", "http://localhost:abc", "http://localhost/x",
-                "http://user@localhost", "http://[::1]x:9"):
+    for bad in (
+        "http://[::1].evil.example",
+        "http://localhost:abc",
+        "http://localhost/x",
+        "http://user@localhost",
+        "http://[::1]x:9",
+    ):
         assert not policy.origin_ok(bad), bad
     for bad in ("[::1].evil.example", "[::1]x:8790", "localhost:abc", "127.0.0.1:80:80"):
         assert not policy.host_ok(bad), bad
@@ -106,7 +118,10 @@ def test_host_and_origin_policy() -> None:
 def test_tokens_normalised_and_checked() -> None:
     tokens = normalize_tokens(["a", ("b", "direct"), BearerToken("c", "gateway", "ops")])
     assert [(t.value, t.role, t.label) for t in tokens] == [
-        ("a", "gateway", "gateway-1"), ("b", "direct", "direct-2"), ("c", "gateway", "ops")]
+        ("a", "gateway", "gateway-1"),
+        ("b", "direct", "direct-2"),
+        ("c", "gateway", "ops"),
+    ]
     with pytest.raises(ValueError, match="empty"):
         normalize_tokens([""])
     with pytest.raises(ValueError, match="role must be"):

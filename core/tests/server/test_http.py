@@ -7,9 +7,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agent_custody_state_conformance.gateway import GatewayClient
 from mcp.shared.exceptions import MCPError
 from servertest import DIRECT_TOKEN, GATEWAY_TOKEN, HttpServer, start_http, unique
+
+from agent_custody_state_conformance.gateway import GatewayClient
 
 pytestmark = pytest.mark.anyio
 
@@ -19,9 +20,17 @@ WRITE = {"subject": "acct:1", "predicate": "plan", "value": "pro", "space": "org
 @pytest.fixture(scope="module")
 def open_server(module_dir: Path):  # type: ignore[no-untyped-def]
     """--allow-direct, a small body limit."""
-    server = start_http("--ledger", str(module_dir / "open.jsonl"), "--token-env", "MEMORY_TOKEN",
-                        "--direct-token-env", "AGENT_TOKEN", "--allow-direct",
-                        "--max-request-bytes", "20000")
+    server = start_http(
+        "--ledger",
+        str(module_dir / "open.jsonl"),
+        "--token-env",
+        "MEMORY_TOKEN",
+        "--direct-token-env",
+        "AGENT_TOKEN",
+        "--allow-direct",
+        "--max-request-bytes",
+        "20000",
+    )
     yield server
     server.stop()
 
@@ -32,36 +41,65 @@ async def test_gateway_token_writes_attested(http_server: HttpServer) -> None:
         assert result.data["fact"]["provenance"] == "attested"
         assert result.data["fact"]["source"]["receiptId"] == result.receipt
         assert await gw.tool_names() == [
-            "memory.write", "memory.read", "memory.confirm", "memory.retract", "memory.forget",
-            "memory.hold", "memory.release", "memory.sweep", "memory.get", "memory.history"]
+            "memory.write",
+            "memory.read",
+            "memory.confirm",
+            "memory.retract",
+            "memory.forget",
+            "memory.hold",
+            "memory.release",
+            "memory.sweep",
+            "memory.get",
+            "memory.history",
+        ]
 
 
 async def test_direct_token_cannot_pass_the_gateway_requirement(http_server: HttpServer) -> None:
     async with GatewayClient.http(http_server.url, token=DIRECT_TOKEN) as direct:
         # Whatever _meta it sends, it is not a gateway.
-        for tool, args in (("memory.write", WRITE), ("memory.read", {}),
-                           ("memory.confirm", {"factId": "x"})):
-            result = await direct.call(tool, args, receipt="rcpt-forged", agent="admin",
-                                       observed={"crm": "pro"})
+        for tool, args in (
+            ("memory.write", WRITE),
+            ("memory.read", {}),
+            ("memory.confirm", {"factId": "x"}),
+        ):
+            result = await direct.call(
+                tool, args, receipt="rcpt-forged", agent="admin", observed={"crm": "pro"}
+            )
             assert result.is_error
-            assert result.text == ("memory server accepts calls only through the receipts "
-                                   "gateway; no receipt id on this call")
+            assert result.text == (
+                "memory server accepts calls only through the receipts "
+                "gateway; no receipt id on this call"
+            )
 
 
 async def test_direct_token_gets_only_claimed(open_server: HttpServer) -> None:
-    async with GatewayClient.http(open_server.url, token=DIRECT_TOKEN) as direct, \
-            GatewayClient.http(open_server.url, token=GATEWAY_TOKEN) as gw:
-        write = await direct.call("memory.write", {**WRITE, "subject": unique(),
-                                                   "actor": "bot"},
-                                  receipt="rcpt-forged", agent="admin")
+    async with (
+        GatewayClient.http(open_server.url, token=DIRECT_TOKEN) as direct,
+        GatewayClient.http(open_server.url, token=GATEWAY_TOKEN) as gw,
+    ):
+        write = await direct.call(
+            "memory.write",
+            {**WRITE, "subject": unique(), "actor": "bot"},
+            receipt="rcpt-forged",
+            agent="admin",
+        )
         fact = write.data["fact"]
         assert (fact["provenance"], fact["actor"], fact["source"]) == (
-            "claimed", "bot", {"receiptId": None})
-        confirm = await direct.call("memory.confirm", {"factId": fact["factId"]},
-                                    receipt="rcpt-forged", agent="admin")
+            "claimed",
+            "bot",
+            {"receiptId": None},
+        )
+        confirm = await direct.call(
+            "memory.confirm", {"factId": fact["factId"]}, receipt="rcpt-forged", agent="admin"
+        )
         assert confirm.text.startswith("confirmation must come through the receipts gateway")
-        evidence = await direct.call("memory.write", {**WRITE, "evidence": {"fact": "crm"}},
-                                     receipt="r", agent="admin", observed={"crm": "pro"})
+        evidence = await direct.call(
+            "memory.write",
+            {**WRITE, "evidence": {"fact": "crm"}},
+            receipt="r",
+            agent="admin",
+            observed={"crm": "pro"},
+        )
         assert evidence.text.startswith("evidence needs the gateway")
         hidden = await direct.call("memory.read", {"subject": fact["subject"]})
         assert hidden.data == {"facts": []}
@@ -71,14 +109,21 @@ async def test_direct_token_gets_only_claimed(open_server: HttpServer) -> None:
         assert [f["provenance"] for f in shown.data["facts"]] == ["attested"]
 
 
-@pytest.mark.parametrize("headers", [
-    {}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {GATEWAY_TOKEN}"},
-    {"Authorization": f"Bearer {GATEWAY_TOKEN}x"}, {"Authorization": "Bearer"},
-    {"Authorization": f"bearer {GATEWAY_TOKEN[:-1]}"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {GATEWAY_TOKEN}"},
+        {"Authorization": f"Bearer {GATEWAY_TOKEN}x"},
+        {"Authorization": "Bearer"},
+        {"Authorization": f"bearer {GATEWAY_TOKEN[:-1]}"},
+    ],
+)
 def test_missing_or_wrong_token_is_401(http_server: HttpServer, headers: dict[str, str]) -> None:
-    response = httpx.post(http_server.url, headers=headers, json={"jsonrpc": "2.0", "id": 1,
-                                                                  "method": "ping"})
+    response = httpx.post(
+        http_server.url, headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    )
     assert response.status_code == 401
     assert response.text == '{"error":"unauthorized"}'
 
@@ -99,8 +144,9 @@ def test_foreign_origin_403_and_host_421(http_server: HttpServer) -> None:
         response = httpx.post(http_server.url, headers={**auth, "Host": host}, json=ping)
         assert response.status_code == 421, host
     port = http_server.url.split(":")[2].split("/")[0]
-    response = httpx.post(http_server.url, headers={**auth, "Origin": f"http://localhost:{port}"},
-                          json=ping)
+    response = httpx.post(
+        http_server.url, headers={**auth, "Origin": f"http://localhost:{port}"}, json=ping
+    )
     assert response.status_code not in (401, 403, 421)
 
 
@@ -113,8 +159,12 @@ def test_other_paths_404(http_server: HttpServer) -> None:
 
 async def test_oversized_body_is_413_and_server_keeps_serving(open_server: HttpServer) -> None:
     auth = {"Authorization": f"Bearer {GATEWAY_TOKEN}"}
-    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-           "params": {"name": "memory.write", "arguments": {**WRITE, "value": "x" * 30000}}}
+    big = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "memory.write", "arguments": {**WRITE, "value": "x" * 30000}},
+    }
     response = httpx.post(open_server.url, headers=auth, json=big)
     assert response.status_code == 413
     assert "max_request_bytes" in response.json()["error"]["message"]
@@ -125,8 +175,9 @@ async def test_oversized_body_is_413_and_server_keeps_serving(open_server: HttpS
             yield b"y" * 4000
         yield b'"}}'
 
-    response = httpx.post(open_server.url, headers={**auth, "content-type": "application/json"},
-                          content=chunks())
+    response = httpx.post(
+        open_server.url, headers={**auth, "content-type": "application/json"}, content=chunks()
+    )
     assert response.status_code == 413
     async with GatewayClient.http(open_server.url, token=GATEWAY_TOKEN) as gw:
         with pytest.raises(MCPError) as caught:
@@ -136,12 +187,23 @@ async def test_oversized_body_is_413_and_server_keeps_serving(open_server: HttpS
         assert not result.is_error
 
 
-def test_non_loopback_without_token_is_refused(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_non_loopback_without_token_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agent_custody_state import cli
 
-    code = cli.main(["serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--host",
-                     "0.0.0.0", "--port", "0"])
+    code = cli.main(
+        [
+            "serve",
+            "--ledger",
+            str(tmp_path / "l.jsonl"),
+            "--http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ]
+    )
     assert code == 1
     assert "refusing to serve on 0.0.0.0 without a bearer token" in capsys.readouterr().err
     assert not (tmp_path / "l.jsonl").exists()
@@ -157,8 +219,9 @@ def test_startup_line_names_ledger_count_and_trust(http_server: HttpServer) -> N
         time.sleep(0.05)
 
 
-def test_a_taken_port_is_a_one_line_error(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_taken_port_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import socket
 
     from agent_custody_state import cli
@@ -167,8 +230,9 @@ def test_a_taken_port_is_a_one_line_error(tmp_path: Path,
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code = cli.main(["serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--port",
-                         str(port)])
+        code = cli.main(
+            ["serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--port", str(port)]
+        )
     assert code == 1
     err = capsys.readouterr().err
     assert err.endswith(f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n")

@@ -10,23 +10,37 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from agent_custody_state import Ledger, serve_memory_http
 from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state_conformance.gateway import SIGNATURE_KEY, GatewayClient
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 pytestmark = pytest.mark.anyio
 TOKENS = {"gw-token": "gateway", "direct-token": "direct"}
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture
 def server(tmp_path: Path):  # type: ignore[no-untyped-def]
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    running = serve_memory_http(ledger, port=0, tokens=TOKENS, require_gateway=False,
-                                identity=SigningIdentity(Ed25519PrivateKey.generate()))
+    running = serve_memory_http(
+        ledger,
+        port=0,
+        tokens=TOKENS,
+        require_gateway=False,
+        identity=SigningIdentity(Ed25519PrivateKey.generate()),
+    )
     yield running
     running.close()
     ledger.close()
@@ -34,23 +48,31 @@ def server(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def test_a_session_belongs_to_the_token_that_opened_it(server) -> None:  # type: ignore[no-untyped-def]
     with httpx.Client(timeout=10) as client:
-        opened = client.post(server.url, json=INIT,
-                             headers={**HEADERS, "Authorization": "Bearer gw-token"})
+        opened = client.post(
+            server.url, json=INIT, headers={**HEADERS, "Authorization": "Bearer gw-token"}
+        )
         assert opened.status_code == 200
         session = opened.headers["mcp-session-id"]
         ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-        same = client.post(server.url, json=ping, headers={
-            **HEADERS, "Authorization": "Bearer gw-token", "Mcp-Session-Id": session})
+        same = client.post(
+            server.url,
+            json=ping,
+            headers={**HEADERS, "Authorization": "Bearer gw-token", "Mcp-Session-Id": session},
+        )
         assert same.status_code == 200
-        hijack = client.post(server.url, json=ping, headers={
-            **HEADERS, "Authorization": "Bearer direct-token", "Mcp-Session-Id": session})
+        hijack = client.post(
+            server.url,
+            json=ping,
+            headers={**HEADERS, "Authorization": "Bearer direct-token", "Mcp-Session-Id": session},
+        )
         assert hijack.status_code == 404
 
 
 async def test_direct_results_are_never_signed(server) -> None:  # type: ignore[no-untyped-def]
     async with GatewayClient.http(server.url, token="direct-token") as direct:
-        result = await direct.call("memory.write", {"subject": "s", "predicate": "p",
-                                                    "value": 1, "space": "org"})
+        result = await direct.call(
+            "memory.write", {"subject": "s", "predicate": "p", "value": 1, "space": "org"}
+        )
         assert result.data["fact"]["provenance"] == "claimed"
         assert SIGNATURE_KEY not in result.meta
     async with GatewayClient.http(server.url, token="gw-token") as gw:
@@ -65,14 +87,21 @@ def test_no_nagle_stall_between_calls(server) -> None:  # type: ignore[no-untype
     sock = server.socket
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     with httpx.Client(timeout=10) as client:
-        opened = client.post(server.url, json=INIT,
-                             headers={**HEADERS, "Authorization": "Bearer gw-token"})
+        opened = client.post(
+            server.url, json=INIT, headers={**HEADERS, "Authorization": "Bearer gw-token"}
+        )
         session = opened.headers["mcp-session-id"]
         headers = {**HEADERS, "Authorization": "Bearer gw-token", "Mcp-Session-Id": session}
         times = []
         for i in range(15):
             start = time.perf_counter()
-            assert client.post(server.url, json={"jsonrpc": "2.0", "id": i + 2, "method": "ping"},
-                               headers=headers).status_code == 200
+            assert (
+                client.post(
+                    server.url,
+                    json={"jsonrpc": "2.0", "id": i + 2, "method": "ping"},
+                    headers=headers,
+                ).status_code
+                == 200
+            )
             times.append(time.perf_counter() - start)
     assert statistics.median(times) < 0.03, times

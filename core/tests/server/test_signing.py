@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state_conformance.gateway import SIGNATURE_KEY, GatewayClient, ToolResult
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from servertest import run_cli
+
+from agent_custody_state_conformance.gateway import SIGNATURE_KEY, GatewayClient, ToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -32,15 +33,17 @@ def verify(result: ToolResult, tool: str, public_key: Ed25519PublicKey) -> dict[
     assert envelope["payloadType"] == PAYLOAD_TYPE
     payload = base64.b64decode(envelope["payload"])
     [signature] = envelope["signatures"]
-    spki = public_key.public_bytes(serialization.Encoding.DER,
-                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+    spki = public_key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     assert signature["keyid"] == hashlib.sha256(spki).hexdigest()
     pae = b"DSSEv1 %d %s %d %s" % (len(PAYLOAD_TYPE), PAYLOAD_TYPE.encode(), len(payload), payload)
     public_key.verify(base64.b64decode(signature["sig"]), pae)  # raises if it does not verify
     statement = json.loads(payload)
     assert payload == canonical(statement)
-    digest = hashlib.sha256(canonical({"content": result.content,
-                                       "isError": result.is_error})).hexdigest()
+    digest = hashlib.sha256(
+        canonical({"content": result.content, "isError": result.is_error})
+    ).hexdigest()
     assert statement == {"receiptId": result.receipt, "tool": tool, "contentDigest": digest}
     return statement
 
@@ -57,16 +60,19 @@ def key_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Ed25519Pub
 
 
 @pytest.fixture(scope="module")
-async def signed(key_pair: tuple[Path, Ed25519PublicKey],
-                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GatewayClient]:
+async def signed(
+    key_pair: tuple[Path, Ed25519PublicKey], tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[GatewayClient]:
     ledger = tmp_path_factory.mktemp("signed") / "ledger.jsonl"
-    async with GatewayClient.stdio("serve", "--ledger", str(ledger), "--key", str(key_pair[0]),
-                                   "--allow-direct") as gw:
+    async with GatewayClient.stdio(
+        "serve", "--ledger", str(ledger), "--key", str(key_pair[0]), "--allow-direct"
+    ) as gw:
         yield gw
 
 
 def test_keygen_writes_private_key_0600_and_refuses_overwrite(
-        key_pair: tuple[Path, Ed25519PublicKey]) -> None:
+    key_pair: tuple[Path, Ed25519PublicKey],
+) -> None:
     private, _ = key_pair
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
     assert b"BEGIN PRIVATE KEY" in private.read_bytes()
@@ -97,10 +103,12 @@ def test_keygen_force_never_writes_through_a_symlink(tmp_path: Path) -> None:
 
 
 async def test_every_receipted_result_is_signed_and_verifies(
-        signed: GatewayClient, key_pair: tuple[Path, Ed25519PublicKey]) -> None:
+    signed: GatewayClient, key_pair: tuple[Path, Ed25519PublicKey]
+) -> None:
     public = key_pair[1]
-    write = await signed.call("memory.write", {"subject": "a", "predicate": "p",
-                                               "value": "é ✓", "space": "org"})
+    write = await signed.call(
+        "memory.write", {"subject": "a", "predicate": "p", "value": "é ✓", "space": "org"}
+    )
     verify(write, "memory.write", public)
     read = await signed.call("memory.read", {"subject": "a"})
     verify(read, "memory.read", public)
@@ -114,7 +122,8 @@ async def test_every_receipted_result_is_signed_and_verifies(
 
 
 async def test_tampered_content_fails_verification(
-        signed: GatewayClient, key_pair: tuple[Path, Ed25519PublicKey]) -> None:
+    signed: GatewayClient, key_pair: tuple[Path, Ed25519PublicKey]
+) -> None:
     result = await signed.call("memory.read", {})
     result.raw.content[0].text = result.raw.content[0].text.replace("facts", "fakts")  # type: ignore[union-attr]
     with pytest.raises(AssertionError):

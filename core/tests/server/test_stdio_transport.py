@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state.server.stdio import LineFramer, Oversized
-from agent_custody_state_conformance.gateway import GatewayClient
 from mcp.shared.exceptions import MCPError
 from servertest import CLI, unique
+
+from agent_custody_state.server.stdio import LineFramer, Oversized
+from agent_custody_state_conformance.gateway import GatewayClient
 
 WRITE = {"subject": "acct:1", "predicate": "plan", "space": "org"}
 
 
 @pytest.mark.anyio
 async def test_oversized_message_gets_an_error_and_serving_continues(tmp_path: Path) -> None:
-    async with GatewayClient.stdio("serve", "--ledger", str(tmp_path / "l.jsonl"),
-                                   "--max-request-bytes", "4000") as gw:
+    async with GatewayClient.stdio(
+        "serve", "--ledger", str(tmp_path / "l.jsonl"), "--max-request-bytes", "4000"
+    ) as gw:
         with pytest.raises(MCPError) as caught:
             await gw.call("memory.write", {**WRITE, "value": "x" * 10_000})
         assert "message too large" in str(caught.value)
@@ -34,24 +36,55 @@ async def test_oversized_message_gets_an_error_and_serving_continues(tmp_path: P
 
 
 def _exchange(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}}
-    data = json.dumps(init).encode() + b"\n" + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    data = (
+        json.dumps(init).encode()
+        + b"\n"
+        + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    )
     data += b"".join(line + b"\n" for line in lines)
-    done = subprocess.run([*CLI, "serve", "--ledger", str(tmp_path / "raw.jsonl"),
-                           "--max-request-bytes", "3000"], input=data, capture_output=True,
-                          timeout=60, env=os.environ.copy())
+    done = subprocess.run(
+        [*CLI, "serve", "--ledger", str(tmp_path / "raw.jsonl"), "--max-request-bytes", "3000"],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 def test_raw_protocol_errors_keep_ids_where_known(tmp_path: Path) -> None:
     ping = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'
-    head_id = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"' + b"a" * 5000 + b'"}}'
-    tail_id = b'{"method":"tools/call","params":{"x":"' + b"b" * 5000 + b'"},"jsonrpc":"2.0","id":"t-8"}'
-    nested = b'{"method":"x","params":{"id":9,"x":"' + b"c" * 5000 + b'"},"jsonrpc":"2.0","id":null}'
-    replies = _exchange(tmp_path, [ping % 1, b"not json", head_id, tail_id, nested,
-                                   b'{"jsonrpc":"2.0","id":5,"nomethod":1}', ping % 2])
+    head_id = (
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":"' + b"a" * 5000 + b'"}}'
+    )
+    tail_id = (
+        b'{"method":"tools/call","params":{"x":"' + b"b" * 5000 + b'"},"jsonrpc":"2.0","id":"t-8"}'
+    )
+    nested = (
+        b'{"method":"x","params":{"id":9,"x":"' + b"c" * 5000 + b'"},"jsonrpc":"2.0","id":null}'
+    )
+    replies = _exchange(
+        tmp_path,
+        [
+            ping % 1,
+            b"not json",
+            head_id,
+            tail_id,
+            nested,
+            b'{"jsonrpc":"2.0","id":5,"nomethod":1}',
+            ping % 2,
+        ],
+    )
     by_id: dict[Any, list[dict[str, Any]]] = {}
     for reply in replies:
         by_id.setdefault(reply.get("id"), []).append(reply)
@@ -69,14 +102,30 @@ def test_deeply_nested_message_is_refused_and_serving_continues(tmp_path: Path) 
     """A line nested 50,000 deep (under the size limit) used to raise RecursionError in the
     parse-error path and end the server; it gets a parse error and the next call an answer."""
     ping = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}'
-    deep = b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":' + b"[" * 50_000 + \
-        b"]" * 50_000 + b"}"
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"}}}
+    deep = (
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":'
+        + b"[" * 50_000
+        + b"]" * 50_000
+        + b"}"
+    )
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
     data = json.dumps(init).encode() + b"\n" + b"\n".join([ping % 1, deep, ping % 2]) + b"\n"
-    done = subprocess.run([*CLI, "serve", "--ledger", str(tmp_path / "deep.jsonl")],
-                          input=data, capture_output=True, timeout=60, env=os.environ.copy())
+    done = subprocess.run(
+        [*CLI, "serve", "--ledger", str(tmp_path / "deep.jsonl")],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
     replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
     # Each answered once, the deep one by its id (answers may come in any order: the parse
     # error is written by the reader while the server answers the ping).
@@ -87,11 +136,21 @@ def test_deeply_nested_message_is_refused_and_serving_continues(tmp_path: Path) 
 
 
 def test_requests_read_before_end_of_input_are_answered(tmp_path: Path) -> None:
-    calls = [json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {
-        "name": "memory.write", "_meta": {"agent-custody/receipt": f"r{i}",
-                                          "agent-custody/agent": "a"},
-        "arguments": {"subject": f"s{i}", "predicate": "p", "value": i, "space": "org"}}}
-                        ).encode() for i in range(20)]
+    calls = [
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 100 + i,
+                "method": "tools/call",
+                "params": {
+                    "name": "memory.write",
+                    "_meta": {"agent-custody/receipt": f"r{i}", "agent-custody/agent": "a"},
+                    "arguments": {"subject": f"s{i}", "predicate": "p", "value": i, "space": "org"},
+                },
+            }
+        ).encode()
+        for i in range(20)
+    ]
     replies = _exchange(tmp_path, calls)
     answered = {r["id"]: r for r in replies if isinstance(r.get("id"), int) and r["id"] >= 100}
     assert sorted(answered) == list(range(100, 120))

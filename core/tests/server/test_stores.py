@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger, serve_memory_http
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores import custody_metadata, fact_text
@@ -22,12 +23,22 @@ TOKEN = "store-test-token"
 class FakeStore:
     """Keeps what it is given; can refuse puts, fail removals, or stay indexed."""
 
-    def __init__(self, name: str, *, refuse_put: bool = False, fail_remove: bool = False,
-                 stays_indexed: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        refuse_put: bool = False,
+        fail_remove: bool = False,
+        stays_indexed: bool = False,
+    ) -> None:
         self.name = name
         self.items: dict[str, dict[str, Any]] = {}
         self.removed: list[tuple[str, Any]] = []
-        self.refuse_put, self.fail_remove, self.stays_indexed = refuse_put, fail_remove, stays_indexed
+        self.refuse_put, self.fail_remove, self.stays_indexed = (
+            refuse_put,
+            fail_remove,
+            stays_indexed,
+        )
         self.verifications = 0
 
     async def put(self, fact: Fact) -> str:
@@ -56,11 +67,18 @@ class BlindStore(FakeStore):
 
 
 @asynccontextmanager
-async def serve(tmp_path: Path, *stores: Any, **options: Any
-                ) -> AsyncIterator[tuple[GatewayClient, Ledger]]:
+async def serve(
+    tmp_path: Path, *stores: Any, **options: Any
+) -> AsyncIterator[tuple[GatewayClient, Ledger]]:
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    server = serve_memory_http(ledger, port=0, tokens={TOKEN: "gateway"}, stores=list(stores),
-                               verify={"attempts": 2, "delay_ms": 1}, **options)
+    server = serve_memory_http(
+        ledger,
+        port=0,
+        tokens={TOKEN: "gateway"},
+        stores=list(stores),
+        verify={"attempts": 2, "delay_ms": 1},
+        **options,
+    )
     try:
         async with GatewayClient.http(server.url, token=TOKEN) as gw:
             yield gw, ledger
@@ -79,10 +97,18 @@ async def test_write_puts_into_every_store_in_order_then_records_ids(tmp_path: P
         fact = result.data["fact"]
         assert fact["external"] == {"a": "a-1", "b": "b-1"}
         assert list(fact).index("external") == list(fact).index("provenance") + 1
-        assert a.items["a-1"] == {"text": "acct:42 plan: pro", "metadata": {
-            "factId": fact["factId"], "space": "org", "actor": "test-agent",
-            "provenance": "attested", "receiptId": result.receipt,
-            "validFrom": fact["validFrom"], "source": "agent-custody"}}
+        assert a.items["a-1"] == {
+            "text": "acct:42 plan: pro",
+            "metadata": {
+                "factId": fact["factId"],
+                "space": "org",
+                "actor": "test-agent",
+                "provenance": "attested",
+                "receiptId": result.receipt,
+                "validFrom": fact["validFrom"],
+                "source": "agent-custody",
+            },
+        }
         stored = ledger.get(fact["factId"])
         assert stored is not None and stored.external == {"a": "a-1", "b": "b-1"}
 
@@ -121,7 +147,9 @@ async def test_retract_with_a_failing_store_is_an_error_with_the_json(tmp_path: 
         fact_id = (await gw.call("memory.write", WRITE)).data["fact"]["factId"]
         result = await gw.call("memory.retract", {"factId": fact_id, "reason": "wrong"})
         assert result.is_error and len(result.texts) == 2
-        assert result.texts[0] == "retracted in the ledger, but still held by bad: service unavailable"
+        assert (
+            result.texts[0] == "retracted in the ledger, but still held by bad: service unavailable"
+        )
         data = json.loads(result.texts[1])
         assert data["removedFrom"] == ["good"]
         assert data["verification"] == {"good": "verified", "bad": "failed"}
@@ -134,7 +162,9 @@ async def test_forget_reaches_stores_with_the_value_and_reports(tmp_path: Path) 
         fact_id = (await gw.call("memory.write", WRITE)).data["fact"]["factId"]
         result = await gw.call("memory.forget", {"factId": fact_id, "reason": "gdpr"})
         assert result.is_error
-        assert result.texts[0] == "erased from the ledger, but still held by bad: service unavailable"
+        assert (
+            result.texts[0] == "erased from the ledger, but still held by bad: service unavailable"
+        )
         data = json.loads(result.texts[1])
         assert data["erasedFromLedger"] is True and data["stillHeld"] == ["bad"]
         assert data["verification"] == {"sticky": "stillIndexed", "bad": "failed"}
@@ -148,8 +178,9 @@ async def test_sweep_reaches_stores(tmp_path: Path) -> None:
     a = FakeStore("a")
     async with serve(tmp_path, a) as (gw, _ledger):
         fact_id = (await gw.call("memory.write", WRITE)).data["fact"]["factId"]
-        result = await gw.call("memory.sweep", {"reason": "retention",
-                                                "before": "2999-01-01T00:00:00Z"})
+        result = await gw.call(
+            "memory.sweep", {"reason": "retention", "before": "2999-01-01T00:00:00Z"}
+        )
         assert result.data["forgotten"][0]["factId"] == fact_id
         assert result.data["forgotten"][0]["removedFrom"] == ["a"]
         assert result.data["forgotten"][0]["verification"] == {"a": "verified"}
@@ -159,8 +190,9 @@ async def test_sweep_reaches_stores(tmp_path: Path) -> None:
 def test_cli_sweep_with_config_reaches_the_configured_stores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_plugins: Any
 ) -> None:
-    from agent_custody_state import cli, hookimpl
     from pydantic import BaseModel
+
+    from agent_custody_state import cli, hookimpl
 
     built: list[FakeStore] = []
 
@@ -181,11 +213,23 @@ def test_cli_sweep_with_config_reaches_the_configured_stores(
     isolated_plugins.register_plugin(Plugin(), name="fake-stores")
     ledger_path = tmp_path / "ledger.jsonl"
     with Ledger(ledger_path) as ledger:
-        ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a",
-                           external={"mine": "pre-1"})
+        ledger.assert_fact(
+            subject="s", predicate="p", value=1, space="org", actor="a", external={"mine": "pre-1"}
+        )
     config = tmp_path / "memory.toml"
     config.write_text('[[stores]]\nname = "mine"\ntype = "fake"\nlabel = "x"\n')
-    code = cli.main(["sweep", "--ledger", str(ledger_path), "--before",
-                     "2999-01-01T00:00:00Z", "--reason", "r", "--config", str(config)])
+    code = cli.main(
+        [
+            "sweep",
+            "--ledger",
+            str(ledger_path),
+            "--before",
+            "2999-01-01T00:00:00Z",
+            "--reason",
+            "r",
+            "--config",
+            str(config),
+        ]
+    )
     assert code == 0
     assert built[0].removed == [("pre-1", 1)] and built[0].items == {}

@@ -7,20 +7,34 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state_conformance.gateway import FACTS_KEY, GatewayClient
-
 from servertest import unique
+
+from agent_custody_state_conformance.gateway import FACTS_KEY, GatewayClient
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = ["memory.write", "memory.read", "memory.confirm", "memory.retract", "memory.forget",
-         "memory.hold", "memory.release", "memory.sweep", "memory.get", "memory.history"]
+TOOLS = [
+    "memory.write",
+    "memory.read",
+    "memory.confirm",
+    "memory.retract",
+    "memory.forget",
+    "memory.hold",
+    "memory.release",
+    "memory.sweep",
+    "memory.get",
+    "memory.history",
+]
 
 
 @pytest.fixture(scope="module")
 async def gw(module_dir: Path) -> AsyncIterator[GatewayClient]:
     async with GatewayClient.stdio(
-        "serve", "--ledger", str(module_dir / "stdio.jsonl"), "--retention", "sweep:*=PT0S",
+        "serve",
+        "--ledger",
+        str(module_dir / "stdio.jsonl"),
+        "--retention",
+        "sweep:*=PT0S",
         agent="support-agent",
     ) as client:
         yield client
@@ -43,15 +57,34 @@ async def test_tools_are_listed_in_spec_order_with_schemas(gw: GatewayClient) ->
 
 
 async def test_attested_write_result_shape(gw: GatewayClient) -> None:
-    result = await gw.call("memory.write", {"subject": "acct:1", "predicate": "plan",
-                                            "value": {"tier": "pro"}, "space": "org",
-                                            "confidence": 0.5, "lookupKey": "ignored"})
+    result = await gw.call(
+        "memory.write",
+        {
+            "subject": "acct:1",
+            "predicate": "plan",
+            "value": {"tier": "pro"},
+            "space": "org",
+            "confidence": 0.5,
+            "lookupKey": "ignored",
+        },
+    )
     assert not result.is_error and len(result.texts) == 1
     data = result.data
     assert list(data) == ["fact", "eventId", "txTime", "supersedes"]
     fact = data["fact"]
-    assert list(fact) == ["factId", "subject", "predicate", "value", "space", "actor", "source",
-                          "provenance", "validFrom", "validTo", "confidence"]
+    assert list(fact) == [
+        "factId",
+        "subject",
+        "predicate",
+        "value",
+        "space",
+        "actor",
+        "source",
+        "provenance",
+        "validFrom",
+        "validTo",
+        "confidence",
+    ]
     assert fact["provenance"] == "attested"
     assert fact["actor"] == "support-agent"
     assert fact["source"] == {"receiptId": result.receipt}
@@ -67,20 +100,34 @@ async def test_gateway_agent_wins_over_actor_argument(gw: GatewayClient) -> None
 
 
 async def test_receipt_without_agent_is_claimed_and_actor_from_argument(gw: GatewayClient) -> None:
-    result = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
-                                            "space": "org", "actor": "script"}, agent=None)
+    result = await gw.call(
+        "memory.write",
+        {"subject": unique(), "predicate": "p", "value": 1, "space": "org", "actor": "script"},
+        agent=None,
+    )
     assert result.data["fact"]["provenance"] == "claimed"
     assert result.data["fact"]["actor"] == "script"
-    result = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
-                                            "space": "org"}, agent=None)
+    result = await gw.call(
+        "memory.write",
+        {"subject": unique(), "predicate": "p", "value": 1, "space": "org"},
+        agent=None,
+    )
     assert result.data["fact"]["actor"] == "anonymous"
 
 
 async def test_times_are_normalised_and_offsetless_refused(gw: GatewayClient) -> None:
     data = await write(gw, validFrom="2026-09-01T02:00:00+02:00")
     assert data["fact"]["validFrom"] == "2026-09-01T00:00:00.000Z"
-    result = await gw.call("memory.write", {"subject": "a", "predicate": "b", "value": 1,
-                                            "space": "org", "validFrom": "2026-09-01T00:00:00"})
+    result = await gw.call(
+        "memory.write",
+        {
+            "subject": "a",
+            "predicate": "b",
+            "value": 1,
+            "space": "org",
+            "validFrom": "2026-09-01T00:00:00",
+        },
+    )
     assert result.is_error
     assert result.text.startswith("invalid arguments: validFrom: ")
     assert "offset" in result.text
@@ -90,8 +137,10 @@ async def test_times_are_normalised_and_offsetless_refused(gw: GatewayClient) ->
 
 
 async def test_argument_errors_name_every_field(gw: GatewayClient) -> None:
-    result = await gw.call("memory.write", {"subject": "", "predicate": 3, "space": "org",
-                                            "confidence": 1.5, "evidence": {"path": 1}})
+    result = await gw.call(
+        "memory.write",
+        {"subject": "", "predicate": 3, "space": "org", "confidence": 1.5, "evidence": {"path": 1}},
+    )
     assert result.is_error
     assert result.text == (
         "invalid arguments: subject: must not be empty; predicate: expected a string, got number; "
@@ -104,8 +153,9 @@ async def test_argument_errors_name_every_field(gw: GatewayClient) -> None:
         assert (await gw.call(tool, {})).text == "invalid arguments: factId: required"
     for tool in ("memory.retract", "memory.forget", "memory.hold", "memory.release"):
         result = await gw.call(tool, {"factId": 7})
-        assert result.text == ("invalid arguments: factId: expected a string, got number; "
-                               "reason: required")
+        assert result.text == (
+            "invalid arguments: factId: expected a string, got number; reason: required"
+        )
     assert (await gw.call("memory.sweep", {})).text == "invalid arguments: reason: required"
     result = await gw.call("memory.forget", {"factId": "x", "reason": "r", "keepDigest": "no"})
     assert result.text == "invalid arguments: keepDigest: expected a boolean, got string"
@@ -119,89 +169,170 @@ async def test_unknown_tool(gw: GatewayClient) -> None:
 async def test_read_quarantine_and_facts_meta(gw: GatewayClient) -> None:
     subject = unique("acct")
     attested = await write(gw, subject=subject, predicate="plan")
-    claimed = await gw.call("memory.write", {"subject": subject, "predicate": "region",
-                                             "value": "eu", "space": "org"}, agent=None)
+    claimed = await gw.call(
+        "memory.write",
+        {"subject": subject, "predicate": "region", "value": "eu", "space": "org"},
+        agent=None,
+    )
     result = await gw.call("memory.read", {"subject": subject})
     ids = [f["factId"] for f in result.data["facts"]]
     assert ids == [attested["fact"]["factId"]]
     assert result.meta[FACTS_KEY] == ids
     result = await gw.call("memory.read", {"subject": subject, "includeClaimed": True})
     assert [f["factId"] for f in result.data["facts"]] == [
-        attested["fact"]["factId"], claimed.data["fact"]["factId"]]
-    assert (await gw.call("memory.read", {"subject": subject, "requireVerified": True})
-            ).data == {"facts": []}
+        attested["fact"]["factId"],
+        claimed.data["fact"]["factId"],
+    ]
+    assert (await gw.call("memory.read", {"subject": subject, "requireVerified": True})).data == {
+        "facts": []
+    }
 
 
 async def test_supersession_and_validity_queries(gw: GatewayClient) -> None:
     subject = unique("acct")
     old = await write(gw, subject=subject, validFrom="2026-01-01T00:00:00Z")
-    new = await write(gw, subject=subject, value="enterprise", validFrom="2026-06-01T00:00:00Z",
-                      supersedes=old["fact"]["factId"])
+    new = await write(
+        gw,
+        subject=subject,
+        value="enterprise",
+        validFrom="2026-06-01T00:00:00Z",
+        supersedes=old["fact"]["factId"],
+    )
     assert new["supersedes"] == old["fact"]["factId"]
     now = await gw.call("memory.read", {"subject": subject})
     assert [f["value"] for f in now.data["facts"]] == ["enterprise"]
     then = await gw.call("memory.read", {"subject": subject, "validAt": "2026-03-01T00:00:00Z"})
     assert [(f["value"], f["validTo"]) for f in then.data["facts"]] == [
-        ("pro", "2026-06-01T00:00:00.000Z")]
-    before_any = await gw.call("memory.read", {"subject": subject,
-                                               "txAt": "2000-01-01T00:00:00Z"})
+        ("pro", "2026-06-01T00:00:00.000Z")
+    ]
+    before_any = await gw.call("memory.read", {"subject": subject, "txAt": "2000-01-01T00:00:00Z"})
     assert before_any.data == {"facts": []}
-    again = await gw.call("memory.write", {"subject": subject, "predicate": "plan", "value": 1,
-                                           "space": "org", "supersedes": old["fact"]["factId"]})
+    again = await gw.call(
+        "memory.write",
+        {
+            "subject": subject,
+            "predicate": "plan",
+            "value": 1,
+            "space": "org",
+            "supersedes": old["fact"]["factId"],
+        },
+    )
     assert again.is_error and again.text == f"fact {old['fact']['factId']} is already superseded"
-    missing = await gw.call("memory.write", {"subject": subject, "predicate": "plan", "value": 1,
-                                             "space": "org", "supersedes": "nope"})
+    missing = await gw.call(
+        "memory.write",
+        {"subject": subject, "predicate": "plan", "value": 1, "space": "org", "supersedes": "nope"},
+    )
     assert missing.text == "cannot supersede unknown fact nope"
 
 
 async def test_evidence_verifies_or_refuses(gw: GatewayClient) -> None:
     observed = {"crm": {"account": {"plan": "pro", "seats": [5, {"n": 1}]}}}
-    ok = await gw.call("memory.write", {"subject": unique(), "predicate": "plan", "value": "pro",
-                                        "space": "org",
-                                        "evidence": {"fact": "crm", "path": "account.plan"}},
-                       observed=observed)
+    ok = await gw.call(
+        "memory.write",
+        {
+            "subject": unique(),
+            "predicate": "plan",
+            "value": "pro",
+            "space": "org",
+            "evidence": {"fact": "crm", "path": "account.plan"},
+        },
+        observed=observed,
+    )
     assert ok.data["fact"]["provenance"] == "verified"
-    nested = await gw.call("memory.write", {"subject": unique(), "predicate": "n", "value": 1,
-                                            "space": "org",
-                                            "evidence": {"fact": "crm", "path": "account.seats.1.n"}},
-                           observed=observed)
+    nested = await gw.call(
+        "memory.write",
+        {
+            "subject": unique(),
+            "predicate": "n",
+            "value": 1,
+            "space": "org",
+            "evidence": {"fact": "crm", "path": "account.seats.1.n"},
+        },
+        observed=observed,
+    )
     assert nested.data["fact"]["provenance"] == "verified"
-    whole = await gw.call("memory.write", {"subject": unique(), "predicate": "acct", "space": "org",
-                                           "value": {"plan": "pro", "seats": [5, {"n": 1}]},
-                                           "evidence": {"fact": "crm", "path": "account"}},
-                          observed={"crm": {"account": {"seats": [5, {"n": 1}], "plan": "pro"}}})
+    whole = await gw.call(
+        "memory.write",
+        {
+            "subject": unique(),
+            "predicate": "acct",
+            "space": "org",
+            "value": {"plan": "pro", "seats": [5, {"n": 1}]},
+            "evidence": {"fact": "crm", "path": "account"},
+        },
+        observed={"crm": {"account": {"seats": [5, {"n": 1}], "plan": "pro"}}},
+    )
     assert whole.data["fact"]["provenance"] == "verified"  # key order ignored
-    wrong_type = await gw.call("memory.write", {"subject": unique(), "predicate": "n",
-                                                "value": "1", "space": "org",
-                                                "evidence": {"fact": "crm",
-                                                             "path": "account.seats.1.n"}},
-                               observed=observed)
-    assert wrong_type.text == ('value differs from what the gateway observed in '
-                               '"crm.account.seats.1.n"; write refused')
-    differs = await gw.call("memory.write", {"subject": unique(), "predicate": "plan",
-                                             "value": "free", "space": "org",
-                                             "evidence": {"fact": "crm"}}, observed=observed)
+    wrong_type = await gw.call(
+        "memory.write",
+        {
+            "subject": unique(),
+            "predicate": "n",
+            "value": "1",
+            "space": "org",
+            "evidence": {"fact": "crm", "path": "account.seats.1.n"},
+        },
+        observed=observed,
+    )
+    assert wrong_type.text == (
+        'value differs from what the gateway observed in "crm.account.seats.1.n"; write refused'
+    )
+    differs = await gw.call(
+        "memory.write",
+        {
+            "subject": unique(),
+            "predicate": "plan",
+            "value": "free",
+            "space": "org",
+            "evidence": {"fact": "crm"},
+        },
+        observed=observed,
+    )
     assert differs.text == 'value differs from what the gateway observed in "crm"; write refused'
-    unknown = await gw.call("memory.write", {"subject": unique(), "predicate": "plan",
-                                             "value": "pro", "space": "org",
-                                             "evidence": {"fact": "billing"}}, observed=observed)
-    assert unknown.text == ('no fact named "billing" was fetched by the gateway for this call; '
-                            "configure a fact lookup for memory.write")
-    no_agent = await gw.call("memory.write", {"subject": unique(), "predicate": "plan",
-                                              "value": "pro", "space": "org",
-                                              "evidence": {"fact": "crm"}},
-                             agent=None, observed=observed)
-    assert no_agent.text == ("evidence needs the gateway: only a fact the gateway fetched itself "
-                             "can verify a value")
+    unknown = await gw.call(
+        "memory.write",
+        {
+            "subject": unique(),
+            "predicate": "plan",
+            "value": "pro",
+            "space": "org",
+            "evidence": {"fact": "billing"},
+        },
+        observed=observed,
+    )
+    assert unknown.text == (
+        'no fact named "billing" was fetched by the gateway for this call; '
+        "configure a fact lookup for memory.write"
+    )
+    no_agent = await gw.call(
+        "memory.write",
+        {
+            "subject": unique(),
+            "predicate": "plan",
+            "value": "pro",
+            "space": "org",
+            "evidence": {"fact": "crm"},
+        },
+        agent=None,
+        observed=observed,
+    )
+    assert no_agent.text == (
+        "evidence needs the gateway: only a fact the gateway fetched itself can verify a value"
+    )
 
 
 async def test_confirm(gw: GatewayClient) -> None:
-    claimed = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
-                                             "space": "org"}, agent=None)
+    claimed = await gw.call(
+        "memory.write",
+        {"subject": unique(), "predicate": "p", "value": 1, "space": "org"},
+        agent=None,
+    )
     fact_id = claimed.data["fact"]["factId"]
     refused = await gw.call("memory.confirm", {"factId": fact_id}, agent=None)
-    assert refused.text == ("confirmation must come through the receipts gateway; a "
-                            "self-reported caller cannot lift a fact out of quarantine")
+    assert refused.text == (
+        "confirmation must come through the receipts gateway; a "
+        "self-reported caller cannot lift a fact out of quarantine"
+    )
     result = await gw.call("memory.confirm", {"factId": fact_id})
     assert list(result.data) == ["eventId", "factId", "txTime", "actor", "source"]
     assert result.data["actor"] == "support-agent"
@@ -211,17 +342,28 @@ async def test_confirm(gw: GatewayClient) -> None:
     got = await gw.call("memory.get", {"factId": fact_id})
     assert got.data["provenance"] == "attested"
     assert (await gw.call("memory.confirm", {"factId": "nope"})).text == (
-        "cannot confirm unknown fact nope")
+        "cannot confirm unknown fact nope"
+    )
 
 
 async def test_retract_restores_what_it_superseded(gw: GatewayClient) -> None:
     subject = unique("acct")
     old = await write(gw, subject=subject)
     new = await write(gw, subject=subject, value="enterprise", supersedes=old["fact"]["factId"])
-    result = await gw.call("memory.retract", {"factId": new["fact"]["factId"], "reason": "wrong",
-                                              "actor": "ignored-through-gateway"})
-    assert list(result.data) == ["eventId", "factId", "txTime", "actor", "reason", "source",
-                                 "removedFrom", "verification"]
+    result = await gw.call(
+        "memory.retract",
+        {"factId": new["fact"]["factId"], "reason": "wrong", "actor": "ignored-through-gateway"},
+    )
+    assert list(result.data) == [
+        "eventId",
+        "factId",
+        "txTime",
+        "actor",
+        "reason",
+        "source",
+        "removedFrom",
+        "verification",
+    ]
     assert result.data["actor"] == "support-agent"
     assert result.data["removedFrom"] == [] and result.data["verification"] == {}
     now = await gw.call("memory.read", {"subject": subject})
@@ -229,7 +371,8 @@ async def test_retract_restores_what_it_superseded(gw: GatewayClient) -> None:
     again = await gw.call("memory.retract", {"factId": new["fact"]["factId"], "reason": "x"})
     assert again.text == f"fact {new['fact']['factId']} is already retracted"
     assert (await gw.call("memory.retract", {"factId": "nope", "reason": "x"})).text == (
-        "cannot retract unknown fact nope")
+        "cannot retract unknown fact nope"
+    )
 
 
 async def test_hold_release_forget(gw: GatewayClient) -> None:
@@ -238,28 +381,42 @@ async def test_hold_release_forget(gw: GatewayClient) -> None:
     assert list(hold.data) == ["eventId", "kind", "txTime", "factId", "actor", "reason", "source"]
     assert hold.data["kind"] == "hold"
     assert (await gw.call("memory.hold", {"factId": fact_id, "reason": "x"})).text == (
-        f"fact {fact_id} is already on hold")
+        f"fact {fact_id} is already on hold"
+    )
     blocked = await gw.call("memory.forget", {"factId": fact_id, "reason": "gdpr"})
     assert blocked.text == f"fact {fact_id} is on legal hold; release it first"
     release = await gw.call("memory.release", {"factId": fact_id, "reason": "closed"})
     assert release.data["kind"] == "release"
     assert (await gw.call("memory.release", {"factId": fact_id, "reason": "x"})).text == (
-        f"fact {fact_id} is not on hold")
+        f"fact {fact_id} is not on hold"
+    )
     forget = await gw.call("memory.forget", {"factId": fact_id, "reason": "gdpr"})
-    assert list(forget.data) == ["factId", "valueDigest", "digestKind", "txTime", "actor",
-                                 "reason", "source", "erasedFromLedger", "removedFrom",
-                                 "stillHeld", "verification"]
+    assert list(forget.data) == [
+        "factId",
+        "valueDigest",
+        "digestKind",
+        "txTime",
+        "actor",
+        "reason",
+        "source",
+        "erasedFromLedger",
+        "removedFrom",
+        "stillHeld",
+        "verification",
+    ]
     assert forget.data["digestKind"] == "sha256" and len(forget.data["valueDigest"]) == 64
     assert forget.data["erasedFromLedger"] is True
     assert forget.data["source"] == {"receiptId": forget.receipt}
     assert (await gw.call("memory.forget", {"factId": fact_id, "reason": "x"})).text == (
-        f"fact {fact_id} is already forgotten")
+        f"fact {fact_id} is already forgotten"
+    )
     got = await gw.call("memory.get", {"factId": fact_id})
     assert "value" not in got.data and got.data["retracted"] is True
     assert got.data["forgotten"]["digestKind"] == "sha256"
     no_digest = (await write(gw))["fact"]["factId"]
-    result = await gw.call("memory.forget", {"factId": no_digest, "reason": "r",
-                                             "keepDigest": False})
+    result = await gw.call(
+        "memory.forget", {"factId": no_digest, "reason": "r", "keepDigest": False}
+    )
     assert result.data["digestKind"] == "none" and result.data["valueDigest"] is None
     got = await gw.call("memory.get", {"factId": no_digest})
     assert got.data["forgotten"] == {"digestKind": "none", "at": result.data["txTime"]}
@@ -269,12 +426,19 @@ async def test_get_is_shaped_for_policy(gw: GatewayClient) -> None:
     data = await write(gw, confidence=0.9)
     fact_id = data["fact"]["factId"]
     got = await gw.call("memory.get", {"factId": fact_id})
-    assert got.data == {**{k: v for k, v in data["fact"].items() if v is not None},
-                        "source": data["fact"]["source"]["receiptId"], "retracted": False}
+    assert got.data == {
+        **{k: v for k, v in data["fact"].items() if v is not None},
+        "source": data["fact"]["source"]["receiptId"],
+        "retracted": False,
+    }
     assert "validTo" not in got.data
-    claimed = await gw.call("memory.write", {"subject": unique(), "predicate": "p", "value": 1,
-                                             "space": "org"}, receipt=None, agent=None,
-                            meta={"agent-custody/receipt": ""})
+    claimed = await gw.call(
+        "memory.write",
+        {"subject": unique(), "predicate": "p", "value": 1, "space": "org"},
+        receipt=None,
+        agent=None,
+        meta={"agent-custody/receipt": ""},
+    )
     assert claimed.is_error  # an empty receipt is no receipt
     assert (await gw.call("memory.get", {"factId": "nope"})).text == "unknown fact nope"
 
@@ -296,10 +460,18 @@ async def test_sweep_with_before_and_with_retention(gw: GatewayClient) -> None:
     kept = await write(gw, space=space)
     held = (await write(gw, space=space))["fact"]["factId"]
     await gw.call("memory.hold", {"factId": held, "reason": "keep"})
-    result = await gw.call("memory.sweep", {"reason": "retention", "space": space,
-                                            "before": "2000-01-01T01:00:00+01:00"})
-    assert result.data == {"before": "2000-01-01T00:00:00.000Z", "retention": None,
-                           "space": space, "forgotten": [], "held": [], "stillHeld": []}
+    result = await gw.call(
+        "memory.sweep",
+        {"reason": "retention", "space": space, "before": "2000-01-01T01:00:00+01:00"},
+    )
+    assert result.data == {
+        "before": "2000-01-01T00:00:00.000Z",
+        "retention": None,
+        "space": space,
+        "forgotten": [],
+        "held": [],
+        "stillHeld": [],
+    }
     result = await gw.call("memory.sweep", {"reason": "retention", "space": space})
     assert result.data["before"] is None
     assert result.data["retention"] == {"sweep:*": "PT0S"}
@@ -318,9 +490,12 @@ async def test_concurrent_calls_keep_their_own_receipts(gw: GatewayClient) -> No
     results: dict[int, Any] = {}
 
     async def one(i: int) -> None:
-        results[i] = await gw.call("memory.write", {"subject": unique(), "predicate": "p",
-                                                    "value": i, "space": "org"},
-                                   agent=f"agent-{i}", receipt=f"rcpt-{i}")
+        results[i] = await gw.call(
+            "memory.write",
+            {"subject": unique(), "predicate": "p", "value": i, "space": "org"},
+            agent=f"agent-{i}",
+            receipt=f"rcpt-{i}",
+        )
 
     async with anyio.create_task_group() as tg:
         for i in range(24):
@@ -328,7 +503,10 @@ async def test_concurrent_calls_keep_their_own_receipts(gw: GatewayClient) -> No
     for i, result in results.items():
         fact = result.data["fact"]
         assert (fact["value"], fact["actor"], fact["source"]["receiptId"]) == (
-            i, f"agent-{i}", f"rcpt-{i}")
+            i,
+            f"agent-{i}",
+            f"rcpt-{i}",
+        )
 
 
 async def test_ledger_refusals_reach_the_caller_verbatim(gw: GatewayClient) -> None:
@@ -341,14 +519,26 @@ async def test_ledger_refusals_reach_the_caller_verbatim(gw: GatewayClient) -> N
         assert result.is_error, result.texts
         return result.text
 
-    texts["early"] = await refusal("memory.write", {
-        "subject": subject, "predicate": "plan", "value": 1, "space": "org", "supersedes": old,
-        "validFrom": "2026-04-01T00:00:00Z"})
-    texts["other"] = await refusal("memory.write", {
-        "subject": subject, "predicate": "tier", "value": 1, "space": "org", "supersedes": old})
+    texts["early"] = await refusal(
+        "memory.write",
+        {
+            "subject": subject,
+            "predicate": "plan",
+            "value": 1,
+            "space": "org",
+            "supersedes": old,
+            "validFrom": "2026-04-01T00:00:00Z",
+        },
+    )
+    texts["other"] = await refusal(
+        "memory.write",
+        {"subject": subject, "predicate": "tier", "value": 1, "space": "org", "supersedes": old},
+    )
     await gw.call("memory.retract", {"factId": old, "reason": "r"})
-    texts["retracted"] = await refusal("memory.write", {
-        "subject": subject, "predicate": "plan", "value": 1, "space": "org", "supersedes": old})
+    texts["retracted"] = await refusal(
+        "memory.write",
+        {"subject": subject, "predicate": "plan", "value": 1, "space": "org", "supersedes": old},
+    )
     texts["confirm"] = await refusal("memory.confirm", {"factId": old})
     texts["hold"] = await refusal("memory.hold", {"factId": "nope", "reason": "r"})
     texts["release"] = await refusal("memory.release", {"factId": "nope", "reason": "r"})
@@ -373,5 +563,4 @@ async def test_ledger_refusals_reach_the_caller_verbatim(gw: GatewayClient) -> N
 async def test_sweep_without_before_or_windows_is_refused(tmp_path: Path) -> None:
     async with GatewayClient.stdio("serve", "--ledger", str(tmp_path / "l.jsonl")) as plain:
         result = await plain.call("memory.sweep", {"reason": "r"})
-        assert result.text == ("sweep needs `before`, or a server started with retention "
-                               "windows")
+        assert result.text == ("sweep needs `before`, or a server started with retention windows")

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
 from agent_custody_state_cognee.settings import CogneeSettings
 from agent_custody_state_cognee.store import CogneeStore, build, strip_marker
 from agent_custody_state_cognee.testing import FakeCognee

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from agent_custody_state_cognee.testing import FakeCognee
 
 TEXT = "alice likes: green tea [fact f1]"
@@ -109,9 +110,7 @@ def test_uploads_pair_before_raw_data(http: httpx.Client) -> None:
     assert items[info[1]["data_id"]]["label"] == "raw"
 
 
-def test_identical_content_maps_onto_one_data_id(
-    fake: FakeCognee, http: httpx.Client
-) -> None:
+def test_identical_content_maps_onto_one_data_id(fake: FakeCognee, http: httpx.Client) -> None:
     first = _add(http, [TEXT], metadata=[{"factId": "f1"}]).json()
     second = _add(http, [TEXT], metadata=[{"factId": "f2"}]).json()
     data_id = first["data_ingestion_info"][0]["data_id"]

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state.config import ConfigError, StoreConfig, build_stores
 from agent_custody_state_cognee.store import CogneeStore
-from agent_custody_state_conformance.readme import readme_store_tables
 from agent_custody_state_cognee.testing import FakeCognee
+from agent_custody_state_conformance.readme import readme_store_tables
 from agent_custody_state_conformance.stores import make_fact
 
 README = Path(__file__).parents[1] / "README.md"

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from agent_custody_state.stores import Store
 from agent_custody_state_cognee.store import CogneeStore
 from agent_custody_state_cognee.testing import FakeCognee

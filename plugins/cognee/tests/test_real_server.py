@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 import pytest
+
 from agent_custody_state.stores import Store
 from agent_custody_state_cognee.settings import CogneeSettings
 from agent_custody_state_cognee.store import CogneeStore, build, strip_marker

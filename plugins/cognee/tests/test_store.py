@@ -9,13 +9,14 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
+
 from agent_custody_state.plugins import PluginManager, resolve_ref
 from agent_custody_state.stores import StoreError, StoreSet, VerifyPolicy, custody_metadata
 from agent_custody_state_cognee.settings import CogneeSettings
 from agent_custody_state_cognee.store import CogneeStore, build, content_for
 from agent_custody_state_cognee.testing import FakeCognee
 from agent_custody_state_conformance.stores import make_fact
-from pydantic import ValidationError
 
 pytestmark = pytest.mark.anyio
 

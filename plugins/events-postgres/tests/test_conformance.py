@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state_conformance.backends import EventBackendConformance
 

@@ -10,5 +10,9 @@ from agent_custody_state_conformance.hygiene import PluginHygiene
 class TestPostgresHygiene(PluginHygiene):
     entry_point = "events-postgres"
     registers: ClassVar[set[str]] = {"event backend postgres"}
-    heavy_modules = ("sqlalchemy", "psycopg", "agent_custody_state_sql.backend",
-                     "agent_custody_state_sql.schema")
+    heavy_modules = (
+        "sqlalchemy",
+        "psycopg",
+        "agent_custody_state_sql.backend",
+        "agent_custody_state_sql.schema",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from agent_custody_state_conformance.multiprocess import MultiProcessConformance
 
 pytestmark = pytest.mark.postgres

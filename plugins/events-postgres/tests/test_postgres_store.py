@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from agent_custody_state import Ledger, open_store
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state_conformance.postgres import EmbeddedPostgres
@@ -25,28 +26,44 @@ URL = "postgresql://alice:s3cr%40t@db.example:5433/app?sslmode=require"
 def test_location_strips_ledger_parameters_and_hides_password() -> None:
     where = parse_location(URL + "&table=ledger.events&vacuum=false")
     assert where.connect_url == (
-        "postgresql+psycopg://alice:s3cr%40t@db.example:5433/app?sslmode=require")
+        "postgresql+psycopg://alice:s3cr%40t@db.example:5433/app?sslmode=require"
+    )
     assert (where.schema, where.table, where.vacuum) == ("ledger", "events", False)
     assert where.display == (
         "postgresql://alice:***@db.example:5433/app?sslmode=require&table=ledger.events"
-        "&vacuum=false")
+        "&vacuum=false"
+    )
     assert "s3cr" not in where.display
     shown = parse_location("postgres://bob@/db?host=/run/pg&password=hunter2").display
     assert shown == "postgres://bob@/db?host=/run/pg&password=***"
-    shown = parse_location("postgres://bob@/db?sslmode=verify-full&sslpassword=keypass"
-                           "&sslkey=/k.pem&x_token=t0k").display
-    assert shown == ("postgres://bob@/db?sslmode=verify-full&sslpassword=***&sslkey=/k.pem"
-                     "&x_token=***")
+    shown = parse_location(
+        "postgres://bob@/db?sslmode=verify-full&sslpassword=keypass&sslkey=/k.pem&x_token=t0k"
+    ).display
+    assert shown == (
+        "postgres://bob@/db?sslmode=verify-full&sslpassword=***&sslkey=/k.pem&x_token=***"
+    )
     assert "keypass" not in shown and "t0k" not in shown
 
 
-@pytest.mark.parametrize("table", [
-    "Events", "events;drop table x", "a.b.c", "1events", "ev-ents", "", "public.", '"events"',
-    "événements",
-])
+@pytest.mark.parametrize(
+    "table",
+    [
+        "Events",
+        "events;drop table x",
+        "a.b.c",
+        "1events",
+        "ev-ents",
+        "",
+        "public.",
+        '"events"',
+        "événements",
+    ],
+)
 def test_table_name_must_be_plain(table: str) -> None:
-    expected = ("postgres: table name must be a plain identifier, optionally schema-qualified; "
-                f'got "{table}"')
+    expected = (
+        "postgres: table name must be a plain identifier, optionally schema-qualified; "
+        f'got "{table}"'
+    )
     with pytest.raises(LocationError) as info:
         parse_location(f"postgresql://u@h/db?table={table}")
     assert str(info.value) == expected
@@ -84,8 +101,10 @@ def _admin(url: str) -> psycopg.Connection[Any]:
 
 def _index_defs(url: str, schema: str, table: str) -> dict[str, str]:
     with _admin(url) as conn:
-        rows = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s "
-                            "AND tablename = %s", (schema, table)).fetchall()
+        rows = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = %s",
+            (schema, table),
+        ).fetchall()
     return {name: definition.split(" USING btree ")[1] for name, definition in rows}
 
 
@@ -96,21 +115,36 @@ def test_layout_and_index_names(postgres_url: str) -> None:
         columns = conn.execute(
             "SELECT column_name, data_type, is_nullable, column_default FROM "
             "information_schema.columns WHERE table_schema='public' AND table_name='events' "
-            "ORDER BY ordinal_position").fetchall()
+            "ORDER BY ordinal_position"
+        ).fetchall()
     assert [(c[0], c[1], c[2]) for c in columns] == [
-        ("seq", "bigint", "NO"), ("event_id", "text", "NO"), ("kind", "text", "NO"),
-        ("tx_time", "text", "NO"), ("fact_id", "text", "NO"), ("space", "text", "YES"),
-        ("subject", "text", "YES"), ("predicate", "text", "YES"), ("supersedes", "text", "YES"),
-        ("json", "text", "NO")]
+        ("seq", "bigint", "NO"),
+        ("event_id", "text", "NO"),
+        ("kind", "text", "NO"),
+        ("tx_time", "text", "NO"),
+        ("fact_id", "text", "NO"),
+        ("space", "text", "YES"),
+        ("subject", "text", "YES"),
+        ("predicate", "text", "YES"),
+        ("supersedes", "text", "YES"),
+        ("json", "text", "NO"),
+    ]
     assert columns[0][3].startswith("nextval(")  # BIGSERIAL
-    expected = {"fact": "(fact_id)", "subject": "(subject, predicate)",
-                "space": "(space, tx_time)", "supersedes": "(supersedes)", "tx": "(tx_time)"}
+    expected = {
+        "fact": "(fact_id)",
+        "subject": "(subject, predicate)",
+        "space": "(space, tx_time)",
+        "supersedes": "(supersedes)",
+        "tx": "(tx_time)",
+    }
     defs = _index_defs(postgres_url, "public", "events")
     assert {k: v for k, v in defs.items() if not k.endswith(("_pkey", "_key"))} == {
-        f"events_{k}": v for k, v in expected.items()}
+        f"events_{k}": v for k, v in expected.items()
+    }
     defs = _index_defs(postgres_url, "ledger", "events")
     assert {k: v for k, v in defs.items() if not k.endswith(("_pkey", "_key"))} == {
-        f"ledger_events_{k}": v for k, v in expected.items()}
+        f"ledger_events_{k}": v for k, v in expected.items()
+    }
 
 
 def test_tables_are_separate(postgres_url: str) -> None:
@@ -120,11 +154,22 @@ def test_tables_are_separate(postgres_url: str) -> None:
 
 
 _OLD_ASSERT = {
-    "eventId": "e-1", "kind": "assert", "txTime": "2026-08-01T10:00:00.000Z",
-    "fact": {"factId": "f-1", "subject": "acct:42", "predicate": "plan", "value": "pro",
-             "space": "org", "actor": "a", "source": {"receiptId": None},
-             "provenance": "claimed", "validFrom": "2026-08-01T10:00:00.000Z", "validTo": None,
-             "confidence": None},
+    "eventId": "e-1",
+    "kind": "assert",
+    "txTime": "2026-08-01T10:00:00.000Z",
+    "fact": {
+        "factId": "f-1",
+        "subject": "acct:42",
+        "predicate": "plan",
+        "value": "pro",
+        "space": "org",
+        "actor": "a",
+        "source": {"receiptId": None},
+        "provenance": "claimed",
+        "validFrom": "2026-08-01T10:00:00.000Z",
+        "validTo": None,
+        "confidence": None,
+    },
     "supersedes": None,
 }
 
@@ -135,40 +180,56 @@ def test_jsonb_table_of_older_writers(postgres_url: str) -> None:
         conn.execute(
             "CREATE TABLE old_events (seq BIGSERIAL PRIMARY KEY, event_id TEXT NOT NULL UNIQUE, "
             "kind TEXT NOT NULL, tx_time TEXT NOT NULL, fact_id TEXT NOT NULL, space TEXT, "
-            "subject TEXT, predicate TEXT, supersedes TEXT, json JSONB NOT NULL)")
+            "subject TEXT, predicate TEXT, supersedes TEXT, json JSONB NOT NULL)"
+        )
         conn.execute(
             "INSERT INTO old_events (event_id, kind, tx_time, fact_id, space, subject, predicate,"
             " json) VALUES ('e-1', 'assert', %s, 'f-1', 'org', 'acct:42', 'plan', %s::jsonb)",
-            (_OLD_ASSERT["txTime"], json.dumps(_OLD_ASSERT)))
+            (_OLD_ASSERT["txTime"], json.dumps(_OLD_ASSERT)),
+        )
     with Ledger(f"{postgres_url}&table=old_events") as ledger:
         [fact] = ledger.as_of(subject="acct:42")
         assert fact.to_dict() == _OLD_ASSERT["fact"]  # jsonb reorders keys; the model restores
         [event] = list(ledger.export())
         assert event.to_json() == json.dumps(_OLD_ASSERT, separators=(",", ":"))
-        new = ledger.assert_fact(subject="acct:42", predicate="plan", value="enterprise",
-                                 space="org", actor="a", supersedes="f-1")
+        new = ledger.assert_fact(
+            subject="acct:42",
+            predicate="plan",
+            value="enterprise",
+            space="org",
+            actor="a",
+            supersedes="f-1",
+        )
         ledger.forget(fact_id="f-1", actor="dpo", reason="erasure")
         assert [f.fact_id for f in ledger.as_of(subject="acct:42")] == [new.fact_id]
         assert ledger.get("f-1").value is None  # type: ignore[union-attr]
     with _admin(postgres_url) as conn:
         kinds = conn.execute("SELECT kind, jsonb_typeof(json) FROM old_events ORDER BY seq")
-        assert kinds.fetchall() == [("assert", "object"), ("assert", "object"),
-                                    ("forget", "object")]
+        assert kinds.fetchall() == [
+            ("assert", "object"),
+            ("assert", "object"),
+            ("forget", "object"),
+        ]
 
 
 def test_table_without_query_columns_is_migrated(postgres_url: str) -> None:
     with _admin(postgres_url) as conn:
-        conn.execute("CREATE TABLE older (seq BIGSERIAL PRIMARY KEY, event_id TEXT NOT NULL "
-                     "UNIQUE, kind TEXT NOT NULL, tx_time TEXT NOT NULL, fact_id TEXT NOT NULL, "
-                     "json TEXT NOT NULL)")
-        conn.execute("INSERT INTO older (event_id, kind, tx_time, fact_id, json) VALUES "
-                     "('e-1', 'assert', %s, 'f-1', %s)",
-                     (_OLD_ASSERT["txTime"], json.dumps(_OLD_ASSERT, separators=(",", ":"))))
+        conn.execute(
+            "CREATE TABLE older (seq BIGSERIAL PRIMARY KEY, event_id TEXT NOT NULL "
+            "UNIQUE, kind TEXT NOT NULL, tx_time TEXT NOT NULL, fact_id TEXT NOT NULL, "
+            "json TEXT NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO older (event_id, kind, tx_time, fact_id, json) VALUES "
+            "('e-1', 'assert', %s, 'f-1', %s)",
+            (_OLD_ASSERT["txTime"], json.dumps(_OLD_ASSERT, separators=(",", ":"))),
+        )
     with Ledger(f"{postgres_url}&table=older") as ledger:
         assert [f.fact_id for f in ledger.as_of(subject="acct:42")] == ["f-1"]
         assert ledger.spaces() == ["org"]
     assert set(_index_defs(postgres_url, "public", "older")) >= {
-        f"older_{s}" for s in ("fact", "subject", "space", "supersedes", "tx")}
+        f"older_{s}" for s in ("fact", "subject", "space", "supersedes", "tx")
+    }
 
 
 # -- forget and VACUUM FULL ----------------------------------------------------------------------
@@ -184,8 +245,11 @@ def _filenode(url: str, table: str) -> int:
 def _outside_wal(server: EmbeddedPostgres, needle: bytes) -> list[str]:
     server.checkpoint()  # every committed page is in the data files before we look
     found = server.files_containing(needle)
-    return [str(p.relative_to(server.data_dir)) for p in found
-            if p.relative_to(server.data_dir).parts[0] != "pg_wal"]
+    return [
+        str(p.relative_to(server.data_dir))
+        for p in found
+        if p.relative_to(server.data_dir).parts[0] != "pg_wal"
+    ]
 
 
 def test_forget_leaves_no_bytes_in_the_data_directory(
@@ -194,12 +258,20 @@ def test_forget_leaves_no_bytes_in_the_data_directory(
     marker = f"secret-{uuid.uuid4().hex}"
     with Ledger(f"{postgres_url}&table=erasure") as ledger:
         for i in range(30):
-            ledger.assert_fact(subject=f"n{i}", predicate="p", value=f"keep-{i}", space="org",
-                               actor="a")
-        a = ledger.assert_fact(subject="dana", predicate="email", value=marker, space="user:d",
-                               actor="a")
-        b = ledger.assert_fact(subject="dana", predicate="email", value={"v": marker},
-                               space="user:d", actor="a", supersedes=a.fact_id)
+            ledger.assert_fact(
+                subject=f"n{i}", predicate="p", value=f"keep-{i}", space="org", actor="a"
+            )
+        a = ledger.assert_fact(
+            subject="dana", predicate="email", value=marker, space="user:d", actor="a"
+        )
+        b = ledger.assert_fact(
+            subject="dana",
+            predicate="email",
+            value={"v": marker},
+            space="user:d",
+            actor="a",
+            supersedes=a.fact_id,
+        )
         assert _outside_wal(embedded_postgres, marker.encode()), "must be visible before"
         before = _filenode(postgres_url, "erasure")
         ledger.forget(fact_id=a.fact_id, actor="dpo", reason="erasure")

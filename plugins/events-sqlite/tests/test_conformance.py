@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state_conformance.backends import EventBackendConformance
 from agent_custody_state_events_sqlite.store import SqliteBackend

@@ -22,14 +22,23 @@ def test_forget_erases_value_from_file_and_wal(tmp_path: Path) -> None:
     big = f"big-{uuid.uuid4().hex}" * 400  # ~16 KB: lives on overflow pages
     with Ledger(path) as ledger:
         for i in range(50):  # neighbours on the same pages must survive intact
-            ledger.assert_fact(subject=f"n{i}", predicate="p", value=f"keep-{i}", space="org",
-                               actor="a")
-        a = ledger.assert_fact(subject="dana", predicate="email", value=marker, space="user:d",
-                               actor="a")
-        b = ledger.assert_fact(subject="dana", predicate="email", value={"v": marker},
-                               space="user:d", actor="a", supersedes=a.fact_id)
-        c = ledger.assert_fact(subject="dana", predicate="notes", value=big, space="user:d",
-                               actor="a")
+            ledger.assert_fact(
+                subject=f"n{i}", predicate="p", value=f"keep-{i}", space="org", actor="a"
+            )
+        a = ledger.assert_fact(
+            subject="dana", predicate="email", value=marker, space="user:d", actor="a"
+        )
+        b = ledger.assert_fact(
+            subject="dana",
+            predicate="email",
+            value={"v": marker},
+            space="user:d",
+            actor="a",
+            supersedes=a.fact_id,
+        )
+        c = ledger.assert_fact(
+            subject="dana", predicate="notes", value=big, space="user:d", actor="a"
+        )
         ledger.compact()  # the value is in the main file too, not only in the WAL
         for needle in (marker.encode(), big[:64].encode()):
             assert _holding(path, needle), "the test must see the value before the forget"
@@ -50,8 +59,9 @@ def test_sweep_erases_every_value(tmp_path: Path) -> None:
     markers = [f"old-{uuid.uuid4().hex}" for _ in range(5)]
     with Ledger(path) as ledger:
         for i, marker in enumerate(markers):
-            ledger.assert_fact(subject=f"s{i}", predicate="p", value=marker, space="team:x",
-                               actor="a")
+            ledger.assert_fact(
+                subject=f"s{i}", predicate="p", value=marker, space="team:x", actor="a"
+            )
         ledger.compact()
         assert all(_holding(path, m.encode()) for m in markers)
         result = ledger.sweep(before="2999-01-01T00:00:00Z", actor="retention", reason="P30D")
@@ -95,11 +105,13 @@ def test_reopen_finishes_the_erasure_of_a_crashed_forget(tmp_path: Path) -> None
     path = tmp_path / "l.sqlite"
     marker = f"secret-{uuid.uuid4().hex}"
     with Ledger(path) as ledger:
-        fact = ledger.assert_fact(subject="dana", predicate="email", value=marker,
-                                  space="user:d", actor="a")
+        fact = ledger.assert_fact(
+            subject="dana", predicate="email", value=marker, space="user:d", actor="a"
+        )
         ledger.compact()  # the value is in the main file
     proc = multiprocessing.get_context("spawn").Process(
-        target=_forget_then_die, args=(str(path), fact.fact_id))
+        target=_forget_then_die, args=(str(path), fact.fact_id)
+    )
     proc.start()
     proc.join(60)
     assert proc.exitcode == 9

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from agent_custody_state_conformance.multiprocess import MultiProcessConformance
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger, open_store
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.model import AssertEvent
-from agent_custody_state_sql.schema import event_row
 from agent_custody_state_events_sqlite.store import SqliteBackend
+from agent_custody_state_sql.schema import event_row
 
 SPEC_DDL = (
     "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL UNIQUE, "
@@ -30,9 +31,13 @@ SPEC_INDEXES = {
 
 def _indexes(path: Path) -> dict[str, list[str]]:
     with sqlite3.connect(path) as db:
-        names = [r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='events' "
-            "AND name NOT LIKE 'sqlite_autoindex%'")]
+        names = [
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='events' "
+                "AND name NOT LIKE 'sqlite_autoindex%'"
+            )
+        ]
         return {n: [r[2] for r in db.execute(f"PRAGMA index_info({n})")] for n in names}
 
 
@@ -42,8 +47,13 @@ def _columns(path: Path) -> list[tuple[str, str, int, int]]:
 
 
 def _assert(ledger: Ledger, **kw: Any) -> AssertEvent:
-    args: dict[str, Any] = {"subject": "acct:42", "predicate": "plan", "value": "pro",
-                            "space": "org", "actor": "agent"}
+    args: dict[str, Any] = {
+        "subject": "acct:42",
+        "predicate": "plan",
+        "value": "pro",
+        "space": "org",
+        "actor": "agent",
+    }
     args.update(kw)
     return ledger.assert_fact(**args)
 
@@ -81,7 +91,8 @@ def test_path_with_url_characters(tmp_path: Path) -> None:
     with Ledger(path) as ledger:
         ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
     assert path.exists() and [p.name for p in tmp_path.iterdir() if p.suffix == ".sqlite"] == [
-        path.name]
+        path.name
+    ]
     with Ledger(path) as again:
         assert again.count() == 1
 
@@ -102,18 +113,33 @@ def test_tx_time_column_is_normalised(tmp_path: Path) -> None:
 # -- files written by others --------------------------------------------------------------------
 
 _TS_ASSERT = {
-    "eventId": "7d4c1a0e-1111-4b7a-9d42-000000000001", "kind": "assert",
+    "eventId": "7d4c1a0e-1111-4b7a-9d42-000000000001",
+    "kind": "assert",
     "txTime": "2026-08-01T10:00:00.000Z",
-    "fact": {"factId": "0f1e2d3c-2222-4b7a-9d42-000000000001", "subject": "acct:42",
-             "predicate": "plan", "value": {"tier": "pro", "seats": 5}, "space": "org",
-             "actor": "agent-7", "source": {"receiptId": "rcpt-1"}, "provenance": "attested",
-             "validFrom": "2026-08-01T10:00:00.000Z", "validTo": None, "confidence": 0.9},
+    "fact": {
+        "factId": "0f1e2d3c-2222-4b7a-9d42-000000000001",
+        "subject": "acct:42",
+        "predicate": "plan",
+        "value": {"tier": "pro", "seats": 5},
+        "space": "org",
+        "actor": "agent-7",
+        "source": {"receiptId": "rcpt-1"},
+        "provenance": "attested",
+        "validFrom": "2026-08-01T10:00:00.000Z",
+        "validTo": None,
+        "confidence": 0.9,
+    },
     "supersedes": None,
 }
-_TS_CONFIRM = {"eventId": "7d4c1a0e-1111-4b7a-9d42-000000000002", "kind": "confirm",
-               "txTime": "2026-08-01T11:00:00.000Z",
-               "factId": "0f1e2d3c-2222-4b7a-9d42-000000000001", "actor": "gw",
-               "source": {"receiptId": "rcpt-2"}, "futureKey": [1, 2]}
+_TS_CONFIRM = {
+    "eventId": "7d4c1a0e-1111-4b7a-9d42-000000000002",
+    "kind": "confirm",
+    "txTime": "2026-08-01T11:00:00.000Z",
+    "factId": "0f1e2d3c-2222-4b7a-9d42-000000000001",
+    "actor": "gw",
+    "source": {"receiptId": "rcpt-2"},
+    "futureKey": [1, 2],
+}
 
 
 def _ts_line(event: dict[str, Any]) -> str:
@@ -131,60 +157,115 @@ def test_typescript_written_file_opens(tmp_path: Path) -> None:
         db.execute(
             "INSERT INTO events (event_id, kind, tx_time, fact_id, space, subject, predicate, "
             "supersedes, json) VALUES (?,?,?,?,?,?,?,?,?)",
-            (_TS_ASSERT["eventId"], "assert", _TS_ASSERT["txTime"], fact["factId"],
-             fact["space"], fact["subject"], fact["predicate"], None, _ts_line(_TS_ASSERT)))
+            (
+                _TS_ASSERT["eventId"],
+                "assert",
+                _TS_ASSERT["txTime"],
+                fact["factId"],
+                fact["space"],
+                fact["subject"],
+                fact["predicate"],
+                None,
+                _ts_line(_TS_ASSERT),
+            ),
+        )
         db.execute(
             "INSERT INTO events (event_id, kind, tx_time, fact_id, json) VALUES (?,?,?,?,?)",
-            (_TS_CONFIRM["eventId"], "confirm", _TS_CONFIRM["txTime"], _TS_CONFIRM["factId"],
-             _ts_line(_TS_CONFIRM)))
+            (
+                _TS_CONFIRM["eventId"],
+                "confirm",
+                _TS_CONFIRM["txTime"],
+                _TS_CONFIRM["factId"],
+                _ts_line(_TS_CONFIRM),
+            ),
+        )
     with Ledger(path) as ledger:
         assert ledger.count() == 2
         [fact_now] = ledger.as_of(subject="acct:42", include="attested")
         assert fact_now.value == {"tier": "pro", "seats": 5}
         assert [e.to_json() for e in ledger.export()] == [
-            _ts_line(_TS_ASSERT), _ts_line(_TS_CONFIRM)]  # unknown keys kept, order kept
-        new = _assert(ledger, value={"tier": "enterprise"},
-                      supersedes="0f1e2d3c-2222-4b7a-9d42-000000000001")
+            _ts_line(_TS_ASSERT),
+            _ts_line(_TS_CONFIRM),
+        ]  # unknown keys kept, order kept
+        new = _assert(
+            ledger, value={"tier": "enterprise"}, supersedes="0f1e2d3c-2222-4b7a-9d42-000000000001"
+        )
     with sqlite3.connect(path) as db:
-        row = db.execute("SELECT kind, fact_id, space, subject, predicate, supersedes, json "
-                         "FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-    assert row[:6] == ("assert", new.fact_id, "org", "acct:42", "plan",
-                       "0f1e2d3c-2222-4b7a-9d42-000000000001")
+        row = db.execute(
+            "SELECT kind, fact_id, space, subject, predicate, supersedes, json "
+            "FROM events ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+    assert row[:6] == (
+        "assert",
+        new.fact_id,
+        "org",
+        "acct:42",
+        "plan",
+        "0f1e2d3c-2222-4b7a-9d42-000000000001",
+    )
     assert row[6] == new.to_json()
 
 
 def test_old_file_without_query_columns_is_migrated(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
-    later = dict(_TS_ASSERT, eventId="e-2", txTime="2026-08-02T10:00:00.000Z",
-                 supersedes=_TS_ASSERT["fact"]["factId"],
-                 fact=dict(_TS_ASSERT["fact"], factId="f-2", value="v2",
-                           validFrom="2026-08-02T10:00:00.000Z"))
+    later = dict(
+        _TS_ASSERT,
+        eventId="e-2",
+        txTime="2026-08-02T10:00:00.000Z",
+        supersedes=_TS_ASSERT["fact"]["factId"],
+        fact=dict(
+            _TS_ASSERT["fact"], factId="f-2", value="v2", validFrom="2026-08-02T10:00:00.000Z"
+        ),
+    )
     with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT "
-                   "NOT NULL UNIQUE, kind TEXT NOT NULL, tx_time TEXT NOT NULL, fact_id TEXT "
-                   "NOT NULL, json TEXT NOT NULL)")
+        db.execute(
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT "
+            "NOT NULL UNIQUE, kind TEXT NOT NULL, tx_time TEXT NOT NULL, fact_id TEXT "
+            "NOT NULL, json TEXT NOT NULL)"
+        )
         db.execute("CREATE INDEX events_fact ON events (fact_id)")
         for event in (_TS_ASSERT, _TS_CONFIRM, later):
-            db.execute("INSERT INTO events (event_id, kind, tx_time, fact_id, json) "
-                       "VALUES (?,?,?,?,?)",
-                       (event["eventId"], event["kind"], event["txTime"],
-                        event.get("factId") or event["fact"]["factId"], _ts_line(event)))
+            db.execute(
+                "INSERT INTO events (event_id, kind, tx_time, fact_id, json) VALUES (?,?,?,?,?)",
+                (
+                    event["eventId"],
+                    event["kind"],
+                    event["txTime"],
+                    event.get("factId") or event["fact"]["factId"],
+                    _ts_line(event),
+                ),
+            )
     with Ledger(path) as ledger:
         [current] = ledger.as_of(subject="acct:42")
         assert current.fact_id == "f-2"
         assert ledger.spaces() == ["org"]
         assert [e.event_id for e in ledger.history(_TS_ASSERT["fact"]["factId"])] == [
-            _TS_ASSERT["eventId"], _TS_CONFIRM["eventId"], "e-2"]
+            _TS_ASSERT["eventId"],
+            _TS_CONFIRM["eventId"],
+            "e-2",
+        ]
     assert [c[0] for c in _columns(path)] == [
-        "seq", "event_id", "kind", "tx_time", "fact_id", "json",
-        "space", "subject", "predicate", "supersedes"]
+        "seq",
+        "event_id",
+        "kind",
+        "tx_time",
+        "fact_id",
+        "json",
+        "space",
+        "subject",
+        "predicate",
+        "supersedes",
+    ]
     assert _indexes(path) == SPEC_INDEXES
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT kind, space, subject, predicate, supersedes FROM events "
-                          "ORDER BY seq").fetchall()
-    assert rows == [("assert", "org", "acct:42", "plan", None),
-                    ("confirm", None, None, None, None),
-                    ("assert", "org", "acct:42", "plan", _TS_ASSERT["fact"]["factId"])]
+        rows = db.execute(
+            "SELECT kind, space, subject, predicate, supersedes FROM events ORDER BY seq"
+        ).fetchall()
+    assert rows == [
+        ("assert", "org", "acct:42", "plan", None),
+        ("confirm", None, None, None, None),
+        ("assert", "org", "acct:42", "plan", _TS_ASSERT["fact"]["factId"]),
+    ]
 
 
 def test_open_does_not_read_events(tmp_path: Path) -> None:
@@ -193,8 +274,10 @@ def test_open_does_not_read_events(tmp_path: Path) -> None:
     with Ledger(path) as ledger:
         good = _assert(ledger)
     with sqlite3.connect(path) as db:
-        db.execute("INSERT INTO events (event_id, kind, tx_time, fact_id, json) "
-                   "VALUES ('bad', 'retract', '2026-01-01T00:00:00.000Z', 'f-bad', '{not json')")
+        db.execute(
+            "INSERT INTO events (event_id, kind, tx_time, fact_id, json) "
+            "VALUES ('bad', 'retract', '2026-01-01T00:00:00.000Z', 'f-bad', '{not json')"
+        )
     with Ledger(path) as ledger:
         assert ledger.count() == 2
         assert ledger.get(good.fact_id) is not None
@@ -221,8 +304,15 @@ def test_reads_use_indexes(tmp_path: Path) -> None:
     path = tmp_path / "l.sqlite"
     with Ledger(path) as ledger:
         ledger.assert_many(
-            {"subject": f"s{i % 50}", "predicate": f"p{i % 3}", "value": i, "space": f"sp{i % 4}",
-             "actor": "a"} for i in range(600))
+            {
+                "subject": f"s{i % 50}",
+                "predicate": f"p{i % 3}",
+                "value": i,
+                "space": f"sp{i % 4}",
+                "actor": "a",
+            }
+            for i in range(600)
+        )
         a = _assert(ledger)
         b = _assert(ledger, supersedes=a.fact_id, value="v2")
         ledger.retract(fact_id=b.fact_id, actor="x", reason="r")
@@ -239,8 +329,11 @@ def test_reads_use_indexes(tmp_path: Path) -> None:
     assert len(selects) >= 10
     for sql in selects:
         plan = _plan(path, sql)
-        scans = [step for step in plan.split(" | ")
-                 if step.startswith("SCAN events") and "INDEX" not in step]
+        scans = [
+            step
+            for step in plan.split(" | ")
+            if step.startswith("SCAN events") and "INDEX" not in step
+        ]
         assert not scans, f"full scan in {sql!r}: {plan}"
 
 
@@ -253,19 +346,36 @@ def test_assert_many_is_one_transaction(tmp_path: Path) -> None:
         statements = _traced(ledger.backend)  # type: ignore[arg-type]
         events = ledger.assert_many(
             {"subject": f"s{i}", "predicate": "p", "value": i, "space": "bulk", "actor": "a"}
-            for i in range(5000))
+            for i in range(5000)
+        )
         assert len(events) == 5000 and ledger.count() == 5000
         # one write section and one commit (one fsync), one existence query for the batch
         assert [s for s in statements if s.startswith(("BEGIN", "COMMIT"))] == [
-            "BEGIN IMMEDIATE", "COMMIT"]
+            "BEGIN IMMEDIATE",
+            "COMMIT",
+        ]
         assert len([s for s in statements if s.startswith("SELECT")]) == 2  # + count()
         with pytest.raises(Exception, match="item 1: fact s-dup already exists"):
-            ledger.assert_many([
-                {"subject": "x", "predicate": "p", "value": 1, "space": "b", "actor": "a",
-                 "fact_id": "s-dup"},
-                {"subject": "x", "predicate": "p", "value": 2, "space": "b", "actor": "a",
-                 "fact_id": "s-dup"},
-            ])
+            ledger.assert_many(
+                [
+                    {
+                        "subject": "x",
+                        "predicate": "p",
+                        "value": 1,
+                        "space": "b",
+                        "actor": "a",
+                        "fact_id": "s-dup",
+                    },
+                    {
+                        "subject": "x",
+                        "predicate": "p",
+                        "value": 2,
+                        "space": "b",
+                        "actor": "a",
+                        "fact_id": "s-dup",
+                    },
+                ]
+            )
         assert ledger.count() == 5000
 
 
@@ -288,7 +398,11 @@ def test_event_row_for_assert_only_fills_query_columns() -> None:
         r = ledger.retract(fact_id=a.fact_id, actor="x", reason="r")
     assert event_row(a)["subject"] == "acct:42"
     assert {k: event_row(r)[k] for k in ("space", "subject", "predicate", "supersedes")} == {
-        "space": None, "subject": None, "predicate": None, "supersedes": None}
+        "space": None,
+        "subject": None,
+        "predicate": None,
+        "supersedes": None,
+    }
 
 
 def test_lone_surrogates_are_refused_cleanly(tmp_path: Path) -> None:
@@ -297,8 +411,7 @@ def test_lone_surrogates_are_refused_cleanly(tmp_path: Path) -> None:
     server reported as an internal error); inside the JSON (a value) it is escaped and kept."""
     with Ledger(tmp_path / "l.sqlite") as ledger:
         with pytest.raises(EventBackendError, match="lone surrogate"):
-            ledger.assert_fact(subject="x\udfff", predicate="p", value=1, space="org",
-                               actor="a")
+            ledger.assert_fact(subject="x\udfff", predicate="p", value=1, space="org", actor="a")
         with pytest.raises(EventBackendError, match="lone surrogate"):
             ledger.as_of(subject="\ud800")
         assert ledger.count() == 0

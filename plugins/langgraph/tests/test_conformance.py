@@ -11,12 +11,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from langgraph.store.memory import InMemoryStore
+
 from agent_custody_state_conformance.embeddings import embed_texts_8
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 from agent_custody_state_langgraph.settings import LangGraphSettings
 from agent_custody_state_langgraph.store import LangGraphStore, build
-from langgraph.store.memory import InMemoryStore
 
 INDEX = {"dims": 8, "embed": embed_texts_8, "fields": ["content"]}
 EMBED = "agent_custody_state_conformance.embeddings:embed_texts_8"
@@ -24,8 +25,13 @@ EMBED = "agent_custody_state_conformance.embeddings:embed_texts_8"
 
 def record(namespace: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
     """What a backdoor reports: the item, with its namespace so tests can check it."""
-    return {"id": key, "text": value["content"], "value": value["value"], "metadata": value,
-            "namespace": namespace}
+    return {
+        "id": key,
+        "text": value["content"],
+        "value": value["value"],
+        "metadata": value,
+        "namespace": namespace,
+    }
 
 
 class MemoryBackdoor:
@@ -69,8 +75,9 @@ class PostgresBackdoor:
                 "SELECT prefix, key, value FROM store WHERE value->>'factId' = %s", (fact_id,)
             ).fetchone()
             if row is None:
-                vectors = conn.execute("SELECT count(*) FROM store_vectors WHERE key = %s",
-                                       (fact_id,)).fetchone()
+                vectors = conn.execute(
+                    "SELECT count(*) FROM store_vectors WHERE key = %s", (fact_id,)
+                ).fetchone()
                 assert vectors == (0,), "an embedding outlived its item"
                 return None
         return record(row[0], row[1], row[2])
@@ -111,8 +118,9 @@ class TestSqliteStoreConformance(StoreConformance):
 
     @pytest.fixture
     def failing_store(self, tmp_path: Path) -> LangGraphStore:
-        store = build(LangGraphSettings(backend="sqlite", path=str(tmp_path / "gone.sqlite")),
-                      name="langmem")
+        store = build(
+            LangGraphSettings(backend="sqlite", path=str(tmp_path / "gone.sqlite")), name="langmem"
+        )
         store.close()  # the store's connection is closed: every call raises
         return store
 
@@ -124,8 +132,9 @@ class TestPostgresStoreConformance(StoreConformance):
     @pytest.fixture
     def store(self, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LangGraphStore]:
         monkeypatch.setenv("LANGGRAPH_PG_URL", postgres_url)
-        settings = LangGraphSettings(backend="postgres", dsn_env="LANGGRAPH_PG_URL",
-                                     index_dimensions=8, index_embed=EMBED)
+        settings = LangGraphSettings(
+            backend="postgres", dsn_env="LANGGRAPH_PG_URL", index_dimensions=8, index_embed=EMBED
+        )
         store = build(settings, name="langmem")
         yield store
         store.close()
@@ -144,4 +153,3 @@ class TestLangGraphHygiene(PluginHygiene):
     entry_point = "langgraph"
     registers = frozenset({"store langgraph"})
     heavy_modules = ("langgraph", "langchain_core", "psycopg")
-

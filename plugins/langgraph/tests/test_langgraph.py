@@ -7,13 +7,14 @@ from typing import Any
 
 import anyio
 import pytest
+from langgraph.store.memory import InMemoryStore
+from pydantic import ValidationError
+
 from agent_custody_state.stores import StoreError, custody_metadata
 from agent_custody_state_conformance.embeddings import embed_texts_8
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_langgraph.settings import LangGraphSettings
 from agent_custody_state_langgraph.store import LangGraphStore, build
-from langgraph.store.memory import InMemoryStore
-from pydantic import ValidationError
 
 
 def test_item_is_what_langmem_reads() -> None:
@@ -24,8 +25,11 @@ def test_item_is_what_langmem_reads() -> None:
     item = base.get(("memories", "dana"), fact.fact_id)
     assert item is not None
     assert item.value == {
-        "content": 'acct:42 plan: {"tier":"pro"}', "subject": "acct:42", "predicate": "plan",
-        "value": {"tier": "pro"}, **custody_metadata(fact),
+        "content": 'acct:42 plan: {"tier":"pro"}',
+        "subject": "acct:42",
+        "predicate": "plan",
+        "value": {"tier": "pro"},
+        **custody_metadata(fact),
     }
     # A LangMem search tool: semantic query over the user's namespace finds it first.
     hits = base.search(("memories", "dana"), query='acct:42 plan: {"tier":"pro"}', limit=3)
@@ -121,8 +125,9 @@ def test_postgres_backend_needs_its_variable(monkeypatch: pytest.MonkeyPatch) ->
         build(settings(backend="postgres", dsn_env="NO_SUCH_LANGGRAPH_URL"), name="langmem")
 
 
-def test_unreachable_postgres_names_the_store(monkeypatch: pytest.MonkeyPatch,
-                                              tmp_path: Path) -> None:
+def test_unreachable_postgres_names_the_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("LG_URL", f"postgresql://nobody@/x?host={tmp_path}&connect_timeout=1")
     with pytest.raises(StoreError, match="cannot open the postgres store") as caught:
         build(settings(backend="postgres", dsn_env="LG_URL"), name="langmem")
@@ -130,8 +135,9 @@ def test_unreachable_postgres_names_the_store(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.postgres
-def test_postgres_store_survives_dropped_connections(postgres_url: str,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_postgres_store_survives_dropped_connections(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import psycopg
 
     monkeypatch.setenv("LG_URL", postgres_url)

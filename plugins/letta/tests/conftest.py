@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from agent_custody_state_letta.testing import FakeLetta
+
 from agent_custody_state_letta.settings import LettaSettings
 from agent_custody_state_letta.store import LettaStore, build
 from agent_custody_state_letta.tags import custody_from_tags
+from agent_custody_state_letta.testing import FakeLetta
 
 # A developer's own Letta settings must not redirect the SDK during tests.
 for _name in ("LETTA_API_KEY", "LETTA_BASE_URL", "LETTA_CUSTOM_HEADERS"):

@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_custody_state.config import ConfigError, StoreConfig, build_stores
 from agent_custody_state_conformance.readme import readme_store_tables
-from agent_custody_state_letta.testing import FakeLetta
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_letta.store import LettaStore
+from agent_custody_state_letta.testing import FakeLetta
 
 README = Path(__file__).parents[1] / "README.md"
 

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from agent_custody_state.stores import Store
-from agent_custody_state_letta.testing import FakeLetta
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 from agent_custody_state_letta.store import LettaStore
+from agent_custody_state_letta.testing import FakeLetta
 
 
 class TestLettaConformance(StoreConformance):

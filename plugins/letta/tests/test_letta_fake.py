@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from agent_custody_state_letta.testing import FakeLetta
 from letta_client import (
     AuthenticationError,
     InternalServerError,
@@ -14,6 +13,8 @@ from letta_client import (
     NotFoundError,
     UnprocessableEntityError,
 )
+
+from agent_custody_state_letta.testing import FakeLetta
 
 KEY = "test-key"
 TEXT = "alice likes: green tea"

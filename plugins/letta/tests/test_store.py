@@ -6,15 +6,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from agent_custody_state.ledger.model import Source
 from agent_custody_state.plugins import PluginManager, resolve_ref
 from agent_custody_state.stores import StoreError, StoreSet, VerifyPolicy
-from agent_custody_state_letta.testing import FakeLetta
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_letta.settings import LettaSettings
 from agent_custody_state_letta.store import LettaStore, build
 from agent_custody_state_letta.tags import custody_from_tags, custody_tags
-from pydantic import ValidationError
+from agent_custody_state_letta.testing import FakeLetta
 
 pytestmark = pytest.mark.anyio
 

@@ -18,9 +18,9 @@ os.environ["MEM0_TELEMETRY"] = "false"
 os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="acs-mem0-dir-")
 os.environ.pop("MEM0_API_KEY", None)  # a developer's real key must never be used here
 
-from agent_custody_state_mem0.testing import FakeMem0
 from agent_custody_state_mem0.settings import Mem0Settings
 from agent_custody_state_mem0.store import Mem0Store, build
+from agent_custody_state_mem0.testing import FakeMem0
 
 API_KEY = "test-key"
 KEY_ENV = "ACS_TEST_MEM0_API_KEY"

@@ -11,15 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import API_KEY, KEY_ENV
+from pydantic import ValidationError
+
 from agent_custody_state.config import StoreConfig, build_stores
 from agent_custody_state.stores import StoreError
 from agent_custody_state_conformance.readme import readme_store_tables
-from agent_custody_state_mem0.testing import FakeMem0
 from agent_custody_state_mem0.local import PLACEHOLDER_LLM, local_config
 from agent_custody_state_mem0.settings import Mem0Settings
 from agent_custody_state_mem0.store import Mem0Store, build
-from conftest import API_KEY, KEY_ENV
-from pydantic import ValidationError
+from agent_custody_state_mem0.testing import FakeMem0
 
 README = Path(__file__).parents[1] / "README.md"
 

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_custody_state_mem0.testing import FakeMem0
+from conftest import local_settings
+
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 from agent_custody_state_mem0.store import Mem0Store, build
-from conftest import local_settings
+from agent_custody_state_mem0.testing import FakeMem0
 
 _MARKER = re.compile(r" \(fact ([^()]+)\)$")
 

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import local_settings
+
 from agent_custody_state.stores import StoreError, fact_text
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_mem0.store import Mem0Store, build
-from conftest import local_settings
 
 pytestmark = pytest.mark.anyio
 

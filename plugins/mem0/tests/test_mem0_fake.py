@@ -7,7 +7,6 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_custody_state_mem0.testing import FakeMem0
 from mem0 import MemoryClient
 from mem0.exceptions import (
     AuthenticationError,
@@ -15,6 +14,8 @@ from mem0.exceptions import (
     MemoryNotFoundError,
     ValidationError,
 )
+
+from agent_custody_state_mem0.testing import FakeMem0
 
 KEY = "test-key"
 FACT = "alice likes: green tea"
@@ -78,14 +79,10 @@ def test_add_get_search_get_all_delete(fake: FakeMem0, client: MemoryClient) -> 
     assert client.search(FACT, filters={"user_id": "u1"}, threshold=0.0)["results"] == []
 
 
-def test_unknown_memory_is_404_with_platform_body(
-    fake: FakeMem0, client: MemoryClient
-) -> None:
+def test_unknown_memory_is_404_with_platform_body(fake: FakeMem0, client: MemoryClient) -> None:
     with pytest.raises(MemoryNotFoundError):
         client.delete("no-such-id")
-    reply = httpx.get(
-        f"{fake.url}/v1/memories/nope/", headers={"Authorization": f"Token {KEY}"}
-    )
+    reply = httpx.get(f"{fake.url}/v1/memories/nope/", headers={"Authorization": f"Token {KEY}"})
     assert reply.status_code == 404 and reply.json() == {"error": "Memory not found"}
 
 

@@ -9,13 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import API_KEY
+from mem0 import MemoryClient
+
 from agent_custody_state.stores import StoreError, custody_metadata, fact_text
-from agent_custody_state_mem0.testing import FakeMem0
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_mem0.backend import Added, EventState, Record
 from agent_custody_state_mem0.store import Mem0Store, marked_text
-from conftest import API_KEY
-from mem0 import MemoryClient
+from agent_custody_state_mem0.testing import FakeMem0
 
 pytestmark = pytest.mark.anyio
 MakeStore = Callable[..., Mem0Store]

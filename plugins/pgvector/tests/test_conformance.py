@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from agent_custody_state_conformance.embeddings import embed_8
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
@@ -58,8 +59,14 @@ class TestPgvectorConformance(StoreConformance):
 
     @pytest.fixture
     def failing_store(self, postgres_url: str) -> PgvectorStore:
-        return PgvectorStore("vectors", wrong_password(postgres_url), embed_8, dimensions=8,
-                             table=TABLE, connect_timeout=2)
+        return PgvectorStore(
+            "vectors",
+            wrong_password(postgres_url),
+            embed_8,
+            dimensions=8,
+            table=TABLE,
+            connect_timeout=2,
+        )
 
 
 class TestPgvectorHygiene(PluginHygiene):

@@ -7,12 +7,13 @@ from typing import Any
 import anyio
 import psycopg
 import pytest
+from pydantic import ValidationError
+
 from agent_custody_state.stores import StoreError
 from agent_custody_state_conformance.embeddings import embed_8, sha256_embedding
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_pgvector.settings import PgvectorSettings
 from agent_custody_state_pgvector.store import PgvectorStore, build
-from pydantic import ValidationError
 
 EMBED = "agent_custody_state_conformance.embeddings:embed_8"
 
@@ -80,8 +81,13 @@ def test_creates_table_and_hnsw_index(postgres_url: str) -> None:
             "SELECT indexdef FROM pg_indexes WHERE tablename = 'facts' AND indexdef LIKE '%hnsw%'"
         ).fetchone()
         row = conn.execute("SELECT id, text, metadata FROM facts").fetchone()
-    assert columns == [("id", "text"), ("text", "text"), ("embedding", "vector(8)"),
-                       ("metadata", "jsonb"), ("created_at", "timestamp with time zone")]
+    assert columns == [
+        ("id", "text"),
+        ("text", "text"),
+        ("embedding", "vector(8)"),
+        ("metadata", "jsonb"),
+        ("created_at", "timestamp with time zone"),
+    ]
     assert index is not None and "vector_cosine_ops" in index[0]
     assert row == (fact.fact_id, 'acct:42 plan: {"tier":"pro"}', row[2])
     assert row[2]["source"] == "agent-custody"
@@ -107,8 +113,10 @@ def test_put_is_an_upsert_by_fact_id(postgres_url: str) -> None:
 @pytest.mark.postgres
 def test_existing_table_with_other_dimensions_is_refused(postgres_url: str) -> None:
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE facts (id text PRIMARY KEY, text text, embedding vector(3),"
-                     " metadata jsonb, created_at timestamptz)")
+        conn.execute(
+            "CREATE TABLE facts (id text PRIMARY KEY, text text, embedding vector(3),"
+            " metadata jsonb, created_at timestamptz)"
+        )
     store = PgvectorStore("vectors", postgres_url, embed_8, dimensions=8, table="facts")
     with pytest.raises(StoreError, match=r"has embedding vector\(3\) but dimensions = 8"):
         anyio.run(store.put, make_fact())
@@ -116,8 +124,9 @@ def test_existing_table_with_other_dimensions_is_refused(postgres_url: str) -> N
 
 @pytest.mark.postgres
 def test_missing_table_without_create(postgres_url: str) -> None:
-    store = PgvectorStore("vectors", postgres_url, embed_8, dimensions=8, table="facts",
-                          create=False)
+    store = PgvectorStore(
+        "vectors", postgres_url, embed_8, dimensions=8, table="facts", create=False
+    )
     with pytest.raises(StoreError, match="table facts does not exist"):
         anyio.run(store.put, make_fact())
 
@@ -161,8 +170,10 @@ def test_built_from_configuration(postgres_url: str, monkeypatch: pytest.MonkeyP
     finally:
         store.close()
     with psycopg.connect(postgres_url) as conn:
-        index = conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'memory_rows'"
-                             " AND indexdef LIKE '%hnsw%'").fetchone()
+        index = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'memory_rows'"
+            " AND indexdef LIKE '%hnsw%'"
+        ).fetchone()
     assert index is not None and "vector_l2_ops" in index[0]
 
 

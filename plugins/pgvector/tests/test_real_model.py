@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
+
 from agent_custody_state_conformance.stores import make_fact
 
 pytestmark = [
@@ -38,15 +39,20 @@ def offline() -> Iterator[None]:
             os.environ[key] = value
 
 
-def test_semantic_neighbours_and_removal(postgres_url: str, offline: None,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_semantic_neighbours_and_removal(
+    postgres_url: str, offline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agent_custody_state_pgvector.embedders import MINILM_DIMENSIONS
     from agent_custody_state_pgvector.settings import PgvectorSettings
     from agent_custody_state_pgvector.store import build
 
     monkeypatch.setenv("PGV_URL", postgres_url)
-    settings = PgvectorSettings(dsn_env="PGV_URL", dimensions=MINILM_DIMENSIONS, top_k=2,
-                                embed="agent_custody_state_pgvector.embedders:minilm")
+    settings = PgvectorSettings(
+        dsn_env="PGV_URL",
+        dimensions=MINILM_DIMENSIONS,
+        top_k=2,
+        embed="agent_custody_state_pgvector.embedders:minilm",
+    )
     store = build(settings, name="vectors")
     plan = make_fact(subject="acct:42", predicate="plan", value="the enterprise plan")
     others = [

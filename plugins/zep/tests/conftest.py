@@ -10,9 +10,9 @@ import pytest
 
 os.environ.pop("ZEP_API_KEY", None)  # a developer's real key must never be used here
 
-from agent_custody_state_zep.testing import FakeZep
 from agent_custody_state_zep.settings import ZepSettings
 from agent_custody_state_zep.store import ZepStore, build
+from agent_custody_state_zep.testing import FakeZep
 
 API_KEY = "test-key"
 KEY_ENV = "ACS_TEST_ZEP_API_KEY"

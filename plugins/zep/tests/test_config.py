@@ -6,15 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import API_KEY, KEY_ENV
+from pydantic import ValidationError
+
 from agent_custody_state.config import StoreConfig, build_stores
 from agent_custody_state.stores import StoreError
 from agent_custody_state_conformance.readme import readme_store_tables
-from agent_custody_state_zep.testing import FakeZep
 from agent_custody_state_zep.settings import ZepSettings
 from agent_custody_state_zep.store import ZepStore, build
-from pydantic import ValidationError
-
-from conftest import API_KEY, KEY_ENV
+from agent_custody_state_zep.testing import FakeZep
 
 README = Path(__file__).parents[1] / "README.md"
 

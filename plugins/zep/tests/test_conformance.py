@@ -9,14 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import API_KEY
+from zep_cloud import Zep
+
 from agent_custody_state.stores import StoreError
-from agent_custody_state_zep.testing import FakeZep
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 from agent_custody_state_zep.store import ZepStore
-from zep_cloud import Zep
-
-from conftest import API_KEY
+from agent_custody_state_zep.testing import FakeZep
 
 
 class FakeBackdoor:

@@ -8,14 +8,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-from agent_custody_state.stores import StoreError, custody_metadata
-from agent_custody_state_zep.testing import FakeZep
-from agent_custody_state_conformance.stores import AWKWARD_VALUE, make_fact
-from agent_custody_state.ledger.model import Source
-from agent_custody_state_zep.store import ZepStore
+from conftest import API_KEY
 from zep_cloud import Zep
 
-from conftest import API_KEY
+from agent_custody_state.ledger.model import Source
+from agent_custody_state.stores import StoreError, custody_metadata
+from agent_custody_state_conformance.stores import AWKWARD_VALUE, make_fact
+from agent_custody_state_zep.store import ZepStore
+from agent_custody_state_zep.testing import FakeZep
 
 pytestmark = pytest.mark.anyio
 MakeStore = Callable[..., ZepStore]

@@ -8,10 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
-from agent_custody_state_zep.testing import FakeZep
 from zep_cloud.client import Zep
 from zep_cloud.core.api_error import ApiError  # NB: zep_cloud.ApiError is the body model
 from zep_cloud.errors import BadRequestError, NotFoundError, UnauthorizedError
+
+from agent_custody_state_zep.testing import FakeZep
 
 KEY = "test-key"
 NO_RETRY: Any = {"max_retries": 0}

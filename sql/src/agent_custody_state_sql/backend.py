@@ -177,8 +177,13 @@ class SqlEventBackend(SchemaSetup):
         tx_at: str | None = None,
         tx_before: str | None = None,
     ) -> Iterator[AssertEvent]:
-        params = {"space": space, "subject": subject, "predicate": predicate, "tx_at": tx_at,
-                  "tx_before": tx_before}
+        params = {
+            "space": space,
+            "subject": subject,
+            "predicate": predicate,
+            "tx_at": tx_at,
+            "tx_before": tx_before,
+        }
         q = self._q.find(tuple(v is not None for v in params.values()))
         given = {k: v for k, v in params.items() if v is not None}
         # The first page is fetched now, so the common small answer costs one query and a

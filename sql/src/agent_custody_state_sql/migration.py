@@ -108,8 +108,11 @@ class SchemaSetup(SqlConnection):
             conn.exec_driver_sql(
                 f"UPDATE {self._qualified} SET {assignments} WHERE kind = 'assert'"
             )
-            log.warning("%s: added the query columns %s to an older table", self.location,
-                        ", ".join(missing))
+            log.warning(
+                "%s: added the query columns %s to an older table",
+                self.location,
+                ", ".join(missing),
+            )
         prefix = self._index_prefix
         wanted = {s: cols for s, cols in INDEXES.items() if f"{prefix}_{s}" not in indexes}
         for statement in index_ddl(self._qualified, prefix, wanted):

@@ -25,7 +25,6 @@ IdsSelect = Callable[[str], "sa.Select[Any]"]
 InIds = Callable[[sa.ColumnElement[Any], str], sa.ColumnElement[bool]]
 
 
-
 class Statements:
     """Every statement a SQL backend runs, compiled for one dialect.
 
@@ -50,8 +49,9 @@ class Statements:
         self.base = base = sa.select(t.c.seq, json_out)
         p = self.compile
         seq, kind = t.c.seq, t.c.kind
-        self.assert_of = p(base.where(t.c.fact_id == sa.bindparam("f"), kind == "assert")
-                           .order_by(seq).limit(1))
+        self.assert_of = p(
+            base.where(t.c.fact_id == sa.bindparam("f"), kind == "assert").order_by(seq).limit(1)
+        )
         self.events_for = p(base.where(in_ids(t.c.fact_id, "ids")).order_by(seq))
         self.superseders = p(base.where(in_ids(t.c.supersedes, "ids")).order_by(seq))
         # events_around: the ids themselves and the facts superseding them, in one IN list.
@@ -61,12 +61,15 @@ class Statements:
             sa.select(sup.c.fact_id).where(in_ids(sup.c.supersedes, "ids")),
         )
         self.events_around = p(base.where(t.c.fact_id.in_(around_ids)).order_by(seq))
-        self.history = p(base.where(sa.or_(t.c.fact_id == sa.bindparam("f"),
-                                           t.c.supersedes == sa.bindparam("f2")))
-                         .order_by(seq))
+        self.history = p(
+            base.where(
+                sa.or_(t.c.fact_id == sa.bindparam("f"), t.c.supersedes == sa.bindparam("f2"))
+            ).order_by(seq)
+        )
         self.count = p(sa.select(sa.func.count()).select_from(t))
-        self.page = p(base.where(seq > sa.bindparam("after")).order_by(seq)
-                      .limit(sa.bindparam("n")))
+        self.page = p(
+            base.where(seq > sa.bindparam("after")).order_by(seq).limit(sa.bindparam("n"))
+        )
         # A loose index scan over events_space: one index probe per distinct space, instead
         # of reading every entry of the index.
         first = sa.select(sa.func.min(t.c.space).label("space")).cte("spaces", recursive=True)
@@ -83,8 +86,9 @@ class Statements:
         values = {c: sa.bindparam(c, type_=sa.Text) for c in ROW_COLUMNS if c != "json"}
         self.insert = p(t.insert().values(**values, json=json_in))
         self.rewrite = p(t.update().where(t.c.seq == sa.bindparam("s")).values(json=json_in))
-        self.fact_asserts = p(base.where(t.c.fact_id == sa.bindparam("f"), kind == "assert")
-                              .order_by(seq))
+        self.fact_asserts = p(
+            base.where(t.c.fact_id == sa.bindparam("f"), kind == "assert").order_by(seq)
+        )
 
     def compile(self, stmt: sa.ClauseElement) -> Prepared:
         return Prepared(stmt, self._dialect)
@@ -129,8 +133,9 @@ class Statements:
         t = self.table
         names = ("space", "subject", "predicate")
         match = [t.c.kind == "assert"]
-        match += [t.c[n] == sa.bindparam(n) for n, given in zip(names, shape, strict=False)
-                  if given]
+        match += [
+            t.c[n] == sa.bindparam(n) for n, given in zip(names, shape, strict=False) if given
+        ]
         if shape[3]:
             match.append(t.c.tx_time <= sa.bindparam("tx_at"))
         found = sa.select(t.c.fact_id).where(*match)

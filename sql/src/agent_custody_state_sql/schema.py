@@ -46,8 +46,12 @@ def events_table(name: str, schema: str | None = None) -> sa.Table:
         name,
         sa.MetaData(),
         sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=True),
-        *(sa.Column(c, sa.Text, nullable=c not in ("event_id", "kind", "tx_time", "fact_id",
-                                                   "json")) for c in ROW_COLUMNS),
+        *(
+            sa.Column(
+                c, sa.Text, nullable=c not in ("event_id", "kind", "tx_time", "fact_id", "json")
+            )
+            for c in ROW_COLUMNS
+        ),
         schema=schema,
     )
 

@@ -7,6 +7,7 @@ fact ids and time normalisation: what a backend must answer for the ledger to de
 from __future__ import annotations
 
 import pytest
+
 from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.ledger.model import Source
 
@@ -39,8 +40,17 @@ class AssertRules(BackendRules):
         assert fact.confidence is None
         assert fact.valid_from == event.tx_time
         assert list(fact.to_dict()) == [
-            "factId", "subject", "predicate", "value", "space", "actor", "source", "provenance",
-            "validFrom", "validTo", "confidence",
+            "factId",
+            "subject",
+            "predicate",
+            "value",
+            "space",
+            "actor",
+            "source",
+            "provenance",
+            "validFrom",
+            "validTo",
+            "confidence",
         ]
         assert list(event.to_dict()) == ["eventId", "kind", "txTime", "fact", "supersedes"]
 
@@ -129,11 +139,18 @@ class AssertRules(BackendRules):
         Troubleshooting: validate must not open a write transaction that appends.
         """
         a = self._assert(ledger)
-        ledger.validate_assert(subject="acct:42", predicate="plan", value="x", space="org",
-                               actor="a", supersedes=a.fact_id)
+        ledger.validate_assert(
+            subject="acct:42",
+            predicate="plan",
+            value="x",
+            space="org",
+            actor="a",
+            supersedes=a.fact_id,
+        )
         with pytest.raises(LedgerError, match="unknown fact"):
-            ledger.validate_assert(subject="s", predicate="p", value=1, space="org", actor="a",
-                                   supersedes="missing")
+            ledger.validate_assert(
+                subject="s", predicate="p", value=1, space="org", actor="a", supersedes="missing"
+            )
         assert ledger.count() == 1
 
     @rule("EB-2.1-fact-id")

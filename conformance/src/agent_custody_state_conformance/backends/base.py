@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.model import AssertEvent
@@ -46,7 +47,10 @@ class BackendRules(ConformanceSuite):
 
     def _assert(self, ledger: Ledger, **kw: Any) -> AssertEvent:
         args: dict[str, Any] = {
-            "subject": "acct:42", "predicate": "plan", "value": "pro", "space": "org",
+            "subject": "acct:42",
+            "predicate": "plan",
+            "value": "pro",
+            "space": "org",
             "actor": "agent",
         }
         args.update(kw)

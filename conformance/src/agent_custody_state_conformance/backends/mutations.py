@@ -10,6 +10,7 @@ import hashlib
 import hmac
 
 import pytest
+
 from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.canonical import canonical_json
 from agent_custody_state.ledger.model import RetractEvent
@@ -114,8 +115,11 @@ class MutationRules(BackendRules):
             assert (f.value_digest, f.digest_kind) == (expected, "sha256")
             after = ledger.history(a.fact_id)[0].to_dict()
             before["fact"]["value"] = None
-            before["fact"]["forgotten"] = {"valueDigest": expected, "digestKind": "sha256",
-                                           "at": f.tx_time}
+            before["fact"]["forgotten"] = {
+                "valueDigest": expected,
+                "digestKind": "sha256",
+                "at": f.tx_time,
+            }
             assert after == before
             assert list(after["fact"])[-1] == "forgotten"
             kept = ledger.get(other.fact_id)
@@ -168,8 +172,9 @@ class MutationRules(BackendRules):
         Troubleshooting: ``find_asserts(tx_before=...)`` must be a strict ``<``.
         """
         old = self._assert(ledger, value="old", valid_from="2030-01-01T00:00:00Z")
-        sup = self._assert(ledger, value="newer", supersedes=old.fact_id,
-                           valid_from="2030-01-01T00:00:00Z")
+        sup = self._assert(
+            ledger, value="newer", supersedes=old.fact_id, valid_from="2030-01-01T00:00:00Z"
+        )
         held = self._assert(ledger, subject="held")
         team = self._assert(ledger, subject="t", space="team:x")
         gone = self._assert(ledger, subject="gone")
@@ -189,9 +194,11 @@ class MutationRules(BackendRules):
         assert [e.fact_id for e in res.forgotten] == [old.fact_id, sup.fact_id]
         assert res.held == [held.fact_id]
         assert fact_ids(ledger.learned_before(cutoff)) == [held.fact_id, team.fact_id]
-        assert fact_ids(ledger.as_of(valid_at="2031-01-01T00:00:00Z")) == [held.fact_id,
-                                                                          team.fact_id,
-                                                                          late.fact_id]
+        assert fact_ids(ledger.as_of(valid_at="2031-01-01T00:00:00Z")) == [
+            held.fact_id,
+            team.fact_id,
+            late.fact_id,
+        ]
 
     # -- 2.9 other queries -----------------------------------------------------------------------
 

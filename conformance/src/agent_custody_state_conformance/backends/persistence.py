@@ -7,6 +7,7 @@ writes, keys from a newer version are kept, and a failed transaction leaves noth
 from __future__ import annotations
 
 import pytest
+
 from agent_custody_state import Ledger, LedgerError
 
 from ..clock import StepClock
@@ -46,8 +47,10 @@ class PersistenceRules(BackendRules):
         Troubleshooting: reads must not answer from a stale cache; ``transaction()`` must lock
         across connections or processes.
         """
-        with Ledger(store_factory("shared"), clock=clock) as one, \
-                Ledger(store_factory("shared"), clock=clock) as two:
+        with (
+            Ledger(store_factory("shared"), clock=clock) as one,
+            Ledger(store_factory("shared"), clock=clock) as two,
+        ):
             a = self._assert(one)
             assert two.get(a.fact_id) is not None
             self._assert(two, value="x", supersedes=a.fact_id)
@@ -68,12 +71,25 @@ class PersistenceRules(BackendRules):
         from agent_custody_state.ledger.model import event_from_dict
 
         raw = {
-            "eventId": "e-new", "kind": "assert", "txTime": "2026-09-01T00:00:00.000Z",
-            "fact": {"factId": "f-new", "subject": "s", "predicate": "p", "value": 1,
-                     "space": "org", "actor": "a", "source": {"receiptId": None},
-                     "provenance": "claimed", "validFrom": "2026-09-01T00:00:00.000Z",
-                     "validTo": None, "confidence": None, "tags": ["x"]},
-            "supersedes": None, "future": {"k": 1},
+            "eventId": "e-new",
+            "kind": "assert",
+            "txTime": "2026-09-01T00:00:00.000Z",
+            "fact": {
+                "factId": "f-new",
+                "subject": "s",
+                "predicate": "p",
+                "value": 1,
+                "space": "org",
+                "actor": "a",
+                "source": {"receiptId": None},
+                "provenance": "claimed",
+                "validFrom": "2026-09-01T00:00:00.000Z",
+                "validTo": None,
+                "confidence": None,
+                "tags": ["x"],
+            },
+            "supersedes": None,
+            "future": {"k": 1},
         }
         with ledger.backend.transaction():
             ledger.backend.append([event_from_dict(raw)])
@@ -88,21 +104,30 @@ class PersistenceRules(BackendRules):
         """
         keep = self._assert(ledger)
         # validate_assert builds the event an assert would append, without appending it.
-        event = ledger.validate_assert(subject="s", predicate="p", value=1, space="org",
-                                       actor="a")
+        event = ledger.validate_assert(subject="s", predicate="p", value=1, space="org", actor="a")
         with pytest.raises(RuntimeError), ledger.backend.transaction():
             ledger.backend.append([event])
             raise RuntimeError("boom")
         assert ledger.count() == 1
         with pytest.raises(LedgerError, match="^item 1: cannot supersede unknown fact nope$"):
-            ledger.assert_many([
-                {"subject": "s", "predicate": "p", "value": 1, "space": "org", "actor": "a"},
-                {"subject": "s", "predicate": "p", "value": 2, "space": "org", "actor": "a",
-                 "supersedes": "nope"},
-            ])
+            ledger.assert_many(
+                [
+                    {"subject": "s", "predicate": "p", "value": 1, "space": "org", "actor": "a"},
+                    {
+                        "subject": "s",
+                        "predicate": "p",
+                        "value": 2,
+                        "space": "org",
+                        "actor": "a",
+                        "supersedes": "nope",
+                    },
+                ]
+            )
         assert fact_ids(ledger.facts()) == [keep.fact_id]
         batch = ledger.assert_many(
-            [{"subject": "s", "predicate": "p", "value": i, "space": "org", "actor": "a"}
-             for i in range(50)]
+            [
+                {"subject": "s", "predicate": "p", "value": i, "space": "org", "actor": "a"}
+                for i in range(50)
+            ]
         )
         assert ledger.count() == 51 and len(batch) == 50

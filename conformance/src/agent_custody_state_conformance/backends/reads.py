@@ -7,6 +7,7 @@ them, provenance levels with confirms, and forgotten facts in past reads.
 from __future__ import annotations
 
 import pytest
+
 from agent_custody_state import Ledger, LedgerError
 
 from ..clock import StepClock
@@ -33,8 +34,9 @@ class ReadRules(BackendRules):
         a = self._assert(ledger, valid_from="2026-01-01T00:00:00Z")
         t1 = ledger.now()
         clock.advance(days=1)
-        b = self._assert(ledger, value="enterprise", supersedes=a.fact_id,
-                         valid_from="2026-07-01T00:00:00Z")
+        b = self._assert(
+            ledger, value="enterprise", supersedes=a.fact_id, valid_from="2026-07-01T00:00:00Z"
+        )
         now = [f.value for f in ledger.as_of()]
         assert now == ["enterprise"]
         assert [f.value for f in ledger.as_of(valid_at="2026-03-01T00:00:00Z")] == ["pro"]
@@ -56,8 +58,11 @@ class ReadRules(BackendRules):
         for i, (space, subject, predicate) in enumerate(
             [("org", "a", "p"), ("team:x", "a", "p"), ("org", "b", "p"), ("org", "a", "q")]
         ):
-            ids.append(self._assert(ledger, space=space, subject=subject, predicate=predicate,
-                                    value=i).fact_id)
+            ids.append(
+                self._assert(
+                    ledger, space=space, subject=subject, predicate=predicate, value=i
+                ).fact_id
+            )
         assert fact_ids(ledger.as_of()) == ids
         assert fact_ids(ledger.as_of(space="org")) == [ids[0], ids[2], ids[3]]
         assert fact_ids(ledger.as_of(subject="a")) == [ids[0], ids[1], ids[3]]

@@ -12,6 +12,7 @@ import uuid
 from typing import Any, ClassVar
 
 import pytest
+
 from agent_custody_state.canonical import canonical_json
 from agent_custody_state.ledger.model import Fact, Source
 from agent_custody_state.stores import Store, fact_text
@@ -49,7 +50,7 @@ def make_fact(**changes: Any) -> Fact:
 #: A value that trips up encodings, escaping and size limits: astral-plane characters, a
 #: combining accent, quotes, backslashes, control characters, nesting and ~16 KB of text.
 AWKWARD_VALUE: dict[str, Any] = {
-    "name": "Zoë \u00e9 e\u0301 \U0001f600 \u4e2d\u6587 \"quoted\" back\\slash \n\ttab",
+    "name": 'Zoë \u00e9 e\u0301 \U0001f600 \u4e2d\u6587 "quoted" back\\slash \n\ttab',
     "nested": {"list": [1, 2.5, -0.0, 1e21, True, None, "\u2028"], "empty": {}},
     "notes": [f"\u00fc\u00df\u00e7 entry {i} \U0001f9ea" for i in range(1000)],
 }
@@ -100,8 +101,9 @@ class StoreRules(ConformanceSuite):
         """Skip the calling rule, with a reason, unless the plugin declared ``capability``."""
         unknown = set(self.capabilities) - CAPABILITIES
         if unknown:
-            raise TypeError(f"unknown store capabilities {sorted(unknown)}; "
-                            f"known: {sorted(CAPABILITIES)}")
+            raise TypeError(
+                f"unknown store capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}"
+            )
         if capability not in self.capabilities:
             pytest.skip(f'store does not declare capability "{capability}"')
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from agent_custody_state import Ledger
 from agent_custody_state.backends.memory import MemoryBackend as MemoryEventStore
 from agent_custody_state.ledger.model import Fact
@@ -128,8 +129,9 @@ class RemovalRules(StoreRules):
             new = await self._write(ledger, stores, "enterprise", old.fact_id)
             assert await self.find(backdoor, old.fact_id) is None
             assert await self.find(backdoor, new.fact_id) is not None
-            undo = await Custody(ledger, stores).retract(fact_id=new.fact_id, actor="auditor",
-                                                         reason="wrong plan")
+            undo = await Custody(ledger, stores).retract(
+                fact_id=new.fact_id, actor="auditor", reason="wrong plan"
+            )
             assert undo.restored is not None and undo.restored.failed == {}
             assert await self.find(backdoor, new.fact_id) is None
             back = await self.find(backdoor, old.fact_id)
@@ -145,9 +147,18 @@ class RemovalRules(StoreRules):
         self, ledger: Ledger, stores: StoreSet, value: Any, supersedes: str | None
     ) -> Fact:
         fact = make_fact(value=value)
-        report = await Custody(ledger, stores).write(AssertRequest(
-            subject=fact.subject, predicate=fact.predicate, value=value, space=fact.space,
-            actor=fact.actor, receipt_id=fact.source.receipt_id, provenance=fact.provenance,
-            valid_from=fact.valid_from, fact_id=fact.fact_id, supersedes=supersedes,
-        ))
+        report = await Custody(ledger, stores).write(
+            AssertRequest(
+                subject=fact.subject,
+                predicate=fact.predicate,
+                value=value,
+                space=fact.space,
+                actor=fact.actor,
+                receipt_id=fact.source.receipt_id,
+                provenance=fact.provenance,
+                valid_from=fact.valid_from,
+                fact_id=fact.fact_id,
+                supersedes=supersedes,
+            )
+        )
         return report.event.fact

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from agent_custody_state.stores import Store, StoreError, StoreSet, StoreWriteError, VerifyPolicy
 from agent_custody_state.stores.base import can_verify
 

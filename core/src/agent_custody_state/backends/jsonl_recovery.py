@@ -87,8 +87,10 @@ class Recovery:
             "a write was interrupted; that event was never acknowledged"
         )
         if self.on_torn == "raise":
-            raise EventBackendError(message + "; run `agent-custody-memory repair --ledger "
-                                  f"{self.location}` to move it aside")
+            raise EventBackendError(
+                message + "; run `agent-custody-memory repair --ledger "
+                f"{self.location}` to move it aside"
+            )
         if not exclusive:
             # Readers never merge it and cannot repair it under a shared lock; the next writer will.
             log.warning("%s (ignored until the next write repairs it)", message)
@@ -153,9 +155,11 @@ class Recovery:
                     f"{self.location}: an unfinished batch at byte {offset} could not be rolled "
                     f"back: {exc}; the ledger refuses writes until it can be"
                 ) from exc
-            self._note(f"{self.location}: a batch of events was cut short at byte {offset} "
-                       f"({size - offset} of {length} bytes written); it was never acknowledged "
-                       f"and is rolled back, moved aside to {aside.name}")
+            self._note(
+                f"{self.location}: a batch of events was cut short at byte {offset} "
+                f"({size - offset} of {length} bytes written); it was never acknowledged "
+                f"and is rolled back, moved aside to {aside.name}"
+            )
         self.journal.unlink(missing_ok=True)
         return None
 

@@ -34,10 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write every event of a ledger as JSONL")
     p.add_argument("--ledger", required=True, help="an existing ledger (path or URL)")
-    p.add_argument("--out", required=True, metavar="FILE",
-                   help="the JSONL file to write, or - for standard output")
-    p.add_argument("--force", action="store_true",
-                   help="replace an existing file, or write through a symbolic link")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="the JSONL file to write, or - for standard output",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing file, or write through a symbolic link",
+    )
     p.set_defaults(func=ledger_commands.cmd_export)
 
     p = sub.add_parser("import", help="load a JSONL export into an empty ledger")
@@ -73,8 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except UnicodeDecodeError as exc:
-        print(f"error: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}"
-              "); save the file as UTF-8", file=sys.stderr)
+        print(
+            f"error: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}"
+            "); save the file as UTF-8",
+            file=sys.stderr,
+        )
         return 1
     except OSError as exc:
         print(f"error: {describe_os_error(exc)}", file=sys.stderr)

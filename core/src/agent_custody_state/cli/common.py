@@ -31,11 +31,15 @@ def check_location(location: str, *, must_exist: bool, flag: str = "--ledger") -
         return
     path = Path(location)
     if must_exist and not path.exists():
-        raise CliError(f"{flag} {location}: no such ledger; check the path (this command "
-                       "never creates a ledger)")
+        raise CliError(
+            f"{flag} {location}: no such ledger; check the path (this command "
+            "never creates a ledger)"
+        )
     if not path.parent.is_dir():
-        raise CliError(f"{flag} {location}: the folder {path.parent} does not exist; create it "
-                       "first (ledgers are never created in missing folders)")
+        raise CliError(
+            f"{flag} {location}: the folder {path.parent} does not exist; create it "
+            "first (ledgers are never created in missing folders)"
+        )
     if path.is_dir():
         raise CliError(f"{flag} {location} is a folder; name the ledger file inside it")
 

@@ -46,8 +46,10 @@ async def _server(ledger: str, errlog: Any, *extra: str) -> AsyncIterator[Client
         args=["-m", "agent_custody_state", "serve", "--ledger", ledger, *extra],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    async with stdio_client(params, errlog=errlog) as (read, write), \
-            ClientSession(read, write) as session:
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -64,13 +66,28 @@ class Tour:
     def say(self, text: str) -> None:
         print("   " + self.paint("2", text))
 
-    async def call(self, session: ClientSession, tool: str, args: dict[str, Any], *,
-                   gateway: bool = True, show: Any = None) -> Any:
+    async def call(
+        self,
+        session: ClientSession,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        gateway: bool = True,
+        show: Any = None,
+    ) -> Any:
         meta = {RECEIPT_KEY: f"rcpt-{uuid.uuid4().hex[:8]}", AGENT_KEY: "support-agent"}
-        who = (f"gateway, receipt {meta[RECEIPT_KEY]}, agent support-agent" if gateway
-               else "direct, no receipt")
-        print("   " + self.paint("33", f"→ {tool}") + " " + json.dumps(args) +
-              self.paint("2", f"  ({who})"))
+        who = (
+            f"gateway, receipt {meta[RECEIPT_KEY]}, agent support-agent"
+            if gateway
+            else "direct, no receipt"
+        )
+        print(
+            "   "
+            + self.paint("33", f"→ {tool}")
+            + " "
+            + json.dumps(args)
+            + self.paint("2", f"  ({who})")
+        )
         result = await session.call_tool(tool, args, meta=meta if gateway else None)  # type: ignore[arg-type]
         texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
         if result.is_error:
@@ -78,20 +95,29 @@ class Tour:
             return None
         data = json.loads(texts[0])
         shown = show(data) if show else data
-        print("   " + self.paint("32", "✓ ") + (shown if isinstance(shown, str)
-                                                else json.dumps(shown)))
+        print(
+            "   "
+            + self.paint("32", "✓ ")
+            + (shown if isinstance(shown, str) else json.dumps(shown))
+        )
         return data
 
 
 def _facts(data: dict[str, Any]) -> str:
-    return ", ".join(f"{f['predicate']}={json.dumps(f['value'])} ({f['provenance']})"
-                     for f in data["facts"]) or "(nothing believed)"
+    return (
+        ", ".join(
+            f"{f['predicate']}={json.dumps(f['value'])} ({f['provenance']})" for f in data["facts"]
+        )
+        or "(nothing believed)"
+    )
 
 
 def _fact(data: dict[str, Any]) -> str:
     fact = data["fact"]
-    return (f"fact {fact['factId'][:8]}… {fact['subject']} {fact['predicate']}="
-            f"{json.dumps(fact['value'])}, {fact['provenance']}, actor {fact['actor']}")
+    return (
+        f"fact {fact['factId'][:8]}… {fact['subject']} {fact['predicate']}="
+        f"{json.dumps(fact['value'])}, {fact['provenance']}, actor {fact['actor']}"
+    )
 
 
 async def _tour(ledger: str, tour: Tour, errlog: Any) -> None:
@@ -120,54 +146,104 @@ async def _tour(ledger: str, tour: Tour, errlog: Any) -> None:
 async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> None:
     read = {"subject": "acct:42"}
     tour.title("An attested write: through the gateway, under a signed grant")
-    first = await tour.call(gateway, "memory.write", {
-        "subject": "acct:42", "predicate": "plan", "value": "pro", "space": "org"},
-        show=_fact)
+    first = await tour.call(
+        gateway,
+        "memory.write",
+        {"subject": "acct:42", "predicate": "plan", "value": "pro", "space": "org"},
+        show=_fact,
+    )
     tour.title("A read: what the ledger believes now")
     await tour.call(gateway, "memory.read", read, show=_facts)
     tour.title("A correction by supersession: the new value replaces the old")
-    second = await tour.call(gateway, "memory.write", {
-        "subject": "acct:42", "predicate": "plan", "value": "enterprise", "space": "org",
-        "supersedes": first["fact"]["factId"]}, show=_fact)
+    second = await tour.call(
+        gateway,
+        "memory.write",
+        {
+            "subject": "acct:42",
+            "predicate": "plan",
+            "value": "enterprise",
+            "space": "org",
+            "supersedes": first["fact"]["factId"],
+        },
+        show=_fact,
+    )
     await tour.call(gateway, "memory.read", read, show=_facts)
     tour.title("A call that did not come through the gateway is refused by default")
     await tour.call(gateway, "memory.read", read, gateway=False)
     tour.title("A direct write (server started with --allow-direct): claimed, quarantined")
-    claimed = await tour.call(direct, "memory.write", {
-        "subject": "acct:42", "predicate": "region", "value": "eu", "space": "org",
-        "actor": "some-script"}, gateway=False, show=_fact)
+    claimed = await tour.call(
+        direct,
+        "memory.write",
+        {
+            "subject": "acct:42",
+            "predicate": "region",
+            "value": "eu",
+            "space": "org",
+            "actor": "some-script",
+        },
+        gateway=False,
+        show=_fact,
+    )
     tour.say("a default read leaves quarantined facts out:")
     await tour.call(gateway, "memory.read", read, show=_facts)
     tour.title("Its confirmation through the gateway lifts it to attested")
-    await tour.call(direct, "memory.confirm", {"factId": claimed["fact"]["factId"]},
-                    gateway=False)
-    await tour.call(gateway, "memory.confirm", {"factId": claimed["fact"]["factId"]},
-                    show=lambda d: f"confirmed by {d['actor']}, receipt "
-                                   f"{d['source']['receiptId']}")
+    await tour.call(direct, "memory.confirm", {"factId": claimed["fact"]["factId"]}, gateway=False)
+    await tour.call(
+        gateway,
+        "memory.confirm",
+        {"factId": claimed["fact"]["factId"]},
+        show=lambda d: f"confirmed by {d['actor']}, receipt {d['source']['receiptId']}",
+    )
     await tour.call(gateway, "memory.read", read, show=_facts)
     tour.title("A retraction: the correction leaves the present, the old value is back")
-    await tour.call(gateway, "memory.retract", {
-        "factId": second["fact"]["factId"], "reason": "wrong account"},
-        show=lambda d: f"retracted {d['factId'][:8]}…")
+    await tour.call(
+        gateway,
+        "memory.retract",
+        {"factId": second["fact"]["factId"], "reason": "wrong account"},
+        show=lambda d: f"retracted {d['factId'][:8]}…",
+    )
     await tour.call(gateway, "memory.read", read, show=_facts)
     tour.say("the past is kept: the correction's history")
-    await tour.call(gateway, "memory.history", {"factId": second["fact"]["factId"]},
-                    show=lambda d: " → ".join(e["kind"] for e in d["events"]))
+    await tour.call(
+        gateway,
+        "memory.history",
+        {"factId": second["fact"]["factId"]},
+        show=lambda d: " → ".join(e["kind"] for e in d["events"]),
+    )
     tour.title("A legal hold blocks a forget")
     pro = first["fact"]["factId"]
-    await tour.call(gateway, "memory.hold", {"factId": pro, "reason": "litigation 2026-17"},
-                    show=lambda d: f"{d['kind']} placed")
+    await tour.call(
+        gateway,
+        "memory.hold",
+        {"factId": pro, "reason": "litigation 2026-17"},
+        show=lambda d: f"{d['kind']} placed",
+    )
     await tour.call(gateway, "memory.forget", {"factId": pro, "reason": "customer request"})
     tour.title("Released, then forgotten: the receipt of this call is the certificate")
-    await tour.call(gateway, "memory.release", {"factId": pro, "reason": "case closed"},
-                    show=lambda d: f"{d['kind']}d")
-    await tour.call(gateway, "memory.forget", {"factId": pro, "reason": "customer request"},
-                    show=lambda d: f"erased; {d['digestKind']} digest "
-                                   f"{(d['valueDigest'] or '')[:16]}…, certificate "
-                                   f"receipt {d['source']['receiptId']}")
-    await tour.call(gateway, "memory.get", {"factId": pro},
-                    show=lambda d: f"retracted={d['retracted']}, value gone, forgotten at "
-                                   f"{d['forgotten']['at']}")
+    await tour.call(
+        gateway,
+        "memory.release",
+        {"factId": pro, "reason": "case closed"},
+        show=lambda d: f"{d['kind']}d",
+    )
+    await tour.call(
+        gateway,
+        "memory.forget",
+        {"factId": pro, "reason": "customer request"},
+        show=lambda d: (
+            f"erased; {d['digestKind']} digest "
+            f"{(d['valueDigest'] or '')[:16]}…, certificate "
+            f"receipt {d['source']['receiptId']}"
+        ),
+    )
+    await tour.call(
+        gateway,
+        "memory.get",
+        {"factId": pro},
+        show=lambda d: (
+            f"retracted={d['retracted']}, value gone, forgotten at {d['forgotten']['at']}"
+        ),
+    )
 
 
 def run_demo(*, keep: bool = False, color: str = "auto") -> int:
@@ -178,9 +254,14 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
 
     suffix = "sqlite" if "sqlite" in get_plugin_manager().backends else "jsonl"
     ledger = os.path.join(folder, f"ledger.{suffix}")
-    print(paint("1", "agent-custody-memory demo") +
-          paint("2", f": the memory server over stdio, called as the receipts gateway would; "
-                     f"ledger {ledger}"))
+    print(
+        paint("1", "agent-custody-memory demo")
+        + paint(
+            "2",
+            f": the memory server over stdio, called as the receipts gateway would; "
+            f"ledger {ledger}",
+        )
+    )
     log_path = os.path.join(folder, "servers.log")
     try:
         with open(log_path, "w", encoding="utf-8") as errlog:

@@ -20,8 +20,13 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     manager = get_plugin_manager()
     if args.json:
         data = [
-            {"name": p.name, "distribution": p.distribution, "version": p.version,
-             "registers": p.registers, "error": p.error}
+            {
+                "name": p.name,
+                "distribution": p.distribution,
+                "version": p.version,
+                "registers": p.registers,
+                "error": p.error,
+            }
             for p in manager.plugins.values()
         ]
         print(json.dumps(data, indent=2))
@@ -48,9 +53,7 @@ def _settings_fields(settings: Any) -> list[str]:
         return []
     try:
         model = resolve_ref(settings)
-        return [
-            f"{name}{'' if f.is_required() else '?'}" for name, f in model.model_fields.items()
-        ]
+        return [f"{name}{'' if f.is_required() else '?'}" for name, f in model.model_fields.items()]
     except Exception as exc:  # the settings module may need the vendor SDK
         return [f"(unavailable: {type(exc).__name__}: {exc})"]
 
@@ -75,8 +78,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     source = Path(args.source)
     if not source.is_file():
-        raise CliError(f"--from {source}: " + ("is a folder; name the JSONL export file"
-                                               if source.is_dir() else "no such file"))
+        raise CliError(
+            f"--from {source}: "
+            + ("is a folder; name the JSONL export file" if source.is_dir() else "no such file")
+        )
 
     def events() -> Any:
         with open(source, "rb") as fh:
@@ -84,8 +89,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    raise CliError(f"{source}:{number}: not UTF-8 (byte {exc.start + 1} of the "
-                                   "line); an export is UTF-8 JSON lines") from None
+                    raise CliError(
+                        f"{source}:{number}: not UTF-8 (byte {exc.start + 1} of the "
+                        "line); an export is UTF-8 JSON lines"
+                    ) from None
                 if not line.strip():
                     continue
                 try:
@@ -131,9 +138,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 raise CliError(str(exc)) from None
             verify = VerifyPolicy(config.verify.attempts, config.verify.delay_ms / 1000)
         custody = Custody(ledger, stores, verify=verify)
-        report = anyio.run(lambda: custody.sweep(
-            before=before, space=args.space, actor=args.actor, reason=args.reason,
-            keep_digest=not args.no_digest))
+        report = anyio.run(
+            lambda: custody.sweep(
+                before=before,
+                space=args.space,
+                actor=args.actor,
+                reason=args.reason,
+                keep_digest=not args.no_digest,
+            )
+        )
     print(json.dumps(sweep_shape(report), indent=2))
     problems = report.problems()
     if problems:

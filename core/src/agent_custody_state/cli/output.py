@@ -27,8 +27,10 @@ def resolve_output(out: str, *, force: bool, flag: str = "--out") -> Path | None
     path = Path(out)
     if path.is_symlink():
         if not force:
-            raise CliError(f"{flag} {out} is a symbolic link (to {os.readlink(path)}); pass "
-                           "--force to write through it")
+            raise CliError(
+                f"{flag} {out} is a symbolic link (to {os.readlink(path)}); pass "
+                "--force to write through it"
+            )
         path = path.resolve()
     if path.is_dir():
         raise CliError(f"{flag} {out} is a folder; name a file")

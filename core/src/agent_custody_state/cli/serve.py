@@ -18,8 +18,11 @@ from agent_custody_state.cli.common import CliError
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Only the flags actually given: an absent flag must not mask the file or environment."""
-    top = {k: getattr(args, k) for k in ("ledger", "key", "forget_key_env", "retention")
-           if getattr(args, k) is not None}
+    top = {
+        k: getattr(args, k)
+        for k in ("ledger", "key", "forget_key_env", "retention")
+        if getattr(args, k) is not None
+    }
     server: dict[str, Any] = {}
     if args.http:
         server["transport"] = "http"
@@ -34,7 +37,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         server["allowed_hosts"] = args.allowed_host
     if args.token_env or args.direct_token_env:
         server["tokens"] = [{"env": n, "role": "gateway"} for n in args.token_env or []] + [
-            {"env": n, "role": "direct"} for n in args.direct_token_env or []]
+            {"env": n, "role": "direct"} for n in args.direct_token_env or []
+        ]
     if server:
         top["server"] = server
     return top
@@ -76,14 +80,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         with _graceful_stop():
             if sock is not None:
-                anyio.run(lambda: server.serve(sock=sock,
-                                               on_bound=lambda s: announce(runtime, s.url)))
+                anyio.run(
+                    lambda: server.serve(sock=sock, on_bound=lambda s: announce(runtime, s.url))
+                )
             else:
                 from agent_custody_state.server.stdio import serve_stdio
 
                 announce(runtime, "stdio")
-                anyio.run(lambda: serve_stdio(
-                    server, max_message_bytes=config.server.max_request_bytes))
+                anyio.run(
+                    lambda: serve_stdio(server, max_message_bytes=config.server.max_request_bytes)
+                )
     finally:
         runtime.close()
     return 0
@@ -95,17 +101,24 @@ def _build_server(config: Any, runtime: Any) -> Any:
         from agent_custody_state.server.http import create_memory_http_server
 
         return create_memory_http_server(
-            runtime.ledger, port=config.server.port, host=config.server.host,
-            tokens=runtime.tokens, max_request_bytes=config.server.max_request_bytes,
+            runtime.ledger,
+            port=config.server.port,
+            host=config.server.host,
+            tokens=runtime.tokens,
+            max_request_bytes=config.server.max_request_bytes,
             max_concurrency=config.server.max_concurrency,
             allowed_hosts=config.server.allowed_hosts or None,
-            allowed_origins=config.server.allowed_origins, **runtime.server_options(),
+            allowed_origins=config.server.allowed_origins,
+            **runtime.server_options(),
         )
     from agent_custody_state.server.app import create_memory_server
 
     if runtime.tokens:
-        print("agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
-              "the spawning process is the gateway", file=sys.stderr)
+        print(
+            "agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
+            "the spawning process is the gateway",
+            file=sys.stderr,
+        )
     return create_memory_server(runtime.ledger, **runtime.server_options())
 
 
@@ -153,29 +166,51 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--ledger", help="ledger location: a .jsonl path, .sqlite/.db, postgres://...")
     p.add_argument("--key", metavar="K", help="Ed25519 private key (PKCS8 PEM) to sign results")
     p.add_argument("--forget-key-env", metavar="NAME", help="variable holding the forget key")
-    p.add_argument("--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D")
-    p.add_argument("--allow-direct", action="store_true", default=None,
-                   help="admit calls without a receipt, as claimed (quarantined)")
+    p.add_argument(
+        "--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D"
+    )
+    p.add_argument(
+        "--allow-direct",
+        action="store_true",
+        default=None,
+        help="admit calls without a receipt, as claimed (quarantined)",
+    )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP at /mcp")
     p.add_argument("--transport", choices=("stdio", "http"), help=argparse.SUPPRESS)
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default 8790; 0 picks a free one)")
-    p.add_argument("--token-env", action="append", metavar="NAME",
-                   help="variable holding a gateway bearer token (repeatable)")
-    p.add_argument("--direct-token-env", action="append", metavar="NAME",
-                   help="variable holding a direct (untrusted) bearer token (repeatable)")
-    p.add_argument("--allowed-host", action="append", metavar="NAME[:PORT]",
-                   help="another Host name this server answers to (repeatable)")
+    p.add_argument(
+        "--token-env",
+        action="append",
+        metavar="NAME",
+        help="variable holding a gateway bearer token (repeatable)",
+    )
+    p.add_argument(
+        "--direct-token-env",
+        action="append",
+        metavar="NAME",
+        help="variable holding a direct (untrusted) bearer token (repeatable)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME[:PORT]",
+        help="another Host name this server answers to (repeatable)",
+    )
     p.add_argument("--max-request-bytes", type=int, metavar="N", help="message size limit")
     p.add_argument("--max-concurrency", type=int, metavar="N", help="HTTP calls in flight")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("keygen", help="create an Ed25519 key pair for signed results")
-    p.add_argument("--out", required=True, metavar="FILE", help="private key path (public: FILE.pub)")
+    p.add_argument(
+        "--out", required=True, metavar="FILE", help="private key path (public: FILE.pub)"
+    )
     p.add_argument("--force", action="store_true", help="replace existing files")
     p.set_defaults(func=cmd_keygen)
 
     p = sub.add_parser("demo", help="a guided tour on a temporary ledger (a few seconds)")
-    p.add_argument("--keep", action="store_true", help="keep the temporary ledger and print its path")
+    p.add_argument(
+        "--keep", action="store_true", help="keep the temporary ledger and print its path"
+    )
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p.set_defaults(func=cmd_demo)

@@ -13,11 +13,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent_custody_state.timeutil import TimeFormatError, normalize_time
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact, Source
 from agent_custody_state.ledger.requests import AssertRequest, TimeLike
-
+from agent_custody_state.timeutil import TimeFormatError, normalize_time
 
 
 def new_id() -> str:
@@ -68,10 +67,15 @@ def _number_problem(item: int | float) -> str | None:
         if -MAX_EXACT_INT <= item <= MAX_EXACT_INT:
             return None
         # str() of a huge int is slow (and refused past 4300 digits): estimate its length.
-        digits = (str(item) if item.bit_length() < 200
-                  else f"an integer of about {int(item.bit_length() * math.log10(2)) + 1} digits")
-        return (f"{digits} is outside the integers JSON keeps exactly "
-                f"(-(2^53 - 1) to 2^53 - 1); send it as a string")
+        digits = (
+            str(item)
+            if item.bit_length() < 200
+            else f"an integer of about {int(item.bit_length() * math.log10(2)) + 1} digits"
+        )
+        return (
+            f"{digits} is outside the integers JSON keeps exactly "
+            f"(-(2^53 - 1) to 2^53 - 1); send it as a string"
+        )
     if math.isnan(item):
         return "NaN is not JSON"
     if math.isinf(item):
@@ -134,7 +138,12 @@ def build_assert(now: Callable[[], str], request: AssertRequest) -> AssertEvent:
     r = request
     subject, predicate, value, space, actor = r.subject, r.predicate, r.value, r.space, r.actor
     receipt_id, provenance, external = r.receipt_id, r.provenance, r.external
-    valid_from, confidence, supersedes, fact_id = r.valid_from, r.confidence, r.supersedes, r.fact_id
+    valid_from, confidence, supersedes, fact_id = (
+        r.valid_from,
+        r.confidence,
+        r.supersedes,
+        r.fact_id,
+    )
     text_arg(subject, "subject")
     text_arg(predicate, "predicate")
     text_arg(space, "space")

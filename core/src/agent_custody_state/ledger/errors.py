@@ -27,9 +27,7 @@ class LedgerError(ValueError):
     ``fact <id> is already superseded``; ``field`` names the Python parameter when an argument was
     at fault (``valid_from``), else None; ``code`` says why, for programs (``"on_hold"``)."""
 
-    def __init__(
-        self, message: str, *, field: str | None = None, code: Code | None = None
-    ) -> None:
+    def __init__(self, message: str, *, field: str | None = None, code: Code | None = None) -> None:
         super().__init__(message)
         self.field = field
         self.code: Code | None = code or ("invalid_argument" if field is not None else None)

@@ -143,9 +143,7 @@ class Ledger(LedgerReads):
         self._appended([event])
         return event
 
-    def assert_many(
-        self, items: Iterable[AssertRequest | Mapping[str, Any]]
-    ) -> list[AssertEvent]:
+    def assert_many(self, items: Iterable[AssertRequest | Mapping[str, Any]]) -> list[AssertEvent]:
         """Assert many facts in one transaction (bulk ingest): all are appended, or none.
 
         Each item is an ``AssertRequest`` (or a mapping of ``assert_fact``'s keyword arguments);
@@ -161,12 +159,14 @@ class Ledger(LedgerReads):
                 for item in items:
                     built.append(build_assert(self.now, AssertRequest.of(item)))
             except LedgerError as exc:
-                build_error = LedgerError(f"item {len(built)}: {exc}", field=exc.field,
-                                          code=exc.code)
+                build_error = LedgerError(
+                    f"item {len(built)}: {exc}", field=exc.field, code=exc.code
+                )
             except Exception as exc:
                 build_error = exc
             known = {
-                e.fact_id for e in self.backend.events_for([e.fact_id for e in built])
+                e.fact_id
+                for e in self.backend.events_for([e.fact_id for e in built])
                 if isinstance(e, AssertEvent)
             }
             batch = Batch()
@@ -239,30 +239,42 @@ class Ledger(LedgerReads):
         """
         _texts(actor=actor, reason=reason)
         more = extra_arg(extra, ACTION_WIRE_KEYS)
-        return self._record("retract", fact_id, lambda eid, tx: RetractEvent(
-            eid, tx, fact_id, actor, reason, Source(receipt_id), more))
+        return self._record(
+            "retract",
+            fact_id,
+            lambda eid, tx: RetractEvent(eid, tx, fact_id, actor, reason, Source(receipt_id), more),
+        )
 
     def confirm(self, *, fact_id: str, actor: str, receipt_id: str | None = None) -> ConfirmEvent:
         """Lift a claimed fact out of quarantine (SPEC 2.4)."""
         _texts(actor=actor)
-        return self._record("confirm", fact_id, lambda eid, tx: ConfirmEvent(
-            eid, tx, fact_id, actor, Source(receipt_id)))
+        return self._record(
+            "confirm",
+            fact_id,
+            lambda eid, tx: ConfirmEvent(eid, tx, fact_id, actor, Source(receipt_id)),
+        )
 
     def hold(
         self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
     ) -> HoldEvent:
         """Place a legal hold (SPEC 2.6): forget and sweep are refused until released."""
         _texts(actor=actor, reason=reason)
-        return self._record("hold", fact_id, lambda eid, tx: HoldEvent(
-            eid, tx, fact_id, actor, reason, Source(receipt_id)))
+        return self._record(
+            "hold",
+            fact_id,
+            lambda eid, tx: HoldEvent(eid, tx, fact_id, actor, reason, Source(receipt_id)),
+        )
 
     def release(
         self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
     ) -> ReleaseEvent:
         """Release a legal hold."""
         _texts(actor=actor, reason=reason)
-        return self._record("release", fact_id, lambda eid, tx: ReleaseEvent(
-            eid, tx, fact_id, actor, reason, Source(receipt_id)))
+        return self._record(
+            "release",
+            fact_id,
+            lambda eid, tx: ReleaseEvent(eid, tx, fact_id, actor, reason, Source(receipt_id)),
+        )
 
     def forget(
         self,
@@ -304,7 +316,14 @@ class Ledger(LedgerReads):
             )
             tx = self.now()
             event = ForgetEvent(
-                new_id(), tx, fact_id, actor, reason, Source(receipt_id), digest, kind,
+                new_id(),
+                tx,
+                fact_id,
+                actor,
+                reason,
+                Source(receipt_id),
+                digest,
+                kind,
                 dict(extra or {}),
             )
             self.backend.forget(fact_id, Forgotten(digest, kind, tx), event)
@@ -329,9 +348,7 @@ class Ledger(LedgerReads):
         held: list[str] = []
         for fact in self.learned_before(cutoff, space):
             try:
-                forgotten.append(
-                    self._forget(fact.fact_id, actor, reason, receipt_id, keep_digest)
-                )
+                forgotten.append(self._forget(fact.fact_id, actor, reason, receipt_id, keep_digest))
             except LedgerError as exc:
                 if exc.code == "on_hold":
                     held.append(fact.fact_id)

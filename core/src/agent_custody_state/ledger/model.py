@@ -18,8 +18,19 @@ PROVENANCE_RANK: dict[str, int] = {"claimed": 0, "attested": 1, "verified": 2}
 EventKind = Literal["assert", "retract", "confirm", "forget", "hold", "release"]
 
 _FACT_KEYS = (
-    "factId", "subject", "predicate", "value", "space", "actor", "source", "provenance",
-    "external", "validFrom", "validTo", "confidence", "forgotten",
+    "factId",
+    "subject",
+    "predicate",
+    "value",
+    "space",
+    "actor",
+    "source",
+    "provenance",
+    "external",
+    "validFrom",
+    "validTo",
+    "confidence",
+    "forgotten",
 )
 
 
@@ -265,7 +276,9 @@ class ForgetEvent(_EventBase):
         return out
 
 
-Event: TypeAlias = AssertEvent | RetractEvent | ConfirmEvent | ForgetEvent | HoldEvent | ReleaseEvent
+Event: TypeAlias = (
+    AssertEvent | RetractEvent | ConfirmEvent | ForgetEvent | HoldEvent | ReleaseEvent
+)
 
 _ACTION_CLASSES: dict[str, type[RetractEvent | HoldEvent | ReleaseEvent]] = {
     "retract": RetractEvent,

@@ -9,7 +9,6 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from agent_custody_state.ledger.backend import EventBackend
-from agent_custody_state.timeutil import wire_time_key
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -19,6 +18,7 @@ from agent_custody_state.ledger.model import (
     ReleaseEvent,
     RetractEvent,
 )
+from agent_custody_state.timeutil import wire_time_key
 
 
 @dataclass(slots=True)
@@ -100,8 +100,10 @@ def effective_superseders(
         events = around if around is not None else store.events_around(frontier)
         around = None
         found = [
-            e for e in events
-            if isinstance(e, AssertEvent) and e.supersedes in frontier
+            e
+            for e in events
+            if isinstance(e, AssertEvent)
+            and e.supersedes in frontier
             and (tx_at is None or wire_time_key(e.tx_time) <= tx_at)
         ]
         if not found:

@@ -12,7 +12,6 @@ from agent_custody_state.ledger.arguments import time_arg
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import PROVENANCE_RANK, ConfirmEvent, Event, Fact
-from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.queries import (
     FactState,
     current_external,
@@ -20,6 +19,7 @@ from agent_custody_state.ledger.queries import (
     fact_states,
     states_from,
 )
+from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.timeutil import wire_time_key
 
 
@@ -120,7 +120,8 @@ class LedgerReads:
         """Every fact ever asserted, in append order, as stored (forgotten ones with value null)."""
         events = list(self.backend.find_asserts())
         confirmed = {
-            e.fact_id for e in self.backend.events_for([e.fact_id for e in events])
+            e.fact_id
+            for e in self.backend.events_for([e.fact_id for e in events])
             if isinstance(e, ConfirmEvent)
         }
         return [

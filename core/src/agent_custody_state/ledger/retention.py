@@ -35,8 +35,9 @@ class Duration:
         total_months = moment.year * 12 + (moment.month - 1) - (self.years * 12 + self.months)
         year, month = divmod(total_months, 12)
         month += 1
-        too_long = LedgerError(f"retention duration {self.text} reaches before year 1",
-                               field="retention")
+        too_long = LedgerError(
+            f"retention duration {self.text} reaches before year 1", field="retention"
+        )
         if year < 1:
             raise too_long
         day = min(moment.day, calendar.monthrange(year, month)[1])
@@ -57,7 +58,10 @@ def parse_duration(text: str) -> Duration:
     y, mo, w, d, h, mi, s = match.groups()
     try:
         delta = timedelta(
-            weeks=int(w or 0), days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0),
+            weeks=int(w or 0),
+            days=int(d or 0),
+            hours=int(h or 0),
+            minutes=int(mi or 0),
             seconds=float(s or 0),
         )
     except OverflowError:
@@ -100,9 +104,13 @@ class RetentionPolicy:
         windows = []
         for pattern, duration in pairs:
             if not pattern:
-                raise LedgerError("a retention window has an empty space pattern", field="retention")
+                raise LedgerError(
+                    "a retention window has an empty space pattern", field="retention"
+                )
             if pattern in seen:
-                raise LedgerError(f"retention pattern {pattern!r} is given twice", field="retention")
+                raise LedgerError(
+                    f"retention pattern {pattern!r} is given twice", field="retention"
+                )
             seen.add(pattern)
             windows.append((pattern, parse_duration(duration)))
         return cls(tuple(windows))

@@ -48,11 +48,13 @@ def check_assert(
     """
     batch = batch or Batch()
     fact = event.fact
-    exists = (fact.fact_id in known if known is not None
-              else backend.get_assert(fact.fact_id) is not None)
+    exists = (
+        fact.fact_id in known if known is not None else backend.get_assert(fact.fact_id) is not None
+    )
     if fact.fact_id in batch.asserts or exists:
-        raise LedgerError(f"fact {fact.fact_id} already exists", field="fact_id",
-                          code="fact_exists")
+        raise LedgerError(
+            f"fact {fact.fact_id} already exists", field="fact_id", code="fact_exists"
+        )
     sup = event.supersedes
     if sup is None:
         return
@@ -69,8 +71,9 @@ def check_assert(
         if state is not None and state.retracted:
             raise LedgerError(f"fact {sup} is retracted", code="retracted")
     if wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
-        raise LedgerError("replacement cannot start before the fact it supersedes",
-                          code="bad_replacement")
+        raise LedgerError(
+            "replacement cannot start before the fact it supersedes", code="bad_replacement"
+        )
     if fact.subject != old.fact.subject or fact.predicate != old.fact.predicate:
         raise LedgerError(
             "a replacement must keep the subject and predicate of the fact it supersedes",

@@ -12,9 +12,16 @@ dispatch, signing), ``signing`` (DSSE envelopes, keys), ``worker`` (the ledger t
 from __future__ import annotations
 
 from agent_custody_state.server.app import MemoryServer, create_memory_server
-from agent_custody_state.server.http import MemoryHttpServer, create_memory_http_server, serve_memory_http
+from agent_custody_state.server.http import (
+    MemoryHttpServer,
+    create_memory_http_server,
+    serve_memory_http,
+)
 
 __all__ = [
-    "MemoryHttpServer", "MemoryServer", "create_memory_http_server", "create_memory_server",
+    "MemoryHttpServer",
+    "MemoryServer",
+    "create_memory_http_server",
+    "create_memory_server",
     "serve_memory_http",
 ]

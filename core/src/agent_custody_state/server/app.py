@@ -17,17 +17,19 @@ from mcp.server.lowlevel import Server
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
-from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.tools import TOOLS
 from agent_custody_state.server.trust import Role, role_of_request
 from agent_custody_state.server.worker import LedgerWorker
+from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 
 SERVER_NAME = "agent-custody-memory"
 
 _TOOL_LIST = types.ListToolsResult(
-    tools=[types.Tool(name=name, description=description, input_schema=schema)
-           for name, description, schema in TOOLS]
+    tools=[
+        types.Tool(name=name, description=description, input_schema=schema)
+        for name, description, schema in TOOLS
+    ]
 )
 
 
@@ -61,8 +63,13 @@ def create_memory_server(
     - ``stream_role``: who the peer of a stream transport is (stdio: the spawning gateway).
     """
     service = MemoryService.build(
-        ledger, require_gateway=require_gateway, stores=stores, identity=identity,
-        retention=retention, verify=verify, worker=worker,
+        ledger,
+        require_gateway=require_gateway,
+        stores=stores,
+        identity=identity,
+        retention=retention,
+        verify=verify,
+        worker=worker,
     )
     from agent_custody_state.version import __version__
 
@@ -75,7 +82,10 @@ def create_memory_server(
         return result.to_mcp()
 
     server = MemoryServer(
-        SERVER_NAME, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool,
+        SERVER_NAME,
+        version=__version__,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
         instructions="Governed memory: a bitemporal custody ledger behind the receipts gateway.",
     )
     server.memory = service

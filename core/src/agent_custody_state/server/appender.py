@@ -64,8 +64,7 @@ class Appender:
             if len(batch) < self.min_batch:
                 await self._one_by_one(batch)
             else:
-                events = await self.worker.run(self.ledger.assert_many,
-                                               [p.request for p in batch])
+                events = await self.worker.run(self.ledger.assert_many, [p.request for p in batch])
                 for pending, event in zip(batch, events, strict=True):
                     pending.event = event
         except LedgerError:

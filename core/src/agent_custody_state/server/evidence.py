@@ -59,4 +59,6 @@ def check_evidence(call: CallContext, evidence: Mapping[str, Any], value: Any) -
     expected = walk(observed[name], path)
     if expected is _MISSING or not canonical_equal(expected, value):
         where = f"{name}.{path}" if path else name
-        raise EvidenceError(f'value differs from what the gateway observed in "{where}"; write refused')
+        raise EvidenceError(
+            f'value differs from what the gateway observed in "{where}"; write refused'
+        )

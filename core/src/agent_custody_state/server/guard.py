@@ -65,8 +65,9 @@ def normalize_tokens(tokens: Any) -> list[BearerToken]:
         if not isinstance(token.value, str) or not token.value:
             raise ValueError(f"bearer token {index} is empty")
         if token.role not in ROLES:
-            raise ValueError(f'bearer token {index}: role must be "gateway" or "direct", '
-                             f"got {token.role!r}")
+            raise ValueError(
+                f'bearer token {index}: role must be "gateway" or "direct", got {token.role!r}'
+            )
         out.append(BearerToken(token.value, token.role, token.label or f"{token.role}-{index}"))
     return out
 
@@ -130,13 +131,21 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _respond(send: Send, status: int, body: Any, headers: Sequence[tuple[bytes, bytes]] = ()
-                   ) -> None:
+async def _respond(
+    send: Send, status: int, body: Any, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     data = json.dumps(body, separators=(",", ":")).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-        *headers,
-    ]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *headers,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -148,8 +157,13 @@ class HttpGuard:
     """ASGI middleware applying the checks above, then calling ``app``."""
 
     def __init__(
-        self, app: ASGIApp, *, tokens: Sequence[BearerToken], hosts: HostPolicy,
-        max_request_bytes: int, max_concurrency: int,
+        self,
+        app: ASGIApp,
+        *,
+        tokens: Sequence[BearerToken],
+        hosts: HostPolicy,
+        max_request_bytes: int,
+        max_concurrency: int,
     ) -> None:
         self.app = app
         self.tokens = list(tokens)
@@ -159,9 +173,10 @@ class HttpGuard:
         self.in_flight = 0
         self.refused_overload = 0
         # One user object per token, made once: the SDK binds each session to it.
-        self._users = {t: AuthenticatedUser(AccessToken(token="", client_id=t.label,
-                                                              scopes=[t.role]))
-                       for t in [*self.tokens, _ANONYMOUS]}
+        self._users = {
+            t: AuthenticatedUser(AccessToken(token="", client_id=t.label, scopes=[t.role]))
+            for t in [*self.tokens, _ANONYMOUS]
+        }
 
     def _authenticate(self, header: str | None) -> BearerToken | None:
         presented = b""
@@ -178,8 +193,11 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         if not self.hosts.host_ok(_header(scope, b"host")):
-            await _respond(send, 421, {"error": "misdirected request: this server does not "
-                                                "answer to that Host"})
+            await _respond(
+                send,
+                421,
+                {"error": "misdirected request: this server does not answer to that Host"},
+            )
             return
         if not self.hosts.origin_ok(_header(scope, b"origin")):
             await _respond(send, 403, {"error": "forbidden: cross-origin requests are refused"})
@@ -187,8 +205,9 @@ class HttpGuard:
         if self.tokens:
             token = self._authenticate(_header(scope, b"authorization"))
             if token is None:
-                await _respond(send, 401, {"error": "unauthorized"},
-                               [(b"www-authenticate", b"Bearer")])
+                await _respond(
+                    send, 401, {"error": "unauthorized"}, [(b"www-authenticate", b"Bearer")]
+                )
                 return
         else:
             # No tokens (loopback only): nobody is authenticated, so nobody is a gateway.
@@ -216,10 +235,16 @@ class HttpGuard:
                 break
         if self.in_flight >= self.max_concurrency:
             self.refused_overload += 1
-            await _respond(send, 503, _rpc_error(
-                OVERLOADED, f"memory server overloaded: {self.in_flight} calls in flight "
-                f"(max_concurrency {self.max_concurrency}); retry shortly"),
-                [(b"retry-after", b"1")])
+            await _respond(
+                send,
+                503,
+                _rpc_error(
+                    OVERLOADED,
+                    f"memory server overloaded: {self.in_flight} calls in flight "
+                    f"(max_concurrency {self.max_concurrency}); retry shortly",
+                ),
+                [(b"retry-after", b"1")],
+            )
             return
         sent = False
 
@@ -237,11 +262,18 @@ class HttpGuard:
             self.in_flight -= 1
 
     async def _too_large(self, send: Send) -> None:
-        await _respond(send, 413, _rpc_error(
-            -32600, f"request body too large: the limit is {self.max_request_bytes} bytes "
-            "(max_request_bytes)"))
+        await _respond(
+            send,
+            413,
+            _rpc_error(
+                -32600,
+                f"request body too large: the limit is {self.max_request_bytes} bytes "
+                "(max_request_bytes)",
+            ),
+        )
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send, token: BearerToken
-                       ) -> None:
+    async def _forward(
+        self, scope: Scope, receive: Receive, send: Send, token: BearerToken
+    ) -> None:
         scope = {**scope, SCOPE_ROLE_KEY: token.role, "user": self._users[token]}
         await self.app(scope, receive, send)

@@ -48,10 +48,16 @@ async def write(svc: Services, call: CallContext, args: Args) -> ToolResult:
         check_evidence(call, evidence, args["value"])
         provenance = "verified"
     request = AssertRequest(
-        subject=args["subject"], predicate=args["predicate"], value=args["value"],
-        space=args["space"], actor=call.actor(args.get("actor")), receipt_id=call.receipt_id,
-        provenance=provenance, valid_from=args.get("validFrom"),
-        confidence=args.get("confidence"), supersedes=args.get("supersedes"),
+        subject=args["subject"],
+        predicate=args["predicate"],
+        value=args["value"],
+        space=args["space"],
+        actor=call.actor(args.get("actor")),
+        receipt_id=call.receipt_id,
+        provenance=provenance,
+        valid_from=args.get("validFrom"),
+        confidence=args.get("confidence"),
+        supersedes=args.get("supersedes"),
     )
     return ToolResult.ok(write_shape(await svc.custody.write(request)))
 
@@ -64,8 +70,12 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
     else:
         include = "attested"
     facts = await svc.worker.run(
-        svc.ledger.as_of, valid_at=args.get("validAt"), tx_at=args.get("txAt"),
-        space=args.get("space"), subject=args.get("subject"), predicate=args.get("predicate"),
+        svc.ledger.as_of,
+        valid_at=args.get("validAt"),
+        tx_at=args.get("txAt"),
+        space=args.get("space"),
+        subject=args.get("subject"),
+        predicate=args.get("predicate"),
         include=include,
     )
     return ToolResult.ok(
@@ -78,42 +88,59 @@ async def confirm(svc: Services, call: CallContext, args: Args) -> ToolResult:
     if call.provenance != "attested":
         return ToolResult.error(CONFIRM_NEEDS_GATEWAY)
     event = await svc.worker.run(
-        svc.ledger.confirm, fact_id=args["factId"], actor=call.actor(),
+        svc.ledger.confirm,
+        fact_id=args["factId"],
+        actor=call.actor(),
         receipt_id=call.receipt_id,
     )
-    return ToolResult.ok({
-        "eventId": event.event_id, "factId": event.fact_id, "txTime": event.tx_time,
-        "actor": event.actor, "source": event.source.to_dict(),
-    })
+    return ToolResult.ok(
+        {
+            "eventId": event.event_id,
+            "factId": event.fact_id,
+            "txTime": event.tx_time,
+            "actor": event.actor,
+            "source": event.source.to_dict(),
+        }
+    )
 
 
 async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
     done = await svc.custody.retract(
-        fact_id=args["factId"], actor=call.actor(args.get("actor")), reason=args["reason"],
+        fact_id=args["factId"],
+        actor=call.actor(args.get("actor")),
+        reason=args["reason"],
         receipt_id=call.receipt_id,
     )
     if done.removal.still_held:
         return ToolResult.partial(
             f"retracted in the ledger, but still held by {still_held_text(done.removal)}",
-            retract_shape(done))
+            retract_shape(done),
+        )
     return ToolResult.ok(retract_shape(done))
 
 
 async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
     done = await svc.custody.forget(
-        fact_id=args["factId"], actor=call.actor(), reason=args["reason"],
-        receipt_id=call.receipt_id, keep_digest=args.get("keepDigest", True),
+        fact_id=args["factId"],
+        actor=call.actor(),
+        reason=args["reason"],
+        receipt_id=call.receipt_id,
+        keep_digest=args.get("keepDigest", True),
     )
     if done.removal.still_held:
         return ToolResult.partial(
             f"erased from the ledger, but still held by {still_held_text(done.removal)}",
-            forget_shape(done))
+            forget_shape(done),
+        )
     return ToolResult.ok(forget_shape(done))
 
 
 async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
     event = await svc.worker.run(
-        svc.ledger.hold, fact_id=args["factId"], actor=call.actor(), reason=args["reason"],
+        svc.ledger.hold,
+        fact_id=args["factId"],
+        actor=call.actor(),
+        reason=args["reason"],
         receipt_id=call.receipt_id,
     )
     return ToolResult.ok(event.to_dict())
@@ -121,7 +148,10 @@ async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
     event = await svc.worker.run(
-        svc.ledger.release, fact_id=args["factId"], actor=call.actor(), reason=args["reason"],
+        svc.ledger.release,
+        fact_id=args["factId"],
+        actor=call.actor(),
+        reason=args["reason"],
         receipt_id=call.receipt_id,
     )
     return ToolResult.ok(event.to_dict())
@@ -129,15 +159,18 @@ async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
     report = await svc.custody.sweep(
-        before=args.get("before"), space=args.get("space"), actor=call.actor(),
-        reason=args["reason"], receipt_id=call.receipt_id,
+        before=args.get("before"),
+        space=args.get("space"),
+        actor=call.actor(),
+        reason=args["reason"],
+        receipt_id=call.receipt_id,
         keep_digest=args.get("keepDigest", True),
     )
     problems = report.problems()
     if problems:
         return ToolResult.partial(
-            f"erased from the ledger, but still held by {'; '.join(problems)}",
-            sweep_shape(report))
+            f"erased from the ledger, but still held by {'; '.join(problems)}", sweep_shape(report)
+        )
     return ToolResult.ok(sweep_shape(report))
 
 

@@ -25,7 +25,13 @@ from starlette.routing import Route
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.app import MemoryServer, create_memory_server
-from agent_custody_state.server.guard import LOOPBACK_NAMES, BearerToken, HostPolicy, HttpGuard, normalize_tokens
+from agent_custody_state.server.guard import (
+    LOOPBACK_NAMES,
+    BearerToken,
+    HostPolicy,
+    HttpGuard,
+    normalize_tokens,
+)
 
 DEFAULT_PORT = 8790
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -70,9 +76,13 @@ async def _not_found(request: Request, exc: Exception) -> JSONResponse:
 
 
 def build_http_app(
-    server: MemoryServer, *, tokens: Sequence[BearerToken], host: str = "127.0.0.1",
+    server: MemoryServer,
+    *,
+    tokens: Sequence[BearerToken],
+    host: str = "127.0.0.1",
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] = (),
 ) -> tuple[Starlette, HttpGuard]:
     """The ASGI app serving ``server`` at ``/mcp``, and the guard in front of it."""
@@ -80,13 +90,17 @@ def build_http_app(
     if max_request_bytes <= 0 or max_concurrency <= 0:
         raise ValueError("max_request_bytes and max_concurrency must be positive")
     manager = StreamableHTTPSessionManager(
-        app=server, json_response=True, max_request_body_size=max_request_bytes,
+        app=server,
+        json_response=True,
+        max_request_body_size=max_request_bytes,
         session_idle_timeout=30 * 60,
     )
     guard = HttpGuard(
-        StreamableHTTPASGIApp(manager), tokens=tokens,
+        StreamableHTTPASGIApp(manager),
+        tokens=tokens,
         hosts=HostPolicy(allowed_host_names(host, allowed_hosts), allowed_origins),
-        max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
+        max_request_bytes=max_request_bytes,
+        max_concurrency=max_concurrency,
     )
     app = Starlette(
         routes=[Route("/mcp", endpoint=guard, methods=["GET", "POST", "DELETE"])],
@@ -116,8 +130,9 @@ def listen(host: str, port: int) -> socket.socket:
 class MemoryHttpServer:
     """A running (or ready-to-run) HTTP memory server; ``url`` is known once it is bound."""
 
-    def __init__(self, app: Starlette, guard: HttpGuard, *, host: str, port: int,
-                 memory: MemoryServer) -> None:
+    def __init__(
+        self, app: Starlette, guard: HttpGuard, *, host: str, port: int, memory: MemoryServer
+    ) -> None:
         self.app, self.guard, self.memory = app, guard, memory
         self.host, self.port = host, port
         self._uvicorn: uvicorn.Server | None = None
@@ -142,8 +157,12 @@ class MemoryHttpServer:
         self.port = sock.getsockname()[1]
         self.socket = sock
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="on",
-            timeout_graceful_shutdown=3, server_header=False,
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=3,
+            server_header=False,
         )
         self._uvicorn = uvicorn.Server(config)
         if on_bound is not None:
@@ -186,23 +205,39 @@ class MemoryHttpServer:
 
 
 def create_memory_http_server(
-    ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1", tokens: Any = None,
+    ledger: Ledger,
+    *,
+    port: int = DEFAULT_PORT,
+    host: str = "127.0.0.1",
+    tokens: Any = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-    max_concurrency: int = DEFAULT_MAX_CONCURRENCY, allowed_hosts: Sequence[str] | None = None,
-    allowed_origins: Sequence[str] = (), **server_options: Any,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
+    **server_options: Any,
 ) -> MemoryHttpServer:
     """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``."""
     memory = create_memory_server(ledger, **server_options)
     app, guard = build_http_app(
-        memory, tokens=normalize_tokens(tokens), host=host,
-        max_request_bytes=max_request_bytes, max_concurrency=max_concurrency,
-        allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+        memory,
+        tokens=normalize_tokens(tokens),
+        host=host,
+        max_request_bytes=max_request_bytes,
+        max_concurrency=max_concurrency,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
     )
     return MemoryHttpServer(app, guard, host=host, port=port, memory=memory)
 
 
-def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "127.0.0.1",
-                      tokens: Any = None, **options: Any) -> MemoryHttpServer:
+def serve_memory_http(
+    ledger: Ledger,
+    *,
+    port: int = DEFAULT_PORT,
+    host: str = "127.0.0.1",
+    tokens: Any = None,
+    **options: Any,
+) -> MemoryHttpServer:
     """Serve the memory server over Streamable HTTP on a background thread (SPEC 7).
 
     ``tokens``: ``{token: "gateway" | "direct"}``, or a list of tokens (gateway role) /
@@ -216,6 +251,9 @@ def serve_memory_http(ledger: Ledger, *, port: int = DEFAULT_PORT, host: str = "
 
 
 __all__ = [
-    "MemoryHttpServer", "build_http_app", "create_memory_http_server", "listen",
+    "MemoryHttpServer",
+    "build_http_app",
+    "create_memory_http_server",
+    "listen",
     "serve_memory_http",
 ]

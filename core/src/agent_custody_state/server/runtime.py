@@ -43,8 +43,10 @@ class Runtime:
             "stores": self.stores,
             "identity": self.identity,
             "retention": self.config.retention,
-            "verify": {"attempts": self.config.verify.attempts,
-                       "delay_ms": self.config.verify.delay_ms},
+            "verify": {
+                "attempts": self.config.verify.attempts,
+                "delay_ms": self.config.verify.delay_ms,
+            },
             "worker": self.worker,
         }
 
@@ -71,11 +73,13 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     """Resolve secrets and stores first (cheap failures), then open the ledger."""
     if not config.ledger:
         raise ConfigError("no ledger: give --ledger or `ledger = ...` in the config file")
-    forget_key = (env_secret(config.forget_key_env, "forget_key_env")
-                  if config.forget_key_env else None)
+    forget_key = (
+        env_secret(config.forget_key_env, "forget_key_env") if config.forget_key_env else None
+    )
     tokens = [
-        BearerToken(env_secret(t.env, f"server.tokens[{i}] ({t.role})"), t.role,
-                    f"{t.role}:{t.env}")
+        BearerToken(
+            env_secret(t.env, f"server.tokens[{i}] ({t.role})"), t.role, f"{t.role}:{t.env}"
+        )
         for i, t in enumerate(config.server.tokens)
     ]
     identity = SigningIdentity.load(config.key) if config.key else None
@@ -114,13 +118,19 @@ def startup_line(runtime: Runtime, where: str) -> str:
     server = runtime.config.server
     if server.transport == "http":
         roles = [t.role for t in runtime.tokens]
-        counts = [f"{roles.count(r)} {r} token{'s' if roles.count(r) != 1 else ''}"
-                  for r in ("gateway", "direct") if r in roles]
+        counts = [
+            f"{roles.count(r)} {r} token{'s' if roles.count(r) != 1 else ''}"
+            for r in ("gateway", "direct")
+            if r in roles
+        ]
         trust = ", ".join(counts) if counts else "no tokens, every caller is direct"
     else:
         trust = "the spawning process is the gateway"
-    direct = ("direct calls admitted as claimed (quarantined)" if server.allow_direct
-              else "calls without a receipt are refused")
+    direct = (
+        "direct calls admitted as claimed (quarantined)"
+        if server.allow_direct
+        else "calls without a receipt are refused"
+    )
     parts = [
         f"ledger {ledger.location} ({ledger.backend.kind}, {count} events)",
         f"serving {where}",

@@ -18,17 +18,23 @@ from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
-from agent_custody_state.stores import Store, StoreSet, StoreWriteError, VerifyPolicy
-from agent_custody_state.stores.flows import Custody
 from agent_custody_state.server.appender import Appender
 from agent_custody_state.server.evidence import EvidenceError
 from agent_custody_state.server.handlers import HANDLERS
 from agent_custody_state.server.results import ToolResult
 from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.tools import SCHEMAS
-from agent_custody_state.server.trust import GATEWAY_REQUIRED, SIGNATURE_KEY, CallContext, Role, call_context
+from agent_custody_state.server.trust import (
+    GATEWAY_REQUIRED,
+    SIGNATURE_KEY,
+    CallContext,
+    Role,
+    call_context,
+)
 from agent_custody_state.server.validation import ArgumentErrors, validate_arguments
 from agent_custody_state.server.worker import LedgerWorker, worker_for
+from agent_custody_state.stores import Store, StoreSet, StoreWriteError, VerifyPolicy
+from agent_custody_state.stores.flows import Custody
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +70,13 @@ class MemoryService:
 
     def __post_init__(self) -> None:
         self.appender = Appender(self.ledger, self.worker)
-        self.custody = Custody(self.ledger, self.stores, retention=self.retention,
-                               run=self.worker.run, append=self.appender.assert_fact)
+        self.custody = Custody(
+            self.ledger,
+            self.stores,
+            retention=self.retention,
+            run=self.worker.run,
+            append=self.appender.assert_fact,
+        )
 
     @classmethod
     def build(
@@ -87,8 +98,9 @@ class MemoryService:
         else:
             store_set = StoreSet(list(stores), verify_policy(verify))
         if not isinstance(retention, RetentionPolicy):
-            retention = RetentionPolicy.parse(dict(retention) if isinstance(retention, Mapping)
-                                              else retention)
+            retention = RetentionPolicy.parse(
+                dict(retention) if isinstance(retention, Mapping) else retention
+            )
         return cls(
             ledger=ledger,
             stores=store_set,
@@ -99,7 +111,10 @@ class MemoryService:
         )
 
     async def call(
-        self, name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any] | None,
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
         role: Role,
     ) -> ToolResult:
         """Serve one tool call from a caller of ``role`` (``gateway`` or ``direct``)."""
@@ -107,7 +122,9 @@ class MemoryService:
         result = await self._dispatch(name, arguments, context)
         if self.identity is not None and context.receipt_id is not None:
             result.meta[SIGNATURE_KEY] = self.identity.sign_result(
-                receipt_id=context.receipt_id, tool=name, content=result.content(),
+                receipt_id=context.receipt_id,
+                tool=name,
+                content=result.content(),
                 is_error=result.is_error,
             )
         return result

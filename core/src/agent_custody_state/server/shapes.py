@@ -25,12 +25,15 @@ def _restored(done: Removal[Any]) -> dict[str, Any]:
 def write_shape(report: WriteReport) -> dict[str, Any]:
     event = report.event
     data: dict[str, Any] = {
-        "fact": event.fact.to_dict(), "eventId": event.event_id, "txTime": event.tx_time,
+        "fact": event.fact.to_dict(),
+        "eventId": event.event_id,
+        "txTime": event.tx_time,
         "supersedes": event.supersedes,
     }
     if report.mirror is not None and event.supersedes is not None:
         data["mirror"] = {
-            "factId": event.supersedes, "removedFrom": report.mirror.removed_from,
+            "factId": event.supersedes,
+            "removedFrom": report.mirror.removed_from,
             "stillHeld": list(report.mirror.still_held),
             "verification": report.mirror.verification,
         }
@@ -40,9 +43,14 @@ def write_shape(report: WriteReport) -> dict[str, Any]:
 def retract_shape(done: Removal[Any]) -> dict[str, Any]:
     event, report = done.event, done.removal
     return {
-        "eventId": event.event_id, "factId": event.fact_id, "txTime": event.tx_time,
-        "actor": event.actor, "reason": event.reason, "source": event.source.to_dict(),
-        "removedFrom": report.removed_from, "verification": report.verification,
+        "eventId": event.event_id,
+        "factId": event.fact_id,
+        "txTime": event.tx_time,
+        "actor": event.actor,
+        "reason": event.reason,
+        "source": event.source.to_dict(),
+        "removedFrom": report.removed_from,
+        "verification": report.verification,
         **_restored(done),
     }
 
@@ -50,11 +58,18 @@ def retract_shape(done: Removal[Any]) -> dict[str, Any]:
 def forget_shape(done: Removal[Any]) -> dict[str, Any]:
     event, report = done.event, done.removal
     return {
-        "factId": event.fact_id, "valueDigest": event.value_digest,
-        "digestKind": event.digest_kind, "txTime": event.tx_time, "actor": event.actor,
-        "reason": event.reason, "source": event.source.to_dict(), "erasedFromLedger": True,
-        "removedFrom": report.removed_from, "stillHeld": list(report.still_held),
-        "verification": report.verification, **_restored(done),
+        "factId": event.fact_id,
+        "valueDigest": event.value_digest,
+        "digestKind": event.digest_kind,
+        "txTime": event.tx_time,
+        "actor": event.actor,
+        "reason": event.reason,
+        "source": event.source.to_dict(),
+        "erasedFromLedger": True,
+        "removedFrom": report.removed_from,
+        "stillHeld": list(report.still_held),
+        "verification": report.verification,
+        **_restored(done),
     }
 
 
@@ -64,9 +79,13 @@ def sweep_shape(report: SweepReport) -> dict[str, Any]:
         "retention": report.retention.as_dict() if report.retention is not None else None,
         "space": report.space,
         "forgotten": [
-            {"factId": s.event.fact_id, "valueDigest": s.event.value_digest,
-             "digestKind": s.event.digest_kind, "removedFrom": s.removal.removed_from,
-             "verification": s.removal.verification}
+            {
+                "factId": s.event.fact_id,
+                "valueDigest": s.event.value_digest,
+                "digestKind": s.event.digest_kind,
+                "removedFrom": s.removal.removed_from,
+                "verification": s.removal.verification,
+            }
             for s in report.forgotten
         ],
         "held": report.held,

@@ -11,9 +11,9 @@ so the receipts gateway can tell which upstream key signed a memory execution.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
-import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,8 +68,9 @@ class SigningIdentity:
         return key_id(self.public_key)
 
     @classmethod
-    def load(cls, source: str | os.PathLike[str] | bytes | Ed25519PrivateKey | SigningIdentity
-             ) -> SigningIdentity:
+    def load(
+        cls, source: str | os.PathLike[str] | bytes | Ed25519PrivateKey | SigningIdentity
+    ) -> SigningIdentity:
         """From a PKCS8 PEM file path, PEM bytes, a key object, or an identity."""
         if isinstance(source, SigningIdentity):
             return source
@@ -99,8 +100,11 @@ class SigningIdentity:
         self, *, receipt_id: str, tool: str, content: Sequence[Any], is_error: bool
     ) -> dict[str, Any]:
         payload = canonical_json(
-            {"receiptId": receipt_id, "tool": tool,
-             "contentDigest": content_digest(content, is_error)}
+            {
+                "receiptId": receipt_id,
+                "tool": tool,
+                "contentDigest": content_digest(content, is_error),
+            }
         ).encode("utf-8")
         signature = self.private_key.sign(pae(PAYLOAD_TYPE, payload))
         return {
@@ -147,7 +151,9 @@ def _replace_file(path: Path, data: bytes, mode: int) -> None:
         raise
 
 
-def generate_key_pair(out: str | os.PathLike[str], *, force: bool = False) -> tuple[Path, Path, str]:
+def generate_key_pair(
+    out: str | os.PathLike[str], *, force: bool = False
+) -> tuple[Path, Path, str]:
     """Write a new Ed25519 private key (PKCS8 PEM, mode 0600) and its public key beside it.
 
     Returns ``(private_path, public_path, key_id)``. The public key goes to ``<out>.pub``
@@ -157,7 +163,8 @@ def generate_key_pair(out: str | os.PathLike[str], *, force: bool = False) -> tu
     public_path = private_path.with_name(private_path.name + ".pub")
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
     public_pem = key.public_key().public_bytes(

@@ -111,9 +111,11 @@ class _Outstanding:
 
 
 def _error(request_id: Any, code: int, message: str) -> SessionMessage:
-    return SessionMessage(types.JSONRPCError(
-        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
-    ))
+    return SessionMessage(
+        types.JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+        )
+    )
 
 
 def _parse(line: bytes) -> SessionMessage:
@@ -129,8 +131,9 @@ def _parse(line: bytes) -> SessionMessage:
             # reader task would die with it), and the caller waits for its id, found the way
             # an oversized message's is.
             request_id = Oversized(len(line), line[:_KEEP], line[-_KEEP:]).request_id()
-            return _error(request_id, types.PARSE_ERROR,
-                          "parse error: the message is nested too deeply")
+            return _error(
+                request_id, types.PARSE_ERROR, "parse error: the message is nested too deeply"
+            )
         request_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             request_id = None
@@ -164,13 +167,16 @@ def _read_in_daemon_thread(fd: int) -> MemoryObjectReceiveStream[bytes]:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 @asynccontextmanager
 async def stdio_transport(
-    *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, in_fd: int | None = None,
-    out_fd: int | None = None, stop_on_signals: bool = False,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    in_fd: int | None = None,
+    out_fd: int | None = None,
+    stop_on_signals: bool = False,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
     """Serve JSON-RPC over the process's stdin/stdout (or the given descriptors).
 
@@ -223,11 +229,14 @@ async def stdio_transport(
     async def handle(framer: LineFramer, chunk: bytes) -> None:
         for item in framer.feed(chunk):
             if isinstance(item, Oversized):
-                await reply_send.send(_error(
-                    item.request_id(), types.INVALID_REQUEST,
-                    f"message too large: {item.size} bytes; the limit is "
-                    f"{max_message_bytes} bytes (max_request_bytes)",
-                ))
+                await reply_send.send(
+                    _error(
+                        item.request_id(),
+                        types.INVALID_REQUEST,
+                        f"message too large: {item.size} bytes; the limit is "
+                        f"{max_message_bytes} bytes (max_request_bytes)",
+                    )
+                )
                 continue
             message = _parse(item)
             if isinstance(message.message, types.JSONRPCError):
@@ -269,10 +278,15 @@ async def stdio_transport(
             os.close(saved)
 
 
-async def serve_stdio(server: Server[Any], *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                      stop_on_signals: bool = True) -> None:
+async def serve_stdio(
+    server: Server[Any],
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    stop_on_signals: bool = True,
+) -> None:
     """Run ``server`` over stdio until stdin closes, or SIGTERM/SIGINT (then in-flight calls
     are answered first)."""
-    async with stdio_transport(max_message_bytes=max_message_bytes,
-                               stop_on_signals=stop_on_signals) as (read, write):
+    async with stdio_transport(
+        max_message_bytes=max_message_bytes, stop_on_signals=stop_on_signals
+    ) as (read, write):
         await server.run(read, write, server.create_initialization_options())

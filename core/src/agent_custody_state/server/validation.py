@@ -35,8 +35,9 @@ def json_type(value: Any) -> str:
 
 def _matches(value: Any, expected: str) -> bool:
     actual = json_type(value)
-    return actual == expected or (expected == "integer" and actual == "number"
-                                  and float(value).is_integer())
+    return actual == expected or (
+        expected == "integer" and actual == "number" and float(value).is_integer()
+    )
 
 
 class ArgumentErrors(ValueError):

@@ -23,6 +23,13 @@ from agent_custody_state.stores.storeset import (
 )
 
 __all__ = [
-    "RemovalReport", "Store", "StoreError", "StoreSet", "StoreWriteError", "Verification",
-    "VerifyPolicy", "custody_metadata", "fact_text",
+    "RemovalReport",
+    "Store",
+    "StoreError",
+    "StoreSet",
+    "StoreWriteError",
+    "Verification",
+    "VerifyPolicy",
+    "custody_metadata",
+    "fact_text",
 ]

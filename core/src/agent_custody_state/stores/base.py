@@ -69,7 +69,6 @@ def mirrors(store: Store) -> bool:
     return getattr(store, "mirror", True) is not False
 
 
-
 def error_message(exc: BaseException) -> str:
     if isinstance(exc, StoreError):
         return exc.message

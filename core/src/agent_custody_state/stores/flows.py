@@ -57,7 +57,12 @@ Append = Callable[[AssertRequest], Awaitable[AssertEvent]]
 SWEEP_NEEDS_BEFORE = "sweep needs `before`, or a server started with retention windows"
 
 __all__ = [
-    "SWEEP_NEEDS_BEFORE", "Custody", "Removal", "Restore", "SweepReport", "SweptFact",
+    "SWEEP_NEEDS_BEFORE",
+    "Custody",
+    "Removal",
+    "Restore",
+    "SweepReport",
+    "SweptFact",
     "WriteReport",
 ]
 
@@ -101,8 +106,11 @@ class SweepReport:
 
     def problems(self) -> list[str]:
         """``<store> (<fact>): <message>`` for every failed removal."""
-        return [f"{name} ({s.event.fact_id}): {message}" for s in self.forgotten
-                for name, message in s.removal.still_held.items()]
+        return [
+            f"{name} ({s.event.fact_id}): {message}"
+            for s in self.forgotten
+            for name, message in s.removal.still_held.items()
+        ]
 
 
 class Custody:
@@ -137,8 +145,9 @@ class Custody:
         if not self.stores:
             return WriteReport(await self._append(request))
         # The stores record the fact id and validFrom before the ledger appends: fix both now.
-        request = request.with_(fact_id=request.fact_id or new_id(),
-                                valid_from=request.valid_from or self.ledger.now())
+        request = request.with_(
+            fact_id=request.fact_id or new_id(), valid_from=request.valid_from or self.ledger.now()
+        )
         planned: AssertEvent = await self.run(self.ledger.validate_assert, request)
         fact = planned.fact
         external = await self.stores.put_all(fact)
@@ -146,8 +155,11 @@ class Custody:
             event = await self._append(request.with_(external=external))
         except LedgerError as exc:
             outcome = await self.stores.compensate(fact, external)
-            raise LedgerError(f"{exc}; compensated: {describe_compensation(outcome)}",
-                              field=exc.field, code=exc.code) from exc
+            raise LedgerError(
+                f"{exc}; compensated: {describe_compensation(outcome)}",
+                field=exc.field,
+                code=exc.code,
+            ) from exc
         return WriteReport(event, await self._leave_mirrors(event))
 
     async def _leave_mirrors(self, event: AssertEvent) -> RemovalReport | None:
@@ -162,37 +174,53 @@ class Custody:
 
     # -- retract, forget -------------------------------------------------------------------------
 
-    async def retract(self, *, fact_id: str, actor: str, reason: str,
-                      receipt_id: str | None = None) -> Removal[RetractEvent]:
+    async def retract(
+        self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
+    ) -> Removal[RetractEvent]:
         """Retract in the ledger and remove from every store holding the fact; put back what
         the retraction makes current again, recording its new ids on the event."""
 
         def mutate(extra: dict[str, Any] | None) -> RetractEvent:
-            return self.ledger.retract(fact_id=fact_id, actor=actor, reason=reason,
-                                       receipt_id=receipt_id, extra=extra)
+            return self.ledger.retract(
+                fact_id=fact_id, actor=actor, reason=reason, receipt_id=receipt_id, extra=extra
+            )
 
         return await self._leave_present(fact_id, mutate, forgetting=False)
 
-    async def forget(self, *, fact_id: str, actor: str, reason: str,
-                     receipt_id: str | None = None,
-                     keep_digest: bool = True) -> Removal[ForgetEvent]:
+    async def forget(
+        self,
+        *,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+    ) -> Removal[ForgetEvent]:
         """Forget in the ledger, then remove from every store: the removal and its check use
         the value taken before the erasure (the ledger no longer has it)."""
 
         def mutate(extra: dict[str, Any] | None) -> ForgetEvent:
-            return self.ledger.forget(fact_id=fact_id, actor=actor, reason=reason,
-                                      receipt_id=receipt_id, keep_digest=keep_digest, extra=extra)
+            return self.ledger.forget(
+                fact_id=fact_id,
+                actor=actor,
+                reason=reason,
+                receipt_id=receipt_id,
+                keep_digest=keep_digest,
+                extra=extra,
+            )
 
         return await self._leave_present(fact_id, mutate, forgetting=True)
 
-    async def _leave_present(self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E],
-                             *, forgetting: bool) -> Removal[E]:
+    async def _leave_present(
+        self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E], *, forgetting: bool
+    ) -> Removal[E]:
         with anyio.CancelScope(shield=True):
             removal = await self._leave(fact_id, mutate, forgetting=forgetting)
         return removal
 
-    async def _leave(self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E],
-                     *, forgetting: bool) -> Removal[E]:
+    async def _leave(
+        self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E], *, forgetting: bool
+    ) -> Removal[E]:
         if not self.stores:
             return Removal(await self.run(mutate, None), RemovalReport())
         plan = await self.run(plan_leaving, self.ledger, fact_id, forgetting=forgetting)
@@ -212,23 +240,35 @@ class Custody:
 
     # -- sweep ---------------------------------------------------------------------------------
 
-    async def sweep(self, *, actor: str, reason: str, before: TimeLike | None = None,
-                    space: str | None = None, receipt_id: str | None = None,
-                    keep_digest: bool = True) -> SweepReport:
+    async def sweep(
+        self,
+        *,
+        actor: str,
+        reason: str,
+        before: TimeLike | None = None,
+        space: str | None = None,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+    ) -> SweepReport:
         """Forget what was learned before ``before`` (or, without it, before each space's
         retention window), then remove each forgotten fact from the stores holding it."""
         if before is None and self.retention is None:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         with anyio.CancelScope(shield=True):
             forgotten, held, copies = await self.run(
-                self._sweep_ledger, before, space, actor, reason, receipt_id, keep_digest)
+                self._sweep_ledger, before, space, actor, reason, receipt_id, keep_digest
+            )
             report = SweepReport(
                 before=before if isinstance(before, str) or before is None else format_time(before),
-                retention=self.retention if before is None else None, space=space, held=held)
+                retention=self.retention if before is None else None,
+                space=space,
+                held=held,
+            )
             for event in forgotten:
                 fact = copies.get(event.fact_id)
-                removal = (await self.stores.remove_all(fact) if fact is not None
-                           else RemovalReport())
+                removal = (
+                    await self.stores.remove_all(fact) if fact is not None else RemovalReport()
+                )
                 report.forgotten.append(SweptFact(event, removal))
         return report
 
@@ -244,9 +284,15 @@ class Custody:
                 plan.append((name, format_time(window[1].before(now))))
         return plan
 
-    def _sweep_ledger(self, before: TimeLike | None, space: str | None, actor: str, reason: str,
-                      receipt_id: str | None, keep_digest: bool,
-                      ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact]]:
+    def _sweep_ledger(
+        self,
+        before: TimeLike | None,
+        space: str | None,
+        actor: str,
+        reason: str,
+        receipt_id: str | None,
+        keep_digest: bool,
+    ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact]]:
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
         copies: dict[str, Fact] = {}
@@ -258,8 +304,14 @@ class Custody:
                     external = self.ledger.current_external(f.fact_id)
                     if external:
                         copies[f.fact_id] = f.with_(external=external)
-            result = self.ledger.sweep(before=cutoff, space=where, actor=actor, reason=reason,
-                                       receipt_id=receipt_id, keep_digest=keep_digest)
+            result = self.ledger.sweep(
+                before=cutoff,
+                space=where,
+                actor=actor,
+                reason=reason,
+                receipt_id=receipt_id,
+                keep_digest=keep_digest,
+            )
             forgotten.extend(result.forgotten)
             held.extend(result.held)
         return forgotten, held, copies

@@ -52,8 +52,11 @@ class Restore:
 
     def to_dict(self) -> dict[str, Any]:
         """The wire shape reported in tool results."""
-        return {"factId": self.fact_id, "external": dict(self.external),
-                "failed": dict(self.failed)}
+        return {
+            "factId": self.fact_id,
+            "external": dict(self.external),
+            "failed": dict(self.failed),
+        }
 
 
 @dataclass
@@ -104,7 +107,9 @@ def plan_leaving(ledger: Ledger, fact_id: str, *, forgetting: bool) -> LeavingPl
     ledger.backend.refresh()
     fact = current_fact(ledger, fact_id)
     if fact is None or ledger.is_retracted(fact_id):
-        return LeavingPlan(fact, None)  # the ledger refuses (retract) or nothing is uncovered (forget)
+        return LeavingPlan(
+            fact, None
+        )  # the ledger refuses (retract) or nothing is uncovered (forget)
     if forgetting and ledger.held(fact_id):
         return LeavingPlan(fact, None)  # the ledger will refuse; put nothing back
     return LeavingPlan(fact, _made_current_by_leaving(ledger, fact))
@@ -123,5 +128,3 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
             continue
         restore.external[store.name] = external_id
     return restore
-
-

@@ -86,7 +86,9 @@ class StoreSet:
         names = [s.name for s in stores]
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
-            raise ValueError(f"store names must be unique; repeated: {', '.join(sorted(duplicates))}")
+            raise ValueError(
+                f"store names must be unique; repeated: {', '.join(sorted(duplicates))}"
+            )
         unknown = set(append_only) - set(names)
         if unknown:
             raise ValueError(f"append_only names unknown stores: {', '.join(sorted(unknown))}")
@@ -173,5 +175,3 @@ class StoreSet:
             except Exception as exc:
                 log.warning("verifying removal from %s failed: %s", store.name, exc)
         return "stillIndexed"
-
-

@@ -64,8 +64,11 @@ class NotesFile:
 
     def find(self, **labels: Any) -> list[str]:
         with self._lock:
-            return [rid for rid, r in self._load().items()
-                    if all(r["labels"].get(k) == v for k, v in labels.items())]
+            return [
+                rid
+                for rid, r in self._load().items()
+                if all(r["labels"].get(k) == v for k, v in labels.items())
+            ]
 
 
 class NotesStore:
@@ -76,8 +79,9 @@ class NotesStore:
         self.client = client
 
     async def put(self, fact: Fact) -> str:
-        return await call_sdk(self.name, "put", self.client.create, fact_text(fact),
-                              custody_metadata(fact))
+        return await call_sdk(
+            self.name, "put", self.client.create, fact_text(fact), custody_metadata(fact)
+        )
 
     async def remove(self, external_id: str, fact: Fact) -> None:
         # delete() answers False for an unknown id: already gone is not an error.

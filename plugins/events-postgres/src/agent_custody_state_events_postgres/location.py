@@ -56,8 +56,10 @@ def parse_location(location: str) -> PostgresLocation:
     """Split a ``postgres[ql]://`` location into connection URL, display string and options."""
     parts = urlsplit(location)
     if parts.scheme.lower() not in ("postgres", "postgresql"):
-        raise LocationError(f"postgres: expected a postgres:// or postgresql:// URL; got "
-                            f"{parts.scheme or 'no'} scheme")
+        raise LocationError(
+            f"postgres: expected a postgres:// or postgresql:// URL; got "
+            f"{parts.scheme or 'no'} scheme"
+        )
     table = "events"
     vacuum = True
     passthrough: list[tuple[str, str]] = []
@@ -87,7 +89,12 @@ def parse_location(location: str) -> PostgresLocation:
     if not vacuum:
         shown_query.append(("vacuum", "false"))
     display = urlunsplit(
-        (parts.scheme, _mask_netloc(parts.netloc), parts.path,
-         urlencode(shown_query, safe="/*"), "")
+        (
+            parts.scheme,
+            _mask_netloc(parts.netloc),
+            parts.path,
+            urlencode(shown_query, safe="/*"),
+            "",
+        )
     )
     return PostgresLocation(connect, display, name, schema or None, vacuum)

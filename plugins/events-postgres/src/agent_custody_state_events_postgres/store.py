@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
-from agent_custody_state_sql import SqlEventBackend
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
 from agent_custody_state.plugin import EventBackendError
+from agent_custody_state_sql import SqlEventBackend
 
 from .location import LocationError, parse_location
 

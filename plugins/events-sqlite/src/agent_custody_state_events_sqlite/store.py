@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from agent_custody_state_sql import SqlEventBackend
 from sqlalchemy.engine import Connection
 
 from agent_custody_state.plugin import EventBackendError
+from agent_custody_state_sql import SqlEventBackend
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,8 @@ class SqliteBackend(SqlEventBackend):
         log.warning(
             "%s: could not truncate the WAL (another process holds a read snapshot); old page "
             "images of forgotten values remain in %s-wal until the next checkpoint",
-            self.location, self.path,
+            self.location,
+            self.path,
         )
 
     def close(self) -> None:

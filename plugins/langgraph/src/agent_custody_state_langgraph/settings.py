@@ -47,8 +47,9 @@ class LangGraphSettings(BaseModel):
             raise ValueError("namespace needs at least one label")
         for label in value:
             if not label or "." in label:
-                raise ValueError(f'namespace labels must be non-empty and contain no "."; '
-                                 f'got "{label}"')
+                raise ValueError(
+                    f'namespace labels must be non-empty and contain no "."; got "{label}"'
+                )
         if value[0] == "langgraph":
             raise ValueError('the namespace root may not be "langgraph" (LangGraph reserves it)')
         return value

@@ -79,8 +79,11 @@ class LangGraphStore:
         labels = tuple(label.replace("{space}", fact.space) for label in self.namespace_template)
         bad = [label for label in labels if not label or "." in label]
         if bad:
-            raise StoreError(self.name, f'namespace label "{bad[0]}" (from space '
-                             f'"{fact.space}") is empty or contains "."; LangGraph refuses it')
+            raise StoreError(
+                self.name,
+                f'namespace label "{bad[0]}" (from space '
+                f'"{fact.space}") is empty or contains "."; LangGraph refuses it',
+            )
         return labels
 
     def _verify_removed(self, namespace: tuple[str, ...], key: str, fact: Fact) -> bool:
@@ -102,8 +105,9 @@ class LangGraphStore:
 
     async def verify_removed(self, external_id: str, fact: Fact) -> bool:
         namespace = self.namespace_for(fact)
-        return await call_sdk(self.name, "verify", self._verify_removed, namespace,
-                              external_id, fact)
+        return await call_sdk(
+            self.name, "verify", self._verify_removed, namespace, external_id, fact
+        )
 
     def close(self) -> None:
         if self._on_close is not None:
@@ -117,8 +121,9 @@ def _index(settings: LangGraphSettings, name: str) -> dict[str, Any] | None:
     try:
         embed = resolve_ref(settings.index_embed)
     except (ImportError, AttributeError) as exc:
-        raise StoreError(name, f"index_embed {settings.index_embed!r} cannot be imported: "
-                         f"{exc}") from exc
+        raise StoreError(
+            name, f"index_embed {settings.index_embed!r} cannot be imported: {exc}"
+        ) from exc
     return {"dims": settings.index_dimensions, "embed": embed, "fields": ["content"]}
 
 
@@ -156,7 +161,11 @@ def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Cal
         # A pool that checks connections on checkout, so a server restart costs one failed
         # call at most instead of a store that fails until the process restarts.
         pool: ConnectionPool[Any] = ConnectionPool(
-            dsn, min_size=1, max_size=4, kwargs=options, check=ConnectionPool.check_connection,
+            dsn,
+            min_size=1,
+            max_size=4,
+            kwargs=options,
+            check=ConnectionPool.check_connection,
             open=False,
         )
         pool.open(wait=True, timeout=30)
@@ -170,16 +179,25 @@ def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Cal
     except StoreError:
         raise
     except ImportError as exc:
-        raise StoreError(name, f'backend "{settings.backend}" needs {exc.name}: pip install '
-                         f"'agent-custody-state-langgraph[{settings.backend}]'") from exc
+        raise StoreError(
+            name,
+            f'backend "{settings.backend}" needs {exc.name}: pip install '
+            f"'agent-custody-state-langgraph[{settings.backend}]'",
+        ) from exc
     except Exception as exc:
-        raise StoreError(name, f"cannot open the {settings.backend} store: "
-                         f"{type(exc).__name__}: {exc}") from exc
+        raise StoreError(
+            name, f"cannot open the {settings.backend} store: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def build(settings: LangGraphSettings, *, name: str) -> LangGraphStore:
     """The registered factory: open the configured BaseStore and wrap it."""
     base, close = open_backend(settings, name)
-    return LangGraphStore(name, base, namespace=settings.namespace,
-                          indexed=settings.index_embed is not None, top_k=settings.top_k,
-                          on_close=close)
+    return LangGraphStore(
+        name,
+        base,
+        namespace=settings.namespace,
+        indexed=settings.index_embed is not None,
+        top_k=settings.top_k,
+        on_close=close,
+    )

@@ -1,12 +1,12 @@
 """Settings of a ``[[stores]]`` table with ``type = "pgvector"`` (no driver imported here).
 
-    [[stores]]
-    name = "vectors"
-    type = "pgvector"
-    dsn_env = "PGVECTOR_URL"          # the variable holding postgresql://user:password@host/db
-    table = "custody_facts"           # optionally schema-qualified
-    dimensions = 384
-    embed = "my_embeddings:embed"     # text -> list[float] of `dimensions` floats
+[[stores]]
+name = "vectors"
+type = "pgvector"
+dsn_env = "PGVECTOR_URL"          # the variable holding postgresql://user:password@host/db
+table = "custody_facts"           # optionally schema-qualified
+dimensions = 384
+embed = "my_embeddings:embed"     # text -> list[float] of `dimensions` floats
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ class PgvectorSettings(BaseModel):
     def _plain_identifier(cls, value: str) -> str:
         if not TABLE_NAME.fullmatch(value):
             raise ValueError(
-                "table name must be a plain identifier, optionally schema-qualified; "
-                f'got "{value}"'
+                f'table name must be a plain identifier, optionally schema-qualified; got "{value}"'
             )
         return value
 

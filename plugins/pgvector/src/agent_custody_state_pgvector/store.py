@@ -55,7 +55,9 @@ _MAX_IDLE = 4
 class _Connections:
     """Reusable autocommit connections: take one, give it back unless it broke."""
 
-    def __init__(self, dsn: str, timeout: float, prepare: Callable[[psycopg.Connection[Any]], None]):
+    def __init__(
+        self, dsn: str, timeout: float, prepare: Callable[[psycopg.Connection[Any]], None]
+    ):
         self._dsn = dsn
         self._timeout = max(1, round(timeout))  # libpq takes whole seconds
         self._prepare = prepare
@@ -247,7 +249,13 @@ def build(settings: PgvectorSettings, *, name: str) -> PgvectorStore:
     if not callable(embed):
         raise StoreError(name, f"embed {settings.embed!r} is not callable")
     return PgvectorStore(
-        name, dsn, embed, dimensions=settings.dimensions, table=settings.table,
-        top_k=settings.top_k, distance=settings.distance, create=settings.create,
+        name,
+        dsn,
+        embed,
+        dimensions=settings.dimensions,
+        table=settings.table,
+        top_k=settings.top_k,
+        distance=settings.distance,
+        create=settings.create,
         connect_timeout=settings.connect_timeout,
     )

@@ -3,12 +3,8 @@ errors, reads (the mutations are in ``test_tools_stdio_mutations.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
-
 import pytest
-from servertest import unique
+from servertest import unique, write
 
 from agent_custody_state_conformance.gateway import FACTS_KEY, GatewayClient
 
@@ -26,26 +22,6 @@ TOOLS = [
     "memory.get",
     "memory.history",
 ]
-
-
-@pytest.fixture(scope="module")
-async def gw(module_dir: Path) -> AsyncIterator[GatewayClient]:
-    async with GatewayClient.stdio(
-        "serve",
-        "--ledger",
-        str(module_dir / "stdio.jsonl"),
-        "--retention",
-        "sweep:*=PT0S",
-        agent="support-agent",
-    ) as client:
-        yield client
-
-
-async def write(gw: GatewayClient, **args: Any) -> dict[str, Any]:
-    base = {"subject": unique("acct"), "predicate": "plan", "value": "pro", "space": "org"}
-    result = await gw.call("memory.write", {**base, **args})
-    assert not result.is_error, result.texts
-    return result.data  # type: ignore[no-any-return]
 
 
 async def test_tools_are_listed_in_spec_order_with_schemas(gw: GatewayClient) -> None:

@@ -276,9 +276,12 @@ def bench(session: nox.Session) -> None:
 
 
 def _install_everything(session: nox.Session) -> None:
-    """The test groups plus every workspace member (without their test extras)."""
+    """The test groups plus every workspace member, and the six store plugins with their test
+    dependencies: the erasure test drives all six stores (LangGraph's SQLite store needs
+    ``langgraph-checkpoint-sqlite``, which only the plugin's ``test`` extra brings)."""
     _install_groups(session, *POSTGRES_TESTS)
     _sync(session, "--inexact", "--all-packages")
+    _add_plugins(session, *STORE_PLUGINS)
 
 
 @nox.session(python=PYTHON)

@@ -57,6 +57,10 @@ def test_forgotten_values_remain_in_pg_wal_until_the_segments_are_retired(
     keeps its old bytes until it is overwritten. Kept values are checked by the same scans."""
     server = embedded_postgres
     marker = f"walprobe-{uuid.uuid4().hex}"
+    # Start in a fresh segment: the writes below are small, so they and the checkpoint's redo
+    # point share one segment, which that checkpoint cannot retire (earlier tests on this server
+    # may have left the current segment nearly full, and a switch mid-test would retire it).
+    server.rotate_wal()
     with Ledger(f"{postgres_url}&table=walprobe") as ledger:
         facts = [
             ledger.assert_fact(subject=f"s{i}", predicate="p", value=value, space="org", actor="a")

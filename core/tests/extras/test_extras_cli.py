@@ -328,3 +328,18 @@ def test_blast_retract_cleans_the_configured_stores(
     assert report[1].startswith("  acct:42 discount = 20  fact f2f2f2f2  event ")
     assert report[2] == "    stores: recall=verified"
     assert records == {}
+
+
+def test_help_imports_none_of_the_extras() -> None:
+    """``--help`` stays fast: building the parser imports no extras module (each command imports
+    its own when it runs)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from agent_custody_state.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('agent_custody_state.extras', "
+        "'agent_custody_state.signing', 'cryptography', 'http.server'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

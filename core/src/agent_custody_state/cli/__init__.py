@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from agent_custody_state.cli import ledger_commands
 from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.extras import add_commands as add_extras_commands
 from agent_custody_state.cli.serve import add_commands as add_server_commands
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=ledger_commands.cmd_repair)
 
     add_server_commands(sub)
+    add_extras_commands(sub)
     return parser
 
 

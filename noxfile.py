@@ -247,6 +247,33 @@ def cognee_server(session: nox.Session) -> None:
     )
 
 
+CHROMIUM = "/usr/bin/chromium"
+
+
+@nox.session(python=PYTHON)
+def review_browser(session: nox.Session) -> None:
+    """Optional: the review pages in a real headless browser, Debian's ``chromium`` driven by
+    Playwright (tests/browser). Browser builds that download themselves cannot be fetched here,
+    so the browser comes from apt: installed now when missing and this is root with apt-get,
+    else the session is skipped with the reason."""
+    if not Path(CHROMIUM).exists() and os.geteuid() == 0 and shutil.which("apt-get"):
+        session.run("apt-get", "update", "-qq", external=True, success_codes=[0, 100])
+        session.run(
+            "apt-get", "install", "-y", "-qq", "chromium", external=True, success_codes=[0, 100]
+        )
+    if not Path(CHROMIUM).exists():
+        session.skip(f"{CHROMIUM} is missing (Debian's chromium package; apt-get install chromium)")
+    _install_groups(session, *TESTS, "browser")
+    session.run(
+        "pytest",
+        "tests/browser",
+        "-q",
+        "-rs",
+        *session.posargs,
+        env={"ACS_CHROMIUM": CHROMIUM},
+    )
+
+
 @nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
     """Repository-wide checks: every hook documented, every plugin has its extra, versions; the
@@ -276,9 +303,12 @@ def bench(session: nox.Session) -> None:
 
 
 def _install_everything(session: nox.Session) -> None:
-    """The test groups plus every workspace member (without their test extras)."""
+    """The test groups plus every workspace member, and the six store plugins with their test
+    dependencies: the erasure test drives all six stores (LangGraph's SQLite store needs
+    ``langgraph-checkpoint-sqlite``, which only the plugin's ``test`` extra brings)."""
     _install_groups(session, *POSTGRES_TESTS)
     _sync(session, "--inexact", "--all-packages")
+    _add_plugins(session, *STORE_PLUGINS)
 
 
 @nox.session(python=PYTHON)

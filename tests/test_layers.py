@@ -114,6 +114,13 @@ def assert_caught(tree: Path, contract: str, *edges: str) -> None:
             "agent_custody_state.server",
         ),
         ("server-below-cli", CORE / "server" / "deliberate.py", "agent_custody_state.cli"),
+        ("extras-are-a-frontend", CORE / "extras" / "deliberate.py", "agent_custody_state.server"),
+        ("extras-are-a-frontend", CORE / "extras" / "deliberate.py", "agent_custody_state.cli"),
+        (
+            "nothing-below-imports-the-extras",
+            CORE / "server" / "deliberate.py",
+            "agent_custody_state.extras",
+        ),
         ("root-is-a-facade", CORE / "stores" / "deliberate.py", "agent_custody_state"),
         ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state.ledger.model"),
         ("plugins-use-plugin-module", ZEP / "deliberate.py", "agent_custody_state"),

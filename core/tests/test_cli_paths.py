@@ -123,3 +123,45 @@ def test_import_names_the_line_of_bytes_that_are_not_utf8(
     assert _error(capsys).startswith(f"error: {bad}:2: not UTF-8")
     assert main(["import", "--ledger", str(tmp_path / "l.jsonl"), "--from", str(tmp_path)]) == 1
     assert "is a folder" in _error(capsys)
+
+
+@pytest.mark.parametrize(
+    ("name", "warned"),
+    [("l.sqlit", ".sqlite"), ("l.jsnl", None), ("l.dbb", ".db"), ("l.jsonl", None), ("l", None)],
+)
+def test_a_suffix_that_looks_like_a_typo_is_warned_about_on_the_startup_line(
+    tmp_path: Path, name: str, warned: str | None
+) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_custody_state", "serve", "--ledger", str(tmp_path / name)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    startup = done.stderr.splitlines()[0]
+    if warned is None:
+        assert "warning" not in startup, startup
+    else:
+        assert f"not {warned}: it is opened as a jsonl ledger" in startup, startup
+
+
+def test_an_environment_variable_that_is_not_json_is_named(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AGENT_CUSTODY_SERVER": "notjson", "AGENT_CUSTODY_BLOCK_PLUGINS": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_custody_state", "serve", "--ledger", str(tmp_path / "l")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: AGENT_CUSTODY_SERVER: not valid JSON"), done.stderr
+    assert "EnvSettingsSource" not in done.stderr and list(tmp_path.iterdir()) == []

@@ -111,6 +111,7 @@ def test_ledger_files_hold_no_erased_byte(
     else:
         if backend == "sqlite":
             pytest.importorskip("agent_custody_state_events_sqlite", reason="events-sqlite")
+        folder.mkdir()  # backends never create a folder
         location = str(folder / f"ledger.{backend}")
     facts = Facts()
     scans = 0

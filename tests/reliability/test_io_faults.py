@@ -22,6 +22,7 @@ clears.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import random
@@ -193,12 +194,14 @@ def shim_or_skip(faultshim: Path | None) -> Path:
 
 
 def test_jsonl_io_faults(tmp_path: Path, shim_or_skip: Path) -> None:
+    (tmp_path / "l").mkdir()  # backends never create a folder
     figures = run_loop("jsonl", str(tmp_path / "l" / "ledger.jsonl"), shim_or_skip, tmp_path)
     record("io_faults[jsonl]", **figures)
 
 
 def test_sqlite_io_faults(tmp_path: Path, shim_or_skip: Path) -> None:
     pytest.importorskip("agent_custody_state_events_sqlite", reason="events-sqlite not installed")
+    (tmp_path / "l").mkdir()
     figures = run_loop("sqlite", str(tmp_path / "l" / "ledger.sqlite"), shim_or_skip, tmp_path)
     record("io_faults[sqlite]", **figures)
 
@@ -218,6 +221,7 @@ def test_more_errnos(kind: str, tmp_path: Path, shim_or_skip: Path) -> None:
     """Long only: the whole loop again with the rarer failures a disk can report: quota
     (EDQUOT), read-only remount (EROFS), file too large (EFBIG), and a single EINTR, which must
     be retried, never reported."""
+    (tmp_path / "l").mkdir()
     location = str(tmp_path / "l" / f"ledger.{kind}")
     figures = run_loop(
         kind,
@@ -261,7 +265,7 @@ def _seed(path: Path, n: int) -> list[str]:
 
 def test_jsonl_truncated_tail_every_byte(tmp_path: Path) -> None:
     """Cut the file at every byte of its last event: the reopened ledger holds exactly the
-    events before it (the cut one moved aside), or, with ``on_torn="raise"``, refuses to open."""
+    events before it (the cut one recorded, not kept), or, with ``on_torn="raise"``, refuses to open."""
     path = tmp_path / "ledger.jsonl"
     ids = _seed(path, 4)
     full = path.read_bytes()
@@ -283,8 +287,10 @@ def test_jsonl_truncated_tail_every_byte(tmp_path: Path) -> None:
         complete = cut == len(full) - 1
         assert got == (ids if complete else ids[:-1]), f"cut at {cut}"
         assert path.read_bytes() == full[:last_start], f"cut at {cut}: not truncated back"
-        assert [p.read_bytes() for p in tmp_path.glob("ledger.jsonl.torn-*")] == [
-            full[last_start:cut]
+        # The record of the cut-off bytes: where, how many, their sha256; never the bytes.
+        records = [json.loads(p.read_bytes()) for p in tmp_path.glob("ledger.jsonl.torn-*")]
+        assert [(r["offset"], r["length"], r["sha256"]) for r in records] == [
+            (last_start, cut - last_start, hashlib.sha256(full[last_start:cut]).hexdigest())
         ]
         cases += 1
     record("torn_tail[jsonl]", cuts=cases, events_lost=0, half_events_visible=0)
@@ -301,7 +307,7 @@ GARBAGE = [
 
 @pytest.mark.parametrize("newline", [False, True], ids=["no-newline", "newline"])
 def test_jsonl_garbled_tail(tmp_path: Path, newline: bool) -> None:
-    """Garbage after the last event: without a newline it is a torn tail (moved aside); with
+    """Garbage after the last event: without a newline it is a torn tail (cut off); with
     one it is a corrupt line, and the ledger refuses to open with the byte offset, never
     skipping it silently."""
     path = tmp_path / "ledger.jsonl"

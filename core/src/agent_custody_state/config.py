@@ -42,6 +42,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -49,6 +50,9 @@ from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.retention import RetentionPolicy
 
 _CONFIG_FILE: ContextVar[Path | None] = ContextVar("agent_custody_config_file", default=None)
+
+
+ENV_PREFIX = "AGENT_CUSTODY_"
 
 
 class ConfigError(ValueError):
@@ -115,7 +119,7 @@ class MemoryConfig(BaseSettings):
     """Everything ``agent-custody-memory serve`` can be told."""
 
     model_config = SettingsConfigDict(
-        env_prefix="AGENT_CUSTODY_",
+        env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
         extra="forbid",
     )
@@ -163,13 +167,39 @@ def _file(path: Path | None) -> Iterator[None]:
         _CONFIG_FILE.reset(token)
 
 
+def _env_name(loc: tuple[Any, ...]) -> str | None:
+    """The environment variable that set this setting, if one did."""
+    for depth in range(len(loc), 0, -1):
+        name = ENV_PREFIX + "__".join(str(p) for p in loc[:depth]).upper()
+        if name in os.environ:
+            return name
+    return None
+
+
 def _describe(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
         where = ".".join(str(p) for p in item["loc"]) or "config"
+        env = _env_name(tuple(item["loc"]))
+        if env is not None:
+            where += f" (from {env})"
         message = item["msg"].removeprefix("Value error, ")
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
+
+
+def _describe_settings_error(exc: SettingsError) -> str:
+    """pydantic-settings says 'error parsing value for field "server" from source
+    "EnvSettingsSource"'; name the variable and what it must hold instead."""
+    match = re.search(r'field "(\w+)"', str(exc))
+    field = match.group(1) if match else None
+    if field is None:
+        return str(exc)
+    name = ENV_PREFIX + field.upper()
+    return (
+        f"{name}: not valid JSON; a table setting from the environment is JSON (e.g. "
+        f"{name}='{{\"port\": 8790}}'), or set one key with {name}__<KEY>=<value>"
+    )
 
 
 def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemoryConfig:
@@ -189,6 +219,8 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
     except ValidationError as exc:
         where = f"{file}: " if file is not None else ""
         raise ConfigError(f"{where}{_describe(exc)}") from None
+    except SettingsError as exc:
+        raise ConfigError(_describe_settings_error(exc)) from None
     if file is not None:
         _anchor_paths(config, raw, file.parent)
     return config

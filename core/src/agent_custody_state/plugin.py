@@ -19,6 +19,12 @@ from agent_custody_state.ledger.backend import (
     EventBackendError,
     ReentrantTransactions,
 )
+from agent_custody_state.ledger.files import (
+    PRIVATE_MODE,
+    check_folder,
+    create_private,
+    open_private,
+)
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -46,6 +52,7 @@ from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
+    "PRIVATE_MODE",
     "AssertEvent",
     "ConfirmEvent",
     "Event",
@@ -65,12 +72,15 @@ __all__ = [
     "StoreError",
     "Verification",
     "call_sdk",
+    "check_folder",
+    "create_private",
     "custody_metadata",
     "event_from_dict",
     "event_from_json",
     "fact_text",
     "forget_assert",
     "hookimpl",
+    "open_private",
     "poll",
     "resolve_ref",
     "run_sync",

@@ -7,11 +7,13 @@ each test works in its own subject or space.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from servertest import HttpServer, start_http
+
+from agent_custody_state_conformance.gateway import GatewayClient
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +39,18 @@ def http_server(module_dir: Path) -> Iterator[HttpServer]:
     )
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+async def gw(module_dir: Path) -> AsyncIterator[GatewayClient]:
+    """A stdio server on a fresh JSONL ledger, called as the gateway (agent ``support-agent``);
+    spaces ``sweep:*`` have a zero retention window."""
+    async with GatewayClient.stdio(
+        "serve",
+        "--ledger",
+        str(module_dir / "stdio.jsonl"),
+        "--retention",
+        "sweep:*=PT0S",
+        agent="support-agent",
+    ) as client:
+        yield client

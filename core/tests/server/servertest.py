@@ -11,6 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CLI = [sys.executable, "-m", "agent_custody_state"]
 GATEWAY_TOKEN = "gw-" + uuid.uuid4().hex
@@ -86,3 +87,11 @@ def run_cli(
         env={**os.environ, **(env or {})},
         cwd=cwd,
     )
+
+
+async def write(gw: Any, **args: Any) -> dict[str, Any]:
+    """``memory.write`` with a fresh subject and defaults for the rest; asserts it succeeded."""
+    base = {"subject": unique("acct"), "predicate": "plan", "value": "pro", "space": "org"}
+    result = await gw.call("memory.write", {**base, **args})
+    assert not result.is_error, result.texts
+    return result.data  # type: ignore[no-any-return]

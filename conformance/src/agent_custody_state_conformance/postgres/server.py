@@ -1,7 +1,8 @@
 """``EmbeddedPostgres``: a running server, its URLs, and what erasure tests ask of it.
 
 Besides URLs and databases per test, it can checkpoint, retire WAL segments and scan its data
-directory for bytes, so a test can show that a forgotten value left no copy on disk.
+directory for bytes, so a test can show where a forgotten value left a copy (relation files,
+``pg_wal``) and where it did not.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ is replaced on forget, so it cannot carry the lock), reads hold a shared one and
 other processes appended. Appends are fsynced before the transaction returns; a failed write is
 truncated away so no partial line survives. A forget rewrites the file to a temporary, fsyncs it
 and renames it over the ledger with the forget event already inside: the erasure and its record
-are one atomic step. A torn final line (a crash mid-write) is never merged: by default it is moved
-aside to ``<file>.torn-<ms>`` with a warning, or reported as an error with ``on_torn="raise"``.
+are one atomic step. A torn final line (a crash mid-write) is never merged: by default it is cut
+off and recorded (no content) in ``<file>.torn-<ms>``, or reported as an error (``on_torn="raise"``).
 What a crash or a failing disk leaves behind (torn lines, unfinished batches, rejected bytes) is
 settled by ``jsonl_recovery``; this module reads, indexes and writes.
 """
@@ -18,6 +18,7 @@ import fcntl
 import json
 import logging
 import os
+import stat
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -30,6 +31,7 @@ from agent_custody_state.ledger.backend import (
     EventBackendError,
     ReentrantTransactions,
 )
+from agent_custody_state.ledger.files import check_folder, open_private
 from agent_custody_state.ledger.model import (
     AssertEvent,
     Event,
@@ -53,9 +55,9 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self.path = Path(location)
         self.location = str(location)
         self._recovery = Recovery(self.path, self.location, on_torn)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_folder(self.path, self.location)  # never created: SPEC 3
         self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = open_private(self._lock_path, os.O_RDWR)[0]
         self._init_transactions()
         self._index = EventIndex()
         self._offsets: list[int] = []  # byte offset of each event's line
@@ -77,7 +79,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
 
     @property
     def on_torn(self) -> str:
-        """``"repair"`` (move a torn final line aside) or ``"raise"`` (refuse to open)."""
+        """``"repair"`` (cut a torn final line off) or ``"raise"`` (refuse to open)."""
         return self._recovery.on_torn
 
     @property
@@ -165,7 +167,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self._recovery.torn_tail(tail, offset, exclusive=exclusive)
 
     def repair(self) -> list[str]:
-        """Move a torn final line aside now (used by ``agent-custody-memory repair``)."""
+        """Cut a torn final line off now (used by ``agent-custody-memory repair``)."""
         with self.transaction():
             pass
         return list(self.repairs)
@@ -220,9 +222,8 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
             return
         prefix = b"\n" if self._needs_newline else b""
         data = prefix + b"".join(self._pending)
-        created = not self.path.exists()
         batch = len(self._pending) > 1
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd, created = open_private(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             before = os.fstat(fd).st_size
             try:
@@ -296,9 +297,10 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         replaced = False
         try:
             self._remove_stale_temps()
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd, _ = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
             try:
                 write_all(fd, bytes(out))
+                self._keep_mode(fd)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -326,6 +328,22 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self._ident = (st.st_dev, st.st_ino)
         self._read_to = st.st_size
         self._needs_newline = False
+
+    def _keep_mode(self, fd: int) -> None:
+        """Give the rewrite (created 0600) the replaced ledger's mode and group.
+
+        The rename puts a new file in place of the ledger; a mode the operator chose (0640 for
+        an auditors' group, say) must survive a forget. The group is kept when the owner may
+        set it; the owner is always the writing user (changing it needs privileges).
+        """
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        if st.st_gid != os.fstat(fd).st_gid:
+            with suppress(PermissionError):
+                os.fchown(fd, -1, st.st_gid)
 
     def _remove_stale_temps(self) -> None:
         """Delete rewrite temporaries left by a forget that crashed before its rename.

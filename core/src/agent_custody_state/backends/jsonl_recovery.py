@@ -4,22 +4,28 @@ Three leftovers, each never acknowledged to anyone (an append is acknowledged on
 fsync), so each is rolled back, never merged (docs/decisions.md, "JSONL"):
 
 * a **torn final line**: bytes after the last newline that are not a complete event. The next
-  writer moves them aside to ``<file>.torn-<ms>`` (or, with ``on_torn="raise"``, opening fails);
-  readers ignore them until then.
+  writer cuts them off and records them in ``<file>.torn-<ms>`` (or, with ``on_torn="raise"``,
+  opening fails); readers ignore them until then.
 * an **unfinished batch**: a multi-event append is one write, which a crash can cut between two
   lines, leaving nothing in the file to show it. So before such a write a small journal
   ``<file>.batch`` records where the batch starts and how long it is (no event bytes, so no value
   is copied); it is removed once the batch is fsynced. Finding the journal means the batch may
-  be incomplete: a writer rolls it back (moved aside, like a torn line), and until then readers
+  be incomplete: a writer rolls it back (recorded like a torn line), and until then readers
   stop at its start.
 * the **bytes of a failed append** that could not be truncated away: the backend never reads
   past them and cuts them off before its next write (``cut_off``).
+
+The record of bytes set aside keeps their offset, length and SHA-256, **never the bytes**: they
+may hold a value that a later forget must erase, and a forget only rewrites the ledger file
+(docs/decisions.md, "JSONL"). The digest cannot confirm a guessed value: any value in the bytes
+comes after the event's random id, which the ledger never kept.
 
 Also the small file helpers the backend's writes share (full writes, directory fsync).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -28,8 +34,12 @@ from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state.ledger.files import PRIVATE_MODE, open_private
 
 log = logging.getLogger("agent_custody_state.backends.jsonl")
+
+#: What a set-aside record says in place of the bytes.
+NOT_KEPT = "not kept: never acknowledged, and it may hold a value a forget must erase"
 
 
 def fsync_dir(path: Path) -> None:
@@ -69,10 +79,31 @@ class Recovery:
         self.journal = path.with_name(path.name + ".batch")
         self.repairs: list[str] = []
 
-    def _move_aside(self, data: bytes) -> Path:
-        aside = self.path.with_name(f"{self.path.name}.torn-{int(time.time() * 1000)}")
-        aside.write_bytes(data)
-        return aside
+    def _set_aside(self, data: bytes, offset: int, what: str) -> Path:
+        """Record (not copy) the bytes about to be cut off at ``offset``, in a new 0600 file."""
+        fields = {
+            "setAside": what,
+            "offset": offset,
+            "length": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "content": NOT_KEPT,
+        }
+        record = json.dumps(fields).encode() + b"\n"
+        stamp = int(time.time() * 1000)
+        for n in range(100):
+            aside = self.path.with_name(f"{self.path.name}.torn-{stamp}{f'-{n}' if n else ''}")
+            try:
+                fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
+            except FileExistsError:
+                continue  # two in one millisecond
+            try:
+                os.fchmod(fd, PRIVATE_MODE)  # exactly, whatever the umask
+                write_all(fd, record)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return aside
+        raise EventBackendError(f"{self.location}: too many set-aside records named {aside.name}")
 
     def _note(self, note: str) -> None:
         log.warning(note)
@@ -89,22 +120,22 @@ class Recovery:
         if self.on_torn == "raise":
             raise EventBackendError(
                 message + "; run `agent-custody-memory repair --ledger "
-                f"{self.location}` to move it aside"
+                f"{self.location}` to cut it off"
             )
         if not exclusive:
             # Readers never merge it and cannot repair it under a shared lock; the next writer will.
             log.warning("%s (ignored until the next write repairs it)", message)
             return
-        aside = self._move_aside(tail)
+        aside = self._set_aside(tail, offset, "torn final line")
         truncate(self.path, offset)
-        self._note(f"{message}; moved aside to {aside.name}")
+        self._note(f"{message}; cut off, recorded in {aside.name} (length and sha256 only)")
 
     # -- multi-event commits -------------------------------------------------------------------
 
     def begin_batch(self, offset: int, length: int) -> None:
         """Record, durably, that a batch of ``length`` bytes is about to be written at ``offset``."""
         record = json.dumps({"offset": offset, "length": length}).encode()
-        fd = os.open(self.journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd, _ = open_private(self.journal, os.O_WRONLY | os.O_TRUNC)
         try:
             write_all(fd, record)
             os.fsync(fd)
@@ -148,7 +179,7 @@ class Recovery:
                 with open(self.path, "rb") as fh:
                     fh.seek(offset)
                     partial = fh.read()
-                aside = self._move_aside(partial)
+                aside = self._set_aside(partial, offset, "unfinished batch")
                 truncate(self.path, offset)
             except OSError as exc:
                 raise EventBackendError(
@@ -158,7 +189,7 @@ class Recovery:
             self._note(
                 f"{self.location}: a batch of events was cut short at byte {offset} "
                 f"({size - offset} of {length} bytes written); it was never acknowledged "
-                f"and is rolled back, moved aside to {aside.name}"
+                f"and is rolled back, recorded in {aside.name} (length and sha256 only)"
             )
         self.journal.unlink(missing_ok=True)
         return None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from agent_custody_state.cli import ledger_commands
 from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.extras import add_commands as add_extras_commands
 from agent_custody_state.cli.serve import add_commands as add_server_commands
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
@@ -63,11 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="server config file: also remove from its stores")
     p.set_defaults(func=ledger_commands.cmd_sweep)
 
-    p = sub.add_parser("repair", help="move a torn final JSONL line aside")
+    p = sub.add_parser(
+        "repair", help="cut off a torn final JSONL line (recorded by length and sha256)"
+    )
     p.add_argument("--ledger", required=True)
     p.set_defaults(func=ledger_commands.cmd_repair)
 
     add_server_commands(sub)
+    add_extras_commands(sub)
     return parser
 
 

@@ -9,7 +9,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -90,17 +90,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runtime.discard()
         raise CliError(str(exc)) from None
     try:
-        with _graceful_stop():
-            if sock is not None:
+        stopping = threading.Event()
+        if sock is not None:
+            with _graceful_stop(stopping, server.request_stop):
                 anyio.run(
                     lambda: server.serve(sock=sock, on_bound=lambda s: announce(runtime, s.url))
                 )
-            else:
-                from agent_custody_state.server.stdio import serve_stdio
+        else:
+            from agent_custody_state.server.stdio import serve_stdio
 
+            with _graceful_stop(stopping):
                 announce(runtime, "stdio")
                 anyio.run(
-                    lambda: serve_stdio(server, max_message_bytes=config.server.max_request_bytes)
+                    lambda: serve_stdio(
+                        server,
+                        max_message_bytes=config.server.max_request_bytes,
+                        stop_requested=stopping,
+                    )
                 )
     finally:
         runtime.close()
@@ -141,17 +147,28 @@ def _build_server(config: Any, runtime: Any) -> Any:
 
 
 @contextmanager
-def _graceful_stop() -> Iterator[None]:
+def _graceful_stop(
+    stopping: threading.Event, request_stop: Callable[[], None] | None = None
+) -> Iterator[None]:
     """SIGTERM stops the server as cleanly as SIGINT: in-flight calls finish, the ledger closes
     (SQLite checkpoints its WAL), the exit status is 0. Containers and service managers stop
     with SIGTERM. The transports catch both signals while they serve (uvicorn for HTTP, the
-    stdio reader); uvicorn then raises the signal again for the previous handler, which is this
-    no-op instead of the default that would kill the process before the ledger is closed."""
+    stdio reader). Outside those windows (a signal before the transport listens for it, or
+    uvicorn raising it again for the previous handler once it has stopped) this handler takes
+    it: it records the stop (``stopping``, which the stdio reader checks when it starts) and asks
+    the server to stop, instead of the default action that would kill the process before the
+    ledger is closed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+
+    def handle(_sig: int, _frame: object) -> None:
+        stopping.set()
+        if request_stop is not None:
+            request_stop()
+
     handled = (signal.SIGTERM, signal.SIGINT)
-    previous = {sig: signal.signal(sig, lambda _sig, _frame: None) for sig in handled}
+    previous = {sig: signal.signal(sig, handle) for sig in handled}
     try:
         yield
     finally:

@@ -67,7 +67,8 @@ class EventBackend(abc.ABC):
         """Atomically rewrite the fact's assert (value null, ``forgotten`` set) and append ``event``.
 
         Only inside ``transaction()``. After the section ends no byte of the old value remains in
-        the store's files, as far as the engine allows (``compact`` finishes the job).
+        the files the store manages, as far as the engine allows (``compact`` finishes the job);
+        an engine's own log (PostgreSQL's WAL) may keep it longer: docs/forget.md says where.
         """
 
     # -- reading -----------------------------------------------------------------------------

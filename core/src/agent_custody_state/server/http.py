@@ -191,6 +191,7 @@ class MemoryHttpServer:
             )
         self.connections = ConnectionStats()
         self._uvicorn: uvicorn.Server | None = None
+        self._stop_requested = False
         self._thread: threading.Thread | None = None
         self.socket: socket.socket | None = None  # the listening socket, once bound
 
@@ -223,6 +224,7 @@ class MemoryHttpServer:
         )
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog(self.connections))
         self._uvicorn = uvicorn.Server(config)
+        self._uvicorn.should_exit = self._stop_requested
         if on_bound is not None:
             on_bound(self)
         try:
@@ -247,6 +249,13 @@ class MemoryHttpServer:
         if not bound.wait(timeout) or failure:
             raise RuntimeError(f"the HTTP memory server did not start: {failure or 'timeout'}")
         return self
+
+    def request_stop(self) -> None:
+        """Ask the server to stop (safe from a signal handler); before ``serve`` has started,
+        the stop is remembered and ``serve`` returns as soon as it has started."""
+        self._stop_requested = True
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
 
     def close(self) -> None:
         if self._uvicorn is not None:

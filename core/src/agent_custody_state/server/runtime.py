@@ -7,6 +7,7 @@ that binds a connection to its creating thread is used from that thread only.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import re
 import sys
 from dataclasses import dataclass, field
@@ -144,7 +145,37 @@ def startup_line(runtime: Runtime, where: str) -> str:
         parts.append("stores: " + ", ".join(s.name for s in runtime.stores))
     if runtime.identity is not None:
         parts.append(f"signing results (key {runtime.identity.key_id[:16]})")
+    typo = suffix_typo(runtime.config.ledger or "", ledger.backend.kind)
+    if typo:
+        parts.append(f"warning: {typo}")
     return "agent-custody-memory: " + "; ".join(parts)
+
+
+def suffix_typo(location: str, kind: str) -> str | None:
+    """A warning when a path's suffix looks like a misspelt backend suffix (``.sqlit``,
+    ``.jsnl``): such a path silently gets the fallback backend (JSONL), not the one meant."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", location):
+        return None
+    suffix = Path(location).suffix.lower()
+    from agent_custody_state.plugins import get_plugin_manager
+
+    known = {s for spec in get_plugin_manager().backends.values() for s in spec.suffixes}
+    known |= {".jsonl", ".sqlite", ".db"}  # what SPEC 3 routes, installed or not
+    if not suffix or suffix in known:
+        return None
+    close = difflib.get_close_matches(suffix, sorted(known), n=1, cutoff=0.6)
+    if not close:
+        return None
+    meant = next(
+        (s.name for s in get_plugin_manager().backends.values() if close[0] in s.suffixes),
+        "sqlite" if close[0] in (".sqlite", ".db") else "jsonl",
+    )
+    if meant == kind:
+        return None  # ".json" for ".jsonl": the backend meant is the one used
+    return (
+        f"{location} ends in {suffix}, not {close[0]}: it is opened as a {kind} ledger; "
+        f"rename it if you meant {close[0]}"
+    )
 
 
 def announce(runtime: Runtime, where: str, stream: TextIO | None = None) -> None:

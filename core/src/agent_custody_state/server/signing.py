@@ -5,7 +5,8 @@ The payload is the canonical JSON of ``{receiptId, tool, contentDigest}``, where
 the result goes on the wire. The envelope is DSSE (payloadType
 ``application/vnd.agent-custody.upstream+json``); the signature covers
 ``PAE("DSSEv1", type, payload)`` and the ``keyid`` is the sha256 hex of the public key's SPKI DER,
-so the receipts gateway can tell which upstream key signed a memory execution.
+so the receipts gateway can tell which upstream key signed a memory execution. The DSSE and key
+primitives live in ``agent_custody_state.signing`` (the operator's extras sign with them too).
 """
 
 from __future__ import annotations
@@ -25,6 +26,18 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agent_custody_state.canonical import canonical_json
+from agent_custody_state.signing import key_id, pae
+
+__all__ = [
+    "PAYLOAD_TYPE",
+    "SigningIdentity",
+    "SigningKeyError",
+    "content_digest",
+    "generate_key_pair",
+    "key_id",
+    "pae",
+    "verify_envelope",
+]
 
 PAYLOAD_TYPE = "application/vnd.agent-custody.upstream+json"
 
@@ -33,24 +46,11 @@ class SigningKeyError(ValueError):
     """The signing key cannot be read or is not an Ed25519 private key."""
 
 
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE pre-authentication encoding; lengths are byte counts."""
-    kind = payload_type.encode("utf-8")
-    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
-
-
 def content_digest(content: Sequence[Any], is_error: bool) -> str:
     """sha256 hex of the canonical JSON of ``{content, isError}`` (content as wire dicts)."""
     return hashlib.sha256(
         canonical_json({"content": list(content), "isError": bool(is_error)}).encode("utf-8")
     ).hexdigest()
-
-
-def key_id(public_key: Ed25519PublicKey) -> str:
-    der = public_key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return hashlib.sha256(der).hexdigest()
 
 
 @dataclass(frozen=True)

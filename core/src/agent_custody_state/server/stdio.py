@@ -177,6 +177,7 @@ async def stdio_transport(
     in_fd: int | None = None,
     out_fd: int | None = None,
     stop_on_signals: bool = False,
+    stop_requested: threading.Event | None = None,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
     """Serve JSON-RPC over the process's stdin/stdout (or the given descriptors).
 
@@ -215,6 +216,9 @@ async def stdio_transport(
         # SIGTERM (containers, service managers) and SIGINT stop the server as end of input
         # does: in-flight calls finish and are answered, then the server exits cleanly.
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            if stop_requested is not None and stop_requested.is_set():
+                reading.cancel()  # the signal came before this receiver listened
+                return
             async for _ in signals:
                 reading.cancel()
                 return
@@ -283,10 +287,13 @@ async def serve_stdio(
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     stop_on_signals: bool = True,
+    stop_requested: threading.Event | None = None,
 ) -> None:
     """Run ``server`` over stdio until stdin closes, or SIGTERM/SIGINT (then in-flight calls
     are answered first)."""
     async with stdio_transport(
-        max_message_bytes=max_message_bytes, stop_on_signals=stop_on_signals
+        max_message_bytes=max_message_bytes,
+        stop_on_signals=stop_on_signals,
+        stop_requested=stop_requested,
     ) as (read, write):
         await server.run(read, write, server.create_initialization_options())

@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from agent_custody_state.plugin import EventBackendError
+from agent_custody_state.plugin import EventBackendError, check_folder, create_private
 from agent_custody_state_sql import SqlEventBackend
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,11 @@ class SqliteBackend(SqlEventBackend):
         **_options: object,
     ) -> None:
         self.path = Path(location)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_folder(self.path, str(location))  # never created: SPEC 3
+        # SQLite would create the file 0644 minus the umask; created here first, owner-only, it
+        # also passes 0600 on to the -wal, -shm and -journal files, which SQLite gives the main
+        # file's mode. An existing file keeps the mode its operator chose.
+        create_private(self.path)
         self._erasure_pending = False
         path = str(self.path)
         engine = sa.create_engine(

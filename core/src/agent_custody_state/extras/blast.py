@@ -1,0 +1,110 @@
+"""``blast``: everything that relied on one fact (SPEC-EXTRAS 2).
+
+The receipts say which facts the agent had been shown before each call; the ledger says which
+facts each call wrote. Walking both forward until nothing is added gives every later call that
+saw the fact (or a belief derived from it) and every belief derived, transitively. It is an upper
+bound by design: a receipt shows what the agent was shown, not what it relied on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent_custody_state.extras.bundles import ReceiptSummary, time_key
+from agent_custody_state.extras.jsview import compact, text
+from agent_custody_state.extras.ledgerview import all_facts, believed_ids, wire
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import Fact, RetractEvent
+
+
+@dataclass
+class BlastRadius:
+    fact: Fact | None
+    receipts: list[ReceiptSummary]
+    derived_facts: list[Fact]
+    retraction: RetractEvent | None
+    still_believed: list[Fact]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fact": wire(self.fact),
+            "receipts": [r.to_dict() for r in self.receipts],
+            "derivedFacts": [f.to_dict() for f in self.derived_facts],
+            "retraction": self.retraction.to_dict() if self.retraction else None,
+            "stillBelieved": [f.to_dict() for f in self.still_believed],
+        }
+
+
+def blast_radius(ledger: Ledger, receipts: list[ReceiptSummary], fact_id: str) -> BlastRadius:
+    """The walk of SPEC-EXTRAS 2; ``receipts`` sorted by timestamp (``load_summaries``)."""
+    facts = all_facts(ledger)
+    by_id = {f.fact_id: f for f in facts}
+    believed = believed_ids(ledger)
+    seen = {fact_id}
+    hit: dict[Any, ReceiptSummary] = {}
+    derived: dict[str, Fact] = {}
+    grew = True
+    while grew:
+        grew = False
+        for r in receipts:
+            if r.receipt_id in hit or not any(_hashable(i) and i in seen for i in r.consumed):
+                continue
+            hit[r.receipt_id] = r
+            grew = True
+        for f in facts:
+            source = f.source.receipt_id
+            if f.fact_id == fact_id or f.fact_id in derived or not source or source not in hit:
+                continue
+            derived[f.fact_id] = f
+            seen.add(f.fact_id)
+            grew = True
+    retraction = next(
+        (e for e in ledger.history(fact_id) if isinstance(e, RetractEvent)),
+        None,
+    )
+    derived_facts = list(derived.values())
+    return BlastRadius(
+        fact=by_id.get(fact_id),
+        receipts=sorted(hit.values(), key=lambda r: time_key(r.timestamp)),
+        derived_facts=derived_facts,
+        retraction=retraction,
+        still_believed=[f for f in derived_facts if f.fact_id in believed],
+    )
+
+
+def _hashable(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool) or value is None
+
+
+def fact_line(fact_id: str, fact: Fact | None) -> str:
+    """``fact <id>: <subject> <predicate> = <value> (space .., by .., <provenance>)``."""
+    if fact is None:
+        return f"fact {fact_id}: not in this ledger"
+    return (
+        f"fact {fact_id}: {fact.subject} {fact.predicate} = {compact(fact.value)} "
+        f"(space {fact.space}, by {fact.actor}, {fact.provenance})"
+    )
+
+
+def format_blast(b: BlastRadius, fact_id: str) -> str:
+    lines = [fact_line(fact_id, b.fact)]
+    r = b.retraction
+    lines.append(f"retracted at {r.tx_time} by {r.actor}: {r.reason}" if r else "not retracted")
+    lines.append(f"{len(b.receipts)} call(s) made after the agent was shown it:")
+    for s in b.receipts:
+        lines.append(
+            f"  {text(s.timestamp)}  {text(s.tool):<18} {text(s.status):<9} "
+            f"receipt {text(s.receipt_id)[:8]}"
+        )
+    still = {f.fact_id for f in b.still_believed}
+    lines.append(
+        f"{len(b.derived_facts)} belief(s) written in those calls, "
+        f"{len(b.still_believed)} still believed:"
+    )
+    for f in b.derived_facts:
+        lines.append(
+            f"  {f.subject} {f.predicate} = {compact(f.value)}  fact {f.fact_id[:8]}  "
+            + ("STILL BELIEVED" if f.fact_id in still else "no longer believed")
+        )
+    return "\n".join(lines)

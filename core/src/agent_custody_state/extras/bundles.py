@@ -1,0 +1,141 @@
+"""Receipt bundles as the receipts gateway writes them: finding, loading, decoding (SPEC-EXTRAS 1).
+
+A receipts directory is flat: ``<receiptId>.json`` per tool call, ``<receiptId>.authorization.json``
+for precommitted calls, and possibly other JSON files. Nothing is verified while loading (that is
+``verify``). Every loader here skips ``*.authorization.json`` and files that do not parse, as the
+original's review does (SPEC-EXTRAS 9.1's recommendation): the original's ``blast`` also read the
+authorization bundles and aborted on a non-JSON file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_custody_state.extras.jsview import at
+from agent_custody_state.signing import b64decode_lenient, js_parse
+
+AUTHORIZATION_SUFFIX = ".authorization.json"
+#: A receipt id as the review pages route it (and as static page file names accept it).
+RECEIPT_ID = re.compile(r"[0-9a-f-]{36}")
+
+
+class BundleError(ValueError):
+    """A file that is not a receipt bundle."""
+
+
+def bundle_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """The receipt files of a directory, byte-sorted as Node lists them."""
+    folder = Path(directory)
+    names = sorted(os.listdir(folder), key=lambda n: os.fsencode(n))
+    return [
+        folder / n for n in names if n.endswith(".json") and not n.endswith(AUTHORIZATION_SUFFIX)
+    ]
+
+
+def read_json(path: Path) -> Any:
+    return js_parse(path.read_bytes())
+
+
+def decode_statement(bundle: Any) -> Any:
+    """The statement inside a bundle's envelope (not verified); ``BundleError`` if undecodable."""
+    payload = at(bundle, "envelope", "payload")
+    if not isinstance(payload, str):
+        raise BundleError("the bundle has no envelope payload")
+    try:
+        return js_parse(b64decode_lenient(payload))
+    except ValueError as exc:
+        raise BundleError(f"the envelope payload is not JSON ({exc})") from None
+
+
+def predicate_of(bundle: Any) -> dict[str, Any]:
+    """The statement's predicate, or ``{}``."""
+    predicate = at(decode_statement(bundle), "predicate")
+    return predicate if isinstance(predicate, dict) else {}
+
+
+def load_bundle(directory: str | os.PathLike[str], receipt_id: str) -> Any:
+    """``<dir>/<receiptId>.json``; ``OSError`` when missing, ``ValueError`` when not JSON."""
+    return read_json(Path(directory) / f"{receipt_id}.json")
+
+
+@dataclass(frozen=True)
+class ReceiptSummary:
+    """What ``blast`` needs of a receipt: when, which tool, the outcome, the facts shown."""
+
+    receipt_id: Any
+    timestamp: Any
+    tool: Any
+    status: Any
+    consumed: list[Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "receiptId": self.receipt_id,
+            "timestamp": self.timestamp,
+            "tool": self.tool,
+            "status": self.status,
+            "consumed": list(self.consumed),
+        }
+
+
+def time_key(value: Any) -> str:
+    """Timestamps compare as plain strings; a missing one sorts first."""
+    return value if isinstance(value, str) else ""
+
+
+def summarize(bundle: Any) -> ReceiptSummary | None:
+    """The summary of one bundle, or ``None`` when it has no payload or no receipt id."""
+    if not at(bundle, "envelope", "payload"):
+        return None
+    predicate = at(decode_statement(bundle), "predicate")
+    receipt_id = at(predicate, "receiptId")
+    if not isinstance(receipt_id, str) or not receipt_id:
+        return None  # the original needs a truthy id; a non-string one would break its output
+    tool = at(predicate, "tool", "name")
+    status = at(predicate, "execution", "status")
+    consumed = at(predicate, "consumed", "factIds")
+    return ReceiptSummary(
+        receipt_id=receipt_id,
+        timestamp=at(predicate, "timestamp"),
+        tool="?" if tool is None else tool,
+        status="?" if status is None else status,
+        consumed=list(consumed) if isinstance(consumed, list) else [],
+    )
+
+
+def load_summaries(directory: str | os.PathLike[str]) -> list[ReceiptSummary]:
+    """Every receipt of a directory, sorted by timestamp (stable)."""
+    out: list[ReceiptSummary] = []
+    for path in bundle_files(directory):
+        try:
+            summary = summarize(read_json(path))
+        except (OSError, ValueError):
+            continue
+        if summary is not None:
+            out.append(summary)
+    return sorted(out, key=lambda s: time_key(s.timestamp))
+
+
+def load_bundles(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """Every bundle keyed by its predicate's receipt id; on a duplicate the later file wins."""
+    out: dict[str, Any] = {}
+    for path in bundle_files(directory):
+        try:
+            bundle = read_json(path)
+            receipt_id = at(decode_statement(bundle), "predicate", "receiptId")
+        except (OSError, ValueError):
+            continue
+        if isinstance(receipt_id, str) and receipt_id:
+            out[receipt_id] = bundle
+    return out
+
+
+def load_directory(directory: str | os.PathLike[str]) -> Path:
+    """A receipts directory that exists; ``NotADirectoryError``/``FileNotFoundError`` otherwise."""
+    folder = Path(directory)
+    os.listdir(folder)  # raises the OS's own error, named for the path
+    return folder

@@ -1,0 +1,101 @@
+"""Reading decoded JSON the way the JavaScript original does, and writing it the way it writes.
+
+Bundles and packs are untrusted input: a field may be missing or of another type. ``at`` walks a
+path and yields ``None`` where JavaScript's optional chaining would yield ``undefined``; ``text``
+interpolates a value as a template literal would. ``pretty`` is ``JSON.stringify(x, null, 2)``
+(every file the extras write and every ``--json`` output), ``compact`` is ``JSON.stringify(x)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_custody_state.canonical import js_json, js_key_order, js_number, js_string
+
+MISSING: Any = object()
+
+
+def at(value: Any, *path: str | int) -> Any:
+    """``value?.a?.b``: ``None`` as soon as a step is missing or not a container."""
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(value, list) or not -len(value) <= step < len(value):
+                return None
+            value = value[step]
+        else:
+            if not isinstance(value, dict):
+                return None
+            value = value.get(step)
+    return value
+
+
+def has(value: Any, key: str) -> bool:
+    """``key in value`` for an object (JavaScript's ``!== undefined`` for a present key)."""
+    return isinstance(value, dict) and key in value
+
+
+def truthy(value: Any) -> bool:
+    """JavaScript truthiness: every object and array is true, even an empty one."""
+    if isinstance(value, dict | list):
+        return True
+    if isinstance(value, float) and value != value:  # NaN
+        return False
+    return bool(value) and value is not MISSING
+
+
+def text(value: Any) -> str:
+    """``${value}`` of a JSON value (``null``, ``undefined``, numbers the JavaScript way)."""
+    if value is None:
+        return "null"
+    if value is MISSING:
+        return "undefined"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return js_number(value)
+    if isinstance(value, list):
+        return ",".join("" if item is None else text(item) for item in value)
+    return "[object Object]"
+
+
+def compact(value: Any) -> str:
+    """``JSON.stringify(value)``; a missing value prints as ``undefined``, as it would there."""
+    return "undefined" if value is MISSING else js_json(value)
+
+
+def pretty(value: Any) -> str:
+    """``JSON.stringify(value, null, 2)``: two-space indent, ``"k": v``, ``[]``/``{}`` when empty."""
+    parts: list[str] = []
+    _pretty(value, parts, "")
+    return "".join(parts)
+
+
+def _pretty(value: Any, out: list[str], indent: str) -> None:
+    inner = indent + "  "
+    if isinstance(value, dict):
+        keys = js_key_order(value, sort=False)
+        if not keys:
+            out.append("{}")
+            return
+        out.append("{\n")
+        for i, key in enumerate(keys):
+            out.append(f"{inner}{js_string(key)}: ")
+            _pretty(value[key], out, inner)
+            out.append(",\n" if i < len(keys) - 1 else "\n")
+        out.append(indent + "}")
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append("[]")
+            return
+        out.append("[\n")
+        for i, item in enumerate(value):
+            out.append(inner)
+            _pretty(item, out, inner)
+            out.append(",\n" if i < len(value) - 1 else "\n")
+        out.append(indent + "]")
+    else:
+        out.append(js_json(value))

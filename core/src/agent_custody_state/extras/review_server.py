@@ -1,0 +1,199 @@
+"""The review pages served on loopback, or written as static files (SPEC-EXTRAS 5).
+
+The server has no authentication of its own, so it binds only a loopback address and answers only
+requests addressed to it by a loopback name (a foreign ``Host`` is a DNS-rebinding page reading
+the receipts through the user's browser: 421). It is read-only: GET and HEAD, routed by path
+alone. Every response carries ``cache-control: no-store``, ``x-frame-options: DENY`` and the
+content security policy of the pages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from agent_custody_state.extras.bundles import RECEIPT_ID, load_bundle
+from agent_custody_state.extras.jsview import pretty
+from agent_custody_state.extras.review import (
+    CSP,
+    ReviewOptions,
+    list_receipts,
+    receipt_page,
+    receipt_path,
+    render_index,
+)
+
+HEADERS = {
+    "cache-control": "no-store",
+    "x-frame-options": "DENY",
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+class NotLoopbackError(ValueError):
+    """A ``--host`` that is not a loopback address."""
+
+
+def check_loopback(host: str) -> None:
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise NotLoopbackError(
+            f"--host {host} is not a loopback address; the review has no authentication of "
+            "its own, so it serves on loopback only (127.0.0.1, ::1, localhost); to share the "
+            "pages, write them with --out DIR"
+        )
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ReviewServer
+    protocol_version = "HTTP/1.0"
+    server_version = "agent-custody-review"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # the review prints its URL once; per-request lines would only be noise
+
+    def _send(self, status: int, kind: str, body: str | bytes, head: bool = False) -> None:
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        for name, value in HEADERS.items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The stdlib's own errors (a malformed request line) with the same headers as the rest."""
+        with contextlib.suppress(OSError):
+            self._send(code, "text/plain", message or "bad request")
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def _refuse(self) -> None:
+        self._send(405, "text/plain", "read-only: GET and HEAD only")
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
+
+    def _answer(self, *, head: bool) -> None:
+        if not self.server.host_allowed(self.headers.get("host")):
+            self._send(
+                421,
+                "text/plain",
+                "misdirected request: this review answers on loopback names only",
+                head,
+            )
+            return
+        status, kind, body = self.server.respond(urlsplit(self.path).path)
+        self._send(status, kind, body, head)
+
+
+class ReviewServer(ThreadingHTTPServer):
+    """Serves one review; ``url`` is where it listens once bound."""
+
+    daemon_threads = True
+
+    def __init__(self, options: ReviewOptions, host: str = "127.0.0.1", port: int = 8791) -> None:
+        check_loopback(host)
+        self.options = options
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        # Ledger reads and page building one at a time: a slow client never blocks the others,
+        # but the ledger is not shared between threads mid-read.
+        self._lock = threading.Lock()
+        super().__init__((host, port), _Handler)
+        self.host = host
+        self.port = int(self.server_address[1])
+        self._hosts = {f"{name}:{self.port}" for name in (*LOOPBACK_NAMES, url_host(host))}
+
+    @property
+    def url(self) -> str:
+        return f"http://{url_host(self.host)}:{self.port}/"
+
+    def host_allowed(self, value: str | None) -> bool:
+        if value is None:
+            return True  # an HTTP/1.0 client without Host: no browser sends that
+        value = value.strip().lower()
+        return value in self._hosts or value in (*LOOPBACK_NAMES, url_host(self.host))
+
+    def respond(self, path: str) -> tuple[int, str, str | bytes]:
+        o = self.options
+        try:
+            with self._lock:
+                if path == "/":
+                    html = render_index(list_receipts(o), o, lambda rid: f"/r/{rid}")
+                    return 200, "text/html; charset=utf-8", html
+                rid, dot, ext = path.removeprefix("/r/").partition(".")
+                if (
+                    not path.startswith("/r/")
+                    or not RECEIPT_ID.fullmatch(rid)
+                    or (dot and ext != "json")
+                ):
+                    return 404, "text/plain", "not found"
+                if ext == "json":
+                    return 200, "application/json", Path(receipt_path(o, rid)).read_bytes()
+                return 200, "text/html; charset=utf-8", receipt_page(o, rid, "/", f"/r/{rid}.json")
+        except FileNotFoundError as exc:
+            return 404, "text/plain", _message(exc)
+        except Exception as exc:  # a damaged bundle or an unreadable ledger: said, not hidden
+            return 500, "text/plain", _message(exc)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """``index.html`` and, per receipt, ``r/<id>.html`` and ``r/<id>.json``; returns
+    ``{"receipts": N}``. Files are replaced by rename, never written through a link."""
+    folder = Path(out_dir)
+    pages = folder / "r"
+    pages.mkdir(parents=False, exist_ok=True)
+    rows = list_receipts(o)
+    _replace(folder / "index.html", render_index(rows, o, lambda rid: f"r/{rid}.html"))
+    for row in rows:
+        rid = row.receipt_id
+        _replace(pages / f"{rid}.html", receipt_page(o, rid, "../index.html", f"{rid}.json"))
+        _replace(pages / f"{rid}.json", pretty(load_bundle(o.receipts_dir, rid)))
+    return {"receipts": len(rows)}
+
+
+def _replace(path: Path, content: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+__all__ = ["HEADERS", "NotLoopbackError", "ReviewServer", "check_loopback", "write_review"]

@@ -1,0 +1,81 @@
+"""File hygiene shared by the backends that keep a ledger in local files (JSONL, SQLite).
+
+Two rules (SPEC 3, issue 11 item 5):
+
+* **No folder is ever created.** A missing folder is usually an unmounted volume or a typo;
+  creating it would put the ledger where nobody looks. Opening a ledger there is an
+  :class:`EventBackendError` naming the folder.
+* **Every file a backend creates is owner-only (0600), whatever the umask.** The mode given to
+  ``open(2)`` is only an upper bound (the umask removes bits from it), so a created file is set
+  to exactly 0600 with ``fchmod`` before any byte is written. A file that already exists keeps
+  its mode: the operator chose it (docs/decisions.md, "Files").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agent_custody_state.ledger.backend import EventBackendError
+
+#: The mode of every file a backend creates.
+PRIVATE_MODE = 0o600
+
+
+def check_folder(path: Path, location: str) -> None:
+    """Refuse a ledger whose folder is missing (or not a folder); never create it."""
+    folder = path.parent
+    if not folder.exists():
+        raise EventBackendError(
+            f"{location}: the folder {folder} does not exist; create it first (a ledger is "
+            "never created in a missing folder)"
+        )
+    if not folder.is_dir():
+        raise EventBackendError(
+            f"{location}: {folder} is not a folder; name a ledger file inside an existing folder"
+        )
+
+
+def open_private(path: Path, flags: int) -> tuple[int, bool]:
+    """Open ``path`` with ``flags`` (``os.O_*``, without ``O_CREAT``), creating it 0600 if missing.
+
+    Returns the descriptor and whether this call created the file. An existing file is opened
+    as it is, its mode untouched.
+    """
+    flags &= ~(os.O_CREAT | os.O_EXCL)
+    for attempt in range(3):
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
+        except FileExistsError:
+            try:
+                return os.open(path, flags), False
+            except FileNotFoundError:
+                # Removed between the two calls (another process): create it after all. A
+                # dangling symlink lands here every time, hence the bound.
+                if attempt == 2:
+                    raise
+                continue
+        try:
+            os.fchmod(fd, PRIVATE_MODE)  # the umask may have removed bits, or (0o000) none
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, True
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def create_private(path: Path) -> bool:
+    """Create ``path`` as an empty 0600 file if nothing is there; True if this call created it.
+
+    For engines that create their files themselves (SQLite): the file exists, owner-only, before
+    the engine opens it. Whatever is already at ``path`` is left alone, unopened.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, PRIVATE_MODE)
+    finally:
+        os.close(fd)
+    return True

@@ -28,6 +28,7 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._start = 0
         self._undo: list[tuple[int, Event]] = []
+        self._keys: MemoryKeyStore | None = None
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 
@@ -77,5 +78,10 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         return iter(list(self._index.events))
 
     def keystore(self, location: str | None = None) -> KeyStore:
-        """Crypto-shred keys in memory too (nothing outlives the process), or in a file."""
-        return MemoryKeyStore() if location is None else FileKeyStore(location)
+        """Crypto-shred keys in memory too, one store per backend object (nothing outlives the
+        process), or in a file."""
+        if location is not None:
+            return FileKeyStore(location)
+        if self._keys is None:
+            self._keys = MemoryKeyStore(f"{self.location} (keys)")
+        return self._keys

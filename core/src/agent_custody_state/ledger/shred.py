@@ -32,10 +32,10 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar, cast
 
-from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.envelope import kid_of, seal, unseal
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore
+from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore, KeyStoreError
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 log = logging.getLogger(__name__)
@@ -72,16 +72,18 @@ def check_plain_forget(mode: str, event: AssertEvent) -> None:
 
 def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> ShreddingBackend:
     """``backend`` in crypto-shred mode, with ``key_store`` (a location, a key store, or None
-    for the backend's default). The backend is closed if the key store cannot be opened."""
+    for the backend's default). The backend is closed if the key store cannot be opened. A
+    ``KeyStore`` object passed in stays the caller's: closing the ledger does not close it."""
     if isinstance(backend, ShreddingBackend):
         return backend
+    owned = not isinstance(key_store, KeyStore)
     keys: KeyStore | None = None
     try:
         keys = key_store if isinstance(key_store, KeyStore) else backend.keystore(key_store)
-        return ShreddingBackend(backend, keys)
+        return ShreddingBackend(backend, keys, owns_keys=owned)
     except BaseException:
         with suppress(Exception):
-            if keys is not None:
+            if keys is not None and owned:
                 keys.close()
         with suppress(Exception):
             backend.close()
@@ -123,9 +125,10 @@ class ShreddingBackend(EventBackend):
     Every other question goes to ``inner`` unchanged; its declared traits are its own.
     """
 
-    def __init__(self, inner: EventBackend, keys: KeyStore) -> None:
+    def __init__(self, inner: EventBackend, keys: KeyStore, *, owns_keys: bool = True) -> None:
         self.inner = inner
         self.keys = keys
+        self._owns_keys = owns_keys
         self.kind = inner.kind
         self.location = inner.location
         for trait in ("min_batch", "blocking", "shared"):
@@ -322,7 +325,13 @@ class ShreddingBackend(EventBackend):
         self.inner.refresh()
 
     def compact(self) -> None:
-        self.recover()
+        try:
+            self.recover()
+        except EventBackendError as exc:
+            raise KeyStoreError(
+                f"{self.keys.location}: the key of a forgotten fact is not destroyed yet "
+                f"({exc}); it stays doomed, and the next open or compact destroys it"
+            ) from exc
         self.inner.compact()
         self.keys.compact()
 
@@ -345,7 +354,8 @@ class ShreddingBackend(EventBackend):
         try:
             with suppress(Exception):  # unused keys left behind are harmless
                 self._pool.release()
-            self.keys.close()
+            if self._owns_keys:
+                self.keys.close()
         finally:
             self.inner.close()
 

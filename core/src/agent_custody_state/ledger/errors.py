@@ -19,6 +19,9 @@ Code = Literal[
     "not_on_hold",
     "bad_replacement",  # a replacement changes subject/predicate or starts earlier
     "not_empty",  # import into a ledger that has events
+    "crypto_shred",  # a plain-mode forget of a value written in crypto-shred mode
+    "key_missing",  # crypto-shred: the value's key is gone, so no digest can be computed
+    "bad_ciphertext",  # crypto-shred: an envelope does not authenticate with its key
 ]
 
 

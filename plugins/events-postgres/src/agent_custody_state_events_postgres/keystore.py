@@ -154,7 +154,7 @@ class PostgresKeyStore(KeyStore):
             except psycopg.Error as exc:
                 raise KeyStoreError(f"key store {self.location}: {_reason(exc)}") from None
 
-    def _execute(self, query: sql.Composable, params: tuple[Any, ...] = ()) -> list[Any]:
+    def _execute(self, query: sql.Composed | sql.SQL, params: tuple[Any, ...] = ()) -> list[Any]:
         cur = self._conn.execute(query, params)
         return cur.fetchall() if cur.description else []
 

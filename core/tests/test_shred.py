@@ -23,9 +23,10 @@ from agent_custody_state.backends.memory import MemoryBackend
 from agent_custody_state.cli import main
 from agent_custody_state.config import ConfigError, load_config
 from agent_custody_state.ledger.envelope import kid_of
+from agent_custody_state.ledger.keypool import FIRST_BLOCK, MAX_BLOCK
 from agent_custody_state.ledger.keystore import KeyStoreError
 from agent_custody_state.ledger.model import event_from_json
-from agent_custody_state.ledger.shred import FIRST_BLOCK, ShreddingBackend
+from agent_custody_state.ledger.shred import ShreddingBackend
 
 SECRET = "s3cret-\u65e5\u672c-\U0001f600"
 VALUES = [
@@ -115,23 +116,23 @@ class CountingKeys(MemoryKeyStore):
 
 
 def test_keys_are_created_ahead_in_blocks_and_unused_ones_destroyed_at_close() -> None:
+    assert (FIRST_BLOCK, MAX_BLOCK) == (64, 1024)
     keys = CountingKeys()
     ledger = Ledger(MemoryBackend(), forget_mode="crypto-shred", key_store=keys)
     ids = [_fact(ledger, i) for i in range(300)]
-    assert keys.puts == 5  # blocks of 16 + 32 + 64 + 128 + 256 keys
+    assert keys.puts == 3  # blocks of 64 + 128 + 256 keys
     ledger.assert_many(
         [
             {"subject": "b", "predicate": "p", "value": i, "space": "o", "actor": "a"}
             for i in range(2000)
         ]
     )
-    assert keys.puts == 6  # a batch takes what it needs in one write
+    assert keys.puts == 4  # a batch takes what it needs in one write
     _fact(ledger, "one more")
-    assert keys.puts == 7 and keys.size() == 2301 + 1023  # a block of 1024, one used
+    assert keys.puts == 5 and keys.size() == 2301 + 1023  # a block of 1024, one used
     ledger.forget(fact_id=ids[0], actor="a", reason="r")
     ledger.close()
     assert keys.size() == 2300  # only the keys of live facts remain
-    assert FIRST_BLOCK == 16
 
 
 def test_forget_leaves_no_copy_of_the_key_in_the_key_store_files(tmp_path: Path) -> None:

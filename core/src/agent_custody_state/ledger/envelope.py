@@ -25,8 +25,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.model import AssertEvent
 
 ALGORITHM = "A256GCM"
+NONCE_BYTES = 12
 _KEYS = frozenset(("shred", "kid", "iv", "ct"))
 _AAD_PREFIX = b"agent-custody-state/shred/v1\x00"
 
@@ -43,9 +45,12 @@ def _aad(fact_id: str) -> bytes:
     return _AAD_PREFIX + fact_id.encode("utf-8", "surrogatepass")
 
 
-def seal(value: Any, *, fact_id: str, kid: str, key: bytes) -> dict[str, str]:
-    """Encrypt ``value`` for ``fact_id`` with ``key`` (named ``kid``): the envelope."""
-    nonce = os.urandom(12)
+def seal(
+    value: Any, *, fact_id: str, kid: str, key: bytes, nonce: bytes | None = None
+) -> dict[str, str]:
+    """Encrypt ``value`` for ``fact_id`` with ``key`` (named ``kid``): the envelope. ``nonce``:
+    12 random bytes (drawn here when not given; a batch draws them all at once)."""
+    nonce = nonce or os.urandom(NONCE_BYTES)
     plain = js_json(value).encode("utf-8")
     sealed = AESGCM(key).encrypt(nonce, plain, _aad(fact_id))
     return {
@@ -71,3 +76,31 @@ def unseal(envelope: dict[str, Any], *, fact_id: str, key: bytes) -> Any:
             code="bad_ciphertext",
         ) from None
     return json.loads(plain.decode("utf-8"))
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(
+            n for klass in reversed(cls.__mro__) for n in getattr(klass, "__slots__", ())
+        )
+    return names
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def with_value(event: AssertEvent, value: Any) -> AssertEvent:
+    """``event`` with its fact's value replaced: ``dataclasses.replace`` twice, without
+    re-running the constructors (copies every slot, so a field added later is kept too). On the
+    path of every sealed or opened value, where ``replace`` costs more than the cipher."""
+    fact = event.fact
+    new_fact = object.__new__(type(fact))
+    for name in _slots(type(fact)):
+        object.__setattr__(new_fact, name, getattr(fact, name))
+    object.__setattr__(new_fact, "value", value)
+    new_event = object.__new__(type(event))
+    for name in _slots(type(event)):
+        object.__setattr__(new_event, name, getattr(event, name))
+    object.__setattr__(new_event, "fact", new_fact)
+    return new_event

@@ -7,11 +7,10 @@ so the ledger, its rules, its digests and its callers see plaintext exactly as i
 
 The key hierarchy is one random AES-256 key per fact (decisions.md says why not per subject):
 
-* **assert**: keys are created ahead, in blocks (``KeyPool``): a block is written to the key
-  store and made durable *before* any of its keys encrypts a value, so the key of an
-  acknowledged fact is always on disk, and a durable append pays no key-store write of its own
-  (one write per block, the block size doubling up to ``MAX_BLOCK``). A key handed out is never
-  handed out again; one a crash left unused encrypts nothing and is harmless;
+* **assert**: keys are created ahead, in blocks (``keypool``), each block durable in the key
+  store before the transaction whose values it encrypts commits: the key of an acknowledged
+  fact is always on disk, and a durable append pays no key-store write of its own. A key is
+  handed out once; one a crash left unused encrypts nothing and is harmless;
 * **forget**: inside the forget's transaction the key is *doomed* (an intent, durable), the
   backend rewrites the assert (value null, as in plain mode) and records the forget; after the
   commit the key is destroyed. A crash in between is settled by ``recover`` at the next open: a
@@ -23,19 +22,18 @@ The key hierarchy is one random AES-256 key per fact (decisions.md says why not 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-import secrets
 import threading
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar, cast
 
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
-from agent_custody_state.ledger.envelope import kid_of, seal, unseal
+from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unseal, with_value
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore, KeyStoreError
+from agent_custody_state.ledger.keypool import KeyPool
+from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 log = logging.getLogger(__name__)
@@ -43,9 +41,6 @@ log = logging.getLogger(__name__)
 E = TypeVar("E", bound=Event)
 
 FORGET_MODES = ("plain", "crypto-shred")
-#: The first block of keys a ledger creates, and the largest (the size doubles per block).
-FIRST_BLOCK = 16
-MAX_BLOCK = 1024
 #: Events whose keys are fetched in one ``get`` when a read streams.
 STREAM_CHUNK = 500
 
@@ -88,35 +83,6 @@ def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> Shredd
         with suppress(Exception):
             backend.close()
         raise
-
-
-class KeyPool:
-    """Keys created ahead in durable blocks, handed out once each (see the module docstring)."""
-
-    def __init__(self, keys: KeyStore) -> None:
-        self.keys = keys
-        self._free: list[tuple[str, bytes]] = []
-        self._block = FIRST_BLOCK
-        self._lock = threading.Lock()
-
-    def take(self, n: int) -> list[tuple[str, bytes]]:
-        """``n`` keys (id, bytes), each already durable in the key store."""
-        with self._lock:
-            if len(self._free) < n:
-                want = max(n - len(self._free), self._block)
-                fresh = {secrets.token_hex(16): os.urandom(KEY_BYTES) for _ in range(want)}
-                self.keys.put(fresh)
-                self._free += fresh.items()
-                self._block = min(self._block * 2, MAX_BLOCK)
-            taken, self._free = self._free[:n], self._free[n:]
-            return taken
-
-    def release(self) -> None:
-        """Destroy the keys never handed out (at close): a key store keeps only used keys."""
-        with self._lock:
-            unused, self._free = [kid for kid, _ in self._free], []
-        if unused:
-            self.keys.destroy(unused)
 
 
 class ShreddingBackend(EventBackend):
@@ -180,12 +146,16 @@ class ShreddingBackend(EventBackend):
             self.inner.append(events)
             return
         sealed = list(events)
-        for i, (kid, key) in zip(places, self._pool.take(len(places)), strict=True):
+        nonces = os.urandom(NONCE_BYTES * len(places))
+        keys, durable = self._pool.take(len(places))
+        for n, (i, (kid, key)) in enumerate(zip(places, keys, strict=True)):
             event = events[i]
             assert isinstance(event, AssertEvent)
-            box = seal(event.fact.value, fact_id=event.fact_id, kid=kid, key=key)
-            sealed[i] = dataclasses.replace(event, fact=event.fact.with_(value=box))
+            nonce = nonces[n * NONCE_BYTES : (n + 1) * NONCE_BYTES]
+            box = seal(event.fact.value, fact_id=event.fact_id, kid=kid, key=key, nonce=nonce)
+            sealed[i] = with_value(event, box)
         self.inner.append(sealed)
+        durable()  # the keys reach the disk before the events can: before the commit
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         kids = [
@@ -254,7 +224,7 @@ class ShreddingBackend(EventBackend):
             return event
         key = keys.get(kid)
         value = None if key is None else unseal(event.fact.value, fact_id=event.fact_id, key=key)
-        return cast(E, dataclasses.replace(event, fact=event.fact.with_(value=value)))
+        return cast(E, with_value(event, value))
 
     def _stream(self, events: Iterable[E]) -> Iterator[E]:
         chunk: list[E] = []
@@ -289,8 +259,12 @@ class ShreddingBackend(EventBackend):
         found, around = self.inner.asserts_around(
             space=space, subject=subject, predicate=predicate, tx_at=tx_at
         )
-        keys = self._keys_for([*found, *around])
-        return self._open(found, keys), self._open(around, keys)
+        # ``around`` repeats the asserts of ``found`` (decoded twice on SQL): open each once.
+        keys = self._keys_for(found)
+        opened = {e.event_id: e for e in self._open(found, keys)}
+        rest = self._open([e for e in around if e.event_id not in opened])
+        by_id = {**opened, **{e.event_id: e for e in rest}}
+        return list(opened.values()), [by_id[e.event_id] for e in around]
 
     def history(self, fact_id: str) -> list[Event]:
         return self._open(self.inner.history(fact_id))

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 T = TypeVar("T")
 
@@ -40,6 +43,13 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS doomed (kid TEXT PRIMARY KEY, fact_id TEXT NOT NULL) WITHOUT ROWID",
 )
 _IDS = "(SELECT value FROM json_each(?))"
+
+
+def _sqlite() -> ModuleType:
+    # Imported on first use: a plugin importing agent_custody_state.plugin stays cheap to load.
+    import sqlite3
+
+    return sqlite3
 
 
 class FileKeyStore(KeyStore):
@@ -63,11 +73,13 @@ class FileKeyStore(KeyStore):
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self._lock = threading.Lock()
         self._closed = False
+        driver = _sqlite()
+        self._error: type[Exception] = driver.Error
         try:
-            self._conn = sqlite3.connect(
+            self._conn: sqlite3.Connection = driver.connect(
                 str(self.path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
-        except sqlite3.Error as exc:
+        except driver.Error as exc:
             raise KeyStoreError(f"key store {self.location}: {exc}") from None
         try:
             self._run(self._setup)
@@ -97,7 +109,7 @@ class FileKeyStore(KeyStore):
                 conn.execute(ddl)
             conn.execute("COMMIT")
         except BaseException:
-            with suppress(sqlite3.Error):
+            with suppress(self._error):
                 conn.execute("ROLLBACK")
             raise
 
@@ -109,7 +121,7 @@ class FileKeyStore(KeyStore):
                 raise KeyStoreError(f"key store {self.location} is closed")
             try:
                 return fn()
-            except sqlite3.Error as exc:
+            except self._error as exc:
                 raise KeyStoreError(f"key store {self.location}: {exc}") from None
 
     def _write(self, *steps: tuple[str, Any]) -> None:
@@ -127,7 +139,7 @@ class FileKeyStore(KeyStore):
                         conn.execute(sql, params)
                 conn.execute("COMMIT")
             except BaseException:
-                with suppress(sqlite3.Error):
+                with suppress(self._error):
                     conn.execute("ROLLBACK")
                 raise
 
@@ -180,5 +192,5 @@ class FileKeyStore(KeyStore):
             if self._closed:
                 return
             self._closed = True
-            with suppress(sqlite3.Error):
+            with suppress(self._error):
                 self._conn.close()

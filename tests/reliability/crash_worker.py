@@ -82,7 +82,7 @@ class Worker:
         if shim is not None:
             shim.acs_ignore_fd(self.ack_fd)
         self.note({"t": "boot", "pid": os.getpid()})
-        self.ledger = Ledger(params["location"], forget_key=params.get("forget_key"))
+        self.ledger = Ledger(params["location"], **params.get("options", {}))
         self.note({"t": "start", "pid": os.getpid()})
         self._load()
 

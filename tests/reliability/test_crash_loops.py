@@ -50,14 +50,14 @@ CLASSES = {"jsonl": 1 | 2 | 4, "sqlite": 1 | 2 | 4, "postgres": 8}
 class Zygote:
     """Client of ``crash_worker.py zygote``: fork workers, kill them, reap them."""
 
-    def __init__(self, shim: Path | None, log: Path) -> None:
+    def __init__(self, shim: Path | None, log: Path, script: str = "crash_worker.py") -> None:
         env = dict(os.environ)
         if shim is not None:
             env["LD_PRELOAD"] = str(shim)
             env["ACS_FAULTSHIM"] = str(shim)
         self.log = open(log, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "crash_worker.py"), "zygote"],
+            [sys.executable, str(HERE / script), "zygote"],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -9,6 +9,8 @@ and a variable that is named but not set stops the server at startup, naming it.
 
     ledger = "ledger.sqlite"
     forget_key_env = "FORGET_KEY"
+    forget_mode = "crypto-shred"          # optional; "plain" by default
+    key_store = "/keys/ledger.keys"       # optional; crypto-shred only, default beside the ledger
     retention = "org=P365D,team:*=P90D"
     key = "memory.key"
 
@@ -37,7 +39,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -126,6 +135,8 @@ class MemoryConfig(BaseSettings):
 
     ledger: str | None = None
     forget_key_env: str | None = None
+    forget_mode: Literal["plain", "crypto-shred"] = "plain"
+    key_store: str | None = None
     retention: str | dict[str, str] | None = None
     key: str | None = None
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
@@ -140,6 +151,12 @@ class MemoryConfig(BaseSettings):
         except LedgerError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _key_store_needs_shred(self) -> MemoryConfig:
+        if self.key_store is not None and self.forget_mode != "crypto-shred":
+            raise ValueError('key_store is used only with forget_mode = "crypto-shred"')
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -227,10 +244,10 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
 
 
 def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> None:
-    """A relative ``ledger`` or ``key`` written in the file is relative to the file, so a gateway
-    can spawn the server from any working directory; the same value from a flag or the
-    environment stays relative to the working directory."""
-    for key in ("ledger", "key"):
+    """A relative ``ledger``, ``key`` or ``key_store`` written in the file is relative to the file,
+    so a gateway can spawn the server from any working directory; the same value from a flag or
+    the environment stays relative to the working directory."""
+    for key in ("ledger", "key", "key_store"):
         value = getattr(config, key)
         if value is None or raw.get(key) != value or _is_location_url(value):
             continue

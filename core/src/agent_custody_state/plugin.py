@@ -6,13 +6,15 @@ the plugins in this repository). What is here is the supported surface for plugi
 behind it may move.
 
 Event backends subclass :class:`EventBackend` (usually with :class:`ReentrantTransactions` for the
-write section) and register through :func:`register_event_backends`; stores implement the
-:class:`Store` protocol and register through :func:`register_stores`. See ``docs/hooks.md`` and
-``docs/writing-plugins.md``.
+write section) and register through :func:`register_event_backends`; a backend that supports
+crypto-shred mode returns a :class:`KeyStore` from ``EventBackend.keystore`` (a file one is
+:class:`FileKeyStore`); stores implement the :class:`Store` protocol and register through
+:func:`register_stores`. See ``docs/hooks.md`` and ``docs/writing-plugins.md``.
 """
 
 from __future__ import annotations
 
+from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, hookimpl
 from agent_custody_state.ledger.backend import (
     EventBackend,
@@ -25,6 +27,7 @@ from agent_custody_state.ledger.files import (
     create_private,
     open_private,
 )
+from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore, KeyStoreError
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -52,6 +55,7 @@ from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
+    "KEY_BYTES",
     "PRIVATE_MODE",
     "AssertEvent",
     "ConfirmEvent",
@@ -59,9 +63,12 @@ __all__ = [
     "EventBackend",
     "EventBackendError",
     "Fact",
+    "FileKeyStore",
     "ForgetEvent",
     "Forgotten",
     "HoldEvent",
+    "KeyStore",
+    "KeyStoreError",
     "ReentrantTransactions",
     "RegisterEventBackend",
     "RegisterStore",

@@ -57,3 +57,17 @@ def test_stdio_startup_line_and_forget_key_warning(tmp_path: Path) -> None:
     lines = loud.stderr.splitlines()
     assert lines[0].endswith("direct calls admitted as claimed (quarantined)")
     assert lines[1].startswith("agent-custody-memory: warning: no forget key")
+
+
+def test_stdio_startup_line_names_crypto_shred(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    done = subprocess.run(
+        [*CLI, "serve", "--ledger", str(ledger), "--forget-mode", "crypto-shred"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"; forget: crypto-shred (keys {ledger}.keys)" in done.stderr.splitlines()[0]
+    assert (tmp_path / "l.jsonl.keys").exists()

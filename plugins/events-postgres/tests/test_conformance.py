@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from agent_custody_state.ledger.backend import EventBackend
-from agent_custody_state_conformance.backends import EventBackendConformance
+from agent_custody_state_conformance.backends import EventBackendConformance, KeyStoreFactory
 
 pytestmark = pytest.mark.postgres
 
@@ -16,3 +17,16 @@ class TestPostgresConformance(EventBackendConformance):
     @pytest.fixture
     def store_factory(self, pg_factory: Callable[..., EventBackend]) -> Callable[..., EventBackend]:
         return pg_factory
+
+    @pytest.fixture
+    def key_store_factory(
+        self, embedded_postgres: Any, postgres_url: str
+    ) -> Iterator[KeyStoreFactory]:
+        # The default key store is the database <db>_keys, which the test role (no CREATEDB,
+        # like an application role on a hosted server) cannot create itself.
+        keys_db = postgres_url.split("@/", 1)[1].split("?", 1)[0] + "_keys"
+        embedded_postgres.create_database(keys_db)
+        try:
+            yield lambda backend: None
+        finally:
+            embedded_postgres.drop_database(keys_db)

@@ -13,8 +13,10 @@ Every test has a rule id (``docs/conformance.md`` lists them) and a docstring wh
 paragraph says what to look at when it fails.
 
 The rules come in groups, one module each: ``asserts`` (SPEC 2.1, 1.3), ``reads`` (2.2),
-``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, atomicity), and the property-based
-comparison with the reference backend (``..property``); ``base`` holds the fixtures they share.
+``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, atomicity), ``shred`` (crypto-shred
+mode over the backend and its key store), and the property-based comparison with the reference
+backend (``..property``); ``base`` holds the fixtures they share. A backend whose default key
+store needs preparing overrides the ``key_store_factory`` fixture (see ``shred``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from .base import BackendRules, StoreFactory
 from .mutations import MutationRules
 from .persistence import PersistenceRules
 from .reads import ReadRules
+from .shred import KeyStoreFactory, ShredRules
 
-__all__ = ["BackendRules", "EventBackendConformance", "StoreFactory"]
+__all__ = ["BackendRules", "EventBackendConformance", "KeyStoreFactory", "StoreFactory"]
 
 
 class EventBackendConformance(
-    AssertRules, ReadRules, MutationRules, PersistenceRules, PropertyChecks
+    AssertRules, ReadRules, MutationRules, PersistenceRules, ShredRules, PropertyChecks
 ):
     """The event-backend suite. Override ``store_factory``; everything else is inherited."""
 

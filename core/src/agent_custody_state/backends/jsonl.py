@@ -26,6 +26,7 @@ from pathlib import Path
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.jsonl_recovery import Recovery, write_all
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
+from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.ledger.backend import (
     EventBackend,
     EventBackendError,
@@ -171,6 +172,10 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         with self.transaction():
             pass
         return list(self.repairs)
+
+    def keystore(self, location: str | None = None) -> FileKeyStore:
+        """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``."""
+        return FileKeyStore(location if location is not None else f"{self.path}.keys")
 
     def refresh(self) -> None:
         with self._lock:

@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 
 from agent_custody_state.backends.index import EventIndex
+from agent_custody_state.backends.keystore_file import FileKeyStore
+from agent_custody_state.backends.keystore_memory import MemoryKeyStore
 from agent_custody_state.ledger.backend import EventBackend, ReentrantTransactions
+from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 
@@ -25,6 +28,7 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._start = 0
         self._undo: list[tuple[int, Event]] = []
+        self._keys: MemoryKeyStore | None = None
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 
@@ -72,3 +76,12 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
 
     def iter_events(self) -> Iterator[Event]:
         return iter(list(self._index.events))
+
+    def keystore(self, location: str | None = None) -> KeyStore:
+        """Crypto-shred keys in memory too, one store per backend object (nothing outlives the
+        process), or in a file."""
+        if location is not None:
+            return FileKeyStore(location)
+        if self._keys is None:
+            self._keys = MemoryKeyStore(f"{self.location} (keys)")
+        return self._keys

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from agent_custody_state.cli import ledger_commands
-from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.common import CliError, add_forget_mode_flags
 from agent_custody_state.cli.extras import add_commands as add_extras_commands
 from agent_custody_state.cli.serve import add_commands as add_server_commands
 from agent_custody_state.ledger.backend import EventBackendError
@@ -46,11 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace an existing file, or write through a symbolic link",
     )
+    add_forget_mode_flags(p)
     p.set_defaults(func=ledger_commands.cmd_export)
 
     p = sub.add_parser("import", help="load a JSONL export into an empty ledger")
     p.add_argument("--ledger", required=True)
     p.add_argument("--from", dest="source", required=True)
+    add_forget_mode_flags(p)
     p.set_defaults(func=ledger_commands.cmd_import)
 
     p = sub.add_parser("sweep", help="forget every fact learned before an instant")
@@ -62,12 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-digest", action="store_true")
     p.add_argument("--forget-key-env", metavar="NAME")
     p.add_argument("--config", help="server config file: also remove from its stores")
+    add_forget_mode_flags(p)
     p.set_defaults(func=ledger_commands.cmd_sweep)
 
     p = sub.add_parser(
         "repair", help="cut off a torn final JSONL line (recorded by length and sha256)"
     )
     p.add_argument("--ledger", required=True)
+    add_forget_mode_flags(p)
     p.set_defaults(func=ledger_commands.cmd_repair)
 
     add_server_commands(sub)

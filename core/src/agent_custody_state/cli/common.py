@@ -44,9 +44,29 @@ def check_location(location: str, *, must_exist: bool, flag: str = "--ledger") -
         raise CliError(f"{flag} {location} is a folder; name the ledger file inside it")
 
 
+def add_forget_mode_flags(parser: argparse.ArgumentParser) -> None:
+    """``--forget-mode`` and ``--key-store``, for every command that opens a ledger."""
+    parser.add_argument(
+        "--forget-mode",
+        choices=("plain", "crypto-shred"),
+        help="crypto-shred: values encrypted, forget destroys the key (docs/forget.md)",
+    )
+    parser.add_argument(
+        "--key-store",
+        metavar="LOCATION",
+        help="crypto-shred key store (default: beside the ledger, or <db>_keys for PostgreSQL)",
+    )
+
+
 def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **kwargs: Any) -> Any:
-    """The ledger named by ``--ledger`` (imported lazily: ``--help`` stays fast)."""
+    """The ledger named by ``--ledger`` (imported lazily: ``--help`` stays fast), in the forget
+    mode of ``--forget-mode``/``--key-store`` where the command has them."""
     from agent_custody_state.ledger.ledger import Ledger
 
     check_location(args.ledger, must_exist=must_exist)
+    for flag in ("forget_mode", "key_store"):  # a flag wins over a config file's value
+        if getattr(args, flag, None) is not None:
+            kwargs[flag] = getattr(args, flag)
+    if kwargs.get("key_store") is not None and kwargs.get("forget_mode") is None:
+        kwargs["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
     return Ledger(args.ledger, **kwargs)

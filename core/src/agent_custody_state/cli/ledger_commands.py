@@ -125,12 +125,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise CliError(f"--before: {exc}") from None
     forget_key = os.environ.get(args.forget_key_env) if args.forget_key_env else None
     check_location(args.ledger, must_exist=True)
-    with open_ledger(args, forget_key=forget_key) as ledger:
+    config = None
+    mode: dict[str, Any] = {}
+    if args.config:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
+        if config.forget_mode == "crypto-shred":
+            mode = {"forget_mode": "crypto-shred", "key_store": config.key_store}
+    with open_ledger(args, forget_key=forget_key, **mode) as ledger:
         stores: list[Any] = []
         verify = None
-        if args.config:
+        if config is not None:
             try:
-                config = load_config(args.config)
                 if config.forget_key_env and ledger.forget_key is None:
                     ledger.forget_key = env_secret(config.forget_key_env, "forget_key_env")
                 stores = build_stores(config.stores)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.common import CliError, add_forget_mode_flags
 
 #: ``[server]`` limits that have a flag of the same name (``--max-value-elements`` ...).
 LIMIT_FLAGS = (
@@ -32,7 +32,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Only the flags actually given: an absent flag must not mask the file or environment."""
     top = {
         k: getattr(args, k)
-        for k in ("ledger", "key", "forget_key_env", "retention")
+        for k in ("ledger", "key", "forget_key_env", "forget_mode", "key_store", "retention")
         if getattr(args, k) is not None
     }
     server: dict[str, Any] = {}
@@ -201,6 +201,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--ledger", help="ledger location: a .jsonl path, .sqlite/.db, postgres://...")
     p.add_argument("--key", metavar="K", help="Ed25519 private key (PKCS8 PEM) to sign results")
     p.add_argument("--forget-key-env", metavar="NAME", help="variable holding the forget key")
+    add_forget_mode_flags(p)
     p.add_argument(
         "--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D"
     )

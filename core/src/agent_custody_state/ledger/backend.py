@@ -16,9 +16,12 @@ import abc
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.keystore import KeyStore
 
 
 class EventBackendError(Exception):
@@ -161,6 +164,19 @@ class EventBackend(abc.ABC):
         """Repair what a crash left (``agent-custody-memory repair``): a list of what was done,
         or None for a backend that repairs itself on open (SQL engines recover on their own)."""
         return None
+
+    def keystore(self, location: str | None = None) -> KeyStore:
+        """The key store for this ledger's data keys in crypto-shred mode (``ledger.keystore``).
+
+        ``location`` is what the user gave (``key_store=``, ``--key-store``), or None for the
+        backend's default: somewhere that is *not* copied with the events (a sidecar file, a
+        separate database). A backend without crypto-shred support keeps this refusal; the
+        caller may still pass a ``KeyStore`` object to the ledger.
+        """
+        raise EventBackendError(
+            f"{self.location}: the {self.kind or type(self).__name__} backend has no key store "
+            "for crypto-shred mode; pass a KeyStore object as key_store="
+        )
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location}

@@ -27,6 +27,7 @@ from agent_custody_state.ledger.arguments import (
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.host import LedgerHost, default_host
+from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -42,6 +43,7 @@ from agent_custody_state.ledger.queries import FactState, SweepResult, fact_stat
 from agent_custody_state.ledger.reading import LedgerReads
 from agent_custody_state.ledger.requests import AssertRequest, TimeLike
 from agent_custody_state.ledger.rules import Action, Batch, check_assert, check_known, refuse
+from agent_custody_state.ledger.shred import check_plain_forget, forget_mode_arg, shredding
 from agent_custody_state.timeutil import TimeFormatError, format_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,10 @@ class Ledger(LedgerReads):
     ``Ledger(backend)``. ``forget_key`` keys forget digests (HMAC-SHA256); ``clock`` returns an
     aware datetime (tests pin it); ``host`` opens locations and hears of appended events (default:
     the process's plugin manager); other keyword arguments go to the backend.
+
+    ``forget_mode="crypto-shred"`` encrypts every value with a key of its own, kept in a key store
+    apart from the events (``key_store``: a location, a ``KeyStore``, or None for the backend's
+    default), and forget destroys the key (see ``shred`` and docs/forget.md).
     """
 
     def __init__(
@@ -72,8 +78,13 @@ class Ledger(LedgerReads):
         clock: Callable[[], datetime] | None = None,
         *,
         host: LedgerHost | None = None,
+        forget_mode: str = "plain",
+        key_store: str | KeyStore | None = None,
         **backend_options: Any,
     ) -> None:
+        self.forget_mode = forget_mode_arg(forget_mode)
+        if key_store is not None and self.forget_mode != "crypto-shred":
+            raise LedgerError('key_store needs forget_mode="crypto-shred"', field="key_store")
         self._host = host
         if isinstance(location, EventBackend):
             self.backend = location
@@ -83,6 +94,8 @@ class Ledger(LedgerReads):
             self.backend = (host or default_host()).open_backend(
                 os.fspath(location), **backend_options
             )
+        if self.forget_mode == "crypto-shred":
+            self.backend = shredding(self.backend, key_store)
         self.forget_key = forget_key or None
         self._clock = clock or utc_now
 
@@ -347,6 +360,7 @@ class Ledger(LedgerReads):
             error = refuse("forget", state)
             if error is not None:
                 raise error
+            check_plain_forget(self.forget_mode, state.assert_event)
             digest, kind = value_digest(
                 state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
             )

@@ -92,7 +92,13 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     before = _files_beside(config.ledger)
     worker = LedgerWorker()
     try:
-        ledger = worker.call(Ledger, config.ledger, forget_key=forget_key)
+        ledger = worker.call(
+            Ledger,
+            config.ledger,
+            forget_key=forget_key,
+            forget_mode=config.forget_mode,
+            key_store=config.key_store,
+        )
     except BaseException:
         worker.close()
         for path in _files_beside(config.ledger) - before:
@@ -141,6 +147,9 @@ def startup_line(runtime: Runtime, where: str) -> str:
         f"serving {where}",
         f"trust: {trust}; {direct}",
     ]
+    if ledger.forget_mode == "crypto-shred":
+        keys = ledger.backend.keystore()
+        parts.append(f"forget: crypto-shred (keys {keys.location})")
     if runtime.stores:
         parts.append("stores: " + ", ".join(s.name for s in runtime.stores))
     if runtime.identity is not None:

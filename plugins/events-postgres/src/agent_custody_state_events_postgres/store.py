@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
-from agent_custody_state.plugin import EventBackendError
+from agent_custody_state.plugin import EventBackendError, FileKeyStore, KeyStore
 from agent_custody_state_sql import SqlEventBackend
 
 from .location import LocationError, parse_location
@@ -116,6 +116,20 @@ class PostgresBackend(SqlEventBackend):
         return bool(self._raw.closed or self._raw.broken)
 
     # -- housekeeping ------------------------------------------------------------------------
+
+    def keystore(self, location: str | None = None) -> KeyStore:
+        """Crypto-shred keys in a database of their own (see ``keystore``): by default
+        ``<db>_keys`` on this server, created on first use if the role may; a file path puts
+        them in a file key store instead."""
+        if location is not None and not location.lower().startswith(("postgres:", "postgresql:")):
+            return FileKeyStore(location)
+        from .keystore import PostgresKeyStore, default_keys_location
+
+        if location is not None:
+            return PostgresKeyStore(location)  # its database must exist: it may be elsewhere
+        return PostgresKeyStore(
+            default_keys_location(self.where), creator_url=self.where.connect_url
+        )
 
     def compact(self) -> None:
         """``VACUUM FULL`` the table (unless ``?vacuum=false``): dead row versions are erased."""

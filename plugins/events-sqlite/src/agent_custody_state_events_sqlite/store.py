@@ -25,7 +25,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from agent_custody_state.plugin import EventBackendError, check_folder, create_private
+from agent_custody_state.plugin import (
+    EventBackendError,
+    FileKeyStore,
+    check_folder,
+    create_private,
+)
 from agent_custody_state_sql import SqlEventBackend
 
 log = logging.getLogger(__name__)
@@ -168,6 +173,11 @@ class SqliteBackend(SqlEventBackend):
             self.location,
             self.path,
         )
+
+    def keystore(self, location: str | None = None) -> FileKeyStore:
+        """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``: never
+        a table of this file, which every backup of the ledger copies whole."""
+        return FileKeyStore(location if location is not None else f"{self.path}.keys")
 
     def close(self) -> None:
         if self._erasure_pending and not self._closed:

@@ -1,0 +1,196 @@
+"""The file key store: a SQLite database of its own, never inside the ledger's files.
+
+The default for file ledgers is ``<ledger>.keys`` beside the ledger (``ledger.jsonl.keys``,
+``ledger.sqlite.keys``); ``key_store=`` / ``--key-store`` puts it anywhere else, and it belongs
+on another volume than the events when backups copy whole folders. Not a table in the SQLite
+ledger's own file: every backup of that file would then carry the keys with the ciphertext.
+
+Settings chosen for erasure and durability:
+
+* ``journal_mode=DELETE`` (a rollback journal, not WAL): a transaction's old page images go to a
+  journal that is unlinked at commit, so once ``destroy`` returns no file of the store holds the
+  key (a WAL would keep the page with the key until a checkpoint);
+* ``secure_delete=ON``: a deleted key's bytes are overwritten with zeros in the page;
+* ``synchronous=FULL``: every write is on disk when the call returns;
+* the file is created with mode 0600 (the keys are secrets), and its ``application_id`` marks it,
+  so a path that names some other SQLite database is refused instead of written into.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Collection, Mapping
+from contextlib import suppress
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
+
+if TYPE_CHECKING:
+    import sqlite3
+
+T = TypeVar("T")
+
+#: ``PRAGMA application_id`` of a key store file ("ACSK").
+APPLICATION_ID = 0x4143534B
+DEFAULT_BUSY_TIMEOUT = 30.0
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS keys (kid TEXT PRIMARY KEY, key BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS doomed (kid TEXT PRIMARY KEY, fact_id TEXT NOT NULL) WITHOUT ROWID",
+)
+_IDS = "(SELECT value FROM json_each(?))"
+
+
+def _sqlite() -> ModuleType:
+    # Imported on first use: a plugin importing agent_custody_state.plugin stays cheap to load.
+    import sqlite3
+
+    return sqlite3
+
+
+class FileKeyStore(KeyStore):
+    """Data keys in a SQLite file of their own; several processes may share it."""
+
+    kind = "file"
+
+    def __init__(
+        self, location: str | os.PathLike[str], *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    ) -> None:
+        self.path = Path(location)
+        self.location = str(location)
+        if not self.path.parent.is_dir():
+            raise KeyStoreError(
+                f"key store {self.location}: the folder {self.path.parent} does not exist "
+                "(key stores are never created in missing folders)"
+            )
+        if self.path.is_dir():
+            raise KeyStoreError(f"key store {self.location} is a folder; name a file inside it")
+        with suppress(FileExistsError):  # created private before SQLite opens it
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        self._lock = threading.Lock()
+        self._closed = False
+        driver = _sqlite()
+        self._error: type[Exception] = driver.Error
+        try:
+            self._conn: sqlite3.Connection = driver.connect(
+                str(self.path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except driver.Error as exc:
+            raise KeyStoreError(f"key store {self.location}: {exc}") from None
+        try:
+            self._run(self._setup)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self) -> None:
+        conn = self._conn
+        mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+        if str(mode).lower() != "delete":
+            raise KeyStoreError(f"key store {self.location}: journal mode {mode!r} refused")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            if app != APPLICATION_ID and tables:
+                raise KeyStoreError(
+                    f"key store {self.location} is a SQLite database but not a key store; "
+                    "name another file"
+                )
+            if app != APPLICATION_ID:
+                conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            for ddl in _SCHEMA:
+                conn.execute(ddl)
+            conn.execute("COMMIT")
+        except BaseException:
+            with suppress(self._error):
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- running statements ------------------------------------------------------------------
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise KeyStoreError(f"key store {self.location} is closed")
+            try:
+                return fn()
+            except self._error as exc:
+                raise KeyStoreError(f"key store {self.location}: {exc}") from None
+
+    def _write(self, *steps: tuple[str, Any]) -> None:
+        """One durable transaction of ``(sql, params)`` steps (params: a tuple, or a list of
+        tuples for ``executemany``)."""
+
+        def run() -> None:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in steps:
+                    if isinstance(params, list):
+                        conn.executemany(sql, params)
+                    else:
+                        conn.execute(sql, params)
+                conn.execute("COMMIT")
+            except BaseException:
+                with suppress(self._error):
+                    conn.execute("ROLLBACK")
+                raise
+
+        self._run(run)
+
+    # -- the KeyStore interface ---------------------------------------------------------------
+
+    def put(self, keys: Mapping[str, bytes]) -> None:
+        if keys:
+            self._write(("INSERT INTO keys (kid, key) VALUES (?, ?)", list(keys.items())))
+
+    def get(self, kids: Collection[str]) -> dict[str, bytes]:
+        if not kids:
+            return {}
+        ids = json.dumps(list(kids))
+        rows = self._run(
+            lambda: self._conn.execute(
+                f"SELECT kid, key FROM keys WHERE kid IN {_IDS}", (ids,)
+            ).fetchall()
+        )
+        return {kid: bytes(key) for kid, key in rows}
+
+    def destroy(self, kids: Collection[str]) -> None:
+        if kids:
+            ids = (json.dumps(list(kids)),)
+            self._write(
+                (f"DELETE FROM keys WHERE kid IN {_IDS}", ids),
+                (f"DELETE FROM doomed WHERE kid IN {_IDS}", ids),
+            )
+
+    def doom(self, intents: Mapping[str, str]) -> None:
+        if intents:
+            self._write(
+                (
+                    "INSERT OR REPLACE INTO doomed (kid, fact_id) VALUES (?, ?)",
+                    list(intents.items()),
+                )
+            )
+
+    def spare(self, kids: Collection[str]) -> None:
+        if kids:
+            self._write((f"DELETE FROM doomed WHERE kid IN {_IDS}", (json.dumps(list(kids)),)))
+
+    def doomed(self) -> dict[str, str]:
+        rows = self._run(lambda: self._conn.execute("SELECT kid, fact_id FROM doomed").fetchall())
+        return dict(rows)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            with suppress(self._error):
+                self._conn.close()

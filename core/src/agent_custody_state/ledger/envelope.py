@@ -1,0 +1,106 @@
+"""The envelope: what a value becomes on disk in crypto-shred mode.
+
+A fact's value is replaced by a JSON object the TypeScript original (and any JSON reader) takes
+for an ordinary, opaque value::
+
+    {"shred": "A256GCM", "kid": "<32 hex>", "iv": "<base64, 12 bytes>", "ct": "<base64>"}
+
+``ct`` is AES-256-GCM over the value's wire JSON (the exact text a plain-mode line would hold,
+so a value reads back exactly as in plain mode), with the 16-byte tag appended; the additional
+authenticated data binds it to the fact id, so a ciphertext copied onto another fact does not
+open. ``kid`` names the key in the key store. Nothing about the value is stored in the clear
+but its length, which the ciphertext shows.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from agent_custody_state.canonical import js_json
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.model import AssertEvent
+
+ALGORITHM = "A256GCM"
+NONCE_BYTES = 12
+_KEYS = frozenset(("shred", "kid", "iv", "ct"))
+_AAD_PREFIX = b"agent-custody-state/shred/v1\x00"
+
+
+def kid_of(value: Any) -> str | None:
+    """The key id of an envelope, or None when ``value`` is not one."""
+    if type(value) is not dict or value.keys() != _KEYS or value["shred"] != ALGORITHM:
+        return None
+    kid = value["kid"]
+    return kid if isinstance(kid, str) else None
+
+
+def _aad(fact_id: str) -> bytes:
+    return _AAD_PREFIX + fact_id.encode("utf-8", "surrogatepass")
+
+
+def seal(
+    value: Any, *, fact_id: str, kid: str, key: bytes, nonce: bytes | None = None
+) -> dict[str, str]:
+    """Encrypt ``value`` for ``fact_id`` with ``key`` (named ``kid``): the envelope. ``nonce``:
+    12 random bytes (drawn here when not given; a batch draws them all at once)."""
+    nonce = nonce or os.urandom(NONCE_BYTES)
+    plain = js_json(value).encode("utf-8")
+    sealed = AESGCM(key).encrypt(nonce, plain, _aad(fact_id))
+    return {
+        "shred": ALGORITHM,
+        "kid": kid,
+        "iv": base64.b64encode(nonce).decode("ascii"),
+        "ct": base64.b64encode(sealed).decode("ascii"),
+    }
+
+
+def unseal(envelope: dict[str, Any], *, fact_id: str, key: bytes) -> Any:
+    """The value inside ``envelope``; ``LedgerError`` if it does not authenticate (altered, or
+    the key belongs to another store)."""
+    try:
+        nonce = base64.b64decode(envelope["iv"], validate=True)
+        sealed = base64.b64decode(envelope["ct"], validate=True)
+        plain = AESGCM(key).decrypt(nonce, sealed, _aad(fact_id))
+    except (InvalidTag, ValueError, TypeError, binascii.Error):
+        raise LedgerError(
+            f"fact {fact_id}: its encrypted value does not authenticate with key "
+            f"{envelope.get('kid')} (the event was altered, or the key store is not this "
+            "ledger's)",
+            code="bad_ciphertext",
+        ) from None
+    return json.loads(plain.decode("utf-8"))
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    names = _SLOTS.get(cls)
+    if names is None:
+        names = _SLOTS[cls] = tuple(
+            n for klass in reversed(cls.__mro__) for n in getattr(klass, "__slots__", ())
+        )
+    return names
+
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
+def with_value(event: AssertEvent, value: Any) -> AssertEvent:
+    """``event`` with its fact's value replaced: ``dataclasses.replace`` twice, without
+    re-running the constructors (copies every slot, so a field added later is kept too). On the
+    path of every sealed or opened value, where ``replace`` costs more than the cipher."""
+    fact = event.fact
+    new_fact = object.__new__(type(fact))
+    for name in _slots(type(fact)):
+        object.__setattr__(new_fact, name, getattr(fact, name))
+    object.__setattr__(new_fact, "value", value)
+    new_event = object.__new__(type(event))
+    for name in _slots(type(event)):
+        object.__setattr__(new_event, name, getattr(event, name))
+    object.__setattr__(new_event, "fact", new_fact)
+    return new_event

@@ -1,0 +1,102 @@
+"""The key pool of crypto-shred mode: data keys created ahead, in durable blocks.
+
+Writing one key per assert to the key store would double the fsyncs of a durable append. So
+keys are created ahead in blocks (the first of ``FIRST_BLOCK`` keys, each next one twice as
+large up to ``MAX_BLOCK``; a batch larger than what is left takes what it needs in one block).
+A block is written by a thread of its own while the caller encrypts and appends; the caller
+waits for it before its transaction commits, so a key is on disk before any event it encrypts.
+A key is handed out once; keys a crash left unused encrypt nothing, and ``release`` (at close)
+destroys the unused ones of a clean stop.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+
+from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore
+
+#: The first block of keys a ledger creates, and the largest (the size doubles per block).
+FIRST_BLOCK = 64
+MAX_BLOCK = 1024
+
+
+class _Refill:
+    """A block of new keys being written to the key store by a thread of its own."""
+
+    def __init__(self, keys: KeyStore, fresh: dict[str, bytes]) -> None:
+        self.kids = set(fresh)
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(keys, fresh), name="acs-key-refill", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, keys: KeyStore, fresh: dict[str, bytes]) -> None:
+        try:
+            keys.put(fresh)
+        except BaseException as exc:  # handed to whoever waits
+            self.error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+class KeyPool:
+    """Keys created ahead in durable blocks, handed out once each (see the module docstring);
+    ``take`` returns keys with the function that waits until all handed out so far are durable.
+    """
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+        self._free: list[tuple[str, bytes]] = []
+        self._block = FIRST_BLOCK
+        self._refills: list[_Refill] = []
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> tuple[list[tuple[str, bytes]], Callable[[], None]]:
+        """``n`` keys (id, bytes), and the function that returns once they are durable (it
+        raises what writing them raised; such keys are never handed out again)."""
+        with self._lock:
+            if len(self._free) < n:
+                want = max(n - len(self._free), self._block)
+                # One draw from the OS for the whole block: 16 bytes of id, 32 of key each.
+                blob, step = os.urandom(want * (16 + KEY_BYTES)), 16 + KEY_BYTES
+                fresh = {
+                    blob[i : i + 16].hex(): blob[i + 16 : i + step]
+                    for i in range(0, len(blob), step)
+                }
+                self._refills.append(_Refill(self.keys, fresh))
+                self._free[:0] = fresh.items()  # handed out from the end
+                self._block = min(self._block * 2, MAX_BLOCK)
+            taken = self._free[-n:]
+            del self._free[-n:]
+            pending = list(self._refills)
+        return taken, lambda: self._settle(pending)
+
+    def _settle(self, pending: list[_Refill]) -> None:
+        for refill in pending:
+            try:
+                refill.wait()
+            except BaseException:
+                with self._lock:
+                    self._free = [k for k in self._free if k[0] not in refill.kids]
+                    if refill in self._refills:
+                        self._refills.remove(refill)
+                raise
+            with self._lock:
+                if refill in self._refills:
+                    self._refills.remove(refill)
+
+    def release(self) -> None:
+        """Destroy the keys never handed out (at close): a key store keeps only used keys."""
+        with suppress(BaseException):
+            self._settle(list(self._refills))
+        with self._lock:
+            unused, self._free = [kid for kid, _ in self._free], []
+        if unused:
+            self.keys.destroy(unused)

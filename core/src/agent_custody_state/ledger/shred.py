@@ -1,0 +1,337 @@
+"""Crypto-shred mode: values encrypted before they are stored, forget destroys the key.
+
+``Ledger(location, forget_mode="crypto-shred")`` puts a ``ShreddingBackend`` between the ledger
+and its event backend. It seals every asserted value into an envelope (``envelope``) with a data
+key of its own, taken from the key store (``keystore``), and opens envelopes again on every read,
+so the ledger, its rules, its digests and its callers see plaintext exactly as in plain mode.
+
+The key hierarchy is one random AES-256 key per fact (decisions.md says why not per subject):
+
+* **assert**: keys are created ahead, in blocks (``keypool``), each block durable in the key
+  store before the transaction whose values it encrypts commits: the key of an acknowledged
+  fact is always on disk, and a durable append pays no key-store write of its own. A key is
+  handed out once; one a crash left unused encrypts nothing and is harmless;
+* **forget**: inside the forget's transaction the key is *doomed* (an intent, durable), the
+  backend rewrites the assert (value null, as in plain mode) and records the forget; after the
+  commit the key is destroyed. A crash in between is settled by ``recover`` at the next open: a
+  doomed key whose fact is forgotten is destroyed, any other is spared. ``recover`` runs inside
+  the backend's write section, so it never judges a forget another process has not finished;
+* **read**: the keys of a result are fetched in one ``get`` and the envelopes opened; a value
+  whose key is gone (an old copy of the events restored after the forget) reads as null.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar, cast
+
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError
+from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unseal, with_value
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.keypool import KeyPool
+from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
+from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+
+log = logging.getLogger(__name__)
+
+E = TypeVar("E", bound=Event)
+
+FORGET_MODES = ("plain", "crypto-shred")
+#: Events whose keys are fetched in one ``get`` when a read streams.
+STREAM_CHUNK = 500
+
+
+def forget_mode_arg(mode: object) -> str:
+    """``mode`` if it names a forget mode, else ``LedgerError`` naming the choices."""
+    if mode not in FORGET_MODES:
+        raise LedgerError(
+            f'forget_mode must be "plain" or "crypto-shred"; got {mode!r}', field="forget_mode"
+        )
+    return str(mode)
+
+
+def check_plain_forget(mode: str, event: AssertEvent) -> None:
+    """Refuse a plain-mode forget of a value written in crypto-shred mode: it would leave the
+    key alive, so every earlier copy of the events would still open."""
+    if mode == "plain" and kid_of(event.fact.value) is not None:
+        raise LedgerError(
+            f"fact {event.fact_id} was written in crypto-shred mode: forget it with "
+            'forget_mode="crypto-shred" (and its key store), so that its key is destroyed',
+            code="crypto_shred",
+        )
+
+
+def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> ShreddingBackend:
+    """``backend`` in crypto-shred mode, with ``key_store`` (a location, a key store, or None
+    for the backend's default). The backend is closed if the key store cannot be opened. A
+    ``KeyStore`` object passed in stays the caller's: closing the ledger does not close it."""
+    if isinstance(backend, ShreddingBackend):
+        return backend
+    owned = not isinstance(key_store, KeyStore)
+    keys: KeyStore | None = None
+    try:
+        keys = key_store if isinstance(key_store, KeyStore) else backend.keystore(key_store)
+        return ShreddingBackend(backend, keys, owns_keys=owned)
+    except BaseException:
+        with suppress(Exception):
+            if keys is not None and owned:
+                keys.close()
+        with suppress(Exception):
+            backend.close()
+        raise
+
+
+class ShreddingBackend(EventBackend):
+    """An event backend in crypto-shred mode: seals on append, opens on read, shreds on forget.
+
+    Every other question goes to ``inner`` unchanged; its declared traits are its own.
+    """
+
+    def __init__(self, inner: EventBackend, keys: KeyStore, *, owns_keys: bool = True) -> None:
+        self.inner = inner
+        self.keys = keys
+        self._owns_keys = owns_keys
+        self.kind = inner.kind
+        self.location = inner.location
+        for trait in ("min_batch", "blocking", "shared"):
+            setattr(self, trait, getattr(inner, trait))
+        self._pool = KeyPool(keys)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._doomed: list[str] = []  # doomed in the current write section
+        self.recover()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            outermost = self._depth == 0
+            self._depth += 1
+            committed = False
+            try:
+                with self.inner.transaction():
+                    yield
+                committed = True
+            finally:
+                self._depth -= 1
+                if outermost:
+                    doomed, self._doomed = self._doomed, []
+                    if doomed:
+                        self._settle(doomed, committed)
+
+    def _settle(self, kids: list[str], committed: bool) -> None:
+        """After the outermost section: destroy the keys of the forgets it committed. After a
+        failed section the keys are judged by ``recover`` (a commit whose answer was lost may
+        have happened). Whatever cannot be done now stays doomed for the next open."""
+        try:
+            if committed:
+                self.keys.destroy(kids)
+            else:
+                self.recover()
+        except Exception:
+            log.exception("%s: keys %s not settled yet; the next open settles them", self, kids)
+
+    def append(self, events: Sequence[Event]) -> None:
+        places = [
+            i
+            for i, e in enumerate(events)
+            if isinstance(e, AssertEvent) and e.fact.forgotten is None
+        ]
+        if not places:
+            self.inner.append(events)
+            return
+        sealed = list(events)
+        nonces = os.urandom(NONCE_BYTES * len(places))
+        keys, durable = self._pool.take(len(places))
+        for n, (i, (kid, key)) in enumerate(zip(places, keys, strict=True)):
+            event = events[i]
+            assert isinstance(event, AssertEvent)
+            nonce = nonces[n * NONCE_BYTES : (n + 1) * NONCE_BYTES]
+            box = seal(event.fact.value, fact_id=event.fact_id, kid=kid, key=key, nonce=nonce)
+            sealed[i] = with_value(event, box)
+        self.inner.append(sealed)
+        durable()  # the keys reach the disk before the events can: before the commit
+
+    def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
+        kids = [
+            kid
+            for e in self.inner.events_for([fact_id])
+            if isinstance(e, AssertEvent) and (kid := kid_of(e.fact.value)) is not None
+        ]
+        if kids and forgotten.digest_kind != "none" and len(self.keys.get(kids)) < len(set(kids)):
+            raise LedgerError(
+                f"fact {fact_id}: its key is gone from {self.keys.location}, so its value "
+                "cannot be read and no digest can be computed; forget it with "
+                "keep_digest=False",
+                code="key_missing",
+            )
+        if kids:
+            self.keys.doom(dict.fromkeys(kids, fact_id))
+            self._doomed += kids
+        self.inner.forget(fact_id, forgotten, event)
+
+    def recover(self) -> list[str]:
+        """Settle what a crash (or a failed section) left between a forget and its key's
+        destruction; returns what was done (for ``repair``). One read when nothing is pending.
+        """
+        if not self.keys.doomed():
+            return []
+        done: list[str] = []
+        with self.inner.transaction():  # no forget of another process is half-way now
+            kill: list[str] = []
+            spare: list[str] = []
+            for kid, fact_id in self.keys.doomed().items():
+                asserts = [
+                    e for e in self.inner.events_for([fact_id]) if isinstance(e, AssertEvent)
+                ]
+                live = any(a.fact.forgotten is None for a in asserts)
+                (spare if live else kill).append(kid)
+            if kill:
+                self.keys.destroy(kill)
+                done.append(f"destroyed {len(kill)} key(s) of forgotten facts")
+            if spare:
+                self.keys.spare(spare)
+                done.append(f"kept {len(spare)} key(s) of facts whose forget did not commit")
+        return done
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _keys_for(self, events: Iterable[Event]) -> dict[str, bytes]:
+        kids = {
+            kid
+            for e in events
+            if isinstance(e, AssertEvent) and (kid := kid_of(e.fact.value)) is not None
+        }
+        return self.keys.get(kids) if kids else {}
+
+    def _open(self, events: Sequence[E], keys: dict[str, bytes] | None = None) -> list[E]:
+        """The events with every envelope opened (their keys fetched in one ``get``)."""
+        if keys is None:
+            keys = self._keys_for(events)
+        return [self._open_one(e, keys) for e in events]
+
+    @staticmethod
+    def _open_one(event: E, keys: dict[str, bytes]) -> E:
+        if not isinstance(event, AssertEvent):
+            return event
+        kid = kid_of(event.fact.value)
+        if kid is None:
+            return event
+        key = keys.get(kid)
+        value = None if key is None else unseal(event.fact.value, fact_id=event.fact_id, key=key)
+        return cast(E, with_value(event, value))
+
+    def _stream(self, events: Iterable[E]) -> Iterator[E]:
+        chunk: list[E] = []
+        for event in events:
+            chunk.append(event)
+            if len(chunk) >= STREAM_CHUNK:
+                yield from self._open(chunk)
+                chunk = []
+        yield from self._open(chunk)
+
+    def get_assert(self, fact_id: str) -> AssertEvent | None:
+        event = self.inner.get_assert(fact_id)
+        return None if event is None else self._open([event])[0]
+
+    def events_for(self, fact_ids: Collection[str]) -> list[Event]:
+        return self._open(self.inner.events_for(fact_ids))
+
+    def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
+        return self._open(self.inner.superseders(fact_ids))
+
+    def events_around(self, fact_ids: Collection[str]) -> list[Event]:
+        return self._open(self.inner.events_around(fact_ids))
+
+    def asserts_around(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+    ) -> tuple[list[AssertEvent], list[Event]]:
+        found, around = self.inner.asserts_around(
+            space=space, subject=subject, predicate=predicate, tx_at=tx_at
+        )
+        # ``around`` repeats the asserts of ``found`` (decoded twice on SQL): open each once.
+        keys = self._keys_for(found)
+        opened = {e.event_id: e for e in self._open(found, keys)}
+        rest = self._open([e for e in around if e.event_id not in opened])
+        by_id = {**opened, **{e.event_id: e for e in rest}}
+        return list(opened.values()), [by_id[e.event_id] for e in around]
+
+    def history(self, fact_id: str) -> list[Event]:
+        return self._open(self.inner.history(fact_id))
+
+    def find_asserts(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+        tx_before: str | None = None,
+    ) -> Iterator[AssertEvent]:
+        return self._stream(
+            self.inner.find_asserts(
+                space=space, subject=subject, predicate=predicate, tx_at=tx_at, tx_before=tx_before
+            )
+        )
+
+    def spaces(self) -> list[str]:
+        return self.inner.spaces()
+
+    def count(self) -> int:
+        return self.inner.count()
+
+    def iter_events(self) -> Iterator[Event]:
+        return self._stream(self.inner.iter_events())
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        self.inner.refresh()
+
+    def compact(self) -> None:
+        try:
+            self.recover()
+        except EventBackendError as exc:
+            raise KeyStoreError(
+                f"{self.keys.location}: the key of a forgotten fact is not destroyed yet "
+                f"({exc}); it stays doomed, and the next open or compact destroys it"
+            ) from exc
+        self.inner.compact()
+        self.keys.compact()
+
+    def repair(self) -> list[str] | None:
+        inner = self.inner.repair()
+        done = self.recover()
+        return None if inner is None and not done else [*(inner or []), *done]
+
+    def keystore(self, location: str | None = None) -> KeyStore:
+        return self.keys
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **self.inner.describe(),
+            "forgetMode": "crypto-shred",
+            "keyStore": self.keys.describe(),
+        }
+
+    def close(self) -> None:
+        try:
+            with suppress(Exception):  # unused keys left behind are harmless
+                self._pool.release()
+            if self._owns_keys:
+                self.keys.close()
+        finally:
+            self.inner.close()
+
+    def __repr__(self) -> str:
+        return f"ShreddingBackend({self.location}, keys={self.keys.location})"

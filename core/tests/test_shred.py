@@ -1,0 +1,204 @@
+"""Crypto-shred mode in the core: envelopes on disk, plaintext to reads, keys pooled and destroyed.
+
+The backend-independent rules (reads equal to plain mode, forget, earlier copies, recovery) are
+conformance rules (``EB-S-*``) run on every backend; these tests cover what is the core's own:
+the JSONL line format, the file key store, the key pool, tampering, configuration and commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from agent_custody_state import Ledger, LedgerError
+from agent_custody_state.backends.keystore_file import FileKeyStore
+from agent_custody_state.backends.keystore_memory import MemoryKeyStore
+from agent_custody_state.backends.memory import MemoryBackend
+from agent_custody_state.cli import main
+from agent_custody_state.config import ConfigError, load_config
+from agent_custody_state.ledger.envelope import kid_of
+from agent_custody_state.ledger.keypool import FIRST_BLOCK, MAX_BLOCK
+from agent_custody_state.ledger.keystore import KeyStoreError
+from agent_custody_state.ledger.model import event_from_json
+from agent_custody_state.ledger.shred import ShreddingBackend
+
+SECRET = "s3cret-\u65e5\u672c-\U0001f600"
+VALUES = [
+    SECRET,
+    {"b": [1, 2.5, None, True, "\u2028"], "a": {"10": 1, "9": 2}},
+    "lone \ud800 surrogate",
+    1e21,
+    -0.0,
+    9007199254740991,
+    None,
+    "",
+    [],
+]
+
+
+def _fact(ledger: Ledger, value: object, **kw: object) -> str:
+    args = {"subject": "acct:1", "predicate": "p", "space": "org", "actor": "a", **kw}
+    return ledger.assert_fact(value=value, **args).fact_id  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "memory"])
+def test_every_value_reads_back_as_in_plain_mode(tmp_path: Path, kind: str) -> None:
+    # The reference is a plain JSONL ledger, reopened: its values come back from the wire form.
+    with Ledger(tmp_path / "plain.jsonl") as plain:
+        ids = [_fact(plain, value) for value in VALUES]
+    where = MemoryBackend() if kind == "memory" else tmp_path / "shred.jsonl"
+    with (
+        Ledger(tmp_path / "plain.jsonl") as plain,
+        Ledger(where, forget_mode="crypto-shred") as shred,
+    ):
+        for fid, value in zip(ids, VALUES, strict=True):
+            got = shred.get(_fact(shred, value))
+            assert got is not None and repr(got.value) == repr(plain.get(fid).value)  # type: ignore[union-attr]
+        assert repr([f.value for f in shred.facts()]) == repr([f.value for f in plain.facts()])
+
+
+def test_jsonl_line_carries_an_envelope_the_original_reads_as_a_value(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        fid = _fact(ledger, SECRET)
+    data = path.read_bytes()
+    for form in (SECRET, json.dumps(SECRET)[1:-1], json.dumps(SECRET, ensure_ascii=False)):
+        assert form.encode("utf-8") not in data
+    line = json.loads(data)
+    assert list(line["fact"]) == list(json.loads(data)["fact"])  # wire key order unchanged
+    value = line["fact"]["value"]
+    assert list(value) == ["shred", "kid", "iv", "ct"] and value["shred"] == "A256GCM"
+    assert event_from_json(data.decode().strip()).fact_id == fid
+    assert (tmp_path / "l.jsonl.keys").exists()
+
+
+def test_plain_mode_is_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    with Ledger(path) as ledger:
+        _fact(ledger, SECRET)
+    assert json.dumps(SECRET, ensure_ascii=False).encode() in path.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l.jsonl", "l.jsonl.lock"]
+
+
+def test_a_tampered_ciphertext_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        fid = _fact(ledger, SECRET)
+    line = json.loads(path.read_text())
+    ct = line["fact"]["value"]["ct"]
+    line["fact"]["value"]["ct"] = ("A" if ct[0] != "A" else "B") + ct[1:]
+    path.write_text(json.dumps(line, separators=(",", ":")) + "\n")
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        with pytest.raises(LedgerError, match="does not authenticate") as info:
+            ledger.get(fid)
+    assert info.value.code == "bad_ciphertext"
+
+
+class CountingKeys(MemoryKeyStore):
+    """A memory key store that counts its writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts = 0
+
+    def put(self, keys: Mapping[str, bytes]) -> None:
+        self.puts += 1
+        super().put(keys)
+
+    def size(self) -> int:
+        return len(self.get(list(self._keys)))
+
+
+def test_keys_are_created_ahead_in_blocks_and_unused_ones_destroyed_at_close() -> None:
+    assert (FIRST_BLOCK, MAX_BLOCK) == (64, 1024)
+    keys = CountingKeys()
+    ledger = Ledger(MemoryBackend(), forget_mode="crypto-shred", key_store=keys)
+    ids = [_fact(ledger, i) for i in range(300)]
+    assert keys.puts == 3  # blocks of 64 + 128 + 256 keys
+    ledger.assert_many(
+        [
+            {"subject": "b", "predicate": "p", "value": i, "space": "o", "actor": "a"}
+            for i in range(2000)
+        ]
+    )
+    assert keys.puts == 4  # a batch takes what it needs in one write
+    _fact(ledger, "one more")
+    assert keys.puts == 5 and keys.size() == 2301 + 1023  # a block of 1024, one used
+    ledger.forget(fact_id=ids[0], actor="a", reason="r")
+    ledger.close()
+    assert keys.size() == 2300  # only the keys of live facts remain
+
+
+def test_forget_leaves_no_copy_of_the_key_in_the_key_store_files(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.jsonl", forget_mode="crypto-shred") as ledger:
+        fids = [_fact(ledger, f"v{i}", subject=f"s{i}") for i in range(40)]
+        backend = ledger.backend
+        assert isinstance(backend, ShreddingBackend)
+        kids = [kid_of(backend.inner.get_assert(f).fact.value) for f in fids]  # type: ignore[union-attr]
+        keys = backend.keys.get([k for k in kids if k])
+        for fid in fids[:20]:
+            ledger.forget(fact_id=fid, actor="a", reason="r")
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("l.jsonl.keys")]
+    assert [p.name for p in files] == ["l.jsonl.keys"]  # the rollback journal is gone
+    data = files[0].read_bytes()
+    assert not [k for k in kids[:20] if k and keys[k] in data]
+    assert all(keys[k] in data for k in kids[20:] if k)  # the scan can see a key
+
+
+def test_file_key_store_is_private_and_refuses_other_files(tmp_path: Path) -> None:
+    FileKeyStore(tmp_path / "k.keys").close()
+    assert stat.S_IMODE(os.stat(tmp_path / "k.keys").st_mode) == 0o600
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(KeyStoreError, match="not a key store"):
+        FileKeyStore(other)
+    with pytest.raises(KeyStoreError, match="does not exist"):
+        FileKeyStore(tmp_path / "missing" / "k.keys")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_arguments_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError, match="forget_mode must be"):
+        Ledger(tmp_path / "l.jsonl", forget_mode="shred")
+    with pytest.raises(LedgerError, match="key_store needs"):
+        Ledger(tmp_path / "l.jsonl", key_store=str(tmp_path / "k.keys"))
+    assert list(tmp_path.iterdir()) == []
+    key_path = tmp_path / "elsewhere.keys"
+    with Ledger(tmp_path / "l.jsonl", forget_mode="crypto-shred", key_store=str(key_path)) as one:
+        fid = _fact(one, SECRET)
+    assert key_path.exists() and not (tmp_path / "l.jsonl.keys").exists()
+    with Ledger(tmp_path / "l.jsonl", forget_mode="crypto-shred") as wrong_keys:
+        assert wrong_keys.get(fid).value is None  # type: ignore[union-attr]
+
+
+def test_config_and_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "memory.toml"
+    conf.write_text('ledger = "l.jsonl"\nforget_mode = "crypto-shred"\nkey_store = "k.keys"\n')
+    config = load_config(conf)
+    assert config.forget_mode == "crypto-shred" and config.key_store == str(tmp_path / "k.keys")
+    conf.write_text('ledger = "l.jsonl"\nkey_store = "k.keys"\n')
+    with pytest.raises(ConfigError, match="key_store is used only with"):
+        load_config(conf)
+    ledger = tmp_path / "l.jsonl"
+    keys = tmp_path / "k.keys"
+    with Ledger(ledger, forget_mode="crypto-shred", key_store=str(keys)) as book:
+        _fact(book, SECRET)
+    out = tmp_path / "export.jsonl"
+    shred = ["--forget-mode", "crypto-shred", "--key-store", str(keys)]
+    assert main(["export", "--ledger", str(ledger), "--out", str(out), *shred]) == 0
+    assert json.dumps(SECRET, ensure_ascii=False) in out.read_text()  # an export is plaintext
+    sweep = ["sweep", "--ledger", str(ledger), "--before", "2100-01-01T00:00:00Z", "--reason", "r"]
+    assert main(sweep) == 1
+    assert "written in crypto-shred mode" in capsys.readouterr().err
+    assert main([*sweep, *shred]) == 0
+    capsys.readouterr()
+    with Ledger(ledger, forget_mode="crypto-shred", key_store=str(keys)) as book:
+        assert book.facts()[0].forgotten is not None
+        assert book.backend.keystore().doomed() == {}

@@ -18,14 +18,23 @@ import base64
 import binascii
 import json
 import os
-from typing import Any
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import AssertEvent
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+
+def _aesgcm(key: bytes) -> AESGCM:
+    """AES-GCM, imported on first use: a plain-mode process (and ``--help``) never loads the
+    ``cryptography`` bindings."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM(key)
+
 
 ALGORITHM = "A256GCM"
 NONCE_BYTES = 12
@@ -52,7 +61,7 @@ def seal(
     12 random bytes (drawn here when not given; a batch draws them all at once)."""
     nonce = nonce or os.urandom(NONCE_BYTES)
     plain = js_json(value).encode("utf-8")
-    sealed = AESGCM(key).encrypt(nonce, plain, _aad(fact_id))
+    sealed = _aesgcm(key).encrypt(nonce, plain, _aad(fact_id))
     return {
         "shred": ALGORITHM,
         "kid": kid,
@@ -67,8 +76,12 @@ def unseal(envelope: dict[str, Any], *, fact_id: str, key: bytes) -> Any:
     try:
         nonce = base64.b64decode(envelope["iv"], validate=True)
         sealed = base64.b64decode(envelope["ct"], validate=True)
-        plain = AESGCM(key).decrypt(nonce, sealed, _aad(fact_id))
-    except (InvalidTag, ValueError, TypeError, binascii.Error):
+        plain = _aesgcm(key).decrypt(nonce, sealed, _aad(fact_id))
+    except Exception as exc:
+        # cryptography's InvalidTag is recognised by name, so it need not be imported up front.
+        expected = isinstance(exc, ValueError | TypeError | binascii.Error)
+        if not expected and type(exc).__name__ != "InvalidTag":
+            raise
         raise LedgerError(
             f"fact {fact_id}: its encrypted value does not authenticate with key "
             f"{envelope.get('kid')} (the event was altered, or the key store is not this "

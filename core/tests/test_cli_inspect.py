@@ -108,6 +108,12 @@ def test_facts_json_is_memory_read(
     assert [f["factId"] for f in json.loads(out)["facts"]] == [ids["other"]]
 
 
+def _fact_ids(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    return [f["factId"] for f in json.loads(out)["facts"]]
+
+
 def test_facts_filters_and_both_time_axes(
     seeded: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -116,19 +122,13 @@ def test_facts_filters_and_both_time_axes(
         learned = {e.fact_id: e.tx_time for e in ledger.export() if e.kind == "assert"}
     argv = ["facts", "--ledger", str(path), "--json", "--subject", "user:42", "--predicate", "plan"]
     # Valid time: in March 2025 the pro plan was believed (the enterprise one is retracted).
-    code, out, _ = _run(capsys, *argv, "--valid-at", "2025-03-01T00:00:00+01:00")
-    assert [f["factId"] for f in json.loads(out)["facts"]] == [ids["pro"]]
+    assert _fact_ids(capsys, *argv, "--valid-at", "2025-03-01T00:00:00+01:00") == [ids["pro"]]
     # Transaction time: before the retraction was learned, enterprise superseded pro in July.
-    code, out, _ = _run(
-        capsys, *argv, "--valid-at", "2025-07-01T00:00:00Z", "--tx-at", learned[ids["ent"]]
-    )
-    assert [f["factId"] for f in json.loads(out)["facts"]] == [ids["ent"]]
-    code, out, _ = _run(
-        capsys, *argv, "--valid-at", "2025-07-01T00:00:00Z", "--tx-at", learned[ids["pro"]]
-    )
-    assert [f["factId"] for f in json.loads(out)["facts"]] == [ids["pro"]]
-    code, out, _ = _run(capsys, "facts", "--ledger", str(path), "--json", "--space", "team:support")
-    assert [f["factId"] for f in json.loads(out)["facts"]] == [ids["mail"]]
+    july = ("--valid-at", "2025-07-01T00:00:00Z")
+    assert _fact_ids(capsys, *argv, *july, "--tx-at", learned[ids["ent"]]) == [ids["ent"]]
+    assert _fact_ids(capsys, *argv, *july, "--tx-at", learned[ids["pro"]]) == [ids["pro"]]
+    space = ("--space", "team:support")
+    assert _fact_ids(capsys, "facts", "--ledger", str(path), "--json", *space) == [ids["mail"]]
 
 
 def test_facts_table(

@@ -236,8 +236,9 @@ def _anchor_settings(raw: dict[str, Any], model: Any, folder: Path | None) -> di
     out = dict(raw)
     for name, field in model.model_fields.items():
         value = out.get(name)
-        relative = isinstance(value, str) and not _is_location_url(value) and value
-        if relative and not Path(value).is_absolute() and is_path_setting(field):
+        if not isinstance(value, str) or not value or _is_location_url(value):
+            continue
+        if not Path(value).is_absolute() and is_path_setting(field):
             out[name] = str(folder / value)
     return out
 

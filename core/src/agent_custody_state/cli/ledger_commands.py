@@ -57,8 +57,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         for err in manager.errors:
             print(f"  {err}")
     if failed or manager.errors:
-        names = ", ".join(p.name for p in failed) or "see problems above"
-        print(f"error: plugins failed to load: {names}", file=sys.stderr)
+        which = ", ".join(p.name for p in failed) or "see problems above"
+        print(f"error: plugins failed to load: {which}", file=sys.stderr)
         return 1
     return 0
 

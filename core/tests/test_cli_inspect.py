@@ -307,3 +307,20 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
             main(argv)
         assert exc.value.code == 2
     assert "usage:" in capsys.readouterr().err
+
+
+def test_a_narrow_screen_gets_records_with_whole_ids(
+    seeded: tuple[Path, dict[str, str]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path, ids = seeded
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = _run(capsys, "facts", "--ledger", str(path))
+    assert code == 0
+    assert f"fact {ids['other']}" in out.splitlines()
+    assert "  valid from  2025-01-01T00:00:00.000Z" in out.splitlines()
+    assert all(len(line) <= 80 for line in out.splitlines()[1:])
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, _ = _run(capsys, "facts", "--ledger", str(path))
+    assert f"fact {ids['other']}" not in out and ids["other"] in out  # a table row

@@ -189,15 +189,15 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
     facts = {f.fact_id: f for f in found.facts}
     print_table(
-        ("predicate", "value", "valid from", "valid to", "now", "fact"),
+        ("fact", "predicate", "value", "valid from", "valid to", "now"),
         (
             (
+                f.fact_id,
                 f.predicate,
                 _value(f),
                 f.valid_from,
                 f.valid_to or "-",
                 found.states[f.fact_id] + (", held" if f.fact_id in found.held else ""),
-                f.fact_id,
             )
             for f in sorted(found.facts, key=lambda f: (f.predicate, f.valid_from))
         ),

@@ -112,7 +112,8 @@ def _detail(event: Any, fact_id: str) -> str:
     if kind == "assert":
         text = f"{event.fact.predicate} = {_value(event.fact)}"
         if event.supersedes is not None and event.fact_id != fact_id:
-            return f"supersedes {event.supersedes}: {text}"
+            # The id's head is enough here: the superseded fact has its own row.
+            return f"supersedes {event.supersedes[:8]}…: {text}"
         return text
     if kind == "forget":
         return f"{event.reason} (digest: {event.digest_kind})"
@@ -188,6 +189,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from agent_custody_state.cli.render import print_table
 
     facts = {f.fact_id: f for f in found.facts}
+    known = f", as known at {tx_at}" if tx_at else ""
     print_table(
         ("fact", "predicate", "value", "valid from", "valid to", "now"),
         (
@@ -201,7 +203,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
             )
             for f in sorted(found.facts, key=lambda f: (f.predicate, f.valid_from))
         ),
-        title=f"what was believed about {args.subject} (valid time)",
+        title=f"what was believed about {args.subject} (valid time){known}",
         no_wrap=("valid from", "valid to", "fact"),
     )
     print_table(
@@ -217,7 +219,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
             )
             for e in found.events
         ),
-        title=f"when it was learned (transaction time){f', as known at {tx_at}' if tx_at else ''}",
+        title=f"when it was learned (transaction time){known}",
         no_wrap=("learned (tx time)", "fact"),
     )
     return 0

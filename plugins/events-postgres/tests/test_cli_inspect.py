@@ -4,6 +4,7 @@ tools' JSON, and not a row written."""
 from __future__ import annotations
 
 import json
+from urllib.parse import unquote, urlsplit
 
 import psycopg
 import pytest
@@ -49,4 +50,13 @@ def test_inspect_commands_on_postgres(
     assert timeline["states"] == {old.fact_id: "current", new.fact_id: "retracted"}  # type: ignore[index]
     assert _json(capsys, "show", new.fact_id, *loc, "--json")["retracted"] is True  # type: ignore[index]
     assert main(["facts", *loc]) == 0 and old.fact_id in capsys.readouterr().out
+    # A refusal names the ledger with its password masked.
+    password = unquote(urlsplit(postgres_url).password or "")
+    assert password
+    assert main(["history", "no-such-fact", *loc]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown fact no-such-fact in postgresql://") and "***" in err
+    assert password not in err
+    assert main(["timeline", "user:nobody", *loc]) == 0
+    assert password not in capsys.readouterr().err
     assert _rows(postgres_url) == before

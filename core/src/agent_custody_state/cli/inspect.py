@@ -133,7 +133,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     with open_ledger(args) as ledger:
         events = ledger.history(args.fact)
     if not events:
-        raise CliError(f"unknown fact {args.fact} in {args.ledger}")
+        raise CliError(f"unknown fact {args.fact} in {ledger.location}")
     if args.json:
         from agent_custody_state.cli.render import print_json
 
@@ -184,7 +184,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         )
         return 0
     if not found.facts:
-        print(f"no facts about {args.subject} in {args.ledger}", file=sys.stderr)
+        print(f"no facts about {args.subject} in {ledger.location}", file=sys.stderr)
         return 0
     from agent_custody_state.cli.render import print_table
 
@@ -232,7 +232,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     with open_ledger(args) as ledger:
         fact = ledger.get(args.fact)
         if fact is None:
-            raise CliError(f"unknown fact {args.fact} in {args.ledger}")
+            raise CliError(f"unknown fact {args.fact} in {ledger.location}")
         status = ledger.status(args.fact)
         external = ledger.current_external(args.fact)
     assert status is not None

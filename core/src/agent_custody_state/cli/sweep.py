@@ -57,7 +57,8 @@ def _forget_key(args: argparse.Namespace, config: Any) -> str | None:
         return None
     value = os.environ.get(name)
     if not value:
-        raise CliError(f"the forget key variable {name} is not set (named by --forget-key-env)")
+        source = "--forget-key-env" if args.forget_key_env else f"forget_key_env in {args.config}"
+        raise CliError(f"the forget key variable {name} is not set (named by {source})")
     return value
 
 

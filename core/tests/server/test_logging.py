@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from servertest import GATEWAY_TOKEN, start_http, unique
+from servertest import GATEWAY_TOKEN, run_cli, start_http, unique
 from test_stores import FakeStore
 
 from agent_custody_state import Ledger
@@ -207,3 +207,17 @@ async def test_serve_log_level_warning_has_no_access_lines(tmp_path: Path) -> No
     finally:
         server.stop()
     assert not [line for line in server.lines if " access " in line or '"access"' in line]
+
+
+def test_bad_log_settings_are_refused_before_anything_is_created(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    for flags in (["--log-level", "loud"], ["--log-format", "xml"]):
+        done = run_cli("serve", "--ledger", str(ledger), *flags)
+        assert done.returncode == 2 and "invalid choice" in done.stderr
+    config = tmp_path / "memory.toml"
+    config.write_text(f'ledger = "{ledger.name}"\n[server]\nlog_format = "xml"\n')
+    done = run_cli("serve", "--config", str(config))
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: ") and "server.log_format" in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.toml"]

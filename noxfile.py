@@ -20,7 +20,7 @@ PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.tom
 # Every distribution's import root: what mypy checks and what import-linter's graph is built from.
 SOURCES = ["core/src", "sql/src", "conformance/src", *(f"plugins/{name}/src" for name in PLUGINS)]
 # What ruff lints and formats.
-LINTED = ["core", "sql", "conformance", "plugins", "tests", "bench", "noxfile.py"]
+LINTED = ["core", "sql", "conformance", "plugins", "tests", "bench", "examples", "noxfile.py"]
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
@@ -36,6 +36,7 @@ nox.options.sessions = [
     "reliability",
     "repo",
     "extras",
+    "examples",
 ]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
@@ -179,6 +180,15 @@ def extras(session: nox.Session) -> None:
     work = Path(session.create_tmp()) / "extras"
     shutil.rmtree(work, ignore_errors=True)
     session.run("python", "tests/install/check_extras.py", "--work", str(work), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def examples(session: nox.Session) -> None:
+    """Every example in examples/ run as a reader would (tests/test_examples.py): the Python API
+    script, `serve --config examples/memory.toml` over stdio, the LangGraph agent using the memory
+    server over MCP, and each MCP client snippet's command starting the server."""
+    _install_groups(session, *TESTS, "examples")
+    session.run("pytest", "tests/test_examples.py", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)

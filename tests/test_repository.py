@@ -105,6 +105,7 @@ def test_every_module_has_a_docstring() -> None:
         *ROOT.glob("core/src/**/*.py"),
         *ROOT.glob("conformance/src/**/*.py"),
         *ROOT.glob("plugins/*/src/**/*.py"),
+        *ROOT.glob("examples/**/*.py"),
     ]:
         text = path.read_text().lstrip()
         if text and not text.startswith(('"""', "'''", 'r"""')):
@@ -162,7 +163,7 @@ OVERSIZE = {
 
 
 def test_no_module_over_400_lines() -> None:
-    folders = ("core", "sql", "conformance", "plugins", "tests", "bench", "docs")
+    folders = ("core", "sql", "conformance", "plugins", "tests", "bench", "docs", "examples")
     sizes = {
         str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
         for folder in folders

@@ -165,8 +165,13 @@ class Venv:
         return done.stdout
 
     def checks(self) -> list[Callable[[], None]]:
-        return [self.exactly_these, self.from_these_wheels, self.consistent, self.plugins_json,
-                self.plugins_text]  # fmt: skip
+        return [
+            self.exactly_these,
+            self.from_these_wheels,
+            self.consistent,
+            self.plugins_json,
+            self.plugins_text,
+        ]
 
     def exactly_these(self) -> None:
         """The agent-custody-state* distributions installed are exactly the expected ones."""
@@ -231,7 +236,12 @@ class Wheels:
 
     def built(self) -> None:
         """A wheel for the root and for every workspace member, nothing else."""
-        members = ["core", "sql", "conformance", *(p.parent.name for p in ROOT.glob("plugins/*/pyproject.toml"))]  # fmt: skip
+        members = [
+            "core",
+            "sql",
+            "conformance",
+            *(p.parent.name for p in ROOT.glob("plugins/*/pyproject.toml")),
+        ]
         expected = {"agent-custody-state", *(f"agent-custody-state-{m}" for m in members)}
         built = {normalize(w.name.split("-")[0]) for w in self.folder.glob("*.whl")}
         assert built == expected, f"built {sorted(built)}, expected {sorted(expected)}"
@@ -332,7 +342,18 @@ def install(uv: str, venv: Path, wheels: Path) -> None:
     ours = sorted({normalize(w.name.split("-")[0]) for w in wheels.glob("*.whl")})
     refresh = [arg for name in ours for arg in ("--refresh-package", name)]
     python = str(venv / "bin" / "python")
-    run(uv, "pip", "install", "--quiet", "--python", python, "--find-links", str(wheels), *refresh, ALL)  # fmt: skip
+    run(
+        uv,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        python,
+        "--find-links",
+        str(wheels),
+        *refresh,
+        ALL,
+    )
 
 
 if __name__ == "__main__":

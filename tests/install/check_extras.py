@@ -270,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = args.work.resolve()
     checkout = work / "checkout"
+    started = time.monotonic()
     readme_block.copy_checkout(ROOT, checkout)
+    print(f"check_extras: copied the tree in {time.monotonic() - started:.1f} s")
     text = readme_block.block((checkout / "README.md").read_text(), readme_block.INSTALL_BLOCK)
     problem = block_problem(readme_block.commands(text))
     if problem:
@@ -306,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     for test in tests:
         owner = getattr(test, "__self__", None)
         label = f"{owner.expected.requirement}: " if isinstance(owner, Venv) else "wheels: "
+        started = time.monotonic()
         try:
             test()
         except AssertionError:
@@ -313,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED {label}{test.__name__}: {(test.__doc__ or '').strip()}")
             traceback.print_exc(file=sys.stdout)
         else:
-            print(f"ok     {label}{test.__name__}: {(test.__doc__ or '').strip()}")
+            took = f"({time.monotonic() - started:.1f} s)"
+            print(f"ok     {label}{test.__name__}: {(test.__doc__ or '').strip()} {took}")
     print(f"check_extras: {len(tests) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

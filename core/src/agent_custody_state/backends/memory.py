@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterator, Sequence
 
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.ledger.backend import EventBackend, ReentrantTransactions
+from agent_custody_state.ledger.checkpoints import MemoryCheckpointLog
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 
@@ -25,6 +26,7 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._start = 0
         self._undo: list[tuple[int, Event]] = []
+        self._checkpoints = MemoryCheckpointLog()
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 
@@ -72,3 +74,9 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
 
     def iter_events(self) -> Iterator[Event]:
         return iter(list(self._index.events))
+
+    def last_event(self) -> Event | None:
+        return self._index.events[-1] if len(self._index) else None
+
+    def checkpoint_log(self) -> MemoryCheckpointLog:
+        return self._checkpoints

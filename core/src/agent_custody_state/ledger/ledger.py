@@ -9,7 +9,7 @@ the event is appended before the section ends, so two racing supersessions canno
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
@@ -25,6 +25,8 @@ from agent_custody_state.ledger.arguments import (
     time_arg,
 )
 from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.model import (
@@ -56,6 +58,11 @@ class Ledger(LedgerReads):
     ``Ledger(backend)``. ``forget_key`` keys forget digests (HMAC-SHA256); ``clock`` returns an
     aware datetime (tests pin it); ``host`` opens locations and hears of appended events (default:
     the process's plugin manager); other keyword arguments go to the backend.
+
+    The chain (``docs/proofs.md``): every event is sealed into a hash chain unless ``chain`` is
+    False; with ``checkpoint_key`` (an Ed25519 private key or its PEM file) a signed checkpoint
+    is written every ``checkpoint_every`` events and by ``checkpoint()``, into ``checkpoints``
+    (a file, or the backend's own place when None).
     """
 
     def __init__(
@@ -65,6 +72,10 @@ class Ledger(LedgerReads):
         clock: Callable[[], datetime] | None = None,
         *,
         host: LedgerHost | None = None,
+        chain: bool = True,
+        checkpoint_every: int | None = None,
+        checkpoint_key: Any = None,
+        checkpoints: Any = None,
         **backend_options: Any,
     ) -> None:
         self._host = host
@@ -78,6 +89,9 @@ class Ledger(LedgerReads):
             )
         self.forget_key = forget_key or None
         self._clock = clock or utc_now
+        self._chain = chain_writer(
+            self.backend, chain, key=checkpoint_key, every=checkpoint_every, where=checkpoints
+        )
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -93,7 +107,8 @@ class Ledger(LedgerReads):
         except TimeFormatError as exc:
             raise LedgerError(f"clock: {exc}") from None
 
-    def _appended(self, events: Iterable[Event]) -> None:
+    def _appended(self, events: Sequence[Event]) -> None:
+        self._chain.sealed(events)
         try:
             host = self._host or default_host()
         except RuntimeError:
@@ -107,6 +122,17 @@ class Ledger(LedgerReads):
     @property
     def location(self) -> str:
         return self.backend.location
+
+    def chain_head(self) -> ChainHead:
+        """Where the chain stands now: events covered and the head hash after them."""
+        self.backend.refresh()
+        return self.backend.chain_head()
+
+    def checkpoint(self) -> Checkpoint:
+        """Sign and keep a checkpoint of the chain now (needs ``checkpoint_key``)."""
+        if self._chain.checkpointer is None:
+            raise LedgerError("no checkpoint key: open the ledger with checkpoint_key=")
+        return self._chain.checkpointer.checkpoint(self.chain_head())
 
     def __enter__(self) -> Ledger:
         return self
@@ -139,6 +165,7 @@ class Ledger(LedgerReads):
             # another committed first would change what a read "as of" that instant returns.
             event = build_assert(self.now, request)
             check_assert(self.backend, event)
+            [event] = self._chain.seal(self.backend, [event])
             self.backend.append([event])
         self._appended([event])
         return event
@@ -178,6 +205,7 @@ class Ledger(LedgerReads):
                 batch.add(event)
             if build_error is not None:
                 raise build_error
+            built = self._chain.seal(self.backend, built)
             self.backend.append(built)
         self._appended(built)
         return built
@@ -218,7 +246,7 @@ class Ledger(LedgerReads):
             error = refuse(action, self._state(fact_id, action))
             if error is not None:
                 raise error
-            event = make(new_id(), self.now())
+            [event] = self._chain.seal(self.backend, [make(new_id(), self.now())])
             self.backend.append([event])
         self._appended([event])
         return event
@@ -326,6 +354,7 @@ class Ledger(LedgerReads):
                 kind,
                 dict(extra or {}),
             )
+            [event] = self._chain.seal(self.backend, [event])
             self.backend.forget(fact_id, Forgotten(digest, kind, tx), event)
         return event
 

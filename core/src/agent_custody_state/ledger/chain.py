@@ -1,0 +1,193 @@
+"""The tamper-evident chain: a leaf hash per event over its redacted form, linked into one head.
+
+``docs/proofs.md`` is the specification; in short:
+
+* an assert written with the chain carries ``valueSalt`` (32 random bytes, base64) and
+  ``valueCommitment`` (``HMAC-SHA256(salt, canonical_json(value))``, hex) inside its fact; a
+  forget erases the salt with the value (``model.forget_assert``) and keeps the commitment;
+* the **redacted form** of an event is its wire dict without the top-level ``chain`` key, and
+  for an assert a fact without ``value``, ``valueSalt`` and ``forgotten``: exactly the parts a
+  forget changes, so a forget changes no leaf;
+* ``leaf = SHA-256(0x00 || canonical_json(redacted))`` and
+  ``head_n = SHA-256(0x01 || head_(n-1) || leaf_n)`` with ``head_0`` 32 zero bytes, over every
+  event in append order (events written before the chain started, or by the original, included);
+* each chained event records ``"chain": {"seq": n, "leaf": hex, "head": hex}``; the first
+  chained event after events that carry none (a ledger written by the TypeScript original) adds
+  ``"genesis": {"size": n - 1, "head": hex}``, which commits to every earlier event.
+
+The ledger calls ``ChainWriter.seal`` inside its write transaction, so the head it extends is
+the one every other process sees under the same lock. Verification is in ``verify``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agent_custody_state.canonical import canonical_bytes
+from agent_custody_state.ledger.model import VALUE_SALT_KEY, AssertEvent, Event
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.backend import EventBackend
+
+log = logging.getLogger(__name__)
+
+CHAIN_KEY = "chain"
+SALT_KEY = VALUE_SALT_KEY
+COMMITMENT_KEY = "valueCommitment"
+#: The fact keys a forget changes: outside the leaf (the value is in it through its commitment).
+REDACTED_FACT_KEYS = ("value", SALT_KEY, "forgotten")
+ZERO_HEAD = "0" * 64
+SALT_BYTES = 32
+
+E = TypeVar("E", bound=Event)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """Where the chain stands: ``seq`` events (the last one's position, 0 when empty) and the
+    head hash after them (hex). ``chained`` says whether the last event carries a chain record;
+    when it does not (an empty ledger, or events written without the chain), the next chained
+    event records a genesis."""
+
+    seq: int
+    hash: str
+    chained: bool = True
+
+
+def new_salt() -> bytes:
+    return os.urandom(SALT_BYTES)
+
+
+def value_commitment(salt: bytes, value: Any) -> str:
+    """``HMAC-SHA256(salt, canonical_json(value))`` as lowercase hex."""
+    return hmac.digest(salt, canonical_bytes(value), "sha256").hex()
+
+
+def redacted(data: dict[str, Any]) -> dict[str, Any]:
+    """The redacted form of an event's wire dict (a new dict; ``data`` is not changed)."""
+    out = {k: v for k, v in data.items() if k != CHAIN_KEY}
+    fact = out.get("fact")
+    if data.get("kind") == "assert" and isinstance(fact, dict):
+        out["fact"] = {k: v for k, v in fact.items() if k not in REDACTED_FACT_KEYS}
+    return out
+
+
+def leaf_of(data: dict[str, Any]) -> bytes:
+    """The leaf hash of an event given as its wire dict."""
+    return hashlib.sha256(b"\x00" + canonical_bytes(redacted(data))).digest()
+
+
+def link(previous: bytes, leaf: bytes) -> bytes:
+    """The head after ``leaf``, from the head before it."""
+    return hashlib.sha256(b"\x01" + previous + leaf).digest()
+
+
+def chain_record(event: Event) -> dict[str, Any] | None:
+    """The event's chain record, if it carries a well-formed one."""
+    record = event.extra.get(CHAIN_KEY)
+    if (
+        isinstance(record, dict)
+        and isinstance(record.get("seq"), int)
+        and isinstance(record.get("head"), str)
+        and len(record["head"]) == 64
+    ):
+        return record
+    return None
+
+
+def head_after(last: Event | None, events: Callable[[], Iterable[Event]]) -> ChainHead:
+    """The chain head after the last event: read from its record, or (when it carries none)
+    folded over ``events()`` from the last record before it. Used by writers, which trust the
+    records they find; ``verify`` is what checks them."""
+    if last is None:
+        return ChainHead(0, ZERO_HEAD, chained=False)
+    record = chain_record(last)
+    if record is not None:
+        return ChainHead(record["seq"], record["head"], chained=True)
+    head = bytes(32)
+    seq = 0
+    for event in events():
+        seq += 1
+        found = chain_record(event)
+        if found is not None and found["seq"] == seq:
+            head = bytes.fromhex(found["head"])
+        else:
+            head = link(head, leaf_of(event.to_dict()))
+    return ChainHead(seq, head.hex(), chained=False)
+
+
+def salted(event: AssertEvent, salt: bytes | None = None) -> AssertEvent:
+    """The assert with a fresh ``valueSalt`` and the ``valueCommitment`` of its value."""
+    salt = salt or new_salt()
+    fact = event.fact
+    extra = {k: v for k, v in fact.extra.items() if k not in (SALT_KEY, COMMITMENT_KEY)}
+    extra[SALT_KEY] = base64.b64encode(salt).decode("ascii")
+    extra[COMMITMENT_KEY] = value_commitment(salt, fact.value)
+    return replace(event, fact=replace(fact, extra=extra))
+
+
+def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
+    """``events`` as they are appended after ``head``: asserts salted and committed, each with
+    its chain record (the first with a genesis when ``head`` is not chained)."""
+    out: list[E] = []
+    previous = bytes.fromhex(head.hash)
+    seq = head.seq
+    genesis = not head.chained
+    for event in events:
+        if isinstance(event, AssertEvent):
+            event = salted(event)  # type: ignore[assignment]
+        seq += 1
+        leaf = leaf_of(event.to_dict())
+        previous = link(previous, leaf)
+        record: dict[str, Any] = {"seq": seq}
+        if genesis:
+            record["genesis"] = {"size": head.seq, "head": head.hash}
+            genesis = False
+        record["leaf"] = leaf.hex()
+        record["head"] = previous.hex()
+        extra = {k: v for k, v in event.extra.items() if k != CHAIN_KEY}
+        extra[CHAIN_KEY] = record
+        out.append(replace(event, extra=extra))  # type: ignore[arg-type]
+    return out
+
+
+def last_head(events: Sequence[Event]) -> ChainHead | None:
+    """The head recorded on the last of ``events``, if it carries a record."""
+    record = chain_record(events[-1]) if events else None
+    return ChainHead(record["seq"], record["head"]) if record is not None else None
+
+
+class ChainWriter:
+    """What the ledger's append paths call: ``seal`` inside the write transaction, ``sealed``
+    after it committed, which tells ``checkpointer`` the sizes before and after (it signs a
+    checkpoint when the chain crossed a multiple of its interval). ``enabled=False`` appends
+    events as they are (the baseline of the benchmarks)."""
+
+    def __init__(self, *, enabled: bool = True, checkpointer: Any = None) -> None:
+        self.enabled = enabled
+        self.checkpointer = checkpointer
+
+    def seal(self, backend: EventBackend, events: Sequence[E]) -> list[E]:
+        if not self.enabled or not events:
+            return list(events)
+        return seal(backend.chain_head(), events)
+
+    def sealed(self, events: Sequence[Event]) -> None:
+        """After the commit of ``events`` (in append order): report the chain's progress."""
+        if not events or self.checkpointer is None:
+            return
+        first = chain_record(events[0])
+        head = last_head(events)
+        if first is None or head is None:
+            return
+        try:
+            self.checkpointer.progressed(first["seq"] - 1, head)
+        except Exception:  # a checkpoint must never undo a durable write; the next one follows
+            log.exception("could not write the checkpoint at %d events", head.seq)

@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from agent_custody_state.plugin import AssertEvent, Event, ForgetEvent, Forgotten, forget_assert
+from agent_custody_state_sql.checkpoints import SqlCheckpointLog
 from agent_custody_state_sql.decoding import decode
 from agent_custody_state_sql.migration import SchemaSetup
 from agent_custody_state_sql.queries import Statements
@@ -212,6 +213,26 @@ class SqlEventBackend(SchemaSetup):
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]
+
+    # -- the chain -----------------------------------------------------------------------------
+
+    def last_event(self) -> Event | None:
+        rows = self._rows(self._q.last)
+        return self._decode(rows)[0] if rows else None
+
+    def stored_events(self) -> Iterator[str]:
+        """The stored JSON text of each event, in pages (``verify`` parses it itself)."""
+        last = 0
+        while True:
+            rows = self._rows(self._q.page, {"after": last, "n": PAGE})
+            for row in rows:
+                yield row[1]
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+    def checkpoint_log(self) -> SqlCheckpointLog:
+        return SqlCheckpointLog(self)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, "table": self._qualified}

@@ -67,6 +67,7 @@ class Statements:
             ).order_by(seq)
         )
         self.count = p(sa.select(sa.func.count()).select_from(t))
+        self.last = p(base.order_by(seq.desc()).limit(1))
         self.page = p(
             base.where(seq > sa.bindparam("after")).order_by(seq).limit(sa.bindparam("n"))
         )

@@ -11,6 +11,7 @@ and a variable that is named but not set stops the server at startup, naming it.
     forget_key_env = "FORGET_KEY"
     retention = "org=P365D,team:*=P90D"
     key = "memory.key"
+    checkpoint_every = 1000
 
     [server]
     transport = "http"
@@ -113,6 +114,10 @@ class MemoryConfig(BaseSettings):
     forget_key_env: str | None = None
     retention: str | dict[str, str] | None = None
     key: str | None = None
+    #: sign a chain checkpoint with ``key`` every this many events (``docs/proofs.md``)
+    checkpoint_every: int | None = Field(default=None, ge=1)
+    #: where checkpoints go when not the ledger's own place (``<ledger>.checkpoints``, a table)
+    checkpoints: str | None = None
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     verify: VerifyConfig = Field(default_factory=lambda: VerifyConfig())
     stores: list[StoreConfig] = Field(default_factory=list)
@@ -187,7 +192,7 @@ def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> No
     """A relative ``ledger`` or ``key`` written in the file is relative to the file, so a gateway
     can spawn the server from any working directory; the same value from a flag or the
     environment stays relative to the working directory."""
-    for key in ("ledger", "key"):
+    for key in ("ledger", "key", "checkpoints"):
         value = getattr(config, key)
         if value is None or raw.get(key) != value or _is_location_url(value):
             continue

@@ -1,7 +1,8 @@
 """``agent-custody-memory``: the command line (SPEC 5).
 
 Errors print ``error: <message>`` on stderr and exit 1; usage errors exit 2 (argparse). The
-ledger's commands live in ``ledger_commands``, the server's (``serve``, ``keygen``, ``demo``) in
+ledger's commands live in ``ledger_commands``, the chain's (``verify``, ``checkpoint``) in
+``proofs``, the server's (``serve``, ``keygen``, ``demo``) in
 ``serve``; every command imports what it needs when it runs, so ``--help`` stays fast.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 
 from agent_custody_state.cli import ledger_commands
 from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.proofs import add_commands as add_proof_commands
 from agent_custody_state.cli.serve import add_commands as add_server_commands
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
@@ -67,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ledger", required=True)
     p.set_defaults(func=ledger_commands.cmd_repair)
 
+    add_proof_commands(sub)
     add_server_commands(sub)
     return parser
 

@@ -20,7 +20,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Only the flags actually given: an absent flag must not mask the file or environment."""
     top = {
         k: getattr(args, k)
-        for k in ("ledger", "key", "forget_key_env", "retention")
+        for k in ("ledger", "key", "forget_key_env", "retention", "checkpoint_every")
         if getattr(args, k) is not None
     }
     server: dict[str, Any] = {}
@@ -166,6 +166,12 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--ledger", help="ledger location: a .jsonl path, .sqlite/.db, postgres://...")
     p.add_argument("--key", metavar="K", help="Ed25519 private key (PKCS8 PEM) to sign results")
     p.add_argument("--forget-key-env", metavar="NAME", help="variable holding the forget key")
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
+        help="sign a chain checkpoint with --key every N events",
+    )
     p.add_argument(
         "--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D"
     )

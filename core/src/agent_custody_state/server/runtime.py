@@ -87,7 +87,15 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     before = _files_beside(config.ledger)
     worker = LedgerWorker()
     try:
-        ledger = worker.call(Ledger, config.ledger, forget_key=forget_key)
+        ledger = worker.call(
+            Ledger,
+            config.ledger,
+            forget_key=forget_key,
+            # Checkpoints are signed with the results' key (``docs/proofs.md``).
+            checkpoint_key=config.key if config.checkpoint_every else None,
+            checkpoint_every=config.checkpoint_every,
+            checkpoints=config.checkpoints,
+        )
     except BaseException:
         worker.close()
         for path in _files_beside(config.ledger) - before:

@@ -123,6 +123,24 @@ def head_after(last: Event | None, events: Callable[[], Iterable[Event]]) -> Cha
     return ChainHead(seq, head.hex(), chained=False)
 
 
+def public_fact(data: dict[str, Any]) -> dict[str, Any]:
+    """A fact's wire dict without the chain's fields (``valueSalt``, ``valueCommitment``): the
+    shape the original's tool results have. The chain is for auditors (the ledger, exports,
+    ``verify``), and a salt is never handed out."""
+    if SALT_KEY in data or COMMITMENT_KEY in data:
+        return {k: v for k, v in data.items() if k not in (SALT_KEY, COMMITMENT_KEY)}
+    return data
+
+
+def public_event(event: Event) -> dict[str, Any]:
+    """An event's wire dict without its chain record and its fact's chain fields."""
+    data = event.to_dict()
+    data.pop(CHAIN_KEY, None)
+    if isinstance(data.get("fact"), dict):
+        data["fact"] = public_fact(data["fact"])
+    return data
+
+
 def salted(event: AssertEvent, salt: bytes | None = None) -> AssertEvent:
     """The assert with a fresh ``valueSalt`` and the ``valueCommitment`` of its value."""
     salt = salt or new_salt()

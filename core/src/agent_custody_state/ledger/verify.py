@@ -62,7 +62,8 @@ class VerifyReport:
 
     @property
     def first(self) -> Problem | None:
-        return min(self.problems) if self.problems else None
+        # The lowest position; among problems there, the one found first.
+        return min(self.problems, key=lambda p: p.seq) if self.problems else None
 
     def add(self, seq: int, reason: str) -> None:
         self.problem_count += 1
@@ -307,8 +308,14 @@ class _Verifier:
             report.add(
                 self.gap[0], f"{len(self.gap)} event(s) from {self.gap[0]} on carry no chain record"
             )
+        truncated = any(size > count for size in self.by_size)
         for fact_id, (seq, _) in self.pending.items():
-            report.add(seq, f"fact {fact_id} is marked forgotten, but no forget event records it")
+            if truncated:  # its forget event may be among the missing ones
+                report.notes.append(f"fact {fact_id} (event {seq}) has no forget event left")
+            else:
+                report.add(
+                    seq, f"fact {fact_id} is marked forgotten, but no forget event records it"
+                )
         for size, cps in self.by_size.items():
             if size > count:
                 report.checkpoints_checked += len(cps)

@@ -13,7 +13,8 @@ Every test has a rule id (``docs/conformance.md`` lists them) and a docstring wh
 paragraph says what to look at when it fails.
 
 The rules come in groups, one module each: ``asserts`` (SPEC 2.1, 1.3), ``reads`` (2.2),
-``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, atomicity), and the property-based
+``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, atomicity), ``chain`` (the
+tamper-evident chain: last event, stored events, forget, genesis, checkpoints), and the property-based
 comparison with the reference backend (``..property``); ``base`` holds the fixtures they share.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from ..property import PropertyChecks
 from .asserts import AssertRules
 from .base import BackendRules, StoreFactory
+from .chain import ChainRules
 from .mutations import MutationRules
 from .persistence import PersistenceRules
 from .reads import ReadRules
@@ -30,7 +32,7 @@ __all__ = ["BackendRules", "EventBackendConformance", "StoreFactory"]
 
 
 class EventBackendConformance(
-    AssertRules, ReadRules, MutationRules, PersistenceRules, PropertyChecks
+    AssertRules, ReadRules, MutationRules, PersistenceRules, ChainRules, PropertyChecks
 ):
     """The event-backend suite. Override ``store_factory``; everything else is inherited."""
 

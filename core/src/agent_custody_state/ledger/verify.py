@@ -110,11 +110,14 @@ def _plain_text(line: str) -> bool:
 
 
 def _hex32(value: Any) -> bytes | None:
+    """A hash written as the chain writes it (64 lowercase hex digits), else None: another
+    spelling of the same bytes is an edit too."""
     if isinstance(value, str) and len(value) == 64:
         try:
-            return bytes.fromhex(value)
+            raw = bytes.fromhex(value)
         except ValueError:
             return None
+        return raw if raw.hex() == value else None
     return None
 
 
@@ -163,7 +166,11 @@ class _Verifier:
         if isinstance(fact, dict) and COMMITMENT_KEY in fact:
             self._commitment(seq, fact, value, salt, forgotten, exact)
         elif data.get("kind") == "forget":
-            self._forget(seq, data)
+            # Only an intact forget event can tell its assert's certificate was edited.
+            intact = record is None or (
+                isinstance(record, dict) and record.get("leaf") == leaf.hex()
+            )
+            self._forget(seq, data, intact)
         if record is None:
             ours = salt is not None or (isinstance(fact, dict) and COMMITMENT_KEY in fact)
             self._unchained(seq, leaf, ours)
@@ -189,7 +196,7 @@ class _Verifier:
             return
         stored_leaf = _hex32(record.get("leaf"))
         stored_head = _hex32(record.get("head"))
-        if record.get("seq") != seq:
+        if type(record.get("seq")) is not int or record["seq"] != seq:
             report.add(
                 seq,
                 f"the chain record says seq {record.get('seq')!r} but this is event {seq}: "
@@ -270,15 +277,17 @@ class _Verifier:
         try:
             key = base64.b64decode(salt, validate=True)
         except (ValueError, binascii.Error):
-            report.add(seq, "the value salt is not base64")
+            key = b""
+        if base64.b64encode(key).decode("ascii") != salt:  # another spelling is an edit too
+            report.add(seq, "the value salt is not the base64 the chain writes")
             return
         body = _SORTED(value) if exact else canonical_json(value)
         if hmac.digest(key, body.encode("utf-8"), "sha256").hex() != fact[COMMITMENT_KEY]:
             report.add(seq, "the value does not match its commitment: the value was edited")
 
-    def _forget(self, seq: int, data: dict[str, Any]) -> None:
+    def _forget(self, seq: int, data: dict[str, Any], intact: bool) -> None:
         found = self.pending.pop(str(data.get("factId")), None)
-        if found is None:
+        if found is None or not intact:
             return
         assert_seq, forgotten = found
         if (
@@ -309,8 +318,9 @@ class _Verifier:
                 self.gap[0], f"{len(self.gap)} event(s) from {self.gap[0]} on carry no chain record"
             )
         truncated = any(size > count for size in self.by_size)
+        last_bad = max((p.seq for p in report.problems), default=0)
         for fact_id, (seq, _) in self.pending.items():
-            if truncated:  # its forget event may be among the missing ones
+            if truncated or last_bad > seq:  # its forget event may be the missing or bad one
                 report.notes.append(f"fact {fact_id} (event {seq}) has no forget event left")
             else:
                 report.add(

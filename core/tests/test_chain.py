@@ -16,6 +16,7 @@ from agent_custody_state.canonical import _encode, canonical_json
 from agent_custody_state.ledger.chain import (
     ZERO_HEAD,
     ChainHead,
+    canonical_utf8,
     head_after,
     leaf_of,
     link,
@@ -145,7 +146,22 @@ json_values = st.recursive(
 def test_canonical_fast_path_is_the_exact_encoder(value: Any) -> None:
     parts: list[str] = []
     _encode(value, parts, True)
-    assert canonical_json(value) == "".join(parts)
+    exact = "".join(parts)
+    assert canonical_json(value) == exact
+    try:
+        expected = exact.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON.stringify escapes it, so this cannot
+        return  # happen (the exact encoder escapes too); hypothesis text may hold one raw
+    assert canonical_utf8(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1.0, -0.0, 1e-05, 1e16, 1e21, 2**53 + 1, {"10": 1, "9": 2}, {"\U0001f600": 1, "\uffff": 2}],
+)
+def test_canonical_utf8_takes_the_exact_encoder_where_json_dumps_differs(value: Any) -> None:
+    assert canonical_utf8(value) == canonical_json(value).encode("utf-8")
+    assert canonical_utf8([value, "x"]) == canonical_json([value, "x"]).encode("utf-8")
 
 
 # -- chained writes -----------------------------------------------------------------------------

@@ -16,19 +16,18 @@ import binascii
 import hashlib
 import hmac
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from agent_custody_state.canonical import canonical_json
 from agent_custody_state.ledger.chain import (
     CHAIN_KEY,
     COMMITMENT_KEY,
     SALT_KEY,
     ZERO_HEAD,
+    canonical_utf8,
 )
 from agent_custody_state.ledger.checkpoints import Checkpoint
 
@@ -71,42 +70,8 @@ class VerifyReport:
             self.problems.append(Problem(seq, reason))
 
 
-# -- canonical JSON at C speed, where it provably agrees with ``canonical_json`` ----------------
-
-_SORTED = json.JSONEncoder(
-    sort_keys=True, ensure_ascii=False, separators=(",", ":"), check_circular=False
-).encode
-# An object key that JavaScript may treat as an array index (sorted first, numerically).
-_INDEX_KEY = re.compile(r'"\d{1,10}":')
-
-
-class _Decoder:
-    """``json.loads`` that notes whether the text holds a number ``json.dumps`` writes unlike
-    JavaScript (a float outside the range both print alike, or an integer beyond 2**53)."""
-
-    def __init__(self) -> None:
-        self.odd = False
-        self.decode = json.JSONDecoder(parse_float=self._float, parse_int=self._int).decode
-
-    def _float(self, text: str) -> float:
-        number = float(text)
-        if not 1e-4 <= abs(number) < 1e16 or number.is_integer():
-            self.odd = True
-        return number
-
-    def _int(self, text: str) -> int:
-        if len(text) > 15:
-            self.odd = True
-        return int(text)
-
-
-def _plain_text(line: str) -> bool:
-    """Whether ``json.dumps(sort_keys=True)`` of what ``line`` parses to is its canonical JSON
-    (numbers aside, which the decoder watches): no key JavaScript orders as an array index, no
-    character outside the BMP (ordered differently), no escaped surrogate (maybe lone)."""
-    if _INDEX_KEY.search(line) or "\\ud" in line or "\\uD" in line:
-        return False
-    return line.isascii() or max(line) <= "\uffff"
+#: ``json.loads`` for text or UTF-8 bytes (invalid UTF-8 raises ``UnicodeDecodeError``).
+_loads = json.loads
 
 
 def _hex32(value: Any) -> bytes | None:
@@ -124,7 +89,6 @@ def _hex32(value: Any) -> bytes | None:
 class _Verifier:
     def __init__(self, checkpoints: Iterable[Checkpoint]) -> None:
         self.report = VerifyReport()
-        self.decoder = _Decoder()
         self.running = bytes(32)  # head after the events seen so far (computed, re-anchored)
         self.started = False
         self.gap: list[int] = []  # events without a record since the last chained one
@@ -136,11 +100,8 @@ class _Verifier:
 
     def event(self, seq: int, text: str | bytes) -> None:
         report = self.report
-        self.decoder.odd = False
         try:
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            data = self.decoder.decode(text)
+            data = _loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
             report.add(seq, f"not a valid JSON event ({exc})")
             self.running = bytes(32)
@@ -150,7 +111,6 @@ class _Verifier:
         if not isinstance(data, dict):
             report.add(seq, "not a JSON object")
             return
-        exact = not self.decoder.odd and _plain_text(text)
         record = data.pop(CHAIN_KEY, None)
         fact = data.get("fact") if data.get("kind") == "assert" else None
         value: Any = None
@@ -161,10 +121,9 @@ class _Verifier:
             value = fact.pop("value", None)
             salt = fact.pop(SALT_KEY, None)
             forgotten = fact.pop("forgotten", None)
-        body = _SORTED(data) if exact else canonical_json(data)
-        leaf = hashlib.sha256(b"\x00" + body.encode("utf-8")).digest()
+        leaf = hashlib.sha256(b"\x00" + canonical_utf8(data)).digest()
         if isinstance(fact, dict) and COMMITMENT_KEY in fact:
-            self._commitment(seq, fact, value, salt, forgotten, exact)
+            self._commitment(seq, fact, value, salt, forgotten)
         elif data.get("kind") == "forget":
             # Only an intact forget event can tell its assert's certificate was edited.
             intact = record is None or (
@@ -258,7 +217,7 @@ class _Verifier:
             report.add(seq, "a genesis record in the middle of the chain")
 
     def _commitment(
-        self, seq: int, fact: dict[str, Any], value: Any, salt: Any, forgotten: Any, exact: bool
+        self, seq: int, fact: dict[str, Any], value: Any, salt: Any, forgotten: Any
     ) -> None:
         report = self.report
         if forgotten is not None:
@@ -281,8 +240,7 @@ class _Verifier:
         if base64.b64encode(key).decode("ascii") != salt:  # another spelling is an edit too
             report.add(seq, "the value salt is not the base64 the chain writes")
             return
-        body = _SORTED(value) if exact else canonical_json(value)
-        if hmac.digest(key, body.encode("utf-8"), "sha256").hex() != fact[COMMITMENT_KEY]:
+        if hmac.digest(key, canonical_utf8(value), "sha256").hex() != fact[COMMITMENT_KEY]:
             report.add(seq, "the value does not match its commitment: the value was edited")
 
     def _forget(self, seq: int, data: dict[str, Any], intact: bool) -> None:

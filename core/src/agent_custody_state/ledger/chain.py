@@ -84,9 +84,11 @@ def _maybe_odd(data: bytes) -> bool:
     JavaScript may round), a key that is an array index (JavaScript lists those first). Plain
     substring tests (digits mapped to 0 first), since ``re`` scans are several times slower; a
     match inside a string only costs the exact encoder."""
-    if b"NaN" in data or b"Infinity" in data or data.endswith(b".0"):
+    if b"NaN" in data or b"Infinity" in data:
         return True
-    if b".0," in data or b".0]" in data or b".0}" in data:
+    if b"." in data and (
+        b".0," in data or b".0]" in data or b".0}" in data or data.endswith(b".0")
+    ):
         return True
     zeros = data.translate(_ZEROS)
     return (
@@ -103,6 +105,11 @@ def canonical_utf8(value: Any) -> bytes:
     shows none of the forms it writes unlike JavaScript (``_maybe_odd``; and Python sorts keys
     by code point, JavaScript by UTF-16 unit, which differ only beyond the BMP), else the exact
     encoder."""
+    if type(value) is str:  # written alike, a lone surrogate aside (which cannot be encoded)
+        try:
+            return _SORTED(value).encode("utf-8")
+        except UnicodeEncodeError:
+            return canonical_json(value).encode("utf-8")
     try:
         text = _SORTED(value)
     except (TypeError, ValueError, RecursionError):

@@ -19,6 +19,8 @@ from agent_custody_state.ledger.backend import (
     EventBackendError,
     ReentrantTransactions,
 )
+from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -47,6 +49,8 @@ from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
     "AssertEvent",
+    "ChainHead",
+    "CheckpointLog",
     "ConfirmEvent",
     "Event",
     "EventBackend",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -156,7 +157,7 @@ class ChainRules(BackendRules):
         key = Ed25519PrivateKey.generate()
         backend = store_factory("checkpoints")
         where = None if backend.checkpoint_log() is not None else tmp_path / "checkpoints.txt"
-        options = {"checkpoint_key": key, "checkpoints": where}
+        options: dict[str, Any] = {"checkpoint_key": key, "checkpoints": where}
         with Ledger(backend, clock=clock, checkpoint_every=2, **options) as ledger:
             for i in range(5):
                 self._assert(ledger, subject=f"s{i}")

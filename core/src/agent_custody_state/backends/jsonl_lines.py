@@ -16,10 +16,12 @@ from pathlib import Path
 CHUNK = 1 << 20
 
 
-def stored_lines(path: Path, lock_fd: int) -> Iterator[bytes]:
+def stored_lines(path: Path, lock_fd: int | None) -> Iterator[bytes]:
     """The non-blank lines of ``path`` (without their newline), a final line without one
-    included (a torn or hand-written last line: the verifier judges it)."""
-    fcntl.flock(lock_fd, fcntl.LOCK_SH)
+    included (a torn or hand-written last line: the verifier judges it). ``lock_fd`` is the
+    ledger's lock file, if it has one."""
+    if lock_fd is not None:
+        fcntl.flock(lock_fd, fcntl.LOCK_SH)
     try:
         try:
             fd = os.open(path, os.O_RDONLY)
@@ -27,7 +29,8 @@ def stored_lines(path: Path, lock_fd: int) -> Iterator[bytes]:
             return
         size = os.fstat(fd).st_size
     finally:
-        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        if lock_fd is not None:
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
     try:
         rest = b""
         left = size

@@ -132,7 +132,8 @@ class Ledger(LedgerReads):
         """Sign and keep a checkpoint of the chain now (needs ``checkpoint_key``)."""
         if self._chain.checkpointer is None:
             raise LedgerError("no checkpoint key: open the ledger with checkpoint_key=")
-        return self._chain.checkpointer.checkpoint(self.chain_head())
+        checkpoint: Checkpoint = self._chain.checkpointer.checkpoint(self.chain_head())
+        return checkpoint
 
     def __enter__(self) -> Ledger:
         return self

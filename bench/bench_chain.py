@@ -2,12 +2,13 @@
 
 (a) **Mutation test**, per backend: a ledger written through ``Ledger`` (asserts, batches,
     retracts, forgets, a checkpoint at the end), then random single-byte edits, row deletions,
-    row swaps and truncations, each applied alone to the stored ledger: for JSONL to the file's
-    bytes (read back by the same reader as ``agent-custody-memory verify``), for SQLite and
-    PostgreSQL to the ``events`` table inside a transaction that is rolled back after the rows
-    are read (an edit there replaces one character of one row's JSON with another printable
-    ASCII character, since PostgreSQL text must stay valid UTF-8). Each must fail ``verify``
-    with the first bad event at the position mutated.
+    row swaps and truncations (2,500 of each, 10,000 per backend), each applied alone to the
+    stored ledger: for JSONL to the file's bytes (read back by the same reader as
+    ``agent-custody-memory verify``), for SQLite and PostgreSQL to the ``events`` table inside
+    a transaction that is rolled back after the rows are read (an edit there replaces one
+    character of one row's JSON with another printable ASCII character, since PostgreSQL text
+    must stay valid UTF-8). Each must fail ``verify`` with the first bad event at the position
+    mutated.
 (b) **Verify throughput** (events/s) over a generated, chained ledger of 1M events (JSONL file
     and SQLite table), single process.
 (c) **Append cost** of the chain: ``Ledger(chain=True)`` against ``Ledger(chain=False)`` on the
@@ -309,11 +310,13 @@ def main() -> None:
     parser.add_argument(
         "--backend", nargs="+", default=["jsonl", "sqlite"], choices=["jsonl", "sqlite", "postgres"]
     )
-    parser.add_argument("--mutations", type=int, help="trials per kind and backend (10,000)")
+    parser.add_argument(
+        "--mutations", type=int, help="trials per kind and backend (2,500: 10,000 per backend)"
+    )
     parser.add_argument("--events", type=int, help="verify throughput size (1,000,000)")
     args = parser.parse_args()
     quick = args.quick
-    mutations = args.mutations or (250 if quick else 10_000)
+    mutations = args.mutations or (250 if quick else 2_500)
     events = args.events or (20_000 if quick else 1_000_000)
     workdir = Path(
         tempfile.mkdtemp(

@@ -266,3 +266,17 @@ def test_extra_keys_cannot_replace_the_chain_record(tmp_path: Path) -> None:
         fact = ledger.assert_fact(**FACT, value="x")
         with pytest.raises(LedgerError, match="chain"):
             ledger.retract(fact_id=fact.fact_id, actor="a", reason="r", extra={"chain": {}})
+
+
+def test_an_export_imported_keeps_its_chain_and_goes_on(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "a.jsonl") as source:
+        fact = source.assert_fact(**FACT, value="x")
+        source.forget(fact_id=fact.fact_id, actor="a", reason="r")
+        exported = list(source.export())
+    with Ledger(tmp_path / "b.jsonl") as copy:
+        copy.import_events(exported)
+        copy.assert_fact(**FACT, value="after the import")
+        assert copy.chain_head().seq == 3
+    assert _lines(tmp_path / "b.jsonl")[:2] == _lines(tmp_path / "a.jsonl")
+    report = _verify(tmp_path / "b.jsonl")
+    assert report.ok and report.genesis == 1, report.problems

@@ -148,6 +148,8 @@ def startup_line(runtime: Runtime, where: str) -> str:
         parts.append("stores: " + ", ".join(s.name for s in runtime.stores))
     if runtime.identity is not None:
         parts.append(f"signing results (key {runtime.identity.key_id[:16]})")
+    if runtime.config.checkpoint_every:
+        parts.append(f"chain checkpoints every {runtime.config.checkpoint_every} events")
     return "agent-custody-memory: " + "; ".join(parts)
 
 

@@ -63,10 +63,6 @@ class ChainHead:
     chained: bool = True
 
 
-def new_salt() -> bytes:
-    return os.urandom(SALT_BYTES)
-
-
 # -- canonical JSON at C speed where it provably agrees with ``canonical_json`` ----------------
 
 _SORTED = json.JSONEncoder(
@@ -197,16 +193,6 @@ def public_event(event: Event) -> dict[str, Any]:
     if isinstance(data.get("fact"), dict):
         data["fact"] = public_fact(data["fact"])
     return data
-
-
-def salted(event: AssertEvent, salt: bytes | None = None) -> AssertEvent:
-    """The assert with a fresh ``valueSalt`` and the ``valueCommitment`` of its value."""
-    salt = salt or new_salt()
-    fact = event.fact
-    extra = {k: v for k, v in fact.extra.items() if k not in (SALT_KEY, COMMITMENT_KEY)}
-    extra[SALT_KEY] = base64.b64encode(salt).decode("ascii")
-    extra[COMMITMENT_KEY] = value_commitment(salt, fact.value)
-    return replace(event, fact=replace(fact, extra=extra))
 
 
 def seal(head: ChainHead, events: Sequence[E]) -> list[E]:

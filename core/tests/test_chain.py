@@ -280,3 +280,20 @@ def test_an_export_imported_keeps_its_chain_and_goes_on(tmp_path: Path) -> None:
     assert _lines(tmp_path / "b.jsonl")[:2] == _lines(tmp_path / "a.jsonl")
     report = _verify(tmp_path / "b.jsonl")
     assert report.ok and report.genesis == 1, report.problems
+
+
+def test_events_the_original_adds_later_are_covered_by_a_new_genesis(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    with Ledger(path) as ledger:
+        ledger.assert_fact(**FACT, value="ours")
+    with open(path, "a") as fh:  # the original writes two events, without records
+        fh.write("\n".join(ORIGINAL_LINES) + "\n")
+    report = _verify(path)
+    assert not report.ok and report.first is not None and report.first.seq == 2
+    with Ledger(path) as ledger:
+        ledger.assert_fact(**FACT, value="ours again")
+    record = json.loads(_lines(path)[3])["chain"]
+    assert record["seq"] == 4 and record["genesis"]["size"] == 3
+    report = _verify(path)
+    assert report.ok, report.problems
+    assert any("events 2..3 were written without a chain record" in n for n in report.notes)

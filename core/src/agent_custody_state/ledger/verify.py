@@ -91,7 +91,8 @@ class _Verifier:
         self.report = VerifyReport()
         self.running = bytes(32)  # head after the events seen so far (computed, re-anchored)
         self.started = False
-        self.gap: list[int] = []  # events without a record since the last chained one
+        # Events without a record since the last chained one: (first, last), or None.
+        self.gap: tuple[int, int] | None = None
         self.pending: dict[str, tuple[int, dict[str, Any]]] = {}  # fact id -> (seq, forgotten)
         self._unknown_link = False  # the previous event could not be read: skip the next link
         self.by_size: dict[int, list[Checkpoint]] = {}
@@ -105,7 +106,7 @@ class _Verifier:
         except (ValueError, UnicodeDecodeError) as exc:
             report.add(seq, f"not a valid JSON event ({exc})")
             self.running = bytes(32)
-            self.gap = []
+            self.gap = None
             self._unknown_link = True
             return
         if not isinstance(data, dict):
@@ -145,7 +146,7 @@ class _Verifier:
             )
         self.running = hashlib.sha256(b"\x01" + self.running + leaf).digest()
         if self.started:
-            self.gap.append(seq)
+            self.gap = (self.gap[0] if self.gap else seq, seq)
 
     def _chained(self, seq: int, record: Any, leaf: bytes) -> None:
         report = self.report
@@ -176,7 +177,7 @@ class _Verifier:
         elif self.gap:
             report.add(
                 self.gap[0],
-                f"{len(self.gap)} event(s) from {self.gap[0]} carry no chain record, and the "
+                f"events {self.gap[0]}..{self.gap[1]} carry no chain record, and the "
                 f"next chained event ({seq}) has no genesis covering them",
             )
         if (
@@ -188,7 +189,7 @@ class _Verifier:
         self.started = True
         if report.genesis is None:
             report.genesis = seq
-        self.gap = []
+        self.gap = None
         self.running = stored_head
 
     def _genesis(self, seq: int, genesis: Any) -> None:
@@ -210,7 +211,7 @@ class _Verifier:
             )
         if self.gap:
             report.notes.append(
-                f"events {self.gap[0]}..{self.gap[-1]} were written without a chain record "
+                f"events {self.gap[0]}..{self.gap[1]} were written without a chain record "
                 f"(by another implementation); the genesis at {seq} covers them"
             )
         elif self.started:
@@ -272,9 +273,7 @@ class _Verifier:
         report.events = count
         report.head = self.running.hex()
         if self.gap:
-            report.add(
-                self.gap[0], f"{len(self.gap)} event(s) from {self.gap[0]} on carry no chain record"
-            )
+            report.add(self.gap[0], f"events {self.gap[0]}..{self.gap[1]} carry no chain record")
         truncated = any(size > count for size in self.by_size)
         last_bad = max((p.seq for p in report.problems), default=0)
         for fact_id, (seq, _) in self.pending.items():

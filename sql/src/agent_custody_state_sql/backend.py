@@ -232,19 +232,20 @@ class SqlEventBackend(SchemaSetup):
         """The head recorded on the last row, read from its JSON without building the event
         (every chained append asks this inside its write section)."""
         rows = self._rows(self._q.last)
-        if rows:
-            try:
-                record = json.loads(rows[0][1]).get("chain")
-            except (ValueError, AttributeError):
-                record = None
-            if (
-                isinstance(record, dict)
-                and type(record.get("seq")) is int
-                and isinstance(record.get("head"), str)
-                and len(record["head"]) == 64
-            ):
-                return ChainHead(record["seq"], record["head"])
-        return super().chain_head()
+        if not rows:
+            return ChainHead(0, "0" * 64, chained=False)
+        try:
+            record = json.loads(rows[0][1]).get("chain")
+        except (ValueError, AttributeError):
+            record = None
+        if (
+            isinstance(record, dict)
+            and type(record.get("seq")) is int
+            and isinstance(record.get("head"), str)
+            and len(record["head"]) == 64
+        ):
+            return ChainHead(record["seq"], record["head"])
+        return super().chain_head()  # no record on the last row: the genesis, computed once
 
     def stored_events(self) -> Iterator[str]:
         """The stored JSON text of each event, in pages (``verify`` parses it itself)."""

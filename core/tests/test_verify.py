@@ -161,3 +161,27 @@ def test_the_commands(
     missing = ledger_path.parent / "missing.jsonl"
     assert main(["verify", "--ledger", str(missing)]) == 1
     assert "no such ledger" in capsys.readouterr().err
+
+
+def test_the_server_signs_checkpoints_with_its_key(
+    tmp_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_custody_state.config import load_config
+    from agent_custody_state.server.runtime import open_runtime, startup_line
+
+    path = tmp_path / "served.jsonl"
+    config = load_config(ledger=str(path), key=str(keys[0]), checkpoint_every=2)
+    runtime = open_runtime(config)
+    try:
+        for i in range(5):
+            runtime.worker.call(runtime.ledger.assert_fact, **FACT, value=i)
+        assert "chain checkpoints every 2 events" in startup_line(runtime, "stdio")
+    finally:
+        runtime.close()
+    cps = read_checkpoints(Path(f"{path}.checkpoints").read_text())
+    assert [cp.size for cp in cps] == [2, 4]
+    assert main(["verify", "--ledger", str(path), "--key", str(keys[1])]) == 0
+    # Without a key to sign with, the server refuses to start.
+    refused = main(["serve", "--ledger", str(path), "--checkpoint-every", "5"])
+    assert refused == 1
+    assert "checkpoint_every needs key" in capsys.readouterr().err

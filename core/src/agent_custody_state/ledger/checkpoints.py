@@ -281,8 +281,10 @@ def open_checkpoint_log(backend: EventBackend, where: Any = None) -> CheckpointL
 def chain_writer(
     backend: EventBackend, enabled: bool = True, *, key: Any, every: int | None, where: Any
 ) -> ChainWriter:
-    """The ledger's ``ChainWriter``, with a checkpointer when there is a key to sign with;
-    ``LedgerError`` for settings that cannot work."""
+    """The ledger's ``ChainWriter``, with a checkpointer when there is a ``key`` to sign with
+    (an Ed25519 private key, or its PKCS8 PEM file or bytes): it signs a checkpoint each time
+    the chain passes a multiple of ``every`` events, and on demand, into ``where`` (a path or a
+    ``CheckpointLog``; None: the backend's own). ``LedgerError`` for settings that cannot work."""
     if key is None:
         if every is not None:
             raise LedgerError("checkpoint_every needs a checkpoint_key to sign them with")

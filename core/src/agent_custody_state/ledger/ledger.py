@@ -59,10 +59,8 @@ class Ledger(LedgerReads):
     aware datetime (tests pin it); ``host`` opens locations and hears of appended events (default:
     the process's plugin manager); other keyword arguments go to the backend.
 
-    The chain (``docs/proofs.md``): every event is sealed into a hash chain unless ``chain`` is
-    False; with ``checkpoint_key`` (an Ed25519 private key or its PEM file) a signed checkpoint
-    is written every ``checkpoint_every`` events and by ``checkpoint()``, into ``checkpoints``
-    (a file, or the backend's own place when None).
+    Events are sealed into the hash chain (``docs/proofs.md``) unless ``chain`` is False;
+    ``checkpoint_key``, ``checkpoint_every``, ``checkpoints``: ``checkpoints.chain_writer``.
     """
 
     def __init__(
@@ -89,9 +87,14 @@ class Ledger(LedgerReads):
             )
         self.forget_key = forget_key or None
         self._clock = clock or utc_now
-        self._chain = chain_writer(
-            self.backend, chain, key=checkpoint_key, every=checkpoint_every, where=checkpoints
-        )
+        try:
+            self._chain = chain_writer(
+                self.backend, chain, key=checkpoint_key, every=checkpoint_every, where=checkpoints
+            )
+        except LedgerError:
+            if not isinstance(location, EventBackend):  # opened here: release it
+                self.backend.close()
+            raise
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -82,6 +82,10 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         )
         for i, t in enumerate(config.server.tokens)
     ]
+    if config.checkpoint_every and not config.key:
+        raise ConfigError(
+            "checkpoint_every needs key: checkpoints are signed with the key that signs results"
+        )
     identity = SigningIdentity.load(config.key) if config.key else None
     stores = build_stores(config.stores)
     before = _files_beside(config.ledger)

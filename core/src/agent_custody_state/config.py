@@ -13,6 +13,7 @@ and a variable that is named but not set stops the server at startup, naming it.
     key_store = "/keys/ledger.keys"       # optional; crypto-shred only, default beside the ledger
     retention = "org=P365D,team:*=P90D"
     key = "memory.key"
+    checkpoint_every = 1000
 
     [server]
     transport = "http"
@@ -144,6 +145,10 @@ class MemoryConfig(BaseSettings):
     key_store: str | None = None
     retention: str | dict[str, str] | None = None
     key: str | None = None
+    #: sign a chain checkpoint with ``key`` every this many events (``docs/proofs.md``)
+    checkpoint_every: int | None = Field(default=None, ge=1)
+    #: where checkpoints go when not the ledger's own place (``<ledger>.checkpoints``, a table)
+    checkpoints: str | None = None
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     verify: VerifyConfig = Field(default_factory=lambda: VerifyConfig())
     stores: list[StoreConfig] = Field(default_factory=list)
@@ -249,10 +254,10 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
 
 
 def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> None:
-    """A relative ``ledger``, ``key`` or ``key_store`` written in the file is relative to the file,
-    so a gateway can spawn the server from any working directory; the same value from a flag or
-    the environment stays relative to the working directory."""
-    for key in ("ledger", "key", "key_store"):
+    """A relative ``ledger``, ``key``, ``key_store`` or ``checkpoints`` written in the file is
+    relative to the file, so a gateway can spawn the server from any working directory; the same
+    value from a flag or the environment stays relative to the working directory."""
+    for key in ("ledger", "key", "key_store", "checkpoints"):
         value = getattr(config, key)
         if value is None or raw.get(key) != value or _is_location_url(value):
             continue

@@ -21,6 +21,8 @@ from agent_custody_state.ledger.backend import (
     EventBackendError,
     ReentrantTransactions,
 )
+from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.files import (
     PRIVATE_MODE,
     check_folder,
@@ -58,6 +60,8 @@ __all__ = [
     "KEY_BYTES",
     "PRIVATE_MODE",
     "AssertEvent",
+    "ChainHead",
+    "CheckpointLog",
     "ConfigPath",
     "ConfirmEvent",
     "Event",

@@ -33,7 +33,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Only the flags actually given: an absent flag must not mask the file or environment."""
     top = {
         k: getattr(args, k)
-        for k in ("ledger", "key", "forget_key_env", "forget_mode", "key_store", "retention")
+        for k in (
+            "ledger",
+            "key",
+            "forget_key_env",
+            "forget_mode",
+            "key_store",
+            "retention",
+            "checkpoint_every",
+        )
         if getattr(args, k) is not None
     }
     server: dict[str, Any] = {}
@@ -241,6 +249,12 @@ def add_commands(sub: Any) -> None:
         help="environment variable holding the forget key (HMAC digests of forgotten values)",
     )
     add_forget_mode_flags(p)
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
+        help="sign a chain checkpoint with --key every N events",
+    )
     p.add_argument(
         "--retention",
         metavar="SPEC",

@@ -9,7 +9,7 @@ the event is appended before the section ends, so two racing supersessions canno
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
@@ -25,6 +25,8 @@ from agent_custody_state.ledger.arguments import (
     time_arg,
 )
 from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
@@ -69,6 +71,8 @@ class Ledger(LedgerReads):
     ``forget_mode="crypto-shred"`` encrypts every value with a key of its own, kept in a key store
     apart from the events (``key_store``: a location, a ``KeyStore``, or None for the backend's
     default), and forget destroys the key (see ``shred`` and docs/forget.md).
+    Events are sealed into the hash chain (``docs/proofs.md``) unless ``chain`` is False;
+    ``checkpoint_key``, ``checkpoint_every``, ``checkpoints``: ``checkpoints.chain_writer``.
     """
 
     def __init__(
@@ -80,6 +84,10 @@ class Ledger(LedgerReads):
         host: LedgerHost | None = None,
         forget_mode: str = "plain",
         key_store: str | KeyStore | None = None,
+        chain: bool = True,
+        checkpoint_every: int | None = None,
+        checkpoint_key: Any = None,
+        checkpoints: Any = None,
         **backend_options: Any,
     ) -> None:
         self.forget_mode = forget_mode_arg(forget_mode)
@@ -98,6 +106,14 @@ class Ledger(LedgerReads):
             self.backend = shredding(self.backend, key_store)
         self.forget_key = forget_key or None
         self._clock = clock or utc_now
+        try:
+            self._chain = chain_writer(
+                self.backend, chain, key=checkpoint_key, every=checkpoint_every, where=checkpoints
+            )
+        except LedgerError:
+            if not isinstance(location, EventBackend):  # opened here: release it
+                self.backend.close()
+            raise
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -113,7 +129,8 @@ class Ledger(LedgerReads):
         except TimeFormatError as exc:
             raise LedgerError(f"clock: {exc}") from None
 
-    def _appended(self, events: Iterable[Event]) -> None:
+    def _appended(self, events: Sequence[Event]) -> None:
+        self._chain.sealed(events)
         try:
             host = self._host or default_host()
         except RuntimeError:
@@ -127,6 +144,18 @@ class Ledger(LedgerReads):
     @property
     def location(self) -> str:
         return self.backend.location
+
+    def chain_head(self) -> ChainHead:
+        """Where the chain stands now: events covered and the head hash after them."""
+        self.backend.refresh()
+        return self.backend.chain_head()
+
+    def checkpoint(self) -> Checkpoint:
+        """Sign and keep a checkpoint of the chain now (needs ``checkpoint_key``)."""
+        if self._chain.checkpointer is None:
+            raise LedgerError("no checkpoint key: open the ledger with checkpoint_key=")
+        checkpoint: Checkpoint = self._chain.checkpointer.checkpoint(self.chain_head())
+        return checkpoint
 
     def __enter__(self) -> Ledger:
         return self
@@ -170,6 +199,7 @@ class Ledger(LedgerReads):
             if precondition is not None and event.supersedes is not None:
                 # check_assert has just found the superseded fact, so it has a state
                 precondition(fact_states(self.backend, [event.supersedes])[event.supersedes])
+            [event] = self._chain.seal(self.backend, [event])
             self.backend.append([event])
         self._appended([event])
         return event
@@ -209,6 +239,7 @@ class Ledger(LedgerReads):
                 batch.add(event)
             if build_error is not None:
                 raise build_error
+            built = self._chain.seal(self.backend, built)
             self.backend.append(built)
         self._appended(built)
         return built
@@ -259,7 +290,7 @@ class Ledger(LedgerReads):
             error = refuse(action, state)
             if error is not None:
                 raise error
-            event = make(new_id(), self.now())
+            [event] = self._chain.seal(self.backend, [make(new_id(), self.now())])
             self.backend.append([event])
         self._appended([event])
         return event
@@ -376,6 +407,7 @@ class Ledger(LedgerReads):
                 kind,
                 dict(extra or {}),
             )
+            [event] = self._chain.seal(self.backend, [event])
             self.backend.forget(fact_id, Forgotten(digest, kind, tx), event)
         return event
 

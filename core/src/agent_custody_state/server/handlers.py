@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from agent_custody_state.ledger.chain import public_event, public_fact
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.ledger.requests import AssertRequest
@@ -81,7 +82,7 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
         include=include,
     )
     return await rendered(
-        {"facts": [fact.to_dict() for fact in facts]},
+        {"facts": [public_fact(fact.to_dict()) for fact in facts]},
         meta={FACTS_KEY: [fact.fact_id for fact in facts]},
     )
 
@@ -148,7 +149,7 @@ async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
         reason=args["reason"],
         receipt_id=call.receipt_id,
     )
-    return ToolResult.ok(event.to_dict())
+    return ToolResult.ok(public_event(event))
 
 
 async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -159,7 +160,7 @@ async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
         reason=args["reason"],
         receipt_id=call.receipt_id,
     )
-    return ToolResult.ok(event.to_dict())
+    return ToolResult.ok(public_event(event))
 
 
 async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -194,7 +195,7 @@ async def get(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 async def history(svc: Services, call: CallContext, args: Args) -> ToolResult:
     events = await svc.worker.run(svc.ledger.history, args["factId"])
-    return await rendered({"events": [event.to_dict() for event in events]})
+    return await rendered({"events": [public_event(event) for event in events]})
 
 
 HANDLERS: dict[str, Handler] = {

@@ -20,6 +20,7 @@ from agent_custody_state.cli.common import (
     open_ledger,
     time_option,
 )
+from agent_custody_state.ledger.chain import public_event, public_fact
 
 #: Rows a ``facts`` table shows unless ``--limit`` says otherwise (``--json`` has no default
 #: limit): a table of a million rows helps nobody, and drawing it takes minutes.
@@ -57,7 +58,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
     if args.json:
         from agent_custody_state.cli.render import print_json
 
-        print_json({"facts": [f.to_dict() for f in shown]})
+        print_json({"facts": [public_fact(f.to_dict()) for f in shown]})
         return 0
     from agent_custody_state.cli.render import print_table
 
@@ -137,7 +138,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         from agent_custody_state.cli.render import print_json
 
-        print_json({"events": [e.to_dict() for e in events]})
+        print_json({"events": [public_event(e) for e in events]})
         return 0
     from agent_custody_state.cli.render import print_table
 
@@ -176,10 +177,10 @@ def cmd_timeline(args: argparse.Namespace) -> int:
             {
                 "subject": found.subject,
                 "txAt": tx_at,
-                "facts": [f.to_dict() for f in found.facts],
+                "facts": [public_fact(f.to_dict()) for f in found.facts],
                 "states": found.states,
                 "held": found.held,
-                "events": [e.to_dict() for e in found.events],
+                "events": [public_event(e) for e in found.events],
             }
         )
         return 0

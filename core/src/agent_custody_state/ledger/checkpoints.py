@@ -30,16 +30,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
-from agent_custody_state.keys import load_private_key, raw_public_bytes
 from agent_custody_state.ledger.chain import ChainHead, ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.timeutil import format_time, utc_now
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
     from agent_custody_state.ledger.backend import EventBackend
+
+# ``cryptography`` and the key helpers are imported where a key is used: opening a ledger (and
+# ``agent-custody-memory --help``) must not load the bindings when nothing is signed.
 
 ORIGIN_PREFIX = "agent-custody-state/chain/"
 _DASH = "\u2014 "
@@ -52,6 +56,8 @@ class CheckpointError(ValueError):
 
 def note_key_id(name: str, public_key: Ed25519PublicKey) -> bytes:
     """The 4-byte signed-note key ID of an Ed25519 key under ``name``."""
+    from agent_custody_state.keys import raw_public_bytes
+
     data = name.encode("utf-8") + b"\n" + ED25519 + raw_public_bytes(public_key)
     return hashlib.sha256(data).digest()[:4]
 
@@ -77,6 +83,8 @@ class Checkpoint:
     def check_signature(self, public_key: Ed25519PublicKey) -> str | None:
         """None if a signature by ``public_key`` (under the origin as key name) verifies, else
         why not. Signatures by other keys are ignored, as the signed-note spec requires."""
+        from cryptography.exceptions import InvalidSignature
+
         wanted = note_key_id(self.origin, public_key)
         mine = [sig for name, kid, sig in self.signatures if name == self.origin and kid == wanted]
         if not mine:
@@ -293,6 +301,8 @@ def chain_writer(
         raise LedgerError("checkpoint_every must be a whole number of events, at least 1")
     try:
         log = open_checkpoint_log(backend, where)
+        from agent_custody_state.keys import load_private_key
+
         private = load_private_key(key)
     except ValueError as exc:
         raise LedgerError(str(exc)) from None

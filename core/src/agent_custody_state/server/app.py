@@ -18,6 +18,7 @@ from mcp.server.lowlevel import Server
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.server.limits import ValueLimits
+from agent_custody_state.server.outputs import annotations, output_schema, titled
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.tools import TOOLS
 from agent_custody_state.server.trust import Role, role_of_request
@@ -26,12 +27,22 @@ from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 
 SERVER_NAME = "agent-custody-memory"
 
-_TOOL_LIST = types.ListToolsResult(
-    tools=[
-        types.Tool(name=name, description=description, input_schema=schema)
-        for name, description, schema in TOOLS
-    ]
-)
+
+def tool_list(*, has_stores: bool) -> types.ListToolsResult:
+    """The ten tools with their input and output schemas and annotations (``outputs.py``)."""
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(
+                name=name,
+                title=titled(name),
+                description=description,
+                input_schema=schema,
+                output_schema=output_schema(name),
+                annotations=annotations(name, has_stores=has_stores),
+            )
+            for name, description, schema in TOOLS
+        ]
+    )
 
 
 class MemoryServer(Server[Any]):
@@ -78,8 +89,10 @@ def create_memory_server(
     )
     from agent_custody_state.version import __version__
 
+    listed = tool_list(has_stores=bool(service.stores.stores))
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return _TOOL_LIST
+        return listed
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         role = role_of_request(ctx.request, default=stream_role)

@@ -51,13 +51,14 @@ from agent_custody_state.stores.base import (
     custody_metadata,
     fact_text,
 )
-from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from_env
+from agent_custody_state.stores.kit import ConfigPath, call_sdk, poll, run_sync, secret_from_env
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
     "KEY_BYTES",
     "PRIVATE_MODE",
     "AssertEvent",
+    "ConfigPath",
     "ConfirmEvent",
     "Event",
     "EventBackend",

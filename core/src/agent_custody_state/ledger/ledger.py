@@ -388,15 +388,21 @@ class Ledger(LedgerReads):
         space: str | None = None,
         receipt_id: str | None = None,
         keep_digest: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> SweepResult:
-        """Forget every fact learned before ``before`` (transaction time), skipping held ones."""
+        """Forget every fact learned before ``before`` (transaction time), skipping held ones.
+
+        ``progress(done, total)`` is called after each fact (a command line's progress bar)."""
         cutoff = time_arg(before, "before")
         assert cutoff is not None
         if space is not None:
             text_arg(space, "space")
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
-        for fact in self.learned_before(cutoff, space):
+        candidates = self.learned_before(cutoff, space)
+        for done, fact in enumerate(candidates):
+            if progress is not None:
+                progress(done, len(candidates))
             try:
                 forgotten.append(self._forget(fact.fact_id, actor, reason, receipt_id, keep_digest))
             except LedgerError as exc:
@@ -404,6 +410,8 @@ class Ledger(LedgerReads):
                     held.append(fact.fact_id)
                 elif exc.code != "already_forgotten":  # else another process swept it first
                     raise
+        if progress is not None and candidates:
+            progress(len(candidates), len(candidates))
         if forgotten:
             self.backend.compact()
         self._appended(forgotten)

@@ -85,7 +85,7 @@ EVENT: dict[str, Any] = {
     "required": ["eventId", "kind", "txTime"],
 }
 
-_ACTION = {
+_ACTION: dict[str, Any] = {
     "type": "object",
     "properties": {
         "eventId": _STR,
@@ -109,7 +109,11 @@ _RESTORED = {
     },
     "required": ["factId", "external", "failed"],
 }
-_REMOVAL = {"removedFrom": _STR_LIST, "verification": _VERIFICATION, "restored": _RESTORED}
+_REMOVAL: dict[str, Any] = {
+    "removedFrom": _STR_LIST,
+    "verification": _VERIFICATION,
+    "restored": _RESTORED,
+}
 
 _SUCCESS: dict[str, dict[str, Any]] = {
     "memory.write": {
@@ -250,7 +254,7 @@ _HINTS: dict[str, tuple[str, bool, bool, bool, bool]] = {
 }
 
 
-def annotations(tool: str, *, has_stores: bool) -> types.ToolAnnotations:
+def tool_annotations(tool: str, *, has_stores: bool) -> types.ToolAnnotations:
     """The annotations of ``tool``; ``openWorldHint`` only when it writes configured stores."""
     title, read_only, destructive, idempotent, writes_stores = _HINTS[tool]
     return types.ToolAnnotations(

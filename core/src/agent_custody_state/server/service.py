@@ -164,7 +164,8 @@ class MemoryService:
                 await check_value(args["value"], self.limits)
             return await handler(self, context, args)
         except _REFUSALS as exc:
-            return ToolResult.error(str(exc))
+            code = getattr(exc, "code", None)
+            return ToolResult.error(str(exc), code if isinstance(code, str) else None)
         except EventBackendError as exc:
             log.error("%s failed in the event store: %s", name, exc)
             return ToolResult.error(str(exc))

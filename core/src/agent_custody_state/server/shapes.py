@@ -106,3 +106,12 @@ def policy_shape(fact: Fact, retracted: bool) -> dict[str, Any]:
         data["forgotten"] = {k: v for k, v in data["forgotten"].items() if v is not None}
     data["retracted"] = retracted
     return {k: v for k, v in data.items() if v is not None}
+
+
+def hidden_claimed_hint(hidden: int) -> str:
+    """The second text item of a direct read that left quarantined facts out."""
+    facts = "fact" if hidden == 1 else "facts"
+    return (
+        f"hiddenClaimed: {hidden} quarantined (claimed) {facts} left out; "
+        "read again with includeClaimed: true to see them"
+    )

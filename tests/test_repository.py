@@ -157,7 +157,6 @@ OVERSIZE = {
     "plugins/events-sqlite/tests/test_sqlite_store.py",
     "tests/reliability/crash_worker.py",
     "tests/reliability/test_erasure.py",
-    "tests/reliability/test_security.py",
 }
 
 

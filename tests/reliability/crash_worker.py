@@ -7,12 +7,12 @@ two-second interpreter start. Commands and answers are JSON lines:
 * ``{"cmd": "run", ...params}`` → ``{"pid": N}``: fork a worker (parameters below);
 * ``{"cmd": "wait", "pid": N}`` → ``{"pid": N, "signal": S | null, "code": C | null}``.
 
-A worker opens the ledger, then runs random ledger operations (asserts, supersessions,
-retractions, confirms, holds, releases, forgets, sweeps, batch asserts). Before each call it
-appends an *intent* line to the acknowledgement file (what it is about to do, the fact ids it
-chose and the byte strings of every value it writes); only after the call has returned does it
-append the *ack* line with the event ids the ledger returned. The test reads that file after the
-kill: every acked event must be in the reopened ledger.
+A worker opens the ledger, then runs random ledger operations (``crash_ops.py``: asserts,
+supersessions, retractions, confirms, holds, releases, forgets, sweeps, batch asserts). Before
+each call it appends an *intent* line to the acknowledgement file (what it is about to do, the
+fact ids it chose and the byte strings of every value it writes); only after the call has
+returned does it append the *ack* line with the event ids the ledger returned. The test reads
+that file after the kill: every acked event must be in the reopened ledger.
 
 Kill modes (``kill.mode``):
 
@@ -34,42 +34,15 @@ import os
 import random
 import sys
 import traceback
-import uuid
-from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any
+
+# Run as a script (``python crash_worker.py zygote``): this folder is first on sys.path.
+from crash_ops import Operations
 
 ACTIONS = {"before": 0, "after": 1, "torn": 2}
-SPACES = ("org", "team:crash", "user:dana")
 
 
-def make_value(rng: random.Random) -> tuple[Any, list[str]]:
-    """A value of a random shape, and the byte strings (hex) a file holding it would contain.
-
-    Every value carries a fresh random marker, so a needle found in a file can only come from
-    this value (short or repeated values would match unrelated bytes).
-    """
-    marker = uuid.uuid4().hex
-    shape = rng.randrange(5)
-    if shape == 0:
-        value: Any = f"str-{marker}"
-        needles = [f"str-{marker}"]
-    elif shape == 1:
-        # 15 digits: exact in a double (the wire numbers are JS doubles), verbatim in the JSON.
-        number = rng.randrange(10**14, 9 * 10**14)
-        value, needles = number, [str(number)]
-    elif shape == 2:
-        value = {"plan": {"tier": f"t-{marker}", "seats": [1, 2, {"n": f"n-{marker}"}]}}
-        needles = [f"t-{marker}", f"n-{marker}"]
-    elif shape == 3:
-        value = f"ünïcødé-日本-{marker}-😀"
-        needles = [marker, "日本-" + marker]
-    else:
-        value = [f"l-{marker}", 0.5, None, True, {"k": f"k-{marker}"}]
-        needles = [f"l-{marker}", f"k-{marker}"]
-    return value, [n.encode("utf-8").hex() for n in needles]
-
-
-class Worker:
+class Worker(Operations):
     """One worker process's view: the ledger, the ack file, and what it knows of its facts."""
 
     def __init__(self, params: dict[str, Any], shim: Any) -> None:
@@ -101,211 +74,6 @@ class Worker:
         }
         self.claimed = {f.fact_id for f in facts if f.provenance == "claimed"}
         self.held = {f for f in self.live if ledger.held(f)}
-
-    # -- operations ---------------------------------------------------------------------------
-
-    def op_assert(self) -> tuple[dict[str, Any], Any]:
-        value, needles = make_value(self.rng)
-        fid = str(uuid.uuid4())
-        intent = {"factIds": [fid], "needles": {fid: needles}, "values": {fid: value}}
-        space = self.rng.choice(SPACES)
-
-        def call() -> list[Any]:
-            event = self.ledger.assert_fact(
-                subject=f"c-{fid[:8]}",
-                predicate="p",
-                value=value,
-                space=space,
-                actor="crash",
-                fact_id=fid,
-                provenance=self.rng.choice(["claimed", "attested"]),
-            )
-            self.live.add(fid)
-            self.heads.add(fid)
-            if event.fact.provenance == "claimed":
-                self.claimed.add(fid)
-            return [event]
-
-        return intent, call
-
-    def op_supersede(self) -> tuple[dict[str, Any], Any] | None:
-        if not self.heads:
-            return None
-        old = self.rng.choice(sorted(self.heads))
-        prev = self.ledger.get(old)
-        if prev is None:
-            return None
-        value, needles = make_value(self.rng)
-        fid = str(uuid.uuid4())
-        intent = {
-            "factIds": [fid],
-            "needles": {fid: needles},
-            "values": {fid: value},
-            "supersedes": old,
-        }
-
-        def call() -> list[Any]:
-            event = self.ledger.assert_fact(
-                subject=prev.subject,
-                predicate=prev.predicate,
-                value=value,
-                space=prev.space,
-                actor="crash",
-                fact_id=fid,
-                supersedes=old,
-            )
-            self.heads.discard(old)
-            self.heads.add(fid)
-            self.live.add(fid)
-            self.claimed.add(fid)
-            return [event]
-
-        return intent, call
-
-    def op_many(self) -> tuple[dict[str, Any], Any]:
-        items, needles, values = [], {}, {}
-        for _ in range(self.rng.randrange(2, 5)):
-            value, n = make_value(self.rng)
-            fid = str(uuid.uuid4())
-            needles[fid], values[fid] = n, value
-            items.append(
-                {
-                    "subject": f"b-{fid[:8]}",
-                    "predicate": "p",
-                    "value": value,
-                    "space": "org",
-                    "actor": "crash",
-                    "fact_id": fid,
-                }
-            )
-        intent = {"factIds": list(needles), "needles": needles, "values": values, "batch": True}
-
-        def call() -> list[Any]:
-            events = self.ledger.assert_many(items)
-            for e in events:
-                self.live.add(e.fact_id)
-                self.heads.add(e.fact_id)
-                self.claimed.add(e.fact_id)
-            return events
-
-        return intent, call
-
-    def _pick(self, pool: set[str]) -> str | None:
-        return self.rng.choice(sorted(pool)) if pool else None
-
-    def op_retract(self) -> tuple[dict[str, Any], Any] | None:
-        fid = self._pick(self.heads)
-        if fid is None:
-            return None
-
-        def call() -> list[Any]:
-            event = self.ledger.retract(fact_id=fid, actor="crash", reason="crash loop")
-            self.heads.discard(fid)
-            return [event]
-
-        return {"factIds": [fid]}, call
-
-    def op_confirm(self) -> tuple[dict[str, Any], Any] | None:
-        fid = self._pick(self.claimed & self.heads)
-        if fid is None:
-            return None
-
-        def call() -> list[Any]:
-            event = self.ledger.confirm(fact_id=fid, actor="crash")
-            self.claimed.discard(fid)
-            return [event]
-
-        return {"factIds": [fid]}, call
-
-    def op_hold(self) -> tuple[dict[str, Any], Any] | None:
-        fid = self._pick(self.live - self.held)
-        if fid is None:
-            return None
-
-        def call() -> list[Any]:
-            event = self.ledger.hold(fact_id=fid, actor="crash", reason="litigation")
-            self.held.add(fid)
-            return [event]
-
-        return {"factIds": [fid]}, call
-
-    def op_release(self) -> tuple[dict[str, Any], Any] | None:
-        fid = self._pick(self.held)
-        if fid is None:
-            return None
-
-        def call() -> list[Any]:
-            event = self.ledger.release(fact_id=fid, actor="crash", reason="settled")
-            self.held.discard(fid)
-            return [event]
-
-        return {"factIds": [fid]}, call
-
-    def op_forget(self) -> tuple[dict[str, Any], Any] | None:
-        fid = self._pick(self.live - self.held)
-        if fid is None:
-            return None
-
-        def call() -> list[Any]:
-            event = self.ledger.forget(fact_id=fid, actor="crash", reason="erasure")
-            self.live.discard(fid)
-            self.heads.discard(fid)
-            return [event]
-
-        return {"factIds": [fid]}, call
-
-    def op_sweep(self) -> tuple[dict[str, Any], Any]:
-        # Fill a fresh space first (acknowledged asserts), then sweep it: several forgets and
-        # one compaction at the end, the path a retention job takes.
-        space = f"sweep-{uuid.uuid4().hex[:8]}"
-        for _ in range(self.rng.randrange(2, 4)):
-            value, needles = make_value(self.rng)
-            fid = str(uuid.uuid4())
-            intent = {"factIds": [fid], "needles": {fid: needles}, "values": {fid: value}}
-            self._run(
-                "assert",
-                intent,
-                lambda fid=fid, value=value: [
-                    self.ledger.assert_fact(
-                        subject=f"s-{fid[:8]}",
-                        predicate="p",
-                        value=value,
-                        space=space,
-                        actor="crash",
-                        fact_id=fid,
-                    )
-                ],
-            )
-            self.live.add(fid)
-        ids = [
-            f.fact_id
-            for f in self.ledger.learned_before(datetime.now(UTC) + timedelta(seconds=5), space)
-        ]
-
-        def call() -> list[Any]:
-            result = self.ledger.sweep(
-                before=datetime.now(UTC) + timedelta(seconds=5),
-                space=space,
-                actor="crash",
-                reason="retention",
-            )
-            for e in result.forgotten:
-                self.live.discard(e.fact_id)
-            return list(result.forgotten)
-
-        return {"factIds": ids, "space": space}, call
-
-    OPS: ClassVar[dict[str, tuple[Any, int]]] = {
-        "assert": (op_assert, 5),
-        "supersede": (op_supersede, 4),
-        "many": (op_many, 2),
-        "retract": (op_retract, 2),
-        "confirm": (op_confirm, 1),
-        "hold": (op_hold, 1),
-        "release": (op_release, 1),
-        "forget": (op_forget, 4),
-        "sweep": (op_sweep, 2),
-    }
 
     def _run(self, name: str, intent: dict[str, Any], call: Any) -> None:
         self.note({"t": "intent", "op": name, **intent})

@@ -150,8 +150,8 @@ def test_every_distribution_is_typed_and_under_the_layer_contracts() -> None:
     assert sorted(contracts["plugins-use-plugin-module"]["source_modules"]) == plugins
 
 
-# Modules still over the limit, each waiting for its split (issue 10). The list only shrinks: a
-# module that is split must leave it, and no other module may join it.
+# Small modules named by role (issue 10): none over the limit. ``OVERSIZE`` names a module that
+# may exceed it while it waits for its split; the set only shrinks and is empty today.
 MAX_LINES = 400
 OVERSIZE: set[str] = set()
 

@@ -18,14 +18,18 @@ import fcntl
 import json
 import logging
 import os
-import stat
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.jsonl_lines import stored_lines
-from agent_custody_state.backends.jsonl_recovery import Recovery, write_all
+from agent_custody_state.backends.jsonl_recovery import (
+    Recovery,
+    keep_mode,
+    remove_stale_temps,
+    write_all,
+)
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
 from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.ledger.backend import (
@@ -303,11 +307,11 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.forget.tmp")
         replaced = False
         try:
-            self._remove_stale_temps()
+            remove_stale_temps(self.path)
             fd, _ = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
             try:
                 write_all(fd, bytes(out))
-                self._keep_mode(fd)
+                keep_mode(self.path, fd)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -335,32 +339,6 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self._ident = (st.st_dev, st.st_ino)
         self._read_to = st.st_size
         self._needs_newline = False
-
-    def _keep_mode(self, fd: int) -> None:
-        """Give the rewrite (created 0600) the replaced ledger's mode and group.
-
-        The rename puts a new file in place of the ledger; a mode the operator chose (0640 for
-        an auditors' group, say) must survive a forget. The group is kept when the owner may
-        set it; the owner is always the writing user (changing it needs privileges).
-        """
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return
-        os.fchmod(fd, stat.S_IMODE(st.st_mode))
-        if st.st_gid != os.fstat(fd).st_gid:
-            with suppress(PermissionError):
-                os.fchown(fd, -1, st.st_gid)
-
-    def _remove_stale_temps(self) -> None:
-        """Delete rewrite temporaries left by a forget that crashed before its rename.
-
-        Such a file holds a copy of the ledger, with the values of facts that may be forgotten
-        later; left in place it would keep them on disk. Only called under the exclusive lock,
-        so no other process is writing one.
-        """
-        for stale in self.path.parent.glob(f".{self.path.name}.*.forget.tmp"):
-            stale.unlink(missing_ok=True)
 
     # -- queries (each first picks up other processes' lines) --------------------------------
 

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -207,3 +208,31 @@ class Recovery:
             ) from exc
         with suppress(OSError):
             self.journal.unlink()
+
+
+def keep_mode(path: Path, fd: int) -> None:
+    """Give a forget's rewrite (created 0600) the replaced ledger's mode and group.
+
+    The rename puts a new file in place of the ledger; a mode the operator chose (0640 for an
+    auditors' group, say) must survive a forget. The group is kept when the owner may set it; the
+    owner is always the writing user (changing it needs privileges).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    os.fchmod(fd, stat.S_IMODE(st.st_mode))
+    if st.st_gid != os.fstat(fd).st_gid:
+        with suppress(PermissionError):
+            os.fchown(fd, -1, st.st_gid)
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Delete rewrite temporaries left by a forget that crashed before its rename.
+
+    Such a file holds a copy of the ledger, with the values of facts that may be forgotten later;
+    left in place it would keep them on disk. Only called under the exclusive lock, so no other
+    process is writing one.
+    """
+    for stale in path.parent.glob(f".{path.name}.*.forget.tmp"):
+        stale.unlink(missing_ok=True)

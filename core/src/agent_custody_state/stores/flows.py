@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
@@ -43,6 +42,12 @@ from agent_custody_state.stores.mirror import (
     current_fact,
     plan_leaving,
     put_back,
+)
+from agent_custody_state.stores.reports import (
+    SweepPreview,
+    SweepReport,
+    SweptFact,
+    WriteReport,
 )
 from agent_custody_state.stores.storeset import (
     RemovalReport,
@@ -79,60 +84,6 @@ __all__ = [
 async def run_inline(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """The default ``run``: call the ledger on the caller's thread."""
     return fn(*args, **kwargs)
-
-
-@dataclass
-class WriteReport:
-    """A write: the assert appended and, if it superseded a fact, that fact's removal from the
-    mirroring stores (None when there was nothing to mirror)."""
-
-    event: AssertEvent
-    mirror: RemovalReport | None = None
-
-
-@dataclass
-class SweptFact:
-    """One fact a sweep forgot, and its removal from the stores that held it."""
-
-    event: ForgetEvent
-    removal: RemovalReport = field(default_factory=RemovalReport)
-
-
-@dataclass
-class SweepReport:
-    """A sweep: the cutoff (or the retention windows used), what was forgotten, what was held."""
-
-    before: str | None
-    retention: RetentionPolicy | None
-    space: str | None
-    forgotten: list[SweptFact] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)
-
-    @property
-    def still_held(self) -> list[str]:
-        """Fact ids some store could not remove."""
-        return [s.event.fact_id for s in self.forgotten if s.removal.still_held]
-
-    def problems(self) -> list[str]:
-        """``<store> (<fact>): <message>`` for every failed removal."""
-        return [
-            f"{name} ({s.event.fact_id}): {message}"
-            for s in self.forgotten
-            for name, message in s.removal.still_held.items()
-        ]
-
-
-@dataclass
-class SweepPreview:
-    """What a sweep would do now (``Custody.plan_sweep``): the facts it would forget, the held
-    ones it would keep and, per fact, the stores that hold it now (when asked for)."""
-
-    before: str | None
-    retention: RetentionPolicy | None
-    space: str | None
-    forget: list[AssertEvent] = field(default_factory=list)
-    held: list[str] = field(default_factory=list)
-    holders: dict[str, list[str]] = field(default_factory=dict)
 
 
 class Custody:

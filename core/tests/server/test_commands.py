@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,9 +26,41 @@ def test_demo_runs_the_whole_tour() -> None:
         "erased; sha256 digest",
         'plan="pro" (attested)',
         "retracted=True",
+        "stores: vectors",
+        'mirror of the superseded fact: {"vectors": "verified"}',
+        "signature verified: memory.read",
+        'stores: {"vectors": "verified"}',
+        "the chain verifies from genesis, forget included",
     ):
         assert expected in out, expected
     assert "assert, assert, assert, confirm, retract, hold, release, forget" in out
+    # The bitemporal step reads "pro" as of the first write's transaction time.
+    bitemporal = out.split("A bitemporal read")[1].split("\n\n")[0]
+    assert 'plan="pro" (attested)' in bitemporal and "txAt" in bitemporal
+
+
+def test_demo_next_steps_run_as_printed() -> None:
+    """The closing hints of ``demo --keep`` are commands that run as printed."""
+    done = run_cli("demo", "--keep", "--color", "never", timeout=120)
+    assert done.returncode == 0, done.stderr
+    hints = [
+        line.strip().split("  #")[0].strip()
+        for line in done.stdout.split("next steps")[1].splitlines()[1:]
+        if line.strip().startswith("agent-custody-memory")
+    ]
+    assert len(hints) >= 4, hints
+    folder = None
+    try:
+        for hint in hints:
+            words = shlex.split(hint)
+            assert words[0] == "agent-custody-memory"
+            if "--ledger" in words:
+                folder = Path(words[words.index("--ledger") + 1]).parent
+            ran = run_cli(*words[1:], timeout=60)
+            assert ran.returncode == 0, (hint, ran.stderr)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_stdio_startup_line_and_forget_key_warning(tmp_path: Path) -> None:

@@ -58,6 +58,8 @@ class Tour:
     def __init__(self, paint: Painter) -> None:
         self.paint = paint
         self.step = 0
+        self.last: Any = None
+        self.public_key: Any = None
 
     def title(self, text: str) -> None:
         self.step += 1
@@ -89,6 +91,7 @@ class Tour:
             + self.paint("2", f"  ({who})")
         )
         result = await session.call_tool(tool, args, meta=meta if gateway else None)  # type: ignore[arg-type]
+        self.last = result
         texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
         if result.is_error:
             print("   " + self.paint("31", "✗ " + texts[0]))
@@ -114,13 +117,51 @@ def _facts(data: dict[str, Any]) -> str:
 
 def _fact(data: dict[str, Any]) -> str:
     fact = data["fact"]
+    stores = ", ".join(sorted(fact.get("external") or {})) or "none"
     return (
         f"fact {fact['factId'][:8]}… {fact['subject']} {fact['predicate']}="
-        f"{json.dumps(fact['value'])}, {fact['provenance']}, actor {fact['actor']}"
+        f"{json.dumps(fact['value'])}, {fact['provenance']}, actor {fact['actor']}; "
+        f"stores: {stores}"
     )
 
 
-async def _tour(ledger: str, tour: Tour, errlog: Any) -> None:
+def _check_signature(tour: Tour) -> None:
+    """Verify the last result's signature (``_meta``) with the server's public key."""
+    from agent_custody_state.server.signing import verify_envelope
+    from agent_custody_state.server.trust import SIGNATURE_KEY
+
+    envelope = (tour.last.meta or {}).get(SIGNATURE_KEY) if tour.last is not None else None
+    if envelope is None or tour.public_key is None:
+        print("   " + tour.paint("31", "✗ the result carries no signature"))
+        return
+    payload = verify_envelope(envelope, tour.public_key)
+    print(
+        "   "
+        + tour.paint("32", "✓ ")
+        + f"signature verified: {payload.get('tool')} for receipt {payload.get('receiptId')}"
+    )
+
+
+def _check_chain(ledger: str, tour: Tour) -> None:
+    """Verify the ledger's hash chain after the forget (``agent-custody-memory verify``)."""
+    from agent_custody_state.cli.proofs import _stored
+    from agent_custody_state.ledger.verify import verify_lines
+
+    with _stored(ledger) as (lines, _notes):
+        report = verify_lines(lines, checkpoints=[], public_key=None)
+    mark = tour.paint("32", "✓ ") if report.ok else tour.paint("31", "✗ ")
+    print(
+        "   "
+        + mark
+        + (
+            "the chain verifies from genesis, forget included"
+            if report.ok
+            else f"the chain does not verify: {report}"
+        )
+    )
+
+
+async def _tour(ledger: str, tour: Tour, errlog: Any, extra: tuple[str, ...] = ()) -> None:
     # Both servers start at once (spawning is most of the tour's time); each lives in its own
     # task until the tour is over.
     sessions: dict[str, ClientSession] = {}
@@ -134,7 +175,7 @@ async def _tour(ledger: str, tour: Tour, errlog: Any) -> None:
             await over.wait()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run, "gateway")
+        tg.start_soon(run, "gateway", *extra)
         tg.start_soon(run, "direct", "--allow-direct")
         await both.wait()
         try:
@@ -168,6 +209,14 @@ async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> N
         show=_fact,
     )
     await tour.call(gateway, "memory.read", read, show=_facts)
+    tour.say("the stores mirror the present: the old value left the store, verified")
+    tour.say(
+        f"mirror of the superseded fact: {json.dumps(second.get('mirror', {}).get('verification'))}"
+    )
+    tour.title("A bitemporal read: what the ledger believed before the correction was learned")
+    await tour.call(gateway, "memory.read", {**read, "txAt": first["txTime"]}, show=_facts)
+    tour.title("A signed result: the server's Ed25519 signature over what it answered")
+    _check_signature(tour)
     tour.title("A call that did not come through the gateway is refused by default")
     await tour.call(gateway, "memory.read", read, gateway=False)
     tour.title("A direct write (server started with --allow-direct): claimed, quarantined")
@@ -232,8 +281,8 @@ async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> N
         {"factId": pro, "reason": "customer request"},
         show=lambda d: (
             f"erased; {d['digestKind']} digest "
-            f"{(d['valueDigest'] or '')[:16]}…, certificate "
-            f"receipt {d['source']['receiptId']}"
+            f"{(d['valueDigest'] or '')[:16]}…, receipt {d['source']['receiptId']}; stores: "
+            f"{json.dumps(d['verification'])}"
         ),
     )
     await tour.call(
@@ -244,6 +293,7 @@ async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> N
             f"retracted={d['retracted']}, value gone, forgotten at {d['forgotten']['at']}"
         ),
     )
+    tour.say("the store held the value too: removed and verified gone (above)")
 
 
 def run_demo(*, keep: bool = False, color: str = "auto") -> int:
@@ -251,9 +301,15 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
     folder = tempfile.mkdtemp(prefix="agent-custody-demo-")
     # The embedded default of a plain install (SQLite); the builtin JSONL file without it.
     from agent_custody_state.plugins import get_plugin_manager
+    from agent_custody_state.server.signing import generate_key_pair
 
     suffix = "sqlite" if "sqlite" in get_plugin_manager().backends else "jsonl"
     ledger = os.path.join(folder, f"ledger.{suffix}")
+    key, _public, _kid = generate_key_pair(os.path.join(folder, "server.key"))
+    config = os.path.join(folder, "memory.toml")
+    with open(config, "w", encoding="utf-8") as fh:
+        # The builtin in-process reference store: a write-through store with no vendor.
+        fh.write('[[stores]]\nname = "vectors"\ntype = "memory"\n')
     print(
         paint("1", "agent-custody-memory demo")
         + paint(
@@ -263,24 +319,45 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
         )
     )
     log_path = os.path.join(folder, "servers.log")
+    tour = Tour(paint)
+    from agent_custody_state.keys import load_public_key
+
+    tour.public_key = load_public_key(str(key) + ".pub")
     try:
         with open(log_path, "w", encoding="utf-8") as errlog:
             try:
-                anyio.run(_tour, ledger, Tour(paint), errlog)
+                anyio.run(_tour, ledger, tour, errlog, ("--config", config, "--key", str(key)))
             except Exception:
                 errlog.flush()
                 with open(log_path, encoding="utf-8") as fh:
                     sys.stderr.write(fh.read())
                 raise
+        tour.title("The ledger is tamper-evident: its hash chain verifies after the forget")
+        _check_chain(ledger, tour)
         print("\n" + paint("1;32", "done.") + " Every step above is an event in the ledger:")
         from agent_custody_state.ledger.ledger import Ledger
 
         with Ledger(ledger) as book:
             kinds = [event.kind for event in book.export()]
         print("   " + ", ".join(kinds))
+        print("\n" + paint("1", "next steps") + paint("2", " (each runs as printed):"))
         if keep:
-            print(f"   kept: {ledger}  (try: agent-custody-memory export --ledger {ledger} ...)")
+            for hint in next_steps(ledger):
+                print("   " + hint)
+        else:
+            print("   agent-custody-memory demo --keep      # keep the ledger to look inside it")
+        print("   agent-custody-memory serve --help     # run the memory server for your gateway")
+        print("   agent-custody-memory --help           # every command")
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     return 0
+
+
+def next_steps(ledger: str) -> list[str]:
+    """Commands to try on the kept ledger; the demo test runs each of them."""
+    return [
+        f"agent-custody-memory facts --ledger {ledger}",
+        f"agent-custody-memory timeline acct:42 --ledger {ledger}",
+        f"agent-custody-memory verify --ledger {ledger}",
+    ]

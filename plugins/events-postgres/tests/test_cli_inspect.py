@@ -11,6 +11,7 @@ import pytest
 
 from agent_custody_state import Ledger
 from agent_custody_state.cli import main
+from agent_custody_state.ledger.chain import public_fact
 
 pytestmark = pytest.mark.postgres
 
@@ -39,7 +40,7 @@ def test_inspect_commands_on_postgres(
             supersedes=old.fact_id, valid_from="2025-06-01T00:00:00Z",
         )  # fmt: skip
         ledger.retract(fact_id=new.fact_id, actor="ops", reason="wrong")
-        expected = [f.to_dict() for f in ledger.as_of()]
+        expected = [public_fact(f.to_dict()) for f in ledger.as_of()]
         history = [e.to_dict() for e in ledger.history(new.fact_id)]
     before = _rows(postgres_url)
     loc = ("--ledger", location)

@@ -10,6 +10,7 @@ import pytest
 
 from agent_custody_state import Ledger
 from agent_custody_state.cli import main
+from agent_custody_state.ledger.chain import public_event, public_fact
 
 
 def _seed(path: Path) -> tuple[str, str]:
@@ -36,8 +37,8 @@ def test_inspect_commands_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixtur
     old, new = _seed(path)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     with Ledger(path) as ledger:
-        expected_facts = [f.to_dict() for f in ledger.as_of()]
-        expected_history = [e.to_dict() for e in ledger.history(old)]
+        expected_facts = [public_fact(f.to_dict()) for f in ledger.as_of()]
+        expected_history = [public_event(e) for e in ledger.history(old)]
     assert before == {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     loc = ("--ledger", str(path))
     assert _json(capsys, "facts", *loc, "--json") == {"facts": expected_facts}

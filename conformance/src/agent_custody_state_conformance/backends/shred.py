@@ -132,8 +132,12 @@ class ShredRules(BackendRules):
         Troubleshooting: the backend must return what was appended (the envelope) unchanged,
         and ``keystore()`` must return the same keys on every call of one ledger.
         """
-        plain = Ledger(MemoryBackend(), clock=StepClock())
-        shred = self._open(store_factory("shred-same"), key_store_factory, clock=StepClock())
+        # Without the hash chain: its salts are random per ledger, and the chain is the subject
+        # of its own rules (CH-*); here only what the reads answer is compared.
+        plain = Ledger(MemoryBackend(), clock=StepClock(), chain=False)
+        shred = self._open(
+            store_factory("shred-same"), key_store_factory, clock=StepClock(), chain=False
+        )
         with plain, shred:
             checkpoints = [_script(book) for book in (plain, shred)]
             assert checkpoints[0] == checkpoints[1]

@@ -11,7 +11,7 @@ import pytest
 
 from agent_custody_state import Ledger
 from agent_custody_state.cli import main
-from agent_custody_state.ledger.chain import public_fact
+from agent_custody_state.ledger.chain import public_event, public_fact
 
 pytestmark = pytest.mark.postgres
 
@@ -41,7 +41,7 @@ def test_inspect_commands_on_postgres(
         )  # fmt: skip
         ledger.retract(fact_id=new.fact_id, actor="ops", reason="wrong")
         expected = [public_fact(f.to_dict()) for f in ledger.as_of()]
-        history = [e.to_dict() for e in ledger.history(new.fact_id)]
+        history = [public_event(e) for e in ledger.history(new.fact_id)]
     before = _rows(postgres_url)
     loc = ("--ledger", location)
     assert _json(capsys, "facts", *loc, "--json") == {"facts": expected}

@@ -32,7 +32,7 @@ def _values(marker: str) -> list[object]:
         {"nested": {"deeper": [f"{marker}-3"]}},
         f"pässwörd {marker}-4",
         {"note": f"{marker}-5", "n": 12345678901234},
-        f"{marker}-6 " + "lorem ipsum " * 100,  # over a kilobyte, still under the TOAST limit
+        f"{marker}-6 " + "lorem ipsum " * 50,  # longer, still well under the TOAST limit
     ]
 
 

@@ -9,7 +9,8 @@ the event is appended before the section ends, so two racing supersessions canno
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
+from agent_custody_state.ledger.locking import assert_keys, batch_keys, fact_key, topic_key
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -128,6 +130,21 @@ class Ledger(LedgerReads):
     def location(self) -> str:
         return self.backend.location
 
+    def _section(self, keys: Collection[str] | None) -> AbstractContextManager[None]:
+        """The write section: keyed (``locking``) when the backend locks keys, else exclusive."""
+        if self.backend.locks_keys:
+            return self.backend.transaction(keys=keys)  # type: ignore[call-arg]
+        return self.backend.transaction()
+
+    def _fact_keys(self, fact_id: str) -> list[str]:
+        """A mutation's keys: the fact and its topic (read first, outside the section: a fact's
+        topic never changes); only asked of a backend that locks keys."""
+        if not self.backend.locks_keys or not isinstance(fact_id, str):
+            return []
+        found = self.backend.get_assert(fact_id)
+        f = found.fact if found is not None else None
+        return [fact_key(fact_id)] + ([topic_key(f.space, f.subject, f.predicate)] if f else [])
+
     def __enter__(self) -> Ledger:
         return self
 
@@ -161,7 +178,7 @@ class Ledger(LedgerReads):
         ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
         (if any) under the write lock, after the rules."""
         request = request or AssertRequest(**kwargs)
-        with self.backend.transaction():
+        with self._section(assert_keys(request)):
             # The transaction time is taken under the write lock, as every other event's is, so
             # append order and transaction time agree across processes: an event stamped before
             # another committed first would change what a read "as of" that instant returns.
@@ -180,7 +197,8 @@ class Ledger(LedgerReads):
         Each item is an ``AssertRequest`` (or a mapping of ``assert_fact``'s keyword arguments);
         an item may supersede a fact asserted earlier in the same batch.
         """
-        with self.backend.transaction():
+        items = list(items)
+        with self._section(batch_keys(items) if self.backend.locks_keys else None):
             # Build every event first, so the backend is asked once which of their fact ids it
             # already holds (not once per item); the first build error is raised at its place
             # in the item order, after the checks of the items before it.
@@ -232,7 +250,7 @@ class Ledger(LedgerReads):
         return total + (self._append_unchanged(batch) if batch else 0)
 
     def _append_unchanged(self, batch: list[Event]) -> int:
-        with self.backend.transaction():
+        with self._section(None):
             self.backend.append(batch)
         return len(batch)
 
@@ -252,7 +270,7 @@ class Ledger(LedgerReads):
         """The one path of retract, confirm, hold and release: check the fact's state (and the
         caller's ``precondition``) under the write lock, stamp the event
         (``make(event_id, tx_time)``), append, then announce it."""
-        with self.backend.transaction():
+        with self._section(self._fact_keys(fact_id)):
             state = self._state(fact_id, action)
             if precondition is not None:
                 precondition(state)
@@ -353,7 +371,7 @@ class Ledger(LedgerReads):
         precondition: Precondition | None = None,
     ) -> ForgetEvent:
         _texts(actor=actor, reason=reason)
-        with self.backend.transaction():
+        with self._section(self._fact_keys(fact_id)):
             state = self._state(fact_id, "forget")
             if precondition is not None:
                 precondition(state)

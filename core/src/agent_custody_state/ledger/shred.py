@@ -97,7 +97,7 @@ class ShreddingBackend(EventBackend):
         self._owns_keys = owns_keys
         self.kind = inner.kind
         self.location = inner.location
-        for trait in ("min_batch", "blocking", "shared"):
+        for trait in ("min_batch", "blocking", "shared", "locks_keys"):
             setattr(self, trait, getattr(inner, trait))
         self._pool = KeyPool(keys)
         self._lock = threading.RLock()
@@ -108,13 +108,13 @@ class ShreddingBackend(EventBackend):
     # -- writing -----------------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, keys: Collection[str] | None = None) -> Iterator[None]:
         with self._lock:
             outermost = self._depth == 0
             self._depth += 1
             committed = False
             try:
-                with self.inner.transaction():
+                with self.inner.transaction(keys=keys) if self.locks_keys else self.inner.transaction():
                     yield
                 committed = True
             finally:

@@ -199,16 +199,16 @@ class EventBackend(abc.ABC):
 class ReentrantTransactions:
     """The write section every builtin backend shares: re-entrant, all-or-nothing.
 
-    A mixin for an ``EventBackend`` (list it first among the bases): it provides
-    ``transaction()`` on top of four steps the backend implements (``_begin`` reads ``_keys``: the section's keys, or None when exclusive; a
-nested section naming more keys calls ``_widen``). The outermost section takes
-    ``_lock`` (a re-entrant thread lock) and calls ``_begin`` (take the cross-process lock, catch
-    up); a ``_begin`` that raises must leave nothing held, and the section does not start. Then
-    the body runs and ``_commit`` makes what it appended durable; if either raised, ``_rollback``
-    drops it and the error propagates. ``_end`` runs last after every started section (release
-    the cross-process lock). A nested section only counts its depth. ``append`` and ``forget``
-    call ``_require_transaction`` first. Call ``_init_transactions`` from ``__init__``; the
-    backend may take ``_lock`` for its own reads too.
+        A mixin for an ``EventBackend`` (list it first among the bases): it provides
+        ``transaction()`` on top of four steps the backend implements (``_begin`` reads ``_keys``: the section's keys, or None when exclusive; a
+    nested section naming more keys calls ``_widen``). The outermost section takes
+        ``_lock`` (a re-entrant thread lock) and calls ``_begin`` (take the cross-process lock, catch
+        up); a ``_begin`` that raises must leave nothing held, and the section does not start. Then
+        the body runs and ``_commit`` makes what it appended durable; if either raised, ``_rollback``
+        drops it and the error propagates. ``_end`` runs last after every started section (release
+        the cross-process lock). A nested section only counts its depth. ``append`` and ``forget``
+        call ``_require_transaction`` first. Call ``_init_transactions`` from ``__init__``; the
+        backend may take ``_lock`` for its own reads too.
     """
 
     _lock: threading.RLock

@@ -114,7 +114,11 @@ class ShreddingBackend(EventBackend):
             self._depth += 1
             committed = False
             try:
-                with self.inner.transaction(keys=keys) if self.locks_keys else self.inner.transaction():
+                with (
+                    self.inner.transaction(keys=keys)
+                    if self.locks_keys
+                    else self.inner.transaction()
+                ):
                     yield
                 committed = True
             finally:

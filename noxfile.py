@@ -20,7 +20,7 @@ PLUGINS = sorted(p.parent.name for p in (ROOT / "plugins").glob("*/pyproject.tom
 # Every distribution's import root: what mypy checks and what import-linter's graph is built from.
 SOURCES = ["core/src", "sql/src", "conformance/src", *(f"plugins/{name}/src" for name in PLUGINS)]
 # What ruff lints and formats.
-LINTED = ["core", "sql", "conformance", "plugins", "tests", "bench", "noxfile.py"]
+LINTED = ["core", "sql", "conformance", "plugins", "tests", "bench", "examples", "noxfile.py"]
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = True
@@ -36,6 +36,7 @@ nox.options.sessions = [
     "reliability",
     "repo",
     "extras",
+    "examples",
 ]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
@@ -164,27 +165,30 @@ def stores_e2e(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def extras(session: nox.Session) -> None:
-    """The install a user makes: wheels of every workspace member (and the root) built now,
-    `agent-custody-state[mem0,zep]` installed from them into a fresh venv (PyPI for the rest);
-    exactly core, events-sqlite, mem0 and zep arrive, and `agent-custody-memory plugins` lists
-    them without failures or secrets (tests/install/check_extras.py).
+    """The install a user makes from a checkout: the README's block marked ``<!-- tested:
+    install-from-checkout -->`` run as written in a copy of this tree (a venv, ``uv build`` of
+    every wheel into ``dist``, ``pip install --find-links dist 'agent-custody-state[mem0,zep]'``),
+    then exactly core, sql, events-sqlite, mem0 and zep arrive, byte for byte from those wheels,
+    and ``agent-custody-memory plugins`` lists them without failures or secrets; and
+    ``agent-custody-state[all]`` from the same wheels brings every plugin of the workspace
+    (tests/install/check_extras.py).
 
-    Only the build tool comes from the lock: the user's install resolves against PyPI on purpose,
-    as a user's would (the lock pins what we test with, not what users get)."""
+    Only this session's tool (uv, for the checks) comes from the lock: the user's install
+    resolves against PyPI on purpose, as a user's would (the lock pins what we test with, not
+    what users get)."""
     _install_groups(session, "build")
     work = Path(session.create_tmp()) / "extras"
     shutil.rmtree(work, ignore_errors=True)
-    wheels = work / "wheels"
-    session.run("uv", "build", "--all-packages", "--wheel", "--out-dir", str(wheels))
-    session.run(
-        "python",
-        "tests/install/check_extras.py",
-        "--wheels",
-        str(wheels),
-        "--venv",
-        str(work / "venv"),
-        *session.posargs,
-    )
+    session.run("python", "tests/install/check_extras.py", "--work", str(work), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def examples(session: nox.Session) -> None:
+    """Every example in examples/ run as a reader would (tests/test_examples.py): the Python API
+    script, `serve --config examples/memory.toml` over stdio, the LangGraph agent using the memory
+    server over MCP, and each MCP client snippet's command starting the server."""
+    _install_groups(session, *TESTS, "examples")
+    session.run("pytest", "tests/test_examples.py", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -276,8 +280,10 @@ def review_browser(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def repo(session: nox.Session) -> None:
-    """Repository-wide checks: every hook documented, every plugin has its extra, versions; the
-    layer contracts catch a deliberate violation (tests/test_layers.py)."""
+    """Repository-wide checks: every hook documented, every plugin has its extra, versions, every
+    distribution's README, project URLs and license, `[all]`, the changelog's format, the
+    README's install block; the layer contracts catch a deliberate violation
+    (tests/test_layers.py)."""
     _install_groups(session, *TESTS, "lint")
     session.run(
         "pytest", "tests/test_repository.py", "tests/test_layers.py", "-q", *session.posargs

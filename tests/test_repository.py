@@ -105,6 +105,7 @@ def test_every_module_has_a_docstring() -> None:
         *ROOT.glob("core/src/**/*.py"),
         *ROOT.glob("conformance/src/**/*.py"),
         *ROOT.glob("plugins/*/src/**/*.py"),
+        *ROOT.glob("examples/**/*.py"),
     ]:
         text = path.read_text().lstrip()
         if text and not text.startswith(('"""', "'''", 'r"""')):
@@ -162,7 +163,7 @@ OVERSIZE = {
 
 
 def test_no_module_over_400_lines() -> None:
-    folders = ("core", "sql", "conformance", "plugins", "tests", "bench", "docs")
+    folders = ("core", "sql", "conformance", "plugins", "tests", "bench", "docs", "examples")
     sizes = {
         str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
         for folder in folders
@@ -172,3 +173,93 @@ def test_no_module_over_400_lines() -> None:
     large = {name for name, lines in sizes.items() if lines > MAX_LINES}
     assert large - OVERSIZE == set(), f"split these modules (at most {MAX_LINES} lines)"
     assert OVERSIZE - large == set(), "these are small now: remove them from OVERSIZE"
+
+
+# -- packaging: what every distribution publishes ------------------------------------------------
+
+BASE_URL = "https://github.com/agent-custody/agent-custody-state"
+DISTRIBUTIONS = [ROOT, ROOT / "core", ROOT / "sql", ROOT / "conformance", *PLUGIN_DIRS]
+URL_LABELS = ["Changelog", "Documentation", "Homepage", "Issues", "Repository"]
+# A Markdown link whose target is relative: it breaks on the package index, which shows a README
+# without the repository around it.
+RELATIVE_LINK = re.compile(r"\]\((?!https?://|mailto:|#)([^)]*)\)")
+
+
+def _install_check():
+    """tests/install/check_extras.py (and its readme_block), imported as the script sees them."""
+    sys.path.insert(0, str(ROOT / "tests" / "install"))
+    try:
+        import check_extras
+        import readme_block
+    finally:
+        sys.path.pop(0)
+    return check_extras, readme_block
+
+
+@pytest.mark.parametrize(
+    "folder", DISTRIBUTIONS, ids=[str(p.relative_to(ROOT)) or "root" for p in DISTRIBUTIONS]
+)
+def test_distribution_metadata(folder: Path) -> None:
+    """README (what it is, an install line, a docs link, no relative link), the five project
+    URLs (the root's), the license; py.typed is test_every_distribution_is_typed_..."""
+    project = _toml(folder / "pyproject.toml")["project"]
+    root = _toml(ROOT / "pyproject.toml")["project"]
+    assert project.get("readme") == "README.md", 'add readme = "README.md"'
+    readme = (folder / "README.md").read_text()
+    assert readme.startswith(f"# {project['name']}\n"), "the README starts with its name"
+    assert "pip install" in readme, "the README says how to install it"
+    assert re.search(rf"\]\({re.escape(BASE_URL)}/(tree|blob)/main/docs\b", readme), (
+        "the README links the project's docs"
+    )
+    relative = RELATIVE_LINK.findall(readme)
+    assert relative == [], f"use {BASE_URL}/blob/main/... links (shown on the index): {relative}"
+    urls = project.get("urls", {})
+    assert sorted(urls) == URL_LABELS, "[project.urls]: Homepage, Documentation, ..."
+    assert urls == root["urls"], "every distribution has the root's project URLs"
+    assert all(url.startswith(BASE_URL) for url in urls.values())
+    assert urls["Changelog"] == f"{BASE_URL}/blob/main/CHANGELOG.md"
+    assert project["license"] == "Apache-2.0"
+
+
+def test_all_extra_brings_every_plugin() -> None:
+    root = _toml(ROOT / "pyproject.toml")["project"]
+    extras = root["optional-dependencies"]
+    others = [d for name, deps in extras.items() if name != "all" for d in deps]
+    assert sorted(extras["all"]) == sorted(others), "`all` is the union of the other extras"
+    plugins = {_toml(p / "pyproject.toml")["project"]["name"] for p in PLUGIN_DIRS}
+    brought = {re.split(r"[=<>\[ ]", d)[0] for d in [*extras["all"], *root["dependencies"]]}
+    assert brought == plugins | {"agent-custody-state-core"}
+
+
+def test_readme_install_section() -> None:
+    """The index lines, and the checkout block the extras session runs as it expects."""
+    check_extras, readme_block = _install_check()
+    readme = (ROOT / "README.md").read_text()
+    for line in ("pip install agent-custody-state ", "pip install 'agent-custody-state[all]'"):
+        assert line in readme, f"README.md: {line!r}"
+    commands = readme_block.commands(readme_block.block(readme, readme_block.INSTALL_BLOCK))
+    assert check_extras.block_problem(commands) is None, check_extras.block_problem(commands)
+    assert f"{BASE_URL}/blob/main/CHANGELOG.md" in readme, "README.md links the changelog"
+
+
+def test_changelog_keeps_a_changelog() -> None:
+    """Keep a Changelog 1.1.0: Unreleased on top, then versions newest first with their date,
+    known section names, a link reference per version; the current version is there."""
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert text.startswith("# Changelog\n")
+    assert "https://keepachangelog.com/en/1.1.0/" in text
+    versions = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", text, flags=re.M)
+    headings = re.findall(r"^## .*$", text, flags=re.M)
+    assert len(versions) == len(headings), f"malformed version headings: {headings}"
+    assert versions[0] == ("Unreleased", ""), "an [Unreleased] section first"
+    released = [tuple(int(n) for n in v.split(".")) for v, _ in versions[1:]]
+    assert released == sorted(released, reverse=True) and all(d for _, d in versions[1:])
+    version = _toml(ROOT / "pyproject.toml")["project"]["version"]
+    assert version in [v for v, _ in versions], f"CHANGELOG.md has no section for {version}"
+    sections = set(re.findall(r"^### (.*)$", text, flags=re.M))
+    known = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
+    assert sections <= known, f"unknown sections {sorted(sections - known)}"
+    for name, _ in versions:
+        assert re.search(rf"^\[{re.escape(name)}\]: {re.escape(BASE_URL)}/", text, flags=re.M), (
+            f"a link reference for [{name}]"
+        )

@@ -11,12 +11,21 @@ from agent_custody_state.backends.jsonl import JsonlBackend
 from agent_custody_state.backends.memory import MemoryBackend
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state_conformance.backends import EventBackendConformance
+from agent_custody_state_conformance.multiprocess import MultiProcessConformance
 
 
 class TestJsonlConformance(EventBackendConformance):
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> Callable[..., EventBackend]:
         return lambda name="ledger": JsonlBackend(tmp_path / f"{name}.jsonl")
+
+
+class TestJsonlProcesses(MultiProcessConformance):
+    """JSONL shares a file between processes (a lock file, lines read as they come)."""
+
+    @pytest.fixture
+    def shared_location(self, tmp_path: Path) -> str:
+        return str(tmp_path / "shared.jsonl")
 
 
 class TestMemoryConformance(EventBackendConformance):

@@ -82,7 +82,9 @@ def test_index_keys_in_a_value_are_written_as_javascript_writes_them(tmp_path: P
         '"supersedes":null}'
     )
     clock = lambda: datetime(2026, 9, 1, 10, tzinfo=UTC)  # noqa: E731
-    with Ledger(path, clock=clock) as ledger:
+    # Without the chain, whose keys (salt, commitment, record) the line would add after these;
+    # test_chain checks that the chained line is this one with keys only added.
+    with Ledger(path, clock=clock, chain=False) as ledger:
         event = ledger.assert_fact(
             subject="acct:42",
             predicate="seats",

@@ -107,7 +107,9 @@ STORE_PLUGIN = (
 )
 
 
-def _plugins_json(site: Path, **env: str) -> dict[str, Any]:
+def _plugins_json(site: Path, *, status: int = 0, **env: str) -> dict[str, Any]:
+    """``plugins --json`` by plugin name; ``status``: the exit status expected (1 when a
+    plugin failed to load)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CUSTODY_")}
     full.update(PYTHONPATH=str(site), **env)
     out = subprocess.run(
@@ -115,8 +117,8 @@ def _plugins_json(site: Path, **env: str) -> dict[str, Any]:
         capture_output=True,
         text=True,
         env=full,
-        check=True,
     )
+    assert out.returncode == status, out.stderr
     return {p["name"]: p for p in json.loads(out.stdout)}
 
 
@@ -133,14 +135,16 @@ def test_allow_list_loads_only_the_named_plugins(tmp_path: Path) -> None:
         site, AGENT_CUSTODY_PLUGINS="acme-two", AGENT_CUSTODY_BLOCK_PLUGINS="acme-two"
     )
     assert blocked["acme-two"]["error"] == "blocked"
+    assert blocked["acme-two"]["status"] == "blocked"  # and no failure: the exit status is 0
 
 
 def test_a_misspelled_hook_in_an_installed_plugin_is_reported(tmp_path: Path) -> None:
     site = tmp_path / "site"
     source = STORE_PLUGIN.format(name="x").replace("def register_stores", "def register_stors")
     _dist(site, "acme-typo", "acme_typo", source)
-    data = _plugins_json(site)
+    data = _plugins_json(site, status=1)
     assert "register_stors" in data["acme-typo"]["error"]
+    assert data["acme-typo"]["status"] == "failed"
     assert data["acme-typo"]["registers"] == []
 
 

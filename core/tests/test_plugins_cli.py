@@ -43,10 +43,11 @@ def _run_plugins(site: Path) -> subprocess.CompletedProcess[str]:
 def test_broken_plugin_is_reported_not_fatal(tmp_path: Path) -> None:
     site = _dist(tmp_path, "broken-plugin", "broken_mod", "raise RuntimeError('no SDK here')\n")
     out = _run_plugins(site)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1  # listed, with the others, but the exit status says it failed
     assert "broken-plugin" in out.stdout
     assert "FAILED: import failed: RuntimeError: no SDK here" in out.stdout
     assert "event backend jsonl" in out.stdout
+    assert out.stderr.strip() == "error: plugins failed to load: broken-plugin"
 
 
 def test_duplicate_backend_name_is_an_error(tmp_path: Path) -> None:
@@ -154,6 +155,7 @@ def test_sweep_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
                 "retention",
                 "--space",
                 "org",
+                "--json",
             ]
         )
         == 0

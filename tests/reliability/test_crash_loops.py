@@ -39,6 +39,7 @@ import pytest
 
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent, RetractEvent
+from agent_custody_state.ledger.verify import verify_lines
 
 from .support import HERE, STRESS, files_under, record, scale, scan
 
@@ -297,6 +298,7 @@ def crash_loop(
     figures: dict[str, int] = {}
     torn_repaired = 0
     dead_after_kill = 0
+    chain_checks = 0
     started = time.monotonic()
     try:
         plan_iter = plans(kind, rng, zygote.shim)
@@ -325,6 +327,12 @@ def crash_loop(
                 figures = check(ledger, known, backend)
                 dead_after_kill += figures["dead_versions"] > 0
                 torn_repaired += len(getattr(ledger.backend, "repairs", []))
+                # A kill at any write point leaves one valid chain (docs/proofs.md).
+                chain = verify_lines(ledger.backend.stored_events())
+                assert chain.ok, (
+                    f"chain broken after a kill in {where_killed(lines)}: {chain.first}"
+                )
+                chain_checks += 1
     finally:
         zygote.close()
     final_scan = final_erasure_scan(backend, known, pg)
@@ -337,6 +345,7 @@ def crash_loop(
         events_lost=0,
         torn_tails_repaired=torn_repaired,
         kills_leaving_dead_versions=dead_after_kill,
+        chain_verified_after_kills=chain_checks,
         ledger_events=figures.get("events", 0),
         forgotten_facts=figures.get("forgotten", 0),
         final_scan_needles=final_scan,

@@ -66,10 +66,33 @@ def _worker(location: str, name: str, barrier: Any, pipe: Connection) -> None:
                             subject=f"{name}:{i}", predicate="p", value=i, space="burst", actor=name
                         )
                     pipe.send(("ok", args["n"]))
+                elif command == "mixed":
+                    barrier.wait(timeout=_TIMEOUT)
+                    _mixed(ledger, name, args["n"])
+                    pipe.send(("ok", args["n"]))
                 else:
                     pipe.send(("error", f"unknown command {command}"))
             except Exception:
                 pipe.send(("error", traceback.format_exc()))
+
+
+def _mixed(ledger: Ledger, name: str, rounds: int) -> None:
+    """Every kind of write the ledger chains: single asserts, batches, retract, forget."""
+    for i in range(rounds):
+        one = ledger.assert_fact(
+            subject=f"{name}:{i}", predicate="p", value=i, space="mixed", actor=name
+        )
+        ledger.assert_many(
+            [
+                {"subject": f"{name}:{i}:{j}", "predicate": "p", "value": j, "space": "mixed"}
+                | {"actor": name}
+                for j in range(3)
+            ]
+        )
+        if i % 2:
+            ledger.retract(fact_id=one.fact_id, actor=name, reason="r")
+        else:
+            ledger.forget(fact_id=one.fact_id, actor=name, reason="erase")
 
 
 class _Worker:
@@ -227,3 +250,31 @@ class MultiProcessConformance(ConformanceSuite):
                 winner = next(detail for status, detail in answers if status == "ok")
                 current = here.as_of(subject=f"race:{trial}")
                 assert [f.fact_id for f in current] == [winner], f"trial {trial}"
+
+    @rule("MP-4")
+    def test_concurrent_writers_keep_one_chain(
+        self, shared_location: str, workers: tuple[_Worker, _Worker, Any]
+    ) -> None:
+        """Two processes writing at the same time (single asserts, batches, retracts, forgets)
+        leave one valid chain: every event has the next sequence number, every link and leaf
+        verifies, and the head both see is the last event's.
+
+        Troubleshooting: the ledger reads the chain head inside the write section, so
+        ``last_event`` must see the other process's committed writes there (no cached or
+        snapshot read), and the section must exclude the other process until its commit.
+        """
+        from agent_custody_state.ledger.verify import verify_lines
+
+        w1, w2, _ = workers
+        rounds = 15
+        for worker in (w1, w2):
+            worker.send("mixed", {"n": rounds})
+        for worker in (w1, w2):
+            status, detail = worker.receive()
+            assert status == "ok", detail
+        with Ledger(shared_location) as here:
+            assert here.count() == 2 * rounds * 5
+            report = verify_lines(here.backend.stored_events())
+            assert report.ok, report.problems[:5]
+            assert report.events == here.count() and report.genesis == 1
+            assert here.chain_head().hash == report.head

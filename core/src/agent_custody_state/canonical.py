@@ -122,7 +122,16 @@ def js_key_order(obj: dict[str, Any], *, sort: bool) -> list[str]:
 
 
 def canonical_json(value: Any) -> str:
-    """Return the canonical JSON text of a JSON value, byte-compatible with the TypeScript side."""
+    """Return the canonical JSON text of a JSON value, byte-compatible with the TypeScript side.
+
+    ``json.dumps(sort_keys=True)`` (C speed) is used when it provably agrees: the conditions of
+    ``js_json``'s fast path, and no character outside the Basic Multilingual Plane (Python sorts
+    keys by code point, JavaScript by UTF-16 code unit; the two orders differ only there).
+    """
+    if _plain(value):
+        text = _SORTED(value)
+        if not _SURROGATE.search(text) and (text.isascii() or max(text) <= "\uffff"):
+            return text
     parts: list[str] = []
     _encode(value, parts, True)
     return "".join(parts)
@@ -148,6 +157,9 @@ def js_json(value: Any) -> str:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SORTED = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), check_circular=False
+).encode
 _SAFE_INT = 2**53
 
 

@@ -13,6 +13,7 @@ and a variable that is named but not set stops the server at startup, naming it.
     key_store = "/keys/ledger.keys"       # optional; crypto-shred only, default beside the ledger
     retention = "org=P365D,team:*=P90D"
     key = "memory.key"
+    checkpoint_every = 1000
 
     [server]
     transport = "http"
@@ -36,13 +37,14 @@ import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import Path, PurePath
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -100,6 +102,8 @@ class ServerConfig(BaseModel):
     body_timeout: float = Field(default=30, gt=0)
     max_connections: int = Field(default=512, ge=1)
     backlog: int = Field(default=256, ge=1)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
 
 
 class VerifyConfig(BaseModel):
@@ -119,6 +123,8 @@ class StoreConfig(BaseModel):
     name: str = Field(min_length=1)
     type: str = Field(min_length=1)
     mirror: bool = True
+    #: the config file's folder when this table came from the file (paths resolve against it)
+    _folder: Path | None = PrivateAttr(default=None)
 
     def settings(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -139,6 +145,10 @@ class MemoryConfig(BaseSettings):
     key_store: str | None = None
     retention: str | dict[str, str] | None = None
     key: str | None = None
+    #: sign a chain checkpoint with ``key`` every this many events (``docs/proofs.md``)
+    checkpoint_every: int | None = Field(default=None, ge=1)
+    #: where checkpoints go when not the ledger's own place (``<ledger>.checkpoints``, a table)
+    checkpoints: str | None = None
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     verify: VerifyConfig = Field(default_factory=lambda: VerifyConfig())
     stores: list[StoreConfig] = Field(default_factory=list)
@@ -244,15 +254,52 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
 
 
 def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> None:
-    """A relative ``ledger``, ``key`` or ``key_store`` written in the file is relative to the file,
-    so a gateway can spawn the server from any working directory; the same value from a flag or
-    the environment stays relative to the working directory."""
-    for key in ("ledger", "key", "key_store"):
+    """A relative ``ledger``, ``key``, ``key_store`` or ``checkpoints`` written in the file is
+    relative to the file, so a gateway can spawn the server from any working directory; the same
+    value from a flag or the environment stays relative to the working directory."""
+    for key in ("ledger", "key", "key_store", "checkpoints"):
         value = getattr(config, key)
         if value is None or raw.get(key) != value or _is_location_url(value):
             continue
         if not Path(value).is_absolute():
             setattr(config, key, str(folder / value))
+    tables = raw.get("stores")
+    if isinstance(tables, list):
+        for index, store in enumerate(config.stores):
+            # Only a table exactly as the file wrote it (not one the environment replaced).
+            if index < len(tables) and tables[index] == store.model_dump(exclude_unset=True):
+                store._folder = folder
+
+
+def is_path_setting(field: Any) -> bool:
+    """Whether a settings model field names a file or folder: typed ``ConfigPath`` (from
+    ``agent_custody_state.plugin``) or ``pathlib.Path``, optional or not."""
+    from agent_custody_state.stores.kit import PATH_SETTING
+
+    def marked(annotation: Any) -> bool:
+        if isinstance(annotation, type) and issubclass(annotation, PurePath):
+            return True
+        if get_origin(annotation) is Annotated:
+            if any(m is PATH_SETTING for m in annotation.__metadata__):
+                return True
+            return marked(get_args(annotation)[0])
+        return any(marked(arg) for arg in get_args(annotation))
+
+    return any(m is PATH_SETTING for m in field.metadata) or marked(field.annotation)
+
+
+def _anchor_settings(raw: dict[str, Any], model: Any, folder: Path | None) -> dict[str, Any]:
+    """``raw`` with each relative path setting resolved against the config file's folder."""
+    if folder is None or model is None:
+        return raw
+    out = dict(raw)
+    for name, field in model.model_fields.items():
+        value = out.get(name)
+        if not isinstance(value, str) or not value or _is_location_url(value):
+            continue
+        if not Path(value).is_absolute() and is_path_setting(field):
+            out[name] = str(folder / value)
+    return out
 
 
 def _is_location_url(value: str) -> bool:
@@ -290,6 +337,7 @@ def build_stores(configs: list[StoreConfig]) -> list[Any]:
                 env_secret(value, f"{where} {key}")
         try:
             model = resolve_ref(spec.settings) if spec.settings is not None else None
+            raw = _anchor_settings(raw, model, table._folder)
             settings = model.model_validate(raw) if model is not None else raw
         except ValidationError as exc:
             raise ConfigError(f"{where}: {_describe(exc)}") from None

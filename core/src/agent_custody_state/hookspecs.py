@@ -77,6 +77,9 @@ class RegisterStore(Protocol):
         :param settings: ``"module:Model"`` or a pydantic model class validating the table's keys.
             Secrets are never values in the file: the model names environment variables
             (``api_key_env``) and the factory reads them, failing with the variable's name.
+            A field typed ``ConfigPath`` (from ``agent_custody_state.plugin``) or
+            ``pathlib.Path`` names a file or folder: a relative value written in the config
+            file is resolved against the file's folder before validation.
         :param description: One line for ``agent-custody-memory plugins``.
         """
 

@@ -21,6 +21,8 @@ from agent_custody_state.ledger.backend import (
     EventBackendError,
     ReentrantTransactions,
 )
+from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.files import (
     PRIVATE_MODE,
     check_folder,
@@ -51,13 +53,16 @@ from agent_custody_state.stores.base import (
     custody_metadata,
     fact_text,
 )
-from agent_custody_state.stores.kit import call_sdk, poll, run_sync, secret_from_env
+from agent_custody_state.stores.kit import ConfigPath, call_sdk, poll, run_sync, secret_from_env
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
     "KEY_BYTES",
     "PRIVATE_MODE",
     "AssertEvent",
+    "ChainHead",
+    "CheckpointLog",
+    "ConfigPath",
     "ConfirmEvent",
     "Event",
     "EventBackend",

@@ -54,7 +54,10 @@ def test_stdio_answers_what_it_read_then_exits_0(tmp_path: Path, sig: signal.Sig
     proc.stdin.flush()
     first = proc.stdout.readline()  # the initialize answer: the server is reading
     assert json.loads(first)["id"] == 0
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while b'"value":"v"' not in (ledger.read_bytes() if ledger.exists() else b""):
+        assert time.monotonic() < deadline, "the write never reached the ledger"
+        time.sleep(0.01)
     proc.send_signal(sig)  # stdin stays open: only the signal can end it
     out, err = proc.communicate(timeout=30)
     replies = [json.loads(line) for line in out.splitlines() if line.strip()]

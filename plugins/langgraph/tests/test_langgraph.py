@@ -155,3 +155,28 @@ def test_postgres_store_survives_dropped_connections(
         assert anyio.run(store.verify_removed, second.fact_id, second) is False
     finally:
         store.close()
+
+
+def test_a_relative_sqlite_path_is_relative_to_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_custody_state.config import build_stores, load_config
+
+    etc = tmp_path / "etc"
+    (etc / "data").mkdir(parents=True)
+    config = etc / "memory.toml"
+    config.write_text(
+        '[[stores]]\nname = "langmem"\ntype = "langgraph"\nbackend = "sqlite"\n'
+        'path = "data/langmem.sqlite"\n'
+    )
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("AGENT_CUSTODY_BLOCK_PLUGINS", raising=False)
+    (store,) = build_stores(load_config(config).stores)
+    try:
+        anyio.run(store.put, make_fact())
+    finally:
+        store.close()
+    assert (etc / "data" / "langmem.sqlite").is_file()
+    assert list(elsewhere.iterdir()) == []

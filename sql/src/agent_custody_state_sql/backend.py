@@ -24,13 +24,22 @@ Design notes, because each was a choice:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from agent_custody_state.plugin import AssertEvent, Event, ForgetEvent, Forgotten, forget_assert
+from agent_custody_state.plugin import (
+    AssertEvent,
+    ChainHead,
+    Event,
+    ForgetEvent,
+    Forgotten,
+    forget_assert,
+)
+from agent_custody_state_sql.checkpoints import SqlCheckpointLog
 from agent_custody_state_sql.decoding import decode
 from agent_custody_state_sql.migration import SchemaSetup
 from agent_custody_state_sql.queries import Statements
@@ -218,6 +227,45 @@ class SqlEventBackend(SchemaSetup):
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]
+
+    # -- the chain -----------------------------------------------------------------------------
+
+    def last_event(self) -> Event | None:
+        rows = self._rows(self._q.last)
+        return self._decode(rows)[0] if rows else None
+
+    def chain_head(self) -> ChainHead:
+        """The head recorded on the last row, read from its JSON without building the event
+        (every chained append asks this inside its write section)."""
+        rows = self._rows(self._q.last)
+        if not rows:
+            return ChainHead(0, "0" * 64, chained=False)
+        try:
+            record = json.loads(rows[0][1]).get("chain")
+        except (ValueError, AttributeError):
+            record = None
+        if (
+            isinstance(record, dict)
+            and type(record.get("seq")) is int
+            and isinstance(record.get("head"), str)
+            and len(record["head"]) == 64
+        ):
+            return ChainHead(record["seq"], record["head"])
+        return super().chain_head()  # no record on the last row: the genesis, computed once
+
+    def stored_events(self) -> Iterator[str]:
+        """The stored JSON text of each event, in pages (``verify`` parses it itself)."""
+        last = 0
+        while True:
+            rows = self._rows(self._q.page, {"after": last, "n": PAGE})
+            for row in rows:
+                yield row[1]
+            if len(rows) < PAGE:
+                return
+            last = rows[-1][0]
+
+    def checkpoint_log(self) -> SqlCheckpointLog:
+        return SqlCheckpointLog(self)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, "table": self._qualified}

@@ -67,6 +67,10 @@ class Statements:
             ).order_by(seq)
         )
         self.count = p(sa.select(sa.func.count()).select_from(t))
+        # The row with the highest seq, as one primary-key probe (max of the key is read from
+        # its end) rather than an ordered scan.
+        top = sa.select(sa.func.max(seq)).scalar_subquery()
+        self.last = p(base.where(seq == top))
         self.page = p(
             base.where(seq > sa.bindparam("after")).order_by(seq).limit(sa.bindparam("n"))
         )

@@ -14,7 +14,8 @@ paragraph says what to look at when it fails.
 
 The rules come in groups, one module each: ``asserts`` (SPEC 2.1, 1.3), ``reads`` (2.2),
 ``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, atomicity), ``shred`` (crypto-shred
-mode over the backend and its key store), and the property-based comparison with the reference
+mode over the backend and its key store), ``chain`` (the tamper-evident chain: last event,
+stored events, forget, genesis, checkpoints), and the property-based comparison with the reference
 backend (``..property``); ``base`` holds the fixtures they share. A backend whose default key
 store needs preparing overrides the ``key_store_factory`` fixture (see ``shred``).
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 from ..property import PropertyChecks
 from .asserts import AssertRules
 from .base import BackendRules, StoreFactory
+from .chain import ChainRules
 from .mutations import MutationRules
 from .persistence import PersistenceRules
 from .reads import ReadRules
@@ -33,7 +35,7 @@ __all__ = ["BackendRules", "EventBackendConformance", "KeyStoreFactory", "StoreF
 
 
 class EventBackendConformance(
-    AssertRules, ReadRules, MutationRules, PersistenceRules, ShredRules, PropertyChecks
+    AssertRules, ReadRules, MutationRules, PersistenceRules, ShredRules, ChainRules, PropertyChecks
 ):
     """The event-backend suite. Override ``store_factory``; everything else is inherited."""
 

@@ -27,7 +27,8 @@ class AssertRules(BackendRules):
     @rule("EB-2.1-defaults")
     def test_assert_defaults(self, ledger: Ledger) -> None:
         """An assert gets source {receiptId: null}, provenance claimed, confidence null and
-        validFrom equal to its txTime; the wire dict has SPEC 1.1 key order.
+        validFrom equal to its txTime; the wire dict has SPEC 1.1 key order (the chain's keys
+        after it).
 
         Troubleshooting: the store must return the fact exactly as appended; check that the json
         you persist is ``event.to_json()`` and that you decode it with ``event_from_dict``.
@@ -51,8 +52,12 @@ class AssertRules(BackendRules):
             "validFrom",
             "validTo",
             "confidence",
+            # The chain's keys come after the SPEC keys (docs/proofs.md).
+            "valueSalt",
+            "valueCommitment",
         ]
-        assert list(event.to_dict()) == ["eventId", "kind", "txTime", "fact", "supersedes"]
+        wire = ["eventId", "kind", "txTime", "fact", "supersedes"]
+        assert list(event.to_dict()) == [*wire, "chain"]
 
     @rule("EB-2.1-1")
     def test_supersede_unknown(self, ledger: Ledger) -> None:

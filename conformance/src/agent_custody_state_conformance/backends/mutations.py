@@ -100,8 +100,8 @@ class MutationRules(BackendRules):
     @rule("EB-2.5-digest")
     def test_forget_digests(self, store_factory: StoreFactory, clock: StepClock) -> None:
         """sha256 of the canonical JSON by default, HMAC-SHA256 with a forget key, none when
-        keep_digest is false; the assert is rewritten (value null, forgotten appended) and
-        nothing else changes.
+        keep_digest is false; the assert is rewritten (value null, its chain salt erased,
+        forgotten after the SPEC keys) and nothing else changes.
 
         Troubleshooting: persist the rewritten assert exactly as ``forget_assert`` builds it.
         """
@@ -115,13 +115,15 @@ class MutationRules(BackendRules):
             assert (f.value_digest, f.digest_kind) == (expected, "sha256")
             after = ledger.history(a.fact_id)[0].to_dict()
             before["fact"]["value"] = None
+            assert before["fact"].pop("valueSalt")  # erased with the value (docs/proofs.md)
             before["fact"]["forgotten"] = {
                 "valueDigest": expected,
                 "digestKind": "sha256",
                 "at": f.tx_time,
             }
             assert after == before
-            assert list(after["fact"])[-1] == "forgotten"
+            keys = list(after["fact"])
+            assert keys[keys.index("confidence") + 1] == "forgotten"
             kept = ledger.get(other.fact_id)
             assert kept is not None and kept.value == "untouched"
             b = self._assert(ledger, subject="n", value="x")

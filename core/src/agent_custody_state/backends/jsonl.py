@@ -24,6 +24,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
+from agent_custody_state.backends.jsonl_lines import stored_lines
 from agent_custody_state.backends.jsonl_recovery import Recovery, write_all
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
 from agent_custody_state.backends.keystore_file import FileKeyStore
@@ -32,6 +33,7 @@ from agent_custody_state.ledger.backend import (
     EventBackendError,
     ReentrantTransactions,
 )
+from agent_custody_state.ledger.checkpoints import FileCheckpointLog
 from agent_custody_state.ledger.files import check_folder, open_private
 from agent_custody_state.ledger.model import (
     AssertEvent,
@@ -393,6 +395,17 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
     def iter_events(self) -> Iterator[Event]:
         self.refresh()
         return iter(list(self._index.events))
+
+    def last_event(self) -> Event | None:
+        self.refresh()
+        return self._index.events[-1] if len(self._index) else None
+
+    def stored_events(self) -> Iterator[bytes]:
+        return stored_lines(self.path, self._lock_fd)
+
+    def checkpoint_log(self) -> FileCheckpointLog:
+        """``<file>.checkpoints``: signed notes beside the ledger (``ledger.checkpoints``)."""
+        return FileCheckpointLog(f"{self.path}.checkpoints")
 
     def close(self) -> None:
         if not self._closed:

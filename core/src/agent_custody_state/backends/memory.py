@@ -11,6 +11,7 @@ from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.backends.keystore_memory import MemoryKeyStore
 from agent_custody_state.ledger.backend import EventBackend, ReentrantTransactions
+from agent_custody_state.ledger.checkpoints import MemoryCheckpointLog
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
@@ -29,6 +30,7 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         self._start = 0
         self._undo: list[tuple[int, Event]] = []
         self._keys: MemoryKeyStore | None = None
+        self._checkpoints = MemoryCheckpointLog()
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 
@@ -85,3 +87,9 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         if self._keys is None:
             self._keys = MemoryKeyStore(f"{self.location} (keys)")
         return self._keys
+
+    def last_event(self) -> Event | None:
+        return self._index.events[-1] if len(self._index) else None
+
+    def checkpoint_log(self) -> MemoryCheckpointLog:
+        return self._checkpoints

@@ -1,81 +1,59 @@
 """``agent-custody-memory``: the command line (SPEC 5).
 
-Errors print ``error: <message>`` on stderr and exit 1; usage errors exit 2 (argparse). The
-ledger's commands live in ``ledger_commands``, the server's (``serve``, ``keygen``, ``demo``) in
-``serve``; every command imports what it needs when it runs, so ``--help`` stays fast.
+Errors print ``error: <message>`` on stderr and exit 1; usage errors exit 2 (argparse). Each
+group of commands lives in its own module and adds itself to the parser through its
+``add_commands(sub)``: ``inspect`` (facts, history, timeline, show), ``ledger_commands``
+(export, import, repair, plugins), ``sweep``, ``proofs`` (verify, checkpoint), ``serve`` (serve, keygen, demo),
+``extras`` (blast, explain, pack, review, eval). Every command
+imports what it needs when it runs, so ``--help`` stays fast: importing this package imports
+neither the server, pydantic, mcp, SQLAlchemy nor rich (a test holds it to that).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
-from agent_custody_state.cli import ledger_commands
-from agent_custody_state.cli.common import CliError, add_forget_mode_flags
-from agent_custody_state.cli.extras import add_commands as add_extras_commands
-from agent_custody_state.cli.serve import add_commands as add_server_commands
+from agent_custody_state.cli import extras, inspect, ledger_commands, proofs, serve, sweep
+from agent_custody_state.cli.common import CliError
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.plugins import PluginError
+from agent_custody_state.version import __version__
 
 __all__ = ["CliError", "build_parser", "main"]
+
+#: The command groups, in the order ``--help`` lists them.
+COMMAND_GROUPS = (inspect, ledger_commands, sweep, proofs, serve, extras)
+
+_EPILOG = """\
+a ledger is a .jsonl file, a .sqlite/.db file or a postgresql://... URL; times are RFC 3339
+with an offset, e.g. 2026-01-01T00:00:00Z or 2026-01-01T09:00:00+09:00.
+
+examples:
+  agent-custody-memory facts --ledger memory.sqlite --subject user:42
+  agent-custody-memory timeline user:42 --ledger memory.sqlite
+  agent-custody-memory sweep --config memory.toml --reason "retention" --dry-run
+  agent-custody-memory serve --config memory.toml
+
+each command has its own help: agent-custody-memory COMMAND --help (docs/cli.md has more)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-custody-memory",
         description="Governed memory for AI agents: the custody ledger and its MCP server.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("plugins", help="list installed plugins, event backends and store types")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=ledger_commands.cmd_plugins)
-
-    p = sub.add_parser("export", help="write every event of a ledger as JSONL")
-    p.add_argument("--ledger", required=True, help="an existing ledger (path or URL)")
-    p.add_argument(
-        "--out",
-        required=True,
-        metavar="FILE",
-        help="the JSONL file to write, or - for standard output",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing file, or write through a symbolic link",
-    )
-    add_forget_mode_flags(p)
-    p.set_defaults(func=ledger_commands.cmd_export)
-
-    p = sub.add_parser("import", help="load a JSONL export into an empty ledger")
-    p.add_argument("--ledger", required=True)
-    p.add_argument("--from", dest="source", required=True)
-    add_forget_mode_flags(p)
-    p.set_defaults(func=ledger_commands.cmd_import)
-
-    p = sub.add_parser("sweep", help="forget every fact learned before an instant")
-    p.add_argument("--ledger", required=True)
-    p.add_argument("--before", required=True)
-    p.add_argument("--reason", required=True)
-    p.add_argument("--space")
-    p.add_argument("--actor", default="agent-custody-memory")
-    p.add_argument("--no-digest", action="store_true")
-    p.add_argument("--forget-key-env", metavar="NAME")
-    p.add_argument("--config", help="server config file: also remove from its stores")
-    add_forget_mode_flags(p)
-    p.set_defaults(func=ledger_commands.cmd_sweep)
-
-    p = sub.add_parser(
-        "repair", help="cut off a torn final JSONL line (recorded by length and sha256)"
-    )
-    p.add_argument("--ledger", required=True)
-    add_forget_mode_flags(p)
-    p.set_defaults(func=ledger_commands.cmd_repair)
-
-    add_server_commands(sub)
-    add_extras_commands(sub)
+    for group in COMMAND_GROUPS:
+        group.add_commands(sub)
     return parser
 
 
@@ -94,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    except BrokenPipeError:
+        # `... | head`: the reader left; say nothing more and leave no traceback at exit.
+        _silence_stdout()
+        return 1
     except OSError as exc:
         print(f"error: {describe_os_error(exc)}", file=sys.stderr)
         return 1
@@ -105,3 +87,11 @@ def describe_os_error(exc: OSError) -> str:
     """``<file>: <what went wrong>`` instead of Python's ``[Errno 21] Is a directory: 'x'``."""
     what = exc.strerror or str(exc)
     return f"{exc.filename}: {what}" if exc.filename else what
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -1,4 +1,4 @@
-"""What every command shares: the one-line error, finding and opening a ledger safely.
+"""What every command shares: the one-line error, finding and opening a ledger safely, times.
 
 Commands never create a folder (a missing one is usually an unmounted volume or a typo), and the
 commands that only read or clean a ledger (``export``, ``sweep``, ``repair``) never create a
@@ -70,3 +70,31 @@ def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **kwargs: 
     if kwargs.get("key_store") is not None and kwargs.get("forget_mode") is None:
         kwargs["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
     return Ledger(args.ledger, **kwargs)
+
+
+#: What a ledger location may be (the start of every ``--ledger`` help).
+LEDGER_KINDS = "the ledger: a .jsonl or .sqlite/.db file, or postgresql://user@host/db?table=name"
+LEDGER_HELP = f"{LEDGER_KINDS}; it must exist (this command never creates one)"
+
+TIME_FORMAT = "RFC 3339 with an offset, e.g. 2026-01-01T00:00:00Z or 2026-01-01T09:00:00+09:00"
+
+
+def add_ledger_argument(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """``--ledger LOCATION`` with the help every reading command shares."""
+    parser.add_argument("--ledger", required=required, metavar="LOCATION", help=LEDGER_HELP)
+
+
+def add_json_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what} as JSON instead")
+
+
+def time_option(value: str | None, flag: str) -> str | None:
+    """A time flag in the wire form, or a one-line error naming the flag and the format."""
+    if value is None:
+        return None
+    from agent_custody_state.timeutil import TimeFormatError, normalize_time
+
+    try:
+        return normalize_time(value)
+    except TimeFormatError as exc:
+        raise CliError(f"{flag}: {exc}") from None

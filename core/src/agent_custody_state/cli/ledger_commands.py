@@ -1,61 +1,138 @@
-"""The ledger's own commands: ``plugins``, ``export``, ``import``, ``sweep``, ``repair``.
+"""The ledger's own commands: ``export``, ``import``, ``repair``, ``plugins``.
 
-Each prints what the flows and the ledger report; none holds logic of its own.
+Each prints what the ledger and the plugin manager report; none holds logic of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.cli.common import CliError, check_location, open_ledger
+from agent_custody_state.cli.common import (
+    LEDGER_KINDS,
+    CliError,
+    add_forget_mode_flags,
+    add_json_argument,
+    add_ledger_argument,
+    check_location,
+    open_ledger,
+)
+from agent_custody_state.cli.progress import progress_bars
 from agent_custody_state.plugins import get_plugin_manager, resolve_ref
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
+    """List plugins; exit 1 when one failed to load (a blocked one is no failure)."""
     manager = get_plugin_manager()
+    failed = [p for p in manager.plugins.values() if p.error and not p.blocked]
     if args.json:
-        data = [
-            {
-                "name": p.name,
-                "distribution": p.distribution,
-                "version": p.version,
-                "registers": p.registers,
-                "error": p.error,
-            }
-            for p in manager.plugins.values()
-        ]
-        print(json.dumps(data, indent=2))
-        return 0
+        from agent_custody_state.cli.render import print_json
+
+        print_json([_plugin_json(manager, p) for p in manager.plugins.values()])
+        for problem in manager.errors:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1 if failed or manager.errors else 0
     for info in manager.plugins.values():
-        status = f"FAILED: {info.error}" if info.error else ", ".join(info.registers) or "nothing"
+        if info.blocked:
+            status = "blocked (AGENT_CUSTODY_BLOCK_PLUGINS)"
+        elif info.error:
+            status = f"FAILED: {info.error}"
+        else:
+            status = ", ".join(info.registers) or "nothing"
         print(f"{info.name:<16} {info.distribution} {info.version}  {status}")
     if manager.stores:
         print("\nstore types:")
         for spec in manager.stores.values():
             print(f"  {spec.type_name:<12} ({spec.plugin}) {spec.description}")
-            fields = _settings_fields(spec.settings)
-            if fields:
-                print(f"  {'':<12} settings: {', '.join(fields)}")
+            settings = _settings_schema(spec.settings)
+            if "settingsError" in settings:
+                print(f"  {'':<12} settings: (unavailable: {settings['settingsError']})")
+            elif settings["settings"]:
+                names = [f"{f['name']}{'' if f['required'] else '?'}" for f in settings["settings"]]
+                print(f"  {'':<12} settings: {', '.join(names)}")
     if manager.errors:
         print("\nproblems:")
         for err in manager.errors:
             print(f"  {err}")
+    if failed or manager.errors:
+        which = ", ".join(p.name for p in failed) or "see problems above"
+        print(f"error: plugins failed to load: {which}", file=sys.stderr)
+        return 1
     return 0
 
 
-def _settings_fields(settings: Any) -> list[str]:
+def _plugin_json(manager: Any, info: Any) -> dict[str, Any]:
+    """One plugin: what it is, whether it loaded, and what it registered (store types with
+    their settings)."""
+    return {
+        "name": info.name,
+        "distribution": info.distribution,
+        "version": info.version,
+        "status": "blocked" if info.blocked else "failed" if info.error else "loaded",
+        "registers": info.registers,
+        "error": info.error,
+        "eventBackends": [
+            {
+                "name": b.name,
+                "schemes": list(b.schemes),
+                "suffixes": list(b.suffixes),
+                "description": b.description,
+            }
+            for b in manager.backends.values()
+            if b.plugin == info.name
+        ],
+        "stores": [
+            {"type": s.type_name, "description": s.description, **_settings_schema(s.settings)}
+            for s in manager.stores.values()
+            if s.plugin == info.name
+        ],
+    }
+
+
+def _settings_schema(settings: Any) -> dict[str, Any]:
+    """``{"settings": [{name, type, required, default, description, path}]}`` of a store
+    type's settings model, or ``{"settingsError": ...}`` when it cannot be imported."""
     if settings is None:
-        return []
+        return {"settings": []}
     try:
+        from agent_custody_state.config import is_path_setting
+
         model = resolve_ref(settings)
-        return [f"{name}{'' if f.is_required() else '?'}" for name, f in model.model_fields.items()]
+        fields = []
+        for name, field in model.model_fields.items():
+            required = field.is_required()
+            default = None if required or field.default_factory else field.default
+            fields.append(
+                {
+                    "name": name,
+                    "type": _type_name(field.annotation),
+                    "required": required,
+                    "default": default if _is_json(default) else repr(default),
+                    "description": field.description or "",
+                    "path": is_path_setting(field),
+                }
+            )
+        return {"settings": fields}
     except Exception as exc:  # the settings module may need the vendor SDK
-        return [f"(unavailable: {type(exc).__name__}: {exc})"]
+        return {"settingsError": f"{type(exc).__name__}: {exc}"}
+
+
+def _type_name(annotation: Any) -> str:
+    text = getattr(annotation, "__name__", None)
+    if text and not getattr(annotation, "__args__", None):
+        return str(text)
+    return str(annotation).replace("typing.", "")
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -63,11 +140,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     check_location(args.ledger, must_exist=True)
     target = resolve_output(args.out, force=args.force)
-    with open_ledger(args) as ledger, output_file(target) as fh:
+    with open_ledger(args) as ledger, output_file(target) as fh, progress_bars() as bars:
+        advance = bars.add("exporting", total=ledger.count() if bars.on else None)
         count = 0
         for event in ledger.export():
             fh.write(event.to_json() + "\n")
             count += 1
+            advance(1)
     where = "standard output" if target is None else args.out
     print(f"exported {count} events from {ledger.location} to {where}", file=sys.stderr)
     return 0
@@ -83,9 +162,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             + ("is a folder; name the JSONL export file" if source.is_dir() else "no such file")
         )
 
-    def events() -> Any:
+    def events(advance: Any) -> Any:
         with open(source, "rb") as fh:
             for number, raw in enumerate(fh, 1):
+                advance(len(raw))
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
@@ -100,65 +180,18 @@ def cmd_import(args: argparse.Namespace) -> int:
                 except ValueError as exc:
                     raise CliError(f"{source}:{number}: {exc}") from None
 
+    def counted(batch: list[Any], advance: Any) -> Any:
+        for event in batch:
+            yield event
+            advance(1)
+
     # Read everything first: a bad line must not leave a half-imported ledger.
     check_location(args.ledger, must_exist=False)
-    batch = list(events())
-    with open_ledger(args, must_exist=False) as ledger:
-        count = ledger.import_events(batch)
+    with progress_bars() as bars:
+        batch = list(events(bars.add("reading (bytes)", total=source.stat().st_size)))
+        with open_ledger(args, must_exist=False) as ledger:
+            count = ledger.import_events(counted(batch, bars.add("importing", total=len(batch))))
     print(f"imported {count} events into {ledger.location}", file=sys.stderr)
-    return 0
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    """Sweep through the flows: with ``--config`` the configured stores are cleaned too."""
-    import anyio
-
-    from agent_custody_state.config import ConfigError, build_stores, env_secret, load_config
-    from agent_custody_state.server.shapes import sweep_shape
-    from agent_custody_state.stores.flows import Custody
-    from agent_custody_state.stores.storeset import VerifyPolicy
-    from agent_custody_state.timeutil import TimeFormatError, normalize_time
-
-    try:
-        before = normalize_time(args.before)
-    except TimeFormatError as exc:
-        raise CliError(f"--before: {exc}") from None
-    forget_key = os.environ.get(args.forget_key_env) if args.forget_key_env else None
-    check_location(args.ledger, must_exist=True)
-    config = None
-    mode: dict[str, Any] = {}
-    if args.config:
-        try:
-            config = load_config(args.config)
-        except ConfigError as exc:
-            raise CliError(str(exc)) from None
-        if config.forget_mode == "crypto-shred":
-            mode = {"forget_mode": "crypto-shred", "key_store": config.key_store}
-    with open_ledger(args, forget_key=forget_key, **mode) as ledger:
-        stores: list[Any] = []
-        verify = None
-        if config is not None:
-            try:
-                if config.forget_key_env and ledger.forget_key is None:
-                    ledger.forget_key = env_secret(config.forget_key_env, "forget_key_env")
-                stores = build_stores(config.stores)
-            except ConfigError as exc:
-                raise CliError(str(exc)) from None
-            verify = VerifyPolicy(config.verify.attempts, config.verify.delay_ms / 1000)
-        custody = Custody(ledger, stores, verify=verify)
-        report = anyio.run(
-            lambda: custody.sweep(
-                before=before,
-                space=args.space,
-                actor=args.actor,
-                reason=args.reason,
-                keep_digest=not args.no_digest,
-            )
-        )
-    print(json.dumps(sweep_shape(report), indent=2))
-    problems = report.problems()
-    if problems:
-        raise CliError(f"erased from the ledger, but still held by {'; '.join(problems)}")
     return 0
 
 
@@ -170,3 +203,64 @@ def cmd_repair(args: argparse.Namespace) -> int:
     else:
         print("\n".join(repairs) if repairs else f"{args.ledger}: nothing to repair")
     return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``export``, ``import``, ``repair`` and ``plugins`` to the parser."""
+    p = sub.add_parser(
+        "export",
+        help="write every event of a ledger as JSONL (any backend)",
+        epilog="example: agent-custody-memory export --ledger memory.sqlite --out audit.jsonl",
+    )
+    add_ledger_argument(p)
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="the JSONL file to write (owner-only, written atomically), or - for standard output",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing file, or write through a symbolic link",
+    )
+    add_forget_mode_flags(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "import",
+        help="load a JSONL export into an empty ledger",
+        epilog="example: agent-custody-memory import --ledger memory.sqlite --from audit.jsonl",
+    )
+    p.add_argument(
+        "--ledger",
+        required=True,
+        metavar="LOCATION",
+        help=f"{LEDGER_KINDS}; empty or new (a new file is created, never a folder)",
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="FILE",
+        help="a JSONL export (one event per line, UTF-8); nothing is written if a line is bad",
+    )
+    add_forget_mode_flags(p)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser(
+        "repair", help="cut off a torn final JSONL line (recorded by length and sha256)"
+    )
+    add_ledger_argument(p)
+    add_forget_mode_flags(p)
+    p.set_defaults(func=cmd_repair)
+
+    p = sub.add_parser(
+        "plugins",
+        help="list installed plugins, event backends and store types (exit 1 if one failed)",
+        description="Installed plugins and what each registers. Exits 1 when a plugin failed "
+        "to load; a plugin blocked by AGENT_CUSTODY_BLOCK_PLUGINS is shown as blocked and is "
+        "no failure.",
+    )
+    add_json_argument(p, "plugins, event backends and store types with their settings")
+    p.set_defaults(func=cmd_plugins)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agent_custody_state.cli.common import CliError, add_forget_mode_flags
+from agent_custody_state.cli.common import LEDGER_KINDS, CliError, add_forget_mode_flags
+from agent_custody_state.cli.logs import FORMATS, LEVELS
 
 #: ``[server]`` limits that have a flag of the same name (``--max-value-elements`` ...).
 LIMIT_FLAGS = (
@@ -32,7 +33,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Only the flags actually given: an absent flag must not mask the file or environment."""
     top = {
         k: getattr(args, k)
-        for k in ("ledger", "key", "forget_key_env", "forget_mode", "key_store", "retention")
+        for k in (
+            "ledger",
+            "key",
+            "forget_key_env",
+            "forget_mode",
+            "key_store",
+            "retention",
+            "checkpoint_every",
+        )
         if getattr(args, k) is not None
     }
     server: dict[str, Any] = {}
@@ -40,7 +49,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         server["transport"] = "http"
     if args.transport is not None:
         server["transport"] = args.transport
-    for name in ("host", "port", "max_request_bytes", "max_concurrency", *LIMIT_FLAGS):
+    for name in (
+        "host",
+        "port",
+        "max_request_bytes",
+        "max_concurrency",
+        "log_level",
+        "log_format",
+        *LIMIT_FLAGS,
+    ):
         if getattr(args, name) is not None:
             server[name] = getattr(args, name)
     if args.allow_direct:
@@ -67,6 +84,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = None
     try:
         config = load_config(args.config, **_overrides(args))
+        from agent_custody_state.cli.logs import configure_logging
+
+        configure_logging(config.server.log_level, config.server.log_format)
         if config.ledger and is_path(config.ledger):
             check_location(config.ledger, must_exist=False)
         if config.server.transport == "http":
@@ -196,14 +216,49 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     """Add ``serve``, ``keygen`` and ``demo`` to the ``agent-custody-memory`` parser."""
-    p = sub.add_parser("serve", help="run the MCP memory server (stdio, or Streamable HTTP)")
-    p.add_argument("--config", metavar="FILE", help="TOML config file (see docs/configuration.md)")
-    p.add_argument("--ledger", help="ledger location: a .jsonl path, .sqlite/.db, postgres://...")
-    p.add_argument("--key", metavar="K", help="Ed25519 private key (PKCS8 PEM) to sign results")
-    p.add_argument("--forget-key-env", metavar="NAME", help="variable holding the forget key")
+    p = sub.add_parser(
+        "serve",
+        help="run the MCP memory server (stdio, or Streamable HTTP)",
+        description="Serve the ten memory.* tools over stdio (default: the spawning process is "
+        "the gateway) or Streamable HTTP at /mcp. Flags override the config file, which "
+        "overrides AGENT_CUSTODY_* variables. Logs go to standard error.",
+        epilog="examples:\n"
+        "  agent-custody-memory serve --ledger memory.sqlite\n"
+        "  agent-custody-memory serve --config memory.toml --http --port 8790 "
+        "--token-env MEMORY_TOKEN --log-format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (docs/configuration.md); relative paths in it are relative to it",
+    )
+    p.add_argument(
+        "--ledger",
+        metavar="LOCATION",
+        help=f"{LEDGER_KINDS}; a new one is created (in an existing folder)",
+    )
+    p.add_argument(
+        "--key",
+        metavar="FILE",
+        help="Ed25519 private key (PKCS8 PEM, from keygen) to sign results",
+    )
+    p.add_argument(
+        "--forget-key-env",
+        metavar="NAME",
+        help="environment variable holding the forget key (HMAC digests of forgotten values)",
+    )
     add_forget_mode_flags(p)
     p.add_argument(
-        "--retention", metavar="SPEC", help="retention windows, e.g. org=P365D,team:*=P90D"
+        "--checkpoint-every",
+        type=int,
+        metavar="N",
+        help="sign a chain checkpoint with --key every N events",
+    )
+    p.add_argument(
+        "--retention",
+        metavar="SPEC",
+        help="retention windows as space=ISO 8601 duration, e.g. org=P365D,team:*=P90D",
     )
     p.add_argument(
         "--allow-direct",
@@ -233,8 +288,26 @@ def add_commands(sub: Any) -> None:
         metavar="NAME[:PORT]",
         help="another Host name this server answers to (repeatable)",
     )
-    p.add_argument("--max-request-bytes", type=int, metavar="N", help="message size limit")
-    p.add_argument("--max-concurrency", type=int, metavar="N", help="HTTP calls in flight")
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        metavar="N",
+        help="largest message accepted, in bytes (default 4194304)",
+    )
+    p.add_argument(
+        "--max-concurrency", type=int, metavar="N", help="HTTP calls in flight (default 8)"
+    )
+    p.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        help="log from this level up on standard error (default info: one access-log line per "
+        "tool call; warning: store failures and compensations only)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        help="text (default) or json (one object per line, for a log collector)",
+    )
     p.add_argument(
         "--max-value-elements",
         type=int,
@@ -291,5 +364,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--keep", action="store_true", help="keep the temporary ledger and print its path"
     )
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="colour the tour (default auto: on a terminal, unless NO_COLOR is set)",
+    )
     p.set_defaults(func=cmd_demo)

@@ -41,7 +41,10 @@ def text_arg(value: object, name: str, *, empty_ok: bool = False) -> str:
 
 
 # The wire keys of retract and forget events (SPEC 1.2): ``extra`` may add keys, not replace these.
-ACTION_WIRE_KEYS = frozenset({"eventId", "kind", "txTime", "factId", "actor", "reason", "source"})
+# ``chain`` is the ledger's own too (``ledger.chain``).
+ACTION_WIRE_KEYS = frozenset(
+    {"eventId", "kind", "txTime", "factId", "actor", "reason", "source", "chain"}
+)
 FORGET_WIRE_KEYS = ACTION_WIRE_KEYS | {"valueDigest", "digestKind"}
 
 

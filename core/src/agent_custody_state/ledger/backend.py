@@ -18,6 +18,8 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agent_custody_state.ledger.chain import ChainHead, head_after
+from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 if TYPE_CHECKING:
@@ -156,6 +158,35 @@ class EventBackend(abc.ABC):
     @abc.abstractmethod
     def iter_events(self) -> Iterator[Event]:
         """Every event in append order (streams; used by export)."""
+
+    # -- the chain (``chain``, ``docs/proofs.md``) --------------------------------------------
+
+    def last_event(self) -> Event | None:
+        """The last event appended, or None; inside ``transaction()`` this section's appends
+        count. The default reads every event: override it with one indexed read."""
+        last = None
+        for last in self.iter_events():  # noqa: B007 - the loop keeps the last one
+            pass
+        return last
+
+    def chain_head(self) -> ChainHead:
+        """Where the chain stands: the head recorded on ``last_event()``. Only when the last
+        event carries no chain record (a ledger written by the TypeScript original) are the
+        events read, once, to compute the genesis the next chained event records."""
+        return head_after(self.last_event(), self.iter_events)
+
+    def stored_events(self) -> Iterator[str | bytes]:
+        """Every event as stored (its JSON text), in append order, without parsing it: what
+        ``agent-custody-memory verify`` reads, so an event the backend could not parse is
+        reported by position instead of failing the whole read. The default serialises
+        ``iter_events()``; a backend that stores text returns it as it is."""
+        for event in self.iter_events():
+            yield event.to_json()
+
+    def checkpoint_log(self) -> CheckpointLog | None:
+        """Where this ledger's signed checkpoints are kept by default, or None (a location
+        must then be given: ``Ledger(..., checkpoints=PATH)``)."""
+        return None
 
     # -- housekeeping -------------------------------------------------------------------------
 

@@ -4,14 +4,14 @@ appended unchanged), a mixin of ``Ledger`` kept apart because ingest speed is tu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agent_custody_state.ledger.arguments import build_assert
 from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.locking import batch_keys
+from agent_custody_state.ledger.locking import batch_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import Batch, check_assert
@@ -21,15 +21,13 @@ class LedgerBulk:
     """``assert_many`` and ``import_events``; ``Ledger`` provides the rest."""
 
     backend: EventBackend
+    _chain: ChainWriter
 
     def now(self) -> str:
         raise NotImplementedError
 
     @property
     def location(self) -> str:
-        raise NotImplementedError
-
-    def _section(self, keys: Collection[str] | None) -> AbstractContextManager[None]:
         raise NotImplementedError
 
     def _appended(self, events: Sequence[Event]) -> None:
@@ -42,7 +40,7 @@ class LedgerBulk:
         an item may supersede a fact asserted earlier in the same batch.
         """
         items = list(items)
-        with self._section(batch_keys(items) if self.backend.locks_keys else None):
+        with section(self.backend, batch_keys(items) if self.backend.locks_keys else None):
             # Build every event first, so the backend is asked once which of their fact ids it
             # already holds (not once per item); the first build error is raised at its place
             # in the item order, after the checks of the items before it.
@@ -71,6 +69,7 @@ class LedgerBulk:
                 batch.add(event)
             if build_error is not None:
                 raise build_error
+            built = self._chain.seal(self.backend, built)
             self.backend.append(built)
         self._appended(built)
         return built
@@ -94,6 +93,6 @@ class LedgerBulk:
         return total + (self._append_unchanged(batch) if batch else 0)
 
     def _append_unchanged(self, batch: list[Event]) -> int:
-        with self._section(None):
+        with section(self.backend, None):
             self.backend.append(batch)
         return len(batch)

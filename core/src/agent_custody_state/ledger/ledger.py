@@ -9,8 +9,7 @@ the event is appended before the section ends, so two racing supersessions canno
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
@@ -27,10 +26,12 @@ from agent_custody_state.ledger.arguments import (
 )
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.bulk import LedgerBulk
+from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
-from agent_custody_state.ledger.locking import assert_keys, fact_key, topic_key
+from agent_custody_state.ledger.locking import assert_keys, fact_keys, section
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -72,6 +73,8 @@ class Ledger(LedgerBulk, LedgerReads):
     ``forget_mode="crypto-shred"`` encrypts every value with a key of its own, kept in a key store
     apart from the events (``key_store``: a location, a ``KeyStore``, or None for the backend's
     default), and forget destroys the key (see ``shred`` and docs/forget.md).
+    Events are sealed into the hash chain (``docs/proofs.md``) unless ``chain`` is False;
+    ``checkpoint_key``, ``checkpoint_every``, ``checkpoints``: ``checkpoints.chain_writer``.
     """
 
     def __init__(
@@ -83,6 +86,10 @@ class Ledger(LedgerBulk, LedgerReads):
         host: LedgerHost | None = None,
         forget_mode: str = "plain",
         key_store: str | KeyStore | None = None,
+        chain: bool = True,
+        checkpoint_every: int | None = None,
+        checkpoint_key: Any = None,
+        checkpoints: Any = None,
         **backend_options: Any,
     ) -> None:
         self.forget_mode = forget_mode_arg(forget_mode)
@@ -101,6 +108,14 @@ class Ledger(LedgerBulk, LedgerReads):
             self.backend = shredding(self.backend, key_store)
         self.forget_key = forget_key or None
         self._clock = clock or utc_now
+        try:
+            self._chain = chain_writer(
+                self.backend, chain, key=checkpoint_key, every=checkpoint_every, where=checkpoints
+            )
+        except LedgerError:
+            if not isinstance(location, EventBackend):  # opened here: release it
+                self.backend.close()
+            raise
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -116,7 +131,8 @@ class Ledger(LedgerBulk, LedgerReads):
         except TimeFormatError as exc:
             raise LedgerError(f"clock: {exc}") from None
 
-    def _appended(self, events: Iterable[Event]) -> None:
+    def _appended(self, events: Sequence[Event]) -> None:
+        self._chain.sealed(events)
         try:
             host = self._host or default_host()
         except RuntimeError:
@@ -131,20 +147,17 @@ class Ledger(LedgerBulk, LedgerReads):
     def location(self) -> str:
         return self.backend.location
 
-    def _section(self, keys: Collection[str] | None) -> AbstractContextManager[None]:
-        """The write section: keyed (``locking``) when the backend locks keys, else exclusive."""
-        if self.backend.locks_keys:
-            return self.backend.transaction(keys=keys)  # type: ignore[call-arg]
-        return self.backend.transaction()
+    def chain_head(self) -> ChainHead:
+        """Where the chain stands now: events covered and the head hash after them."""
+        self.backend.refresh()
+        return self.backend.chain_head()
 
-    def _fact_keys(self, fact_id: str) -> list[str]:
-        """A mutation's keys: the fact and its topic (read first, outside the section: a fact's
-        topic never changes); only asked of a backend that locks keys."""
-        if not self.backend.locks_keys or not isinstance(fact_id, str):
-            return []
-        found = self.backend.get_assert(fact_id)
-        f = found.fact if found is not None else None
-        return [fact_key(fact_id)] + ([topic_key(f.space, f.subject, f.predicate)] if f else [])
+    def checkpoint(self) -> Checkpoint:
+        """Sign and keep a checkpoint of the chain now (needs ``checkpoint_key``)."""
+        if self._chain.checkpointer is None:
+            raise LedgerError("no checkpoint key: open the ledger with checkpoint_key=")
+        checkpoint: Checkpoint = self._chain.checkpointer.checkpoint(self.chain_head())
+        return checkpoint
 
     def __enter__(self) -> Ledger:
         return self
@@ -179,7 +192,7 @@ class Ledger(LedgerBulk, LedgerReads):
         ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
         (if any) under the write lock, after the rules."""
         request = request or AssertRequest(**kwargs)
-        with self._section(assert_keys(request)):
+        with section(self.backend, assert_keys(request)):
             # The transaction time is taken under the write lock, as every other event's is, so
             # append order and transaction time agree across processes: an event stamped before
             # another committed first would change what a read "as of" that instant returns.
@@ -188,6 +201,7 @@ class Ledger(LedgerBulk, LedgerReads):
             if precondition is not None and event.supersedes is not None:
                 # check_assert has just found the superseded fact, so it has a state
                 precondition(fact_states(self.backend, [event.supersedes])[event.supersedes])
+            [event] = self._chain.seal(self.backend, [event])
             self.backend.append([event])
         self._appended([event])
         return event
@@ -208,14 +222,14 @@ class Ledger(LedgerBulk, LedgerReads):
         """The one path of retract, confirm, hold and release: check the fact's state (and the
         caller's ``precondition``) under the write lock, stamp the event
         (``make(event_id, tx_time)``), append, then announce it."""
-        with self._section(self._fact_keys(fact_id)):
+        with section(self.backend, fact_keys(self.backend, fact_id)):
             state = self._state(fact_id, action)
             if precondition is not None:
                 precondition(state)
             error = refuse(action, state)
             if error is not None:
                 raise error
-            event = make(new_id(), self.now())
+            [event] = self._chain.seal(self.backend, [make(new_id(), self.now())])
             self.backend.append([event])
         self._appended([event])
         return event
@@ -309,7 +323,7 @@ class Ledger(LedgerBulk, LedgerReads):
         precondition: Precondition | None = None,
     ) -> ForgetEvent:
         _texts(actor=actor, reason=reason)
-        with self._section(self._fact_keys(fact_id)):
+        with section(self.backend, fact_keys(self.backend, fact_id)):
             state = self._state(fact_id, "forget")
             if precondition is not None:
                 precondition(state)
@@ -332,6 +346,7 @@ class Ledger(LedgerBulk, LedgerReads):
                 kind,
                 dict(extra or {}),
             )
+            [event] = self._chain.seal(self.backend, [event])
             self.backend.forget(fact_id, Forgotten(digest, kind, tx), event)
         return event
 
@@ -344,15 +359,21 @@ class Ledger(LedgerBulk, LedgerReads):
         space: str | None = None,
         receipt_id: str | None = None,
         keep_digest: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> SweepResult:
-        """Forget every fact learned before ``before`` (transaction time), skipping held ones."""
+        """Forget every fact learned before ``before`` (transaction time), skipping held ones.
+
+        ``progress(done, total)`` is called after each fact (a command line's progress bar)."""
         cutoff = time_arg(before, "before")
         assert cutoff is not None
         if space is not None:
             text_arg(space, "space")
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
-        for fact in self.learned_before(cutoff, space):
+        candidates = self.learned_before(cutoff, space)
+        for done, fact in enumerate(candidates):
+            if progress is not None:
+                progress(done, len(candidates))
             try:
                 forgotten.append(self._forget(fact.fact_id, actor, reason, receipt_id, keep_digest))
             except LedgerError as exc:
@@ -360,6 +381,8 @@ class Ledger(LedgerBulk, LedgerReads):
                     held.append(fact.fact_id)
                 elif exc.code != "already_forgotten":  # else another process swept it first
                     raise
+        if progress is not None and candidates:
+            progress(len(candidates), len(candidates))
         if forgotten:
             self.backend.compact()
         self._appended(forgotten)

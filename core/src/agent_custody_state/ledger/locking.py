@@ -19,9 +19,11 @@ Keys are plain strings; a backend hashes them into whatever its lock manager tak
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
+from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.requests import AssertRequest
 
 _SEP = "\x1f"  # unit separator: cannot make two different tuples join to one key by accident
@@ -59,3 +61,20 @@ def batch_keys(items: Iterable[AssertRequest | Mapping[str, Any]]) -> set[str] |
         except Exception:
             return None
     return keys
+
+
+def section(backend: EventBackend, keys: Collection[str] | None) -> AbstractContextManager[None]:
+    """The write section: keyed when the backend locks keys, else its exclusive one."""
+    if backend.locks_keys:
+        return backend.transaction(keys=keys)  # type: ignore[call-arg]
+    return backend.transaction()
+
+
+def fact_keys(backend: EventBackend, fact_id: str) -> list[str]:
+    """A mutation's keys: the fact and its topic (read first, outside the section: a fact's
+    topic never changes); the read is only made for a backend that locks keys."""
+    if not backend.locks_keys or not isinstance(fact_id, str):
+        return []
+    found = backend.get_assert(fact_id)
+    f = found.fact if found is not None else None
+    return [fact_key(fact_id)] + ([topic_key(f.space, f.subject, f.predicate)] if f else [])

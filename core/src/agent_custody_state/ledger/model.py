@@ -341,6 +341,15 @@ def event_from_json(line: str) -> Event:
     return event_from_dict(json.loads(line))
 
 
+#: Kept beside a value and erased with it (the chain's commitment salt, ``ledger.chain``).
+VALUE_SALT_KEY = "valueSalt"
+
+
 def forget_assert(event: AssertEvent, forgotten: Forgotten) -> AssertEvent:
-    """The assert as rewritten by a forget: value null, certificate appended, nothing else changed."""
-    return replace(event, fact=replace(event.fact, value=None, forgotten=forgotten))
+    """The assert as rewritten by a forget: value null and its salt gone, certificate appended,
+    nothing else changed."""
+    fact = event.fact
+    extra = fact.extra
+    if VALUE_SALT_KEY in extra:
+        extra = {k: v for k, v in extra.items() if k != VALUE_SALT_KEY}
+    return replace(event, fact=replace(fact, value=None, forgotten=forgotten, extra=extra))

@@ -13,6 +13,7 @@ from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
     Event,
+    Fact,
     ForgetEvent,
     HoldEvent,
     ReleaseEvent,
@@ -38,6 +39,42 @@ class SweepResult:
 
     forgotten: list[ForgetEvent] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Everything the ledger holds about one subject, on both time axes (``Ledger.timeline``).
+
+    ``facts``: every fact asserted about the subject, in append order, as the ledger presents
+    them (``validTo`` from the effective superseder, confirmed facts attested); ``states``: fact
+    id -> ``current``, ``superseded``, ``retracted`` or ``forgotten``; ``held``: the facts on
+    legal hold; ``events``: every event about these facts and what superseded them, in append
+    order (the transaction-time axis: when each thing was learned).
+    """
+
+    subject: str
+    facts: list[Fact] = field(default_factory=list)
+    states: dict[str, str] = field(default_factory=dict)
+    held: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """What a sweep at one cutoff would do (``Ledger.plan_sweep``), changing nothing: the
+    asserts of the facts it would forget and the ids of the held facts it would keep."""
+
+    forget: list[AssertEvent] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+
+
+def state_name(state: FactState, superseded: bool) -> str:
+    """The one word ``timeline`` and ``show`` use for a fact's status now."""
+    if state.forgotten:
+        return "forgotten"
+    if state.retracted:
+        return "retracted"
+    return "superseded" if superseded else "current"
 
 
 def states_from(events: Iterable[Event], *, tx_at: str | None = None) -> dict[str, FactState]:

@@ -14,9 +14,12 @@ from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import PROVENANCE_RANK, ConfirmEvent, Event, Fact
 from agent_custody_state.ledger.queries import (
     FactState,
+    SweepPlan,
+    Timeline,
     current_external,
     effective_superseders,
     fact_states,
+    state_name,
     states_from,
 )
 from agent_custody_state.ledger.requests import TimeLike
@@ -141,6 +144,72 @@ class LedgerReads:
         assert cutoff is not None
         events = list(self.backend.find_asserts(space=space, tx_before=cutoff))
         return [e.fact for e in events if e.fact.forgotten is None]
+
+    def timeline(
+        self,
+        subject: str,
+        *,
+        predicate: str | None = None,
+        space: str | None = None,
+        tx_at: TimeLike | None = None,
+    ) -> Timeline:
+        """Every fact about ``subject`` and every event about them, as known at ``tx_at``
+        (default: now): what was believed (valid time) and when it was learned (transaction
+        time). One indexed question on SQL, as the as-of read."""
+        ta = time_arg(tx_at, "tx_at")
+        self.backend.refresh()
+        asserts, around = self.backend.asserts_around(
+            space=space, subject=subject, predicate=predicate, tx_at=ta
+        )
+        if not asserts:
+            return Timeline(subject)
+        states = states_from(around, tx_at=ta)
+        ids = [a.fact_id for a in asserts]
+        supers = effective_superseders(self.backend, ids, tx_at=ta, around=around)
+        facts: list[Fact] = []
+        names: dict[str, str] = {}
+        for event in asserts:
+            state = states[event.fact_id]
+            successor = None if state.retracted else supers.get(event.fact_id)
+            provenance = "attested" if state.confirmed else event.fact.provenance
+            facts.append(
+                event.fact.with_(
+                    valid_to=successor.fact.valid_from if successor else None,
+                    provenance=provenance,
+                )
+            )
+            names[event.fact_id] = state_name(state, successor is not None)
+        events = [e for e in around if ta is None or wire_time_key(e.tx_time) <= ta]
+        held = [i for i in ids if states[i].held]
+        return Timeline(subject, facts, names, held, events)
+
+    def status(self, fact_id: str) -> tuple[str, bool] | None:
+        """``(state, held)`` of a fact now (``state`` as in ``timeline``), or None if unknown."""
+        self.backend.refresh()
+        around = self.backend.events_around([fact_id])
+        state = states_from(around).get(fact_id)
+        if state is None:
+            return None
+        successor = effective_superseders(self.backend, [fact_id], around=around).get(fact_id)
+        return state_name(state, successor is not None and not state.retracted), state.held
+
+    def plan_sweep(self, before: TimeLike, space: str | None = None) -> SweepPlan:
+        """What ``sweep(before=..., space=...)`` would forget and which held facts it would
+        keep, changing nothing (``sweep --dry-run``)."""
+        cutoff = time_arg(before, "before")
+        assert cutoff is not None
+        self.backend.refresh()
+        asserts = [
+            e
+            for e in self.backend.find_asserts(space=space, tx_before=cutoff)
+            if e.fact.forgotten is None
+        ]
+        states = fact_states(self.backend, [e.fact_id for e in asserts])
+        held = {i for i, s in states.items() if s.held}
+        return SweepPlan(
+            forget=[e for e in asserts if e.fact_id not in held],
+            held=[e.fact_id for e in asserts if e.fact_id in held],
+        )
 
     def export(self) -> Iterator[Event]:
         """Every event in append order (the JSONL audit copy of any store)."""

@@ -11,12 +11,34 @@ dispatch, signing), ``signing`` (DSSE envelopes, keys), ``worker`` (the ledger t
 
 from __future__ import annotations
 
-from agent_custody_state.server.app import MemoryServer, create_memory_server
-from agent_custody_state.server.http import (
-    MemoryHttpServer,
-    create_memory_http_server,
-    serve_memory_http,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_custody_state.server.app import MemoryServer, create_memory_server
+    from agent_custody_state.server.http import (
+        MemoryHttpServer,
+        create_memory_http_server,
+        serve_memory_http,
+    )
+
+# The names below are imported on first use: ``agent_custody_state.server.shapes`` (which the
+# command line prints with) must not pull in the MCP SDK, Starlette and uvicorn.
+_LAZY = {
+    "MemoryServer": "agent_custody_state.server.app",
+    "create_memory_server": "agent_custody_state.server.app",
+    "MemoryHttpServer": "agent_custody_state.server.http",
+    "create_memory_http_server": "agent_custody_state.server.http",
+    "serve_memory_http": "agent_custody_state.server.http",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "MemoryHttpServer",

@@ -5,6 +5,11 @@ written. The server is transport-free: ``stdio.py`` and ``http.py`` run it, and 
 transport. The caller's role comes from the transport: a stream transport (stdio, in-process)
 means the peer spawned us and is the gateway; an HTTP request carries the role its bearer token
 was given, recorded in the request scope by ``guard.py``.
+
+Besides the ten tools (annotated, with output schemas: ``outputs.py``) the server offers the
+ledger as resources (``resources.py``) and tells subscribed clients when a fact or subject
+changed (``notify.py``: ``resources/subscribe`` on 2025-11-25, ``subscriptions/listen`` on
+2026-07-28).
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ from mcp.server.lowlevel import Server
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.server import resources
 from agent_custody_state.server.limits import ValueLimits
+from agent_custody_state.server.notify import Notifier
+from agent_custody_state.server.outputs import output_schema, titled, tool_annotations
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.tools import TOOLS
 from agent_custody_state.server.trust import Role, role_of_request
@@ -26,18 +34,35 @@ from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 
 SERVER_NAME = "agent-custody-memory"
 
-_TOOL_LIST = types.ListToolsResult(
-    tools=[
-        types.Tool(name=name, description=description, input_schema=schema)
-        for name, description, schema in TOOLS
-    ]
-)
+
+def tool_list(*, has_stores: bool) -> types.ListToolsResult:
+    """The ten tools with their input and output schemas and annotations (``outputs.py``)."""
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(
+                name=name,
+                title=titled(name),
+                description=description,
+                input_schema=schema,
+                output_schema=output_schema(name),
+                annotations=tool_annotations(name, has_stores=has_stores),
+            )
+            for name, description, schema in TOOLS
+        ]
+    )
 
 
 class MemoryServer(Server[Any]):
     """The SDK ``Server`` with the memory service attached (``.memory``)."""
 
     memory: MemoryService
+    notifier: Notifier
+
+    def close(self) -> None:
+        """Stop hearing the ledger and end the worker (the ledger stays open: it is the
+        caller's)."""
+        self.notifier.uninstall()
+        self.memory.close()
 
 
 def create_memory_server(
@@ -78,20 +103,45 @@ def create_memory_server(
     )
     from agent_custody_state.version import __version__
 
+    listed = tool_list(has_stores=bool(service.stores.stores))
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return _TOOL_LIST
+        return listed
+
+    notifier = Notifier(ledger, service.worker)
+    notifier.install()
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         role = role_of_request(ctx.request, default=stream_role)
         result = await service.call(params.name, params.arguments, params.meta, role)
+        await notifier.flush()
         return result.to_mcp()
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        return await service.worker.run(resources.list_page, ledger, cursor)
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return resources.TEMPLATES
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await service.worker.run(resources.read_resource, ledger, str(params.uri))
 
     server = MemoryServer(
         SERVER_NAME,
         version=__version__,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscribe_resource=notifier.subscribe,
+        on_unsubscribe_resource=notifier.unsubscribe,
+        on_subscriptions_listen=notifier.listen,
         instructions="Governed memory: a bitemporal custody ledger behind the receipts gateway.",
     )
     server.memory = service
+    server.notifier = notifier
     return server

@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from agent_custody_state.ledger.chain import public_event, public_fact
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.ledger.model import Fact
+from agent_custody_state.ledger.model import PROVENANCE_RANK, Fact
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.server.evidence import check_evidence
-from agent_custody_state.server.policy import guard_fact
+from agent_custody_state.server.policy import guard_fact, is_direct
 from agent_custody_state.server.results import ToolResult, rendered, rendered_partial
 from agent_custody_state.server.shapes import (
     forget_shape,
+    hidden_claimed_hint,
     policy_shape,
     retract_shape,
     still_held_text,
@@ -71,19 +73,32 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
         include = "all"
     else:
         include = "attested"
-    facts = await svc.worker.run(
+    # A direct caller's default read says how many quarantined facts it left out, so a model
+    # knows to ask for includeClaimed: the same query with everything, filtered here.
+    count_hidden = include == "attested" and is_direct(call)
+    found = await svc.worker.run(
         svc.ledger.as_of,
         valid_at=args.get("validAt"),
         tx_at=args.get("txAt"),
         space=args.get("space"),
         subject=args.get("subject"),
         predicate=args.get("predicate"),
-        include=include,
+        include="all" if count_hidden else include,
     )
-    return await rendered(
-        {"facts": [fact.to_dict() for fact in facts]},
+    facts = (
+        [f for f in found if PROVENANCE_RANK.get(f.provenance, 0) >= 1] if count_hidden else found
+    )
+    data = {"facts": [public_fact(fact.to_dict()) for fact in facts]}
+    hidden = len(found) - len(facts)
+    result = await rendered(
+        data,
         meta={FACTS_KEY: [fact.fact_id for fact in facts]},
+        structured={**data, "hiddenClaimed": hidden} if hidden else None,
     )
+    if hidden:
+        # A second text item: the first stays the tool JSON the original answers, byte for byte.
+        result.texts.append(hidden_claimed_hint(hidden))
+    return result
 
 
 async def confirm(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -148,7 +163,7 @@ async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
         reason=args["reason"],
         receipt_id=call.receipt_id,
     )
-    return ToolResult.ok(event.to_dict())
+    return ToolResult.ok(public_event(event))
 
 
 async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -159,7 +174,7 @@ async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
         reason=args["reason"],
         receipt_id=call.receipt_id,
     )
-    return ToolResult.ok(event.to_dict())
+    return ToolResult.ok(public_event(event))
 
 
 async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -188,13 +203,13 @@ async def get(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
     fact, retracted = await svc.worker.run(get_with_status)
     if fact is None:
-        return ToolResult.error(f"unknown fact {fact_id}")
+        return ToolResult.error(f"unknown fact {fact_id}", "unknown_fact")
     return await rendered(policy_shape(fact, retracted))
 
 
 async def history(svc: Services, call: CallContext, args: Args) -> ToolResult:
     events = await svc.worker.run(svc.ledger.history, args["factId"])
-    return await rendered({"events": [event.to_dict() for event in events]})
+    return await rendered({"events": [public_event(event) for event in events]})
 
 
 HANDLERS: dict[str, Handler] = {

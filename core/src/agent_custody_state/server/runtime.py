@@ -87,6 +87,10 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         )
         for i, t in enumerate(config.server.tokens)
     ]
+    if config.checkpoint_every and not config.key:
+        raise ConfigError(
+            "checkpoint_every needs key: checkpoints are signed with the key that signs results"
+        )
     identity = SigningIdentity.load(config.key) if config.key else None
     stores = build_stores(config.stores)
     before = _files_beside(config.ledger)
@@ -98,6 +102,10 @@ def open_runtime(config: MemoryConfig) -> Runtime:
             forget_key=forget_key,
             forget_mode=config.forget_mode,
             key_store=config.key_store,
+            # Checkpoints are signed with the results' key (``docs/proofs.md``).
+            checkpoint_key=config.key if config.checkpoint_every else None,
+            checkpoint_every=config.checkpoint_every,
+            checkpoints=config.checkpoints,
         )
     except BaseException:
         worker.close()
@@ -157,6 +165,8 @@ def startup_line(runtime: Runtime, where: str) -> str:
     typo = suffix_typo(runtime.config.ledger or "", ledger.backend.kind)
     if typo:
         parts.append(f"warning: {typo}")
+    if runtime.config.checkpoint_every:
+        parts.append(f"chain checkpoints every {runtime.config.checkpoint_every} events")
     return "agent-custody-memory: " + "; ".join(parts)
 
 

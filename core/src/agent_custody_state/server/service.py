@@ -6,11 +6,17 @@ unknown tool, then the gateway requirement, then what a direct caller may not ca
 (``policy.py``; a caller who may not call learns nothing about argument rules), then the
 arguments, then the tool itself. Every result of a call that carried a
 (believed) receipt id is signed when the server has a key, refusals included.
+
+Every call leaves one access-log line (logger ``agent_custody_state.access``, level INFO): the
+tool, the caller's role, the outcome (``ok``, ``error``, or ``partial``: the ledger changed but a
+store did not) and the milliseconds taken. Never arguments, values, ``_meta`` or tokens: the
+line says that a call happened and how it went, the ledger says what it did.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +46,7 @@ from agent_custody_state.stores import Store, StoreSet, StoreWriteError, VerifyP
 from agent_custody_state.stores.flows import Custody
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("agent_custody_state.access")
 
 _REFUSALS = (LedgerError, EvidenceError, StoreWriteError)
 
@@ -124,6 +131,7 @@ class MemoryService:
         role: Role,
     ) -> ToolResult:
         """Serve one tool call from a caller of ``role`` (``gateway`` or ``direct``)."""
+        started = time.perf_counter()
         context = call_context(meta, role)
         result = await self._dispatch(name, arguments, context)
         if self.identity is not None and context.receipt_id is not None:
@@ -133,6 +141,7 @@ class MemoryService:
                 content=result.content(),
                 is_error=result.is_error,
             )
+        _log_access(name, role, result, started)
         return result
 
     async def _dispatch(
@@ -155,7 +164,8 @@ class MemoryService:
                 await check_value(args["value"], self.limits)
             return await handler(self, context, args)
         except _REFUSALS as exc:
-            return ToolResult.error(str(exc))
+            code = getattr(exc, "code", None)
+            return ToolResult.error(str(exc), code if isinstance(code, str) else None)
         except EventBackendError as exc:
             log.error("%s failed in the event store: %s", name, exc)
             return ToolResult.error(str(exc))
@@ -165,3 +175,26 @@ class MemoryService:
 
     def close(self) -> None:
         self.worker.close()
+
+
+def outcome(result: ToolResult) -> str:
+    """``ok``, ``error``, or ``partial`` (an error result carrying the JSON of what was done)."""
+    if not result.is_error:
+        return "ok"
+    return "partial" if len(result.texts) > 1 else "error"
+
+
+def _log_access(name: str, role: Role, result: ToolResult, started: float) -> None:
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    # The tool name is caller-chosen text: an unknown one is not echoed into the log.
+    tool = name if name in HANDLERS else "(unknown tool)"
+    ms = round((time.perf_counter() - started) * 1000, 1)
+    access_log.info(
+        "%s %s %s %.1fms",
+        tool,
+        role,
+        outcome(result),
+        ms,
+        extra={"tool": tool, "role": role, "outcome": outcome(result), "ms": ms},
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_custody_state.ledger.chain import public_fact
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.flows import Removal, SweepReport, WriteReport
 from agent_custody_state.stores.storeset import RemovalReport
@@ -19,13 +20,13 @@ def still_held_text(report: RemovalReport) -> str:
 
 def _restored(done: Removal[Any]) -> dict[str, Any]:
     """``restored`` for a result: the fact put back into the stores (only when one was)."""
-    return {"restored": done.restored.to_dict()} if done.restored is not None else {}
+    return {"restored": public_fact(done.restored.to_dict())} if done.restored is not None else {}
 
 
 def write_shape(report: WriteReport) -> dict[str, Any]:
     event = report.event
     data: dict[str, Any] = {
-        "fact": event.fact.to_dict(),
+        "fact": public_fact(event.fact.to_dict()),
         "eventId": event.event_id,
         "txTime": event.tx_time,
         "supersedes": event.supersedes,
@@ -99,9 +100,18 @@ def policy_shape(fact: Fact, retracted: bool) -> dict[str, Any]:
     Cedar has no null, so null fields are left out (also inside ``forgotten``); the value itself
     is passed as written.
     """
-    data = fact.to_dict()
+    data = public_fact(fact.to_dict())
     data["source"] = fact.source.receipt_id
     if isinstance(data.get("forgotten"), dict):
         data["forgotten"] = {k: v for k, v in data["forgotten"].items() if v is not None}
     data["retracted"] = retracted
     return {k: v for k, v in data.items() if v is not None}
+
+
+def hidden_claimed_hint(hidden: int) -> str:
+    """The second text item of a direct read that left quarantined facts out."""
+    facts = "fact" if hidden == 1 else "facts"
+    return (
+        f"hiddenClaimed: {hidden} quarantined (claimed) {facts} left out; "
+        "read again with includeClaimed: true to see them"
+    )

@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agent_custody_state.canonical import canonical_json
+from agent_custody_state.keys import SigningKeyError, load_private_key
 from agent_custody_state.signing import key_id, pae
 
 __all__ = [
@@ -40,10 +41,6 @@ __all__ = [
 ]
 
 PAYLOAD_TYPE = "application/vnd.agent-custody.upstream+json"
-
-
-class SigningKeyError(ValueError):
-    """The signing key cannot be read or is not an Ed25519 private key."""
 
 
 def content_digest(content: Sequence[Any], is_error: bool) -> str:
@@ -74,27 +71,7 @@ class SigningIdentity:
         """From a PKCS8 PEM file path, PEM bytes, a key object, or an identity."""
         if isinstance(source, SigningIdentity):
             return source
-        if isinstance(source, Ed25519PrivateKey):
-            return cls(source)
-        if isinstance(source, bytes):
-            data, where = source, "the key given"
-        else:
-            path = Path(source)
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise SigningKeyError(f"cannot read signing key {path}: {exc.strerror}") from None
-            where = str(path)
-        try:
-            key = serialization.load_pem_private_key(data, password=None)
-        except (ValueError, TypeError) as exc:
-            raise SigningKeyError(
-                f"{where} is not an unencrypted PKCS8 PEM private key ({exc}); create one with "
-                "`agent-custody-memory keygen --out memory.key`"
-            ) from None
-        if not isinstance(key, Ed25519PrivateKey):
-            raise SigningKeyError(f"{where} holds a {type(key).__name__}, not an Ed25519 key")
-        return cls(key)
+        return cls(load_private_key(source))
 
     def sign_result(
         self, *, receipt_id: str, tool: str, content: Sequence[Any], is_error: bool

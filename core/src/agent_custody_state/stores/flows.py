@@ -11,7 +11,8 @@ with ``Custody(ledger, stores)`` and ``await custody.write(...)``.
 - **retract / forget**: the ledger first, then removal from each store holding the fact, verified;
   what the retraction makes current again is put back first (``mirror``).
 - **sweep**: the ledger forgets what is older than ``before`` (or each space's retention window),
-  then each forgotten fact leaves the stores.
+  then each forgotten fact leaves the stores. ``plan_sweep`` answers what a sweep would do,
+  changing nothing (``sweep --dry-run``).
 
 Each flow runs shielded from cancellation: a caller that hangs up between the ledger and the
 stores must not leave the two disagreeing. Ledger calls go through ``run`` (the server passes its
@@ -21,6 +22,7 @@ passes its group-commit queue).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -53,14 +55,21 @@ from agent_custody_state.timeutil import format_time, parse_time
 T = TypeVar("T")
 Runner = Callable[..., Awaitable[Any]]
 Append = Callable[[AssertRequest], Awaitable[AssertEvent]]
+#: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
+#: (removing from the stores); a command line draws its progress bar from it.
+SweepProgress = Callable[[str, int, int], None]
 
 SWEEP_NEEDS_BEFORE = "sweep needs `before`, or a server started with retention windows"
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "SWEEP_NEEDS_BEFORE",
     "Custody",
     "Removal",
     "Restore",
+    "SweepPreview",
+    "SweepProgress",
     "SweepReport",
     "SweptFact",
     "WriteReport",
@@ -113,6 +122,19 @@ class SweepReport:
         ]
 
 
+@dataclass
+class SweepPreview:
+    """What a sweep would do now (``Custody.plan_sweep``): the facts it would forget, the held
+    ones it would keep and, per fact, the stores that hold it now (when asked for)."""
+
+    before: str | None
+    retention: RetentionPolicy | None
+    space: str | None
+    forget: list[AssertEvent] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+    holders: dict[str, list[str]] = field(default_factory=dict)
+
+
 class Custody:
     """A ledger and its write-through stores, moved together by the flows above."""
 
@@ -159,6 +181,12 @@ class Custody:
         try:
             event = await self._append_checked(request.with_(external=external), precondition)
         except LedgerError as exc:
+            log.warning(
+                "the ledger refused fact %s after the stores took it (%s); compensating",
+                fact.fact_id,
+                exc.code or "refused",
+                extra={"fact": fact.fact_id},
+            )
             outcome = await self.stores.compensate(fact, external)
             raise LedgerError(
                 f"{exc}; compensated: {describe_compensation(outcome)}",
@@ -280,6 +308,7 @@ class Custody:
         space: str | None = None,
         receipt_id: str | None = None,
         keep_digest: bool = True,
+        progress: SweepProgress | None = None,
     ) -> SweepReport:
         """Forget what was learned before ``before`` (or, without it, before each space's
         retention window), then remove each forgotten fact from the stores holding it."""
@@ -287,21 +316,54 @@ class Custody:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         with anyio.CancelScope(shield=True):
             forgotten, held, copies = await self.run(
-                self._sweep_ledger, before, space, actor, reason, receipt_id, keep_digest
+                self._sweep_ledger, before, space, actor, reason, receipt_id, keep_digest, progress
             )
             report = SweepReport(
-                before=before if isinstance(before, str) or before is None else format_time(before),
+                before=_time_text(before),
                 retention=self.retention if before is None else None,
                 space=space,
                 held=held,
             )
+            leaving = sum(1 for e in forgotten if e.fact_id in copies)
+            done = 0
             for event in forgotten:
                 fact = copies.get(event.fact_id)
-                removal = (
-                    await self.stores.remove_all(fact) if fact is not None else RemovalReport()
-                )
+                removal = RemovalReport()
+                if fact is not None:
+                    if progress is not None:
+                        progress("stores", done, leaving)
+                    removal = await self.stores.remove_all(fact)
+                    done += 1
                 report.forgotten.append(SweptFact(event, removal))
+            if progress is not None and leaving:
+                progress("stores", leaving, leaving)
         return report
+
+    async def plan_sweep(
+        self, *, before: TimeLike | None = None, space: str | None = None, holders: bool = False
+    ) -> SweepPreview:
+        """What ``sweep`` with these arguments would forget and keep, changing nothing.
+        ``holders``: also name the stores holding each fact now (a query per fact)."""
+        if before is None and self.retention is None:
+            raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
+
+        def plan() -> SweepPreview:
+            preview = SweepPreview(
+                _time_text(before), self.retention if before is None else None, space
+            )
+            for where, cutoff in self._cutoffs(before, space):
+                found = self.ledger.plan_sweep(cutoff, where)
+                preview.forget.extend(found.forget)
+                preview.held.extend(found.held)
+            if holders:
+                for event in preview.forget:
+                    preview.holders[event.fact_id] = sorted(
+                        self.ledger.current_external(event.fact_id)
+                    )
+            return preview
+
+        preview: SweepPreview = await self.run(plan)
+        return preview
 
     def _cutoffs(self, before: TimeLike | None, space: str | None) -> list[tuple[str | None, Any]]:
         if before is not None:
@@ -323,6 +385,7 @@ class Custody:
         reason: str,
         receipt_id: str | None,
         keep_digest: bool,
+        progress: SweepProgress | None = None,
     ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact]]:
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
@@ -342,7 +405,14 @@ class Custody:
                 reason=reason,
                 receipt_id=receipt_id,
                 keep_digest=keep_digest,
+                progress=(lambda done, total: progress("ledger", done, total))
+                if progress
+                else None,
             )
             forgotten.extend(result.forgotten)
             held.extend(result.held)
         return forgotten, held, copies
+
+
+def _time_text(value: TimeLike | None) -> str | None:
+    return value if isinstance(value, str) or value is None else format_time(value)

@@ -9,6 +9,9 @@ Every vendor adapter needs the same few things, and none should carry its own co
   that name when it is unset (config files hold variable names, never secrets).
 - ``poll``: wait, within a bound, for something asynchronous on the vendor side (a pending
   add, a delete task) to settle.
+- ``ConfigPath``: the type of a settings field that is a file or folder path. A relative path
+  written in the config file is resolved against the file's folder, as the ledger's is (a field
+  typed ``pathlib.Path`` is treated the same way).
 
 Nothing here imports a vendor SDK, so plugins may import it from their entry-point modules.
 """
@@ -18,13 +21,25 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Awaitable, Callable
-from typing import ParamSpec, TypeVar
+from typing import Annotated, ParamSpec, TypeVar
 
 import anyio
 
 from agent_custody_state.stores.base import StoreError
 
-__all__ = ["call_sdk", "poll", "run_sync", "secret_from_env"]
+__all__ = ["PATH_SETTING", "ConfigPath", "call_sdk", "poll", "run_sync", "secret_from_env"]
+
+
+class _PathSetting:
+    """The marker ``ConfigPath`` carries (pydantic keeps unknown ``Annotated`` metadata)."""
+
+    def __repr__(self) -> str:
+        return "PATH_SETTING"
+
+
+PATH_SETTING = _PathSetting()
+#: A store setting that names a file or folder: ``path: ConfigPath | None = None``.
+ConfigPath = Annotated[str, PATH_SETTING]
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -26,6 +26,7 @@ on hold.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -36,6 +37,8 @@ from agent_custody_state.stores.base import error_message
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 
 E = TypeVar("E", RetractEvent, ForgetEvent)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -124,6 +127,13 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
             if not isinstance(external_id, str) or not external_id:
                 raise ValueError(f"put returned {external_id!r}, not an id")
         except Exception as exc:
+            log.error(
+                "putting fact %s back into %s failed (it is current again, but absent there): %s",
+                fact.fact_id,
+                store.name,
+                error_message(exc),
+                extra={"store": store.name, "fact": fact.fact_id},
+            )
             restore.failed[store.name] = error_message(exc)
             continue
         restore.external[store.name] = external_id

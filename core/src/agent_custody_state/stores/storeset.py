@@ -8,6 +8,11 @@
 - mirroring (SPEC 6 improvement): stores hold what is believed now. A store mirrors unless it is
   configured append-only (``mirror = false`` in its ``[[stores]]`` table, a ``mirror = False``
   attribute, or ``StoreSet(append_only=...)``); ``flows`` uses this.
+
+Every failure is logged here (logger ``agent_custody_state.stores.storeset``) as well as
+reported to the caller: a refused put (WARNING), each compensation (WARNING; ERROR when the
+removal failed too), a failed removal (ERROR) and a removal not verified (WARNING). The lines
+name the store and the fact id, never the value.
 """
 
 from __future__ import annotations
@@ -121,6 +126,13 @@ class StoreSet:
                 if not isinstance(external_id, str) or not external_id:
                     raise StoreError(store.name, f"put returned {external_id!r}, not an id")
             except Exception as exc:
+                log.warning(
+                    "store %s refused the write of fact %s: %s",
+                    store.name,
+                    fact.fact_id,
+                    error_message(exc),
+                    extra={"store": store.name, "fact": fact.fact_id},
+                )
                 compensation = await self.compensate(fact, written)
                 raise StoreWriteError(store.name, error_message(exc), compensation) from exc
             written[store.name] = external_id
@@ -135,8 +147,20 @@ class StoreSet:
             try:
                 await store.remove(external_id, fact)
                 outcome[name] = "removed"
+                log.warning(
+                    "compensated: fact %s removed again from %s",
+                    fact.fact_id,
+                    name,
+                    extra={"store": name, "fact": fact.fact_id},
+                )
             except Exception as exc:
-                log.error("compensation of %s in %s failed: %s", fact.fact_id, name, exc)
+                log.error(
+                    "compensation failed: fact %s is still in %s: %s",
+                    fact.fact_id,
+                    name,
+                    error_message(exc),
+                    extra={"store": name, "fact": fact.fact_id},
+                )
                 outcome[name] = f"removal failed: {error_message(exc)}"
         return outcome
 
@@ -155,11 +179,27 @@ class StoreSet:
             try:
                 await store.remove(external_id, fact)
             except Exception as exc:
+                log.error(
+                    "removing fact %s from %s failed: %s",
+                    fact.fact_id,
+                    store.name,
+                    error_message(exc),
+                    extra={"store": store.name, "fact": fact.fact_id},
+                )
                 report.still_held[store.name] = error_message(exc)
                 report.verification[store.name] = "failed"
                 continue
             report.removed_from.append(store.name)
-            report.verification[store.name] = await self._verify(store, external_id, fact)
+            verification = await self._verify(store, external_id, fact)
+            report.verification[store.name] = verification
+            if verification == "stillIndexed":
+                log.warning(
+                    "fact %s removed from %s but still found by its search after %d checks",
+                    fact.fact_id,
+                    store.name,
+                    self.verify.attempts,
+                    extra={"store": store.name, "fact": fact.fact_id},
+                )
         return report
 
     async def _verify(self, store: Store, external_id: str, fact: Fact) -> Verification:
@@ -173,5 +213,11 @@ class StoreSet:
                 if await store.verify_removed(external_id, fact):  # type: ignore[attr-defined]
                     return "verified"
             except Exception as exc:
-                log.warning("verifying removal from %s failed: %s", store.name, exc)
+                log.warning(
+                    "verifying the removal of fact %s from %s failed: %s",
+                    fact.fact_id,
+                    store.name,
+                    error_message(exc),
+                    extra={"store": store.name, "fact": fact.fact_id},
+                )
         return "stillIndexed"

@@ -37,7 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
-from agent_custody_state.plugin import EventBackendError, FileKeyStore, KeyStore
+from agent_custody_state.plugin import ChainHead, EventBackendError, FileKeyStore, KeyStore
 from agent_custody_state_sql import SqlEventBackend
 
 from .location import LocationError, parse_location
@@ -127,6 +127,14 @@ class PostgresBackend(SqlEventBackend):
                 f"{self.location}: an exclusive write section cannot nest in a keyed one"
             )
         self._run(lambda: self._exec(self._key_locks(keys - (self._keys or frozenset()))[2:]))
+
+    def chain_head(self) -> ChainHead:
+        # Inside a keyed section the head is read under the order lock (taken here, before the
+        # read), so the head this section extends is the last committed one and no other
+        # section can append after it until this one commits.
+        if self._depth:
+            self._before_write()
+        return super().chain_head()
 
     def _before_write(self) -> None:
         if self._keys is None or self._ordered or self.where.lock == "table":

@@ -19,6 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_custody_state.plugin import ConfigPath
+
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -30,7 +32,9 @@ class LangGraphSettings(BaseModel):
     backend: Literal["memory", "sqlite", "postgres"] = Field(
         "memory", description="InMemoryStore (this process only), SqliteStore or PostgresStore"
     )
-    path: str | None = Field(None, description="sqlite: the database file")
+    path: ConfigPath | None = Field(
+        None, description="sqlite: the database file (relative: to the config file's folder)"
+    )
     dsn_env: str | None = Field(None, description="postgres: variable holding the URL")
     namespace: tuple[str, ...] = Field(
         ("memories", "{space}"),

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent_custody_state.plugin import ConfigPath
+
 _PLATFORM_ONLY = ("host", "app_id")
 _LOCAL_ONLY = ("local_config", "local_env", "local_objects")
 
@@ -57,8 +59,9 @@ class Mem0Settings(BaseModel):
     values TOML cannot hold (a LangChain embeddings object for the ``langchain`` embedder)."""
 
     # -- both -------------------------------------------------------------------------------
-    mem0_dir: str | None = None
-    """Directory mem0 keeps its own files in (``MEM0_DIR``); default: a per-user directory
+    mem0_dir: ConfigPath | None = None
+    """Directory mem0 keeps its own files in (``MEM0_DIR``; relative: to the config file's
+    folder); default: a per-user directory
     under the system temp dir, so the SDK does not write ``~/.mem0``. An ``MEM0_DIR`` already in
     the environment wins."""
     telemetry: bool = False

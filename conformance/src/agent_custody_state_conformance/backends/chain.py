@@ -1,0 +1,184 @@
+"""Event-backend rules for the tamper-evident chain (``docs/proofs.md``).
+
+The ledger computes the chain; a backend's part is small and exact: ``last_event`` must be the
+event appended last (this write section's included), ``stored_events`` must return every event
+as stored, in append order, and a forget must rewrite the assert exactly as ``forget_assert``
+builds it (salt gone, commitment and chain record kept). A checkpoint log, if the backend keeps
+one, must keep every note in order across reopening.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from agent_custody_state import Ledger
+from agent_custody_state.ledger.checkpoints import read_checkpoints
+from agent_custody_state.ledger.model import event_from_dict
+from agent_custody_state.ledger.verify import verify_lines
+
+from ..clock import StepClock
+from ..rules import rule
+from .base import BackendRules, StoreFactory
+
+__all__ = ["ChainRules"]
+
+
+def _verify(ledger: Ledger) -> None:
+    report = verify_lines(ledger.backend.stored_events())
+    assert report.ok, report.problems[:5]
+    assert report.events == ledger.count()
+
+
+class ChainRules(BackendRules):
+    """The chain over any backend: records, heads, forget, genesis, checkpoints."""
+
+    __suite_root__ = True
+
+    @rule("CH-1")
+    def test_every_event_is_chained(self, ledger: Ledger) -> None:
+        """Every event the ledger writes carries a chain record with its position, and the
+        stored events verify: every leaf, link and commitment.
+
+        Troubleshooting: ``stored_events`` must yield every event's stored JSON text (or its
+        ``to_json()``) in append order, and ``append`` must store unknown keys (``chain``,
+        ``valueSalt``, ``valueCommitment``) as they are.
+        """
+        a = self._assert(ledger, value={"tier": "pro", "n": [1, 2.5]})
+        ledger.assert_many([{**self._args(), "subject": f"s{i}", "value": i} for i in range(3)])
+        ledger.retract(fact_id=a.fact_id, actor="x", reason="r")
+        ledger.confirm(fact_id=ledger.as_of(subject="s0")[0].fact_id, actor="x")
+        stored = [json.loads(text) for text in ledger.backend.stored_events()]
+        assert [d["chain"]["seq"] for d in stored] == [1, 2, 3, 4, 5, 6]
+        assert [d["eventId"] for d in stored] == [e.event_id for e in ledger.export()]
+        assert ledger.chain_head().seq == 6
+        assert ledger.chain_head().hash == stored[-1]["chain"]["head"]
+        _verify(ledger)
+
+    @rule("CH-2")
+    def test_last_event(self, ledger: Ledger) -> None:
+        """``last_event`` is None for an empty ledger, then the event appended last, including
+        one appended earlier in the same write section; a rolled-back section leaves none.
+
+        Troubleshooting: answer from the write section's own view (uncommitted rows of the
+        same connection, pending lines), ordered by append order, not by time.
+        """
+        backend = ledger.backend
+        assert backend.last_event() is None
+        first = self._assert(ledger)
+        last = backend.last_event()
+        assert last is not None and last.event_id == first.event_id
+        event = ledger.validate_assert(**self._args(subject="pending"))
+        with pytest.raises(RuntimeError), backend.transaction():
+            backend.append([event])
+            inside = backend.last_event()
+            assert inside is not None and inside.event_id == event.event_id
+            raise RuntimeError("roll back")
+        last = backend.last_event()
+        assert last is not None and last.event_id == first.event_id
+        second = self._assert(ledger, subject="after")
+        assert ledger.chain_head().seq == 2
+        assert json.loads(list(backend.stored_events())[-1])["eventId"] == second.event_id
+        _verify(ledger)
+
+    @rule("CH-3")
+    def test_forget_keeps_the_chain(self, ledger: Ledger, clock: StepClock) -> None:
+        """A forget or a sweep changes no leaf: the chain still verifies, the forgotten asserts
+        keep their commitment and chain record and lose their salt.
+
+        Troubleshooting: rewrite the assert exactly as ``forget_assert`` builds it; keep the
+        event's other keys as they are.
+        """
+        a = self._assert(ledger, value="secret-a")
+        b = self._assert(ledger, subject="b", value="secret-b")
+        before = {d["eventId"]: d["chain"] for d in map(json.loads, ledger.backend.stored_events())}
+        ledger.forget(fact_id=a.fact_id, actor="x", reason="gdpr")
+        soon = clock.now + timedelta(seconds=1)
+        ledger.sweep(before=soon, actor="x", reason="retention", keep_digest=False)
+        stored = [json.loads(text) for text in ledger.backend.stored_events()]
+        for data in stored[:2]:
+            assert data["chain"] == before[data["eventId"]]
+            assert data["fact"]["value"] is None and "valueSalt" not in data["fact"]
+            assert len(data["fact"]["valueCommitment"]) == 64
+        assert "secret" not in "".join(json.dumps(d) for d in stored)
+        assert ledger.get(b.fact_id).forgotten is not None  # type: ignore[union-attr]
+        _verify(ledger)
+
+    @rule("CH-4")
+    def test_genesis_after_unchained_events(self, ledger: Ledger) -> None:
+        """Events written without the chain (as the TypeScript original writes them) are kept
+        as they are; the next chained event records a genesis committing to all of them.
+
+        Troubleshooting: ``last_event`` must return the event as stored (without a chain
+        record here), so the ledger knows the chain starts.
+        """
+        raw = {
+            "eventId": "original-1",
+            "kind": "assert",
+            "txTime": "2026-01-01T00:00:00.000Z",
+            "fact": {
+                "factId": "original-f1",
+                **self._args(),
+                "source": {"receiptId": None},
+                "provenance": "claimed",
+                "validFrom": "2026-01-01T00:00:00.000Z",
+                "validTo": None,
+                "confidence": None,
+            },
+            "supersedes": None,
+        }
+        with ledger.backend.transaction():
+            ledger.backend.append([event_from_dict(raw)])
+        head = ledger.chain_head()
+        assert (head.seq, head.chained) == (1, False)
+        self._assert(ledger, subject="after")
+        stored = [json.loads(text) for text in ledger.backend.stored_events()]
+        assert stored[0] == raw
+        assert stored[1]["chain"]["genesis"] == {"size": 1, "head": head.hash}
+        ledger.forget(fact_id="original-f1", actor="x", reason="r")
+        _verify(ledger)
+
+    @rule("CH-5")
+    def test_checkpoints(
+        self, store_factory: StoreFactory, clock: StepClock, tmp_path: Path
+    ) -> None:
+        """Signed checkpoints every N events and on demand verify against the chain; a backend
+        that keeps them itself (``checkpoint_log``) keeps every note, in order, across
+        reopening (otherwise they go to the file given).
+
+        Troubleshooting: ``add`` must store the note text exactly; ``notes`` returns them
+        oldest first (an empty list before the first).
+        """
+        key = Ed25519PrivateKey.generate()
+        backend = store_factory("checkpoints")
+        where = None if backend.checkpoint_log() is not None else tmp_path / "checkpoints.txt"
+        options: dict[str, Any] = {"checkpoint_key": key, "checkpoints": where}
+        with Ledger(backend, clock=clock, checkpoint_every=2, **options) as ledger:
+            for i in range(5):
+                self._assert(ledger, subject=f"s{i}")
+            ledger.checkpoint()
+        with Ledger(store_factory("checkpoints"), clock=clock, **options) as again:
+            log = again.backend.checkpoint_log() if where is None else None
+            notes = log.notes() if log is not None else [where.read_text()]  # type: ignore[union-attr]
+            cps = read_checkpoints("\n".join(notes))
+            assert [cp.size for cp in cps] == [2, 4, 5]
+            report = verify_lines(
+                again.backend.stored_events(), checkpoints=cps, public_key=key.public_key()
+            )
+            assert report.ok and report.checkpoints_checked == 3, report.problems
+
+    def _args(self, **kw: object) -> dict[str, object]:
+        args: dict[str, object] = {
+            "subject": "acct:42",
+            "predicate": "plan",
+            "value": "pro",
+            "space": "org",
+            "actor": "agent",
+        }
+        args.update(kw)
+        return args

@@ -1,0 +1,151 @@
+"""``verify`` and ``checkpoint``: the chain's commands (``docs/proofs.md``).
+
+``verify`` never opens a JSONL ledger through its backend: it reads the file's lines itself, so a
+line the backend would refuse to load (an edit that broke its JSON) is reported by its position
+like any other problem. Other ledgers are read through their backend's ``stored_events``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from agent_custody_state.cli.common import CliError, check_location, is_path, open_ledger
+
+#: Problems listed after the first one.
+SHOWN = 10
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``verify`` and ``checkpoint`` to the ``agent-custody-memory`` parser."""
+    p = sub.add_parser(
+        "verify", help="check a ledger's chain, its leaves and its signed checkpoints"
+    )
+    p.add_argument("--ledger", required=True, help="an existing ledger (path or URL)")
+    p.add_argument(
+        "--key", metavar="PUB", help="public key (or the private key) the checkpoints are signed by"
+    )
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        metavar="FILE",
+        help="checkpoints to check against (repeatable; default: the ledger's own)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("checkpoint", help="sign a checkpoint of a ledger's chain now")
+    p.add_argument("--ledger", required=True, help="an existing ledger (path or URL)")
+    p.add_argument("--key", required=True, metavar="K", help="Ed25519 private key (PKCS8 PEM)")
+    p.add_argument(
+        "--checkpoints", metavar="FILE", help="where to keep it (default: the ledger's own place)"
+    )
+    p.set_defaults(func=cmd_checkpoint)
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    with open_ledger(args, checkpoint_key=args.key, checkpoints=args.checkpoints) as ledger:
+        cp = ledger.checkpoint()
+        log = ledger.backend.checkpoint_log()
+        where = args.checkpoints or (log.location if log is not None else "?")
+    print(cp.note(), end="")
+    print(f"checkpoint of {cp.size} events kept in {where}", file=sys.stderr)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from agent_custody_state.keys import SigningKeyError, load_public_key
+    from agent_custody_state.ledger.checkpoints import CheckpointError, read_checkpoints
+    from agent_custody_state.ledger.verify import verify_lines
+
+    check_location(args.ledger, must_exist=True)
+    try:
+        public_key = load_public_key(args.key) if args.key else None
+    except SigningKeyError as exc:
+        raise CliError(f"--key: {exc}") from None
+    with _stored(args.ledger) as (lines, own_notes):
+        notes: list[str] = []
+        if args.checkpoint:
+            for name in args.checkpoint:
+                try:
+                    notes.append(Path(name).read_text(encoding="utf-8"))
+                except OSError as exc:
+                    raise CliError(f"--checkpoint {name}: {exc.strerror}") from None
+        else:
+            notes = own_notes()
+        try:
+            checkpoints = [cp for text in notes for cp in read_checkpoints(text)]
+        except CheckpointError as exc:
+            raise CliError(f"a checkpoint cannot be read: {exc}") from None
+        report = verify_lines(lines, checkpoints=checkpoints, public_key=public_key)
+    if args.json:
+        print(json.dumps(_as_json(report), indent=2))
+    else:
+        _print(args.ledger, report, signed=public_key is not None)
+    return 0 if report.ok else 1
+
+
+@contextmanager
+def _stored(location: str) -> Iterator[tuple[Any, Any]]:
+    """The ledger's stored events and a callable giving its own checkpoint notes."""
+    from agent_custody_state.plugins import get_plugin_manager
+
+    if is_path(location) and get_plugin_manager().backend_for(location).name == "jsonl":
+        from agent_custody_state.backends.jsonl_lines import stored_lines
+
+        path = Path(location)
+        own = Path(f"{location}.checkpoints")
+        lock = f"{location}.lock"
+        fd = os.open(lock, os.O_RDONLY) if os.path.exists(lock) else None
+        try:
+            yield stored_lines(path, fd), lambda: [own.read_text("utf-8")] if own.exists() else []
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return
+    with open_ledger(argparse.Namespace(ledger=location), chain=False) as ledger:
+        log = ledger.backend.checkpoint_log()
+        yield ledger.backend.stored_events(), lambda: ["\n".join(log.notes())] if log else []
+
+
+def _as_json(report: Any) -> dict[str, Any]:
+    first = report.first
+    return {
+        "ok": report.ok,
+        "events": report.events,
+        "genesis": report.genesis,
+        "head": report.head,
+        "checkpoints": report.checkpoints_checked,
+        "firstBad": {"seq": first.seq, "reason": first.reason} if first else None,
+        "problems": [{"seq": p.seq, "reason": p.reason} for p in sorted(report.problems)],
+        "problemCount": report.problem_count,
+        "notes": report.notes,
+    }
+
+
+def _print(location: str, report: Any, *, signed: bool) -> None:
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if report.ok:
+        start = f"from genesis at event {report.genesis}" if report.genesis else "not started"
+        checked = f"{report.checkpoints_checked} checkpoint(s)"
+        if report.checkpoints_checked:
+            checked += " (signatures verified)" if signed else " (signatures not checked)"
+        print(
+            f"ok: {location}: {report.events} events, chain {start}, head {report.head}, {checked}"
+        )
+        return
+    problems = sorted(report.problems)
+    first = problems[0]
+    print(f"FAILED: {location}: first bad event {first.seq}: {first.reason}")
+    for problem in problems[1 : 1 + SHOWN]:
+        print(f"  event {problem.seq}: {problem.reason}")
+    more = report.problem_count - 1 - min(SHOWN, len(problems) - 1)
+    if more > 0:
+        print(f"  ... and {more} more")

@@ -1,0 +1,247 @@
+"""``sweep``: forget what is older than a cutoff or the retention windows, ledger and stores.
+
+Runs the flow the memory.sweep tool runs (``Custody.sweep``). With ``--config`` the ledger, the
+retention windows, the forget key and the stores come from the server's configuration file, so
+a cron job needs only ``sweep --config memory.toml --reason retention``. ``--dry-run`` lists
+what would go and changes nothing (not even the stores are contacted). The default output is one
+line (``forgot N facts; M on hold, kept``); ``--json`` prints memory.sweep's JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from agent_custody_state.cli.common import (
+    LEDGER_HELP,
+    TIME_FORMAT,
+    CliError,
+    add_forget_mode_flags,
+    add_json_argument,
+    check_location,
+    time_option,
+)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, str]:
+    """The configuration (or None) and the ledger location, flags first."""
+    config = None
+    if args.config:
+        from agent_custody_state.config import ConfigError, load_config
+
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
+    location = args.ledger or (config.ledger if config is not None else None)
+    if not location:
+        raise CliError("no ledger: give --ledger, or --config with a file that sets `ledger = ...`")
+    return config, location
+
+
+def _retention(config: Any) -> Any:
+    from agent_custody_state.ledger.retention import RetentionPolicy
+
+    if config is None or not config.retention:
+        return None
+    return RetentionPolicy.parse(config.retention)
+
+
+def _forget_key(args: argparse.Namespace, config: Any) -> str | None:
+    name = args.forget_key_env or (config.forget_key_env if config is not None else None)
+    if not name:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        source = "--forget-key-env" if args.forget_key_env else f"forget_key_env in {args.config}"
+        raise CliError(f"the forget key variable {name} is not set (named by {source})")
+    return value
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import anyio
+
+    from agent_custody_state.ledger.ledger import Ledger
+    from agent_custody_state.stores.flows import Custody
+
+    before = time_option(args.before, "--before")
+    config, location = _load(args)
+    retention = _retention(config) if before is None else None
+    if before is None and retention is None:
+        raise CliError(
+            "sweep needs --before TIME, or --config with a file that sets retention windows "
+            '(retention = "org=P365D,team:*=P90D")'
+        )
+    check_location(location, must_exist=True)
+    mode = _forget_mode(args, config)
+    if args.dry_run:
+        with Ledger(location, **mode) as ledger:
+            custody = Custody(ledger, retention=retention)
+            holders = bool(config is not None and config.stores)
+            preview = anyio.run(
+                lambda: custody.plan_sweep(before=before, space=args.space, holders=holders)
+            )
+        return _print_preview(preview, args.json)
+    forget_key = _forget_key(args, config)
+    stores, verify = _stores(config)
+    with Ledger(location, forget_key=forget_key, **mode) as ledger:
+        from agent_custody_state.cli.progress import progress_bars
+
+        custody = Custody(ledger, stores, retention=retention, verify=verify)
+        with progress_bars() as bars:
+            progress = bars.stages({"ledger": "forgetting", "stores": "removing from stores"})
+            report = anyio.run(
+                lambda: custody.sweep(
+                    before=before,
+                    space=args.space,
+                    actor=args.actor,
+                    reason=args.reason,
+                    keep_digest=not args.no_digest,
+                    progress=progress,
+                )
+            )
+    if args.json:
+        from agent_custody_state.cli.render import print_json
+        from agent_custody_state.server.shapes import sweep_shape
+
+        print_json(sweep_shape(report))
+    else:
+        removed = sum(1 for s in report.forgotten if s.removal.removed_from)
+        line = f"forgot {_plural(len(report.forgotten), 'fact')}; {len(report.held)} on hold, kept"
+        if stores:
+            line += f"; {removed} removed from the stores"
+        print(line)
+    problems = report.problems()
+    if problems:
+        raise CliError(f"erased from the ledger, but still held by {'; '.join(problems)}")
+    return 0
+
+
+def _forget_mode(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+    """``forget_mode``/``key_store`` from the config file, overridden by the flags."""
+    mode: dict[str, Any] = {}
+    if config is not None and config.forget_mode == "crypto-shred":
+        mode = {"forget_mode": "crypto-shred", "key_store": config.key_store}
+    for flag in ("forget_mode", "key_store"):
+        if getattr(args, flag, None) is not None:
+            mode[flag] = getattr(args, flag)
+    if mode.get("key_store") is not None and mode.get("forget_mode") is None:
+        mode["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
+    return mode
+
+
+def _stores(config: Any) -> tuple[list[Any], Any]:
+    if config is None or not config.stores:
+        return [], None
+    from agent_custody_state.config import ConfigError, build_stores
+    from agent_custody_state.stores.storeset import VerifyPolicy
+
+    try:
+        stores = build_stores(config.stores)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    return stores, VerifyPolicy(config.verify.attempts, config.verify.delay_ms / 1000)
+
+
+def _print_preview(preview: Any, as_json: bool) -> int:
+    facts = [e.fact for e in preview.forget]
+    if as_json:
+        from agent_custody_state.cli.render import print_json
+
+        print_json(
+            {
+                "dryRun": True,
+                "before": preview.before,
+                "retention": preview.retention.as_dict() if preview.retention else None,
+                "space": preview.space,
+                "wouldForget": [
+                    {
+                        "factId": e.fact_id,
+                        "subject": e.fact.subject,
+                        "predicate": e.fact.predicate,
+                        "space": e.fact.space,
+                        "txTime": e.tx_time,
+                        "stores": preview.holders.get(e.fact_id, []),
+                    }
+                    for e in preview.forget
+                ],
+                "held": preview.held,
+            }
+        )
+        return 0
+    for event in preview.forget:
+        fact = event.fact
+        holders = preview.holders.get(fact.fact_id)
+        where = f"  stores: {', '.join(holders)}" if holders else ""
+        print(
+            f"would forget {fact.fact_id}  {fact.space}  learned {event.tx_time}  "
+            f"{fact.subject} {fact.predicate}{where}"
+        )
+    for fact_id in preview.held:
+        print(f"would keep   {fact_id}  (on legal hold)")
+    print(f"dry run: would forget {_plural(len(facts), 'fact')}; {len(preview.held)} on hold, kept")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``sweep`` to the parser."""
+    p = sub.add_parser(
+        "sweep",
+        help="forget every fact learned before a cutoff, or past its retention window",
+        description="Forget (erase the value of) every fact the ledger learned before --before, "
+        "or, with --config and no --before, before its space's retention window; held facts are "
+        "kept. With --config the configured stores are cleaned too. Prints one line; --json "
+        "prints memory.sweep's JSON. Exit 1 if a store could not remove a fact.",
+        epilog="examples:\n"
+        "  agent-custody-memory sweep --ledger memory.sqlite --before 2026-01-01T00:00:00Z "
+        "--reason 'retention'\n"
+        "  agent-custody-memory sweep --config memory.toml --reason 'nightly retention' "
+        "--dry-run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--ledger",
+        metavar="LOCATION",
+        help=LEDGER_HELP + "; default: the config file's ledger",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the server's TOML config: its ledger, retention windows, forget key and stores",
+    )
+    p.add_argument(
+        "--before",
+        metavar="TIME",
+        help=f"forget what was learned before this instant; {TIME_FORMAT}; "
+        "default: the config's retention windows",
+    )
+    p.add_argument("--reason", required=True, help="recorded on every forget event, e.g. retention")
+    p.add_argument("--space", help="only this space, e.g. team:support")
+    p.add_argument(
+        "--actor",
+        default="agent-custody-memory",
+        help="recorded on every forget event (default agent-custody-memory)",
+    )
+    p.add_argument(
+        "--no-digest",
+        action="store_true",
+        help="leave no value digest on the forgotten facts (digestKind none)",
+    )
+    p.add_argument(
+        "--forget-key-env",
+        metavar="NAME",
+        help="environment variable holding the forget key (HMAC digests); default: the config's",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what would be forgotten and kept; change nothing, contact no store",
+    )
+    add_json_argument(p, "memory.sweep's JSON (with --dry-run: the facts that would go)")
+    add_forget_mode_flags(p)
+    p.set_defaults(func=cmd_sweep)

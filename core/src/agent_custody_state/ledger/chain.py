@@ -1,0 +1,299 @@
+"""The tamper-evident chain: a leaf hash per event over its redacted form, linked into one head.
+
+``docs/proofs.md`` is the specification; in short:
+
+* an assert written with the chain carries ``valueSalt`` (32 random bytes, base64) and
+  ``valueCommitment`` (``HMAC-SHA256(salt, canonical_json(value))``, hex) inside its fact; a
+  forget erases the salt with the value (``model.forget_assert``) and keeps the commitment;
+* the **redacted form** of an event is its wire dict without the top-level ``chain`` key, and
+  for an assert a fact without ``value``, ``valueSalt`` and ``forgotten``: exactly the parts a
+  forget changes, so a forget changes no leaf;
+* ``leaf = SHA-256(0x00 || canonical_json(redacted))`` and
+  ``head_n = SHA-256(0x01 || head_(n-1) || leaf_n)`` with ``head_0`` 32 zero bytes, over every
+  event in append order (events written before the chain started, or by the original, included);
+* each chained event records ``"chain": {"seq": n, "leaf": hex, "head": hex}``; the first
+  chained event after events that carry none (a ledger written by the TypeScript original) adds
+  ``"genesis": {"size": n - 1, "head": hex}``, which commits to every earlier event.
+
+The ledger calls ``ChainWriter.seal`` inside its write transaction, so the head it extends is
+the one every other process sees under the same lock. Verification is in ``verify``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agent_custody_state.canonical import canonical_json
+from agent_custody_state.ledger.model import VALUE_SALT_KEY, AssertEvent, Event, Fact
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.backend import EventBackend
+
+log = logging.getLogger(__name__)
+
+CHAIN_KEY = "chain"
+SALT_KEY = VALUE_SALT_KEY
+COMMITMENT_KEY = "valueCommitment"
+#: The fact keys a forget changes: outside the leaf (the value is in it through its commitment).
+REDACTED_FACT_KEYS = ("value", SALT_KEY, "forgotten")
+ZERO_HEAD = "0" * 64
+SALT_BYTES = 32
+
+E = TypeVar("E", bound=Event)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """Where the chain stands: ``seq`` events (the last one's position, 0 when empty) and the
+    head hash after them (hex). ``chained`` says whether the last event carries a chain record;
+    when it does not (an empty ledger, or events written without the chain), the next chained
+    event records a genesis."""
+
+    seq: int
+    hash: str
+    chained: bool = True
+
+
+# -- canonical JSON at C speed where it provably agrees with ``canonical_json`` ----------------
+
+_SORTED = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), check_circular=False
+).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INDEX_KEY = re.compile(rb'"[0-9]{1,10}":')
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+
+
+def _maybe_odd(data: bytes) -> bool:
+    """Whether ``json.dumps`` may have written this unlike JavaScript: NaN or Infinity
+    (JavaScript: null), an integral float (``1.0``; JavaScript ``1``), an exponent (``1e-05``,
+    ``1e+16``; JavaScript ``0.00001``, ``10000000000000000``), 16 digits in a row (an integer
+    JavaScript may round), a key that is an array index (JavaScript lists those first). Plain
+    substring tests (digits mapped to 0 first), since ``re`` scans are several times slower; a
+    match inside a string only costs the exact encoder."""
+    if b"NaN" in data or b"Infinity" in data:
+        return True
+    if b"." in data and (
+        b".0," in data or b".0]" in data or b".0}" in data or data.endswith(b".0")
+    ):
+        return True
+    zeros = data.translate(_ZEROS)
+    return (
+        b"0e+" in zeros
+        or b"0e-" in zeros
+        or b"0000000000000000" in zeros
+        or (b'0":' in zeros and _INDEX_KEY.search(data) is not None)
+    )
+
+
+def canonical_utf8(value: Any) -> bytes:
+    """``canonical_json(value)`` as UTF-8, for values whose object keys are strings (parsed
+    JSON, the ledger's own dicts): ``json.dumps(sort_keys=True)`` (C speed) when its output
+    shows none of the forms it writes unlike JavaScript (``_maybe_odd``; and Python sorts keys
+    by code point, JavaScript by UTF-16 unit, which differ only beyond the BMP), else the exact
+    encoder."""
+    if type(value) is str:  # written alike, a lone surrogate aside (which cannot be encoded)
+        try:
+            return _SORTED(value).encode("utf-8")
+        except UnicodeEncodeError:
+            return canonical_json(value).encode("utf-8")
+    try:
+        text = _SORTED(value)
+    except (TypeError, ValueError, RecursionError):
+        return canonical_json(value).encode("utf-8")
+    if text.isascii():
+        data = text.encode("ascii")
+    elif max(text) > "\uffff" or _SURROGATE.search(text):
+        return canonical_json(value).encode("utf-8")
+    else:
+        data = text.encode("utf-8")
+    return canonical_json(value).encode("utf-8") if _maybe_odd(data) else data
+
+
+def value_commitment(salt: bytes, value: Any) -> str:
+    """``HMAC-SHA256(salt, canonical_json(value))`` as lowercase hex."""
+    return hmac.digest(salt, canonical_utf8(value), "sha256").hex()
+
+
+def redacted(data: dict[str, Any]) -> dict[str, Any]:
+    """The redacted form of an event's wire dict (a new dict; ``data`` is not changed)."""
+    out = {k: v for k, v in data.items() if k != CHAIN_KEY}
+    fact = out.get("fact")
+    if data.get("kind") == "assert" and isinstance(fact, dict):
+        out["fact"] = {k: v for k, v in fact.items() if k not in REDACTED_FACT_KEYS}
+    return out
+
+
+def leaf_of(data: dict[str, Any]) -> bytes:
+    """The leaf hash of an event given as its wire dict."""
+    return hashlib.sha256(b"\x00" + canonical_utf8(redacted(data))).digest()
+
+
+def link(previous: bytes, leaf: bytes) -> bytes:
+    """The head after ``leaf``, from the head before it."""
+    return hashlib.sha256(b"\x01" + previous + leaf).digest()
+
+
+def chain_record(event: Event) -> dict[str, Any] | None:
+    """The event's chain record, if it carries a well-formed one."""
+    record = event.extra.get(CHAIN_KEY)
+    if (
+        isinstance(record, dict)
+        and isinstance(record.get("seq"), int)
+        and isinstance(record.get("head"), str)
+        and len(record["head"]) == 64
+    ):
+        return record
+    return None
+
+
+def head_after(last: Event | None, events: Callable[[], Iterable[Event]]) -> ChainHead:
+    """The chain head after the last event: read from its record, or (when it carries none)
+    folded over ``events()`` from the last record before it. Used by writers, which trust the
+    records they find; ``verify`` is what checks them."""
+    if last is None:
+        return ChainHead(0, ZERO_HEAD, chained=False)
+    record = chain_record(last)
+    if record is not None:
+        return ChainHead(record["seq"], record["head"], chained=True)
+    head = bytes(32)
+    seq = 0
+    for event in events():
+        seq += 1
+        found = chain_record(event)
+        if found is not None and found["seq"] == seq:
+            head = bytes.fromhex(found["head"])
+        else:
+            head = link(head, leaf_of(event.to_dict()))
+    return ChainHead(seq, head.hex(), chained=False)
+
+
+def public_fact(data: dict[str, Any]) -> dict[str, Any]:
+    """A fact's wire dict without the chain's fields (``valueSalt``, ``valueCommitment``): the
+    shape the original's tool results have. The chain is for auditors (the ledger, exports,
+    ``verify``), and a salt is never handed out."""
+    if SALT_KEY in data or COMMITMENT_KEY in data:
+        return {k: v for k, v in data.items() if k not in (SALT_KEY, COMMITMENT_KEY)}
+    return data
+
+
+def public_event(event: Event) -> dict[str, Any]:
+    """An event's wire dict without its chain record and its fact's chain fields."""
+    data = event.to_dict()
+    data.pop(CHAIN_KEY, None)
+    if isinstance(data.get("fact"), dict):
+        data["fact"] = public_fact(data["fact"])
+    return data
+
+
+def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
+    """``events`` as they are appended after ``head``: asserts salted and committed, each with
+    its chain record (the first with a genesis when ``head`` is not chained).
+
+    Written for speed (it runs on every append): one ``to_dict`` per event, reused as the
+    redacted form, and events rebuilt with their constructors rather than ``replace``.
+    """
+    out: list[Any] = []
+    previous = bytes.fromhex(head.hash)
+    seq = head.seq
+    genesis = not head.chained
+    # One read of the system's random source for the whole batch (a read per event costs more
+    # than the rest of the salting).
+    salts = os.urandom(SALT_BYTES * len(events))
+    for i, event in enumerate(events):
+        data = event.to_dict()  # a fresh dict, turned into the redacted form in place
+        data.pop(CHAIN_KEY, None)
+        fact = None
+        if isinstance(event, AssertEvent):
+            fact = event.fact
+            salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
+            more = dict(fact.extra)
+            more.pop(SALT_KEY, None)
+            more[SALT_KEY] = base64.b64encode(salt).decode("ascii")
+            more[COMMITMENT_KEY] = commitment = value_commitment(salt, fact.value)
+            fact = _with_extra(fact, more)
+            red = data["fact"]
+            for key in REDACTED_FACT_KEYS:
+                red.pop(key, None)
+            red[COMMITMENT_KEY] = commitment
+        leaf = hashlib.sha256(b"\x00" + canonical_utf8(data)).digest()
+        previous = hashlib.sha256(b"\x01" + previous + leaf).digest()
+        seq += 1
+        record: dict[str, Any] = {"seq": seq}
+        if genesis:
+            record["genesis"] = {"size": head.seq, "head": head.hash}
+            genesis = False
+        record["leaf"] = leaf.hex()
+        record["head"] = previous.hex()
+        extra = {k: v for k, v in event.extra.items() if k != CHAIN_KEY}
+        extra[CHAIN_KEY] = record
+        if fact is not None:
+            e = event
+            out.append(AssertEvent(e.event_id, e.tx_time, fact, e.supersedes, extra))  # type: ignore[union-attr]
+        else:
+            out.append(replace(event, extra=extra))
+    return out
+
+
+def _with_extra(fact: Fact, extra: dict[str, Any]) -> Fact:
+    f = fact
+    return Fact(
+        f.fact_id,
+        f.subject,
+        f.predicate,
+        f.value,
+        f.space,
+        f.actor,
+        f.source,
+        f.provenance,
+        f.external,
+        f.valid_from,
+        f.valid_to,
+        f.confidence,
+        f.forgotten,
+        extra,
+    )
+
+
+def last_head(events: Sequence[Event]) -> ChainHead | None:
+    """The head recorded on the last of ``events``, if it carries a record."""
+    record = chain_record(events[-1]) if events else None
+    return ChainHead(record["seq"], record["head"]) if record is not None else None
+
+
+class ChainWriter:
+    """What the ledger's append paths call: ``seal`` inside the write transaction, ``sealed``
+    after it committed, which tells ``checkpointer`` the sizes before and after (it signs a
+    checkpoint when the chain crossed a multiple of its interval). ``enabled=False`` appends
+    events as they are (the baseline of the benchmarks)."""
+
+    def __init__(self, *, enabled: bool = True, checkpointer: Any = None) -> None:
+        self.enabled = enabled
+        self.checkpointer = checkpointer
+
+    def seal(self, backend: EventBackend, events: Sequence[E]) -> list[E]:
+        if not self.enabled or not events:
+            return list(events)
+        return seal(backend.chain_head(), events)
+
+    def sealed(self, events: Sequence[Event]) -> None:
+        """After the commit of ``events`` (in append order): report the chain's progress."""
+        if not events or self.checkpointer is None:
+            return
+        first = chain_record(events[0])
+        head = last_head(events)
+        if first is None or head is None:
+            return
+        try:
+            self.checkpointer.progressed(first["seq"] - 1, head)
+        except Exception:  # a checkpoint must never undo a durable write; the next one follows
+            log.exception("could not write the checkpoint at %d events", head.seq)

@@ -1,0 +1,324 @@
+"""Checking a ledger's chain: every leaf, every link, every commitment, every checkpoint.
+
+``verify_lines`` reads the events as stored (JSON text, one per event, in append order) and
+streams: what it keeps is the running head and the asserts marked forgotten whose forget event
+has not come yet, so a ledger of millions of events needs no more memory than a few thousand.
+It does not stop at the first problem: after one it re-anchors on the stored head, so each later
+problem is found on its own, and the report names the first bad sequence number.
+
+What each problem means is in ``docs/proofs.md`` ("What verify checks").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from agent_custody_state.ledger.chain import (
+    CHAIN_KEY,
+    COMMITMENT_KEY,
+    SALT_KEY,
+    ZERO_HEAD,
+    canonical_utf8,
+)
+from agent_custody_state.ledger.checkpoints import Checkpoint
+
+#: Problems kept in a report (the count goes on).
+MAX_PROBLEMS = 1000
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """Event ``seq`` (1-based position in the ledger) is bad, and why."""
+
+    seq: int
+    reason: str
+
+
+@dataclass
+class VerifyReport:
+    """What ``verify_lines`` found."""
+
+    events: int = 0
+    genesis: int | None = None  # seq of the first chained event
+    head: str = ZERO_HEAD  # the head after the last event
+    problems: list[Problem] = field(default_factory=list)
+    problem_count: int = 0
+    notes: list[str] = field(default_factory=list)
+    checkpoints_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.problem_count == 0
+
+    @property
+    def first(self) -> Problem | None:
+        # The lowest position; among problems there, the one found first.
+        return min(self.problems, key=lambda p: p.seq) if self.problems else None
+
+    def add(self, seq: int, reason: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(Problem(seq, reason))
+
+
+#: ``json.loads`` for text or UTF-8 bytes (invalid UTF-8 raises ``UnicodeDecodeError``).
+_loads = json.loads
+
+
+def _hex32(value: Any) -> bytes | None:
+    """A hash written as the chain writes it (64 lowercase hex digits), else None: another
+    spelling of the same bytes is an edit too."""
+    if isinstance(value, str) and len(value) == 64:
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            return None
+        return raw if raw.hex() == value else None
+    return None
+
+
+class _Verifier:
+    def __init__(self, checkpoints: Iterable[Checkpoint]) -> None:
+        self.report = VerifyReport()
+        self.running = bytes(32)  # head after the events seen so far (computed, re-anchored)
+        self.started = False
+        # Events without a record since the last chained one: (first, last), or None.
+        self.gap: tuple[int, int] | None = None
+        self.pending: dict[str, tuple[int, dict[str, Any]]] = {}  # fact id -> (seq, forgotten)
+        self._unknown_link = False  # the previous event could not be read: skip the next link
+        self.by_size: dict[int, list[Checkpoint]] = {}
+        for cp in checkpoints:
+            self.by_size.setdefault(cp.size, []).append(cp)
+
+    def event(self, seq: int, text: str | bytes) -> None:
+        report = self.report
+        try:
+            data = _loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            report.add(seq, f"not a valid JSON event ({exc})")
+            self.running = bytes(32)
+            self.gap = None
+            self._unknown_link = True
+            return
+        if not isinstance(data, dict):
+            report.add(seq, "not a JSON object")
+            return
+        record = data.pop(CHAIN_KEY, None)
+        fact = data.get("fact") if data.get("kind") == "assert" else None
+        value: Any = None
+        salt: Any = None
+        forgotten: Any = None
+        if isinstance(fact, dict):
+            # The redacted form (``chain.redacted``): what a forget changes is left out.
+            value = fact.pop("value", None)
+            salt = fact.pop(SALT_KEY, None)
+            forgotten = fact.pop("forgotten", None)
+        leaf = hashlib.sha256(b"\x00" + canonical_utf8(data)).digest()
+        if isinstance(fact, dict) and COMMITMENT_KEY in fact:
+            self._commitment(seq, fact, value, salt, forgotten)
+        elif data.get("kind") == "forget":
+            # Only an intact forget event can tell its assert's certificate was edited.
+            intact = record is None or (
+                isinstance(record, dict) and record.get("leaf") == leaf.hex()
+            )
+            self._forget(seq, data, intact)
+        if record is None:
+            ours = salt is not None or (isinstance(fact, dict) and COMMITMENT_KEY in fact)
+            self._unchained(seq, leaf, ours)
+        else:
+            self._chained(seq, record, leaf)
+        for cp in self.by_size.get(seq, ()):
+            self._checkpoint(seq, cp)
+
+    def _unchained(self, seq: int, leaf: bytes, ours: bool) -> None:
+        if ours:
+            self.report.add(
+                seq, "the event has a value commitment but no chain record: the record was removed"
+            )
+        self.running = hashlib.sha256(b"\x01" + self.running + leaf).digest()
+        if self.started:
+            self.gap = (self.gap[0] if self.gap else seq, seq)
+
+    def _chained(self, seq: int, record: Any, leaf: bytes) -> None:
+        report = self.report
+        if not isinstance(record, dict):
+            report.add(seq, "the chain record is not an object")
+            self._unknown_link = True
+            return
+        stored_leaf = _hex32(record.get("leaf"))
+        stored_head = _hex32(record.get("head"))
+        if type(record.get("seq")) is not int or record["seq"] != seq:
+            report.add(
+                seq,
+                f"the chain record says seq {record.get('seq')!r} but this is event {seq}: "
+                "an event before it was deleted or inserted, or events were reordered",
+            )
+        if stored_leaf is None or stored_head is None:
+            report.add(seq, "the chain record's leaf or head is not a hex SHA-256 hash")
+            self._unknown_link = True
+            return
+        if stored_leaf != leaf:
+            report.add(seq, "the event does not match its leaf hash: its content was edited")
+        genesis = record.get("genesis")
+        previous = self.running
+        if genesis is not None:
+            self._genesis(seq, genesis)
+        elif not self.started:
+            report.add(seq, "the first chained event has no genesis record")
+        elif self.gap:
+            report.add(
+                self.gap[0],
+                f"events {self.gap[0]}..{self.gap[1]} carry no chain record, and the "
+                f"next chained event ({seq}) has no genesis covering them",
+            )
+        if (
+            not self._unknown_link
+            and hashlib.sha256(b"\x01" + previous + stored_leaf).digest() != stored_head
+        ):
+            report.add(seq, "the chain head does not follow from the previous head and this leaf")
+        self._unknown_link = False
+        self.started = True
+        if report.genesis is None:
+            report.genesis = seq
+        self.gap = None
+        self.running = stored_head
+
+    def _genesis(self, seq: int, genesis: Any) -> None:
+        report = self.report
+        head = _hex32(genesis.get("head")) if isinstance(genesis, dict) else None
+        if head is None or not isinstance(genesis.get("size"), int):
+            report.add(seq, "the genesis record is malformed")
+            return
+        if genesis["size"] != seq - 1:
+            report.add(
+                seq,
+                f"the genesis record covers {genesis['size']} events, but {seq - 1} come before it",
+            )
+        elif head != self.running and not self._unknown_link:
+            report.add(
+                seq,
+                f"the {seq - 1} events before the genesis at {seq} do not hash to its record: "
+                "one of them was edited, deleted or reordered",
+            )
+        if self.gap:
+            report.notes.append(
+                f"events {self.gap[0]}..{self.gap[1]} were written without a chain record "
+                f"(by another implementation); the genesis at {seq} covers them"
+            )
+        elif self.started:
+            report.add(seq, "a genesis record in the middle of the chain")
+
+    def _commitment(
+        self, seq: int, fact: dict[str, Any], value: Any, salt: Any, forgotten: Any
+    ) -> None:
+        report = self.report
+        if forgotten is not None:
+            if value is not None:
+                report.add(seq, "the fact is marked forgotten but still holds a value")
+            if salt is not None:
+                report.notes.append(f"event {seq}: a forgotten fact kept its value salt")
+            if isinstance(forgotten, dict):
+                self.pending[str(fact.get("factId"))] = (seq, forgotten)
+            else:
+                report.add(seq, "the forgotten certificate is not an object")
+            return
+        if not isinstance(salt, str):
+            report.add(seq, "the value salt is missing: the value was removed without a forget")
+            return
+        try:
+            key = base64.b64decode(salt, validate=True)
+        except (ValueError, binascii.Error):
+            key = b""
+        if base64.b64encode(key).decode("ascii") != salt:  # another spelling is an edit too
+            report.add(seq, "the value salt is not the base64 the chain writes")
+            return
+        if hmac.digest(key, canonical_utf8(value), "sha256").hex() != fact[COMMITMENT_KEY]:
+            report.add(seq, "the value does not match its commitment: the value was edited")
+
+    def _forget(self, seq: int, data: dict[str, Any], intact: bool) -> None:
+        found = self.pending.pop(str(data.get("factId")), None)
+        if found is None or not intact:
+            return
+        assert_seq, forgotten = found
+        if (
+            forgotten.get("valueDigest") != data.get("valueDigest")
+            or forgotten.get("digestKind") != data.get("digestKind")
+            or forgotten.get("at") != data.get("txTime")
+        ):
+            self.report.add(
+                assert_seq,
+                f"the fact's forgotten certificate differs from its forget event ({seq})",
+            )
+
+    def _checkpoint(self, seq: int, cp: Checkpoint) -> None:
+        self.report.checkpoints_checked += 1
+        if cp.head != self.running.hex():
+            self.report.add(
+                seq,
+                f"the checkpoint of size {cp.size} (signed {cp.time or 'at an unknown time'}) "
+                "states another head: events up to here were rewritten",
+            )
+
+    def finish(self, count: int) -> VerifyReport:
+        report = self.report
+        report.events = count
+        report.head = self.running.hex()
+        if self.gap:
+            report.add(self.gap[0], f"events {self.gap[0]}..{self.gap[1]} carry no chain record")
+        truncated = any(size > count for size in self.by_size)
+        last_bad = max((p.seq for p in report.problems), default=0)
+        for fact_id, (seq, _) in self.pending.items():
+            if truncated or last_bad > seq:  # its forget event may be the missing or bad one
+                report.notes.append(f"fact {fact_id} (event {seq}) has no forget event left")
+            else:
+                report.add(
+                    seq, f"fact {fact_id} is marked forgotten, but no forget event records it"
+                )
+        for size, cps in self.by_size.items():
+            if size > count:
+                report.checkpoints_checked += len(cps)
+                report.add(
+                    count + 1,
+                    f"a checkpoint covers {size} events, the ledger has {count}: events "
+                    f"{count + 1}..{size} are missing (truncated)",
+                )
+        if report.genesis is None and count:
+            report.notes.append(
+                f"no chained event yet: the {count} events were written before the chain "
+                "(the next write starts it with a genesis record)"
+            )
+        return report
+
+
+def verify_lines(
+    lines: Iterable[str | bytes],
+    *,
+    checkpoints: Iterable[Checkpoint] = (),
+    public_key: Ed25519PublicKey | None = None,
+) -> VerifyReport:
+    """Verify a ledger given as its stored events (JSON text each, in append order) and, when
+    given, checkpoints of it; with ``public_key`` each checkpoint's signature is checked too."""
+    checkpoints = list(checkpoints)
+    verifier = _Verifier(checkpoints)
+    seq = 0
+    for seq, text in enumerate(lines, 1):
+        verifier.event(seq, text)
+    report = verifier.finish(seq)
+    for cp in checkpoints:
+        if public_key is None:
+            continue
+        why = cp.check_signature(public_key)
+        if why is not None:
+            report.add(min(cp.size, seq + 1) or 1, f"the checkpoint of size {cp.size}: {why}")
+    if checkpoints and public_key is None:
+        report.notes.append("checkpoint signatures not checked: no public key given (--key)")
+    return report

@@ -1,0 +1,146 @@
+"""Resource subscriptions: tell subscribed clients when a fact or a subject changed.
+
+The server hears its own ledger's appends through the ``event_appended`` hook (a plugin object
+registered on the ledger's host while the server lives; the ledger layer knows nothing of it).
+The hook runs on the writer's thread, so it only queues the event; ``flush`` (called by the
+server after every tool call, on the event loop) turns queued events into resource URIs and
+announces each once:
+
+- on 2026-07-28 ``subscriptions/listen`` streams, through the SDK's ``InMemorySubscriptionBus``
+  and ``ListenHandler`` (which filter by each stream's honored URIs);
+- on 2025-11-25 connections that sent ``resources/subscribe``, as
+  ``notifications/resources/updated`` on the connection's standalone channel.
+
+An assert names its subject (its timeline changed) and the fact it supersedes; a retract,
+confirm, hold, release or forget names its fact and that fact's subject. Only appends made in
+this process are heard: another process writing the same ledger notifies its own clients.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import Any
+
+import mcp_types as types
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import ResourceUpdated
+
+from agent_custody_state.hookspecs import hookimpl
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import AssertEvent, Event
+from agent_custody_state.server.resources import fact_uri, subject_uri
+from agent_custody_state.server.worker import LedgerWorker
+
+log = logging.getLogger(__name__)
+
+
+class _AppendListener:
+    """The hook object: queues this ledger's appended events (other ledgers are ignored)."""
+
+    def __init__(self, notifier: Notifier) -> None:
+        self.notifier = weakref.ref(notifier)  # a forgotten server must not live on in the host
+
+    @hookimpl
+    def event_appended(self, ledger: Any, event: Any) -> None:
+        notifier = self.notifier()
+        if notifier is not None and ledger is notifier.ledger:
+            with notifier.lock:
+                notifier.pending.append(event)
+
+
+class Notifier:
+    """Subscriptions of one server: the listen bus and the legacy per-connection URI sets."""
+
+    def __init__(self, ledger: Ledger, worker: LedgerWorker) -> None:
+        self.ledger = ledger
+        self.worker = worker
+        self.bus = InMemorySubscriptionBus()
+        self.listen = ListenHandler(self.bus)
+        self.lock = threading.Lock()
+        self.pending: list[Event] = []
+        # connection key -> (the latest session proxy of that connection, subscribed URIs)
+        self.legacy: dict[int, tuple[Any, set[str]]] = {}
+        self._listener = _AppendListener(self)
+        self._host: Any = None
+
+    def install(self) -> None:
+        """Start hearing the ledger's appends (on the host the ledger announces them to)."""
+        host = getattr(self.ledger, "_host", None)
+        if host is None:
+            from agent_custody_state.plugins import get_plugin_manager
+
+            host = get_plugin_manager()
+        register = getattr(host, "register_plugin", None)
+        if register is None:  # a custom host without plugins: no notifications
+            log.warning("the ledger's host takes no listeners: resource updates are not sent")
+            return
+        register(self._listener, name=f"memory-server-notify-{id(self)}")
+        self._host = host
+
+    def uninstall(self) -> None:
+        if self._host is not None and self._host.pm.is_registered(self._listener):
+            self._host.pm.unregister(self._listener)
+        self._host = None
+        self.listen.close()
+
+    # -- 2025-11-25: resources/subscribe ---------------------------------------------------
+
+    @staticmethod
+    def _key(session: Any) -> int:
+        # The session proxy is made per request; the connection behind it is what subscribes.
+        return id(getattr(session, "_connection", session))
+
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        key = self._key(ctx.session)
+        _, uris = self.legacy.get(key, (None, set()))
+        uris.add(params.uri)
+        self.legacy[key] = (ctx.session, uris)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: Any, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        key = self._key(ctx.session)
+        if key in self.legacy:
+            self.legacy[key][1].discard(params.uri)
+        return types.EmptyResult()
+
+    # -- delivery ----------------------------------------------------------------------------
+
+    def _uris(self, events: list[Event]) -> list[str]:
+        """The resources ``events`` changed (on the worker thread: it may read the ledger)."""
+        uris: dict[str, None] = {}
+        for event in events:
+            if isinstance(event, AssertEvent):
+                uris[subject_uri(event.fact.subject)] = None
+                if event.supersedes:
+                    uris[fact_uri(event.supersedes)] = None
+                continue
+            fact_id = getattr(event, "fact_id", None)
+            if fact_id is None:
+                continue
+            uris[fact_uri(fact_id)] = None
+            fact = self.ledger.get(fact_id)
+            if fact is not None:
+                uris[subject_uri(fact.subject)] = None
+        return list(uris)
+
+    async def flush(self) -> None:
+        """Announce every resource the queued appends changed."""
+        with self.lock:
+            events, self.pending = self.pending, []
+        if not events:
+            return
+        uris = await self.worker.run(self._uris, events)
+        for uri in uris:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            for key, (session, subscribed) in list(self.legacy.items()):
+                if uri not in subscribed:
+                    continue
+                try:
+                    await session.send_resource_updated(uri)
+                except Exception as exc:  # a gone client must not fail the caller's tool call
+                    log.debug("dropping a subscriber that cannot be reached: %s", exc)
+                    self.legacy.pop(key, None)

@@ -1,0 +1,157 @@
+"""MCP resources: a fact, a subject's timeline and the ledger's head, read-only views.
+
+- ``memory://fact/{factId}``: the fact in any state, its state name, whether it is held, and
+  every event about it (``Ledger.get``, ``status`` and ``history``);
+- ``memory://subject/{subject}``: the subject's timeline on both time axes: every fact about it
+  with ``validFrom``/``validTo`` (valid time) and every event in append order with its
+  ``txTime`` (transaction time) (``Ledger.timeline``);
+- ``memory://ledger/head``: the event count, the spaces and, when the ledger keeps a hash chain
+  (``Ledger.chain_head``), its head.
+
+The first two are also resource templates. ``resources/list`` is paged (an opaque offset
+cursor): the head first, then one resource per subject. An unknown fact or subject is an
+``INVALID_PARAMS`` error, as the current spec asks for a missing resource. Every ledger read runs
+on the service's worker thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, unquote
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
+
+from agent_custody_state.canonical import js_json
+from agent_custody_state.ledger.chain import public_event, public_fact
+from agent_custody_state.ledger.ledger import Ledger
+
+FACT_PREFIX = "memory://fact/"
+SUBJECT_PREFIX = "memory://subject/"
+HEAD_URI = "memory://ledger/head"
+PAGE_SIZE = 50
+_JSON = "application/json"
+
+TEMPLATES = types.ListResourceTemplatesResult(
+    resource_templates=[
+        types.ResourceTemplate(
+            name="fact",
+            title="A fact with its history",
+            uri_template=FACT_PREFIX + "{factId}",
+            description="One fact in any state, its state, its legal hold and every event about "
+            "it, oldest first.",
+            mime_type=_JSON,
+        ),
+        types.ResourceTemplate(
+            name="subject",
+            title="A subject's timeline",
+            uri_template=SUBJECT_PREFIX + "{subject}",
+            description="Every fact about a subject with its valid time, and every event about "
+            "them in the order the ledger learned them (transaction time).",
+            mime_type=_JSON,
+        ),
+    ]
+)
+
+
+def fact_uri(fact_id: str) -> str:
+    return FACT_PREFIX + quote(fact_id, safe="")
+
+
+def subject_uri(subject: str) -> str:
+    return SUBJECT_PREFIX + quote(subject, safe="")
+
+
+def _not_found(uri: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+
+def read_fact(ledger: Ledger, fact_id: str) -> dict[str, Any] | None:
+    fact = ledger.get(fact_id)
+    status = ledger.status(fact_id)
+    if fact is None or status is None:
+        return None
+    state, held = status
+    return {
+        "fact": public_fact(fact.to_dict()),
+        "state": state,
+        "held": held,
+        "events": [public_event(event) for event in ledger.history(fact_id)],
+    }
+
+
+def read_subject(ledger: Ledger, subject: str) -> dict[str, Any] | None:
+    timeline = ledger.timeline(subject)
+    if not timeline.facts:
+        return None
+    return {
+        "subject": subject,
+        "facts": [
+            {**public_fact(f.to_dict()), "state": timeline.states[f.fact_id]}
+            for f in timeline.facts
+        ],
+        "held": timeline.held,
+        "events": [public_event(event) for event in timeline.events],
+    }
+
+
+def read_head(ledger: Ledger) -> dict[str, Any]:
+    head: dict[str, Any] = {"events": ledger.count(), "spaces": ledger.spaces()}
+    chain = ledger.chain_head()
+    head["chainHead"] = {"seq": chain.seq, "hash": chain.hash, "chained": chain.chained}
+    return head
+
+
+def read_resource(ledger: Ledger, uri: str) -> types.ReadResourceResult:
+    """The JSON of the resource at ``uri`` (runs on the worker thread)."""
+    data: dict[str, Any] | None
+    if uri == HEAD_URI:
+        data = read_head(ledger)
+    elif uri.startswith(FACT_PREFIX) and len(uri) > len(FACT_PREFIX):
+        data = read_fact(ledger, unquote(uri[len(FACT_PREFIX) :]))
+    elif uri.startswith(SUBJECT_PREFIX) and len(uri) > len(SUBJECT_PREFIX):
+        data = read_subject(ledger, unquote(uri[len(SUBJECT_PREFIX) :]))
+    else:
+        data = None
+    if data is None:
+        raise _not_found(uri)
+    return types.ReadResourceResult(
+        contents=[types.TextResourceContents(uri=uri, mime_type=_JSON, text=js_json(data))]
+    )
+
+
+def subjects(ledger: Ledger) -> list[str]:
+    """Every subject with a fact, in first-asserted order."""
+    return list(dict.fromkeys(fact.subject for fact in ledger.facts()))
+
+
+def list_page(ledger: Ledger, cursor: str | None) -> types.ListResourcesResult:
+    """One page of ``resources/list``: the head, then the subjects."""
+    try:
+        start = int(cursor) if cursor else 0
+    except ValueError:
+        raise MCPError(INVALID_PARAMS, f"invalid cursor {cursor!r}") from None
+    if start < 0:
+        raise MCPError(INVALID_PARAMS, f"invalid cursor {cursor!r}")
+    head = types.Resource(
+        name="ledger-head",
+        title="The ledger's head",
+        uri=HEAD_URI,
+        mime_type=_JSON,
+        description="Event count, spaces and (with a hash chain) the chain head.",
+    )
+    every = [head] + [
+        types.Resource(
+            name=f"subject {subject}",
+            uri=subject_uri(subject),
+            mime_type=_JSON,
+            description=f"The timeline of {subject}",
+        )
+        for subject in subjects(ledger)
+    ]
+    page = every[start : start + PAGE_SIZE]
+    more = start + PAGE_SIZE < len(every)
+    return types.ListResourcesResult(
+        resources=page, next_cursor=str(start + PAGE_SIZE) if more else None
+    )

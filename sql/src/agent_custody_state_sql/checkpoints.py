@@ -1,0 +1,65 @@
+"""A SQL ledger's signed checkpoints: a table ``<events table>_checkpoints`` beside its events.
+
+The TypeScript original reads only the events table, so a second table changes nothing for it. The
+table is created by the first checkpoint written, inside the backend's write section (whose lock
+serialises two processes creating it), and a ledger that never signs one has none. Replicas of a
+server that share the database share the checkpoints, which a file on one host would not.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from agent_custody_state.plugin import EventBackendError
+from agent_custody_state_sql.schema import Prepared
+
+if TYPE_CHECKING:
+    from agent_custody_state_sql.backend import SqlEventBackend
+
+
+class SqlCheckpointLog:
+    """``CheckpointLog`` over the table ``<events table>_checkpoints`` (id, size, note)."""
+
+    def __init__(self, backend: SqlEventBackend) -> None:
+        self._backend = backend
+        dialect = backend._engine.dialect
+        table = sa.Table(
+            f"{backend._table_name}_checkpoints",
+            sa.MetaData(),
+            sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=True),
+            sa.Column("size", sa.BigInteger, nullable=False),
+            sa.Column("note", sa.Text, nullable=False),
+            schema=backend._schema,
+        )
+        name = dialect.identifier_preparer.format_table(table)
+        self.location = f"{backend.location} table {name}"
+        self._create = (
+            f"CREATE TABLE IF NOT EXISTS {name} "
+            f"(id {backend.seq_ddl}, size BIGINT NOT NULL, note TEXT NOT NULL)"
+        )
+        self._insert = Prepared(
+            table.insert().values(
+                size=sa.bindparam("size", type_=sa.BigInteger),
+                note=sa.bindparam("note", type_=sa.Text),
+            ),
+            dialect,
+        )
+        self._select = Prepared(sa.select(table.c.note).order_by(table.c.id), dialect)
+
+    def add(self, note: str) -> None:
+        size = int(note.split("\n", 2)[1])
+        backend = self._backend
+        with backend.transaction():
+            backend._run(lambda: backend._exec(self._create))
+            backend._many(self._insert, [{"size": size, "note": note}])
+
+    def notes(self) -> list[str]:
+        try:
+            return [row[0] for row in self._backend._rows(self._select)]
+        except EventBackendError as exc:
+            text = str(exc)
+            if "no such table" in text or "does not exist" in text:  # none signed yet
+                return []
+            raise

@@ -231,8 +231,9 @@ class ReentrantTransactions:
     """The write section every builtin backend shares: re-entrant, all-or-nothing.
 
         A mixin for an ``EventBackend`` (list it first among the bases): it provides
-        ``transaction()`` on top of four steps the backend implements (``_begin`` reads ``_keys``: the section's keys, or None when exclusive; a
-    nested section naming more keys calls ``_widen``). The outermost section takes
+        ``transaction()`` on top of four steps the backend implements (``_begin`` reads
+    ``_section_keys``: the keys, None when exclusive; a nested section naming more keys calls
+    ``_widen``). The outermost section takes
         ``_lock`` (a re-entrant thread lock) and calls ``_begin`` (take the cross-process lock, catch
         up); a ``_begin`` that raises must leave nothing held, and the section does not start. Then
         the body runs and ``_commit`` makes what it appended durable; if either raised, ``_rollback``
@@ -245,12 +246,12 @@ class ReentrantTransactions:
     _lock: threading.RLock
     _depth: int
     #: The keys of the current section (``transaction(keys=...)``), None when exclusive.
-    _keys: frozenset[str] | None
+    _section_keys: frozenset[str] | None
 
     def _init_transactions(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0
-        self._keys = None
+        self._section_keys = None
 
     def _widen(self, keys: frozenset[str] | None) -> None:
         """A nested section named keys: a backend locking keys must hold them too (or refuse,
@@ -273,20 +274,22 @@ class ReentrantTransactions:
         with self._lock:
             wanted = None if keys is None else frozenset(keys)
             if self._depth:
-                if self._keys is not None and (wanted is None or not wanted <= self._keys):
+                if self._section_keys is not None and (
+                    wanted is None or not wanted <= self._section_keys
+                ):
                     self._widen(wanted)
-                    self._keys = None if wanted is None else self._keys | wanted
+                    self._section_keys = None if wanted is None else self._section_keys | wanted
                 self._depth += 1
                 try:
                     yield
                 finally:
                     self._depth -= 1
                 return
-            self._keys = wanted
+            self._section_keys = wanted
             try:
                 self._begin()
             except BaseException:
-                self._keys = None
+                self._section_keys = None
                 raise
             self._depth = 1
             try:
@@ -298,7 +301,7 @@ class ReentrantTransactions:
                     raise
             finally:
                 self._depth = 0
-                self._keys = None
+                self._section_keys = None
                 self._end()
 
     def _require_transaction(self) -> None:

@@ -34,6 +34,7 @@ from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unsea
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.keypool import KeyPool
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
+from agent_custody_state.ledger.locking import section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 log = logging.getLogger(__name__)
@@ -114,11 +115,7 @@ class ShreddingBackend(EventBackend):
             self._depth += 1
             committed = False
             try:
-                with (
-                    self.inner.transaction(keys=keys)
-                    if self.locks_keys
-                    else self.inner.transaction()
-                ):
+                with section(self.inner, keys):
                     yield
                 committed = True
             finally:

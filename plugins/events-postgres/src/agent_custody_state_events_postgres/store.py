@@ -103,12 +103,12 @@ class PostgresBackend(SqlEventBackend):
         self._ordered = False
         if self.where.lock == "table":
             self._exec(f"BEGIN; LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
-        elif self._keys is None or len(self._keys) > MAX_KEYS:
+        elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
             self._exec(f"BEGIN; SELECT pg_advisory_xact_lock({self._write_key})")
         else:
             self._exec(
                 f"BEGIN; SELECT pg_advisory_xact_lock_shared({self._write_key})"
-                + self._key_locks(self._keys)
+                + self._key_locks(self._section_keys)
             )
 
     def _key_locks(self, keys: frozenset[str]) -> str:
@@ -122,11 +122,13 @@ class PostgresBackend(SqlEventBackend):
     def _widen(self, keys: frozenset[str] | None) -> None:
         if self.where.lock == "table":
             return
-        if keys is None or len(keys | (self._keys or frozenset())) > MAX_KEYS:
+        if keys is None or len(keys | (self._section_keys or frozenset())) > MAX_KEYS:
             raise EventBackendError(
                 f"{self.location}: an exclusive write section cannot nest in a keyed one"
             )
-        self._run(lambda: self._exec(self._key_locks(keys - (self._keys or frozenset()))[2:]))
+        self._run(
+            lambda: self._exec(self._key_locks(keys - (self._section_keys or frozenset()))[2:])
+        )
 
     def chain_head(self) -> ChainHead:
         # Inside a keyed section the head is read under the order lock (taken here, before the
@@ -137,7 +139,7 @@ class PostgresBackend(SqlEventBackend):
         return super().chain_head()
 
     def _before_write(self) -> None:
-        if self._keys is None or self._ordered or self.where.lock == "table":
+        if self._section_keys is None or self._ordered or self.where.lock == "table":
             return  # an exclusive section, or the order lock is held already
         self._run(lambda: self._exec(f"SELECT pg_advisory_xact_lock({self._order_key})"))
         self._ordered = True

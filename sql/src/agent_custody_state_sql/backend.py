@@ -108,13 +108,19 @@ class SqlEventBackend(SchemaSetup):
 
     # -- writing (inside ``transaction()``, see ``connection``) ------------------------------
 
+    def _before_write(self) -> None:
+        """Called before the section's first write (a dialect locking keys takes its order
+        lock here)."""
+
     def append(self, events: Sequence[Event]) -> None:
         self._require_transaction()
         if events:
+            self._before_write()
             self._many(self._q.insert, [event_row(e) for e in events])
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         self._require_transaction()
+        self._before_write()
         rows = self._rows(self._q.fact_asserts, {"f": fact_id})
         updates = [
             {"s": row[0], "json": forget_assert(old, forgotten).to_json()}

@@ -51,6 +51,10 @@ class EventBackend(abc.ABC):
     #: Whether several processes may open the same location and see one ledger (the
     #: multi-process conformance classes apply only then).
     shared: ClassVar[bool] = True
+    #: Whether ``transaction`` takes ``keys=`` (``locking``): the ledger then names the keys a
+    #: section touches, and sections with disjoint keys need not wait for each other. A backend
+    #: that serialises every writer anyway (a file lock) leaves it False and is called as before.
+    locks_keys: ClassVar[bool] = False
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -58,6 +62,10 @@ class EventBackend(abc.ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """Exclusive write section (across threads and processes).
 
+        A backend declaring ``locks_keys`` takes ``transaction(keys=...)``: the keys
+        (``locking``) of everything the section will validate against or change, or None for an
+        exclusive section. It need only exclude sections sharing a key (and exclusive ones);
+        appends must still reach the store in one total order (``seq`` order is commit order).
         Inside it, reads see every event committed by anyone plus those appended in this section;
         at a normal exit the appended events are durable (fsync / commit) before it returns; on an
         exception nothing appended in the section remains. Sections may nest (inner is a no-op).
@@ -222,23 +230,32 @@ class EventBackend(abc.ABC):
 class ReentrantTransactions:
     """The write section every builtin backend shares: re-entrant, all-or-nothing.
 
-    A mixin for an ``EventBackend`` (list it first among the bases): it provides
-    ``transaction()`` on top of four steps the backend implements. The outermost section takes
-    ``_lock`` (a re-entrant thread lock) and calls ``_begin`` (take the cross-process lock, catch
-    up); a ``_begin`` that raises must leave nothing held, and the section does not start. Then
-    the body runs and ``_commit`` makes what it appended durable; if either raised, ``_rollback``
-    drops it and the error propagates. ``_end`` runs last after every started section (release
-    the cross-process lock). A nested section only counts its depth. ``append`` and ``forget``
-    call ``_require_transaction`` first. Call ``_init_transactions`` from ``__init__``; the
-    backend may take ``_lock`` for its own reads too.
+        A mixin for an ``EventBackend`` (list it first among the bases): it provides
+        ``transaction()`` on top of four steps the backend implements (``_begin`` reads
+    ``_section_keys``: the keys, None when exclusive; a nested section naming more keys calls
+    ``_widen``). The outermost section takes
+        ``_lock`` (a re-entrant thread lock) and calls ``_begin`` (take the cross-process lock, catch
+        up); a ``_begin`` that raises must leave nothing held, and the section does not start. Then
+        the body runs and ``_commit`` makes what it appended durable; if either raised, ``_rollback``
+        drops it and the error propagates. ``_end`` runs last after every started section (release
+        the cross-process lock). A nested section only counts its depth. ``append`` and ``forget``
+        call ``_require_transaction`` first. Call ``_init_transactions`` from ``__init__``; the
+        backend may take ``_lock`` for its own reads too.
     """
 
     _lock: threading.RLock
     _depth: int
+    #: The keys of the current section (``transaction(keys=...)``), None when exclusive.
+    _section_keys: frozenset[str] | None
 
     def _init_transactions(self) -> None:
         self._lock = threading.RLock()
         self._depth = 0
+        self._section_keys = None
+
+    def _widen(self, keys: frozenset[str] | None) -> None:
+        """A nested section named keys: a backend locking keys must hold them too (or refuse,
+        for an exclusive section inside a keyed one)."""
 
     def _begin(self) -> None:
         """Start the outermost section (e.g. take the file lock, or ``BEGIN``)."""
@@ -253,16 +270,27 @@ class ReentrantTransactions:
         """Always called after a started outermost section, after commit or rollback."""
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, keys: Collection[str] | None = None) -> Iterator[None]:
         with self._lock:
+            wanted = None if keys is None else frozenset(keys)
             if self._depth:
+                if self._section_keys is not None and (
+                    wanted is None or not wanted <= self._section_keys
+                ):
+                    self._widen(wanted)
+                    self._section_keys = None if wanted is None else self._section_keys | wanted
                 self._depth += 1
                 try:
                     yield
                 finally:
                     self._depth -= 1
                 return
-            self._begin()
+            self._section_keys = wanted
+            try:
+                self._begin()
+            except BaseException:
+                self._section_keys = None
+                raise
             self._depth = 1
             try:
                 try:
@@ -273,6 +301,7 @@ class ReentrantTransactions:
                     raise
             finally:
                 self._depth = 0
+                self._section_keys = None
                 self._end()
 
     def _require_transaction(self) -> None:

@@ -31,6 +31,7 @@ from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
+from agent_custody_state.ledger.locking import assert_keys, fact_keys, section
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -61,7 +62,7 @@ E = TypeVar("E", bound=Event)
 Precondition = Callable[[FactState], None]
 
 
-class Ledger(LedgerReads, LedgerBulk):
+class Ledger(LedgerBulk, LedgerReads):
     """A bitemporal, append-only ledger of facts over an ``EventBackend``.
 
     ``Ledger("ledger.jsonl")``, ``Ledger("ledger.sqlite")``, ``Ledger("postgresql://...")`` or
@@ -191,7 +192,7 @@ class Ledger(LedgerReads, LedgerBulk):
         ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
         (if any) under the write lock, after the rules."""
         request = request or AssertRequest(**kwargs)
-        with self.backend.transaction():
+        with section(self.backend, assert_keys(request)):
             # The transaction time is taken under the write lock, as every other event's is, so
             # append order and transaction time agree across processes: an event stamped before
             # another committed first would change what a read "as of" that instant returns.
@@ -221,7 +222,7 @@ class Ledger(LedgerReads, LedgerBulk):
         """The one path of retract, confirm, hold and release: check the fact's state (and the
         caller's ``precondition``) under the write lock, stamp the event
         (``make(event_id, tx_time)``), append, then announce it."""
-        with self.backend.transaction():
+        with section(self.backend, fact_keys(self.backend, fact_id)):
             state = self._state(fact_id, action)
             if precondition is not None:
                 precondition(state)
@@ -322,7 +323,7 @@ class Ledger(LedgerReads, LedgerBulk):
         precondition: Precondition | None = None,
     ) -> ForgetEvent:
         _texts(actor=actor, reason=reason)
-        with self.backend.transaction():
+        with section(self.backend, fact_keys(self.backend, fact_id)):
             state = self._state(fact_id, "forget")
             if precondition is not None:
                 precondition(state)

@@ -34,6 +34,7 @@ from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unsea
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.keypool import KeyPool
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
+from agent_custody_state.ledger.locking import section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class ShreddingBackend(EventBackend):
         self._owns_keys = owns_keys
         self.kind = inner.kind
         self.location = inner.location
-        for trait in ("min_batch", "blocking", "shared"):
+        for trait in ("min_batch", "blocking", "shared", "locks_keys"):
             setattr(self, trait, getattr(inner, trait))
         self._pool = KeyPool(keys)
         self._lock = threading.RLock()
@@ -108,13 +109,13 @@ class ShreddingBackend(EventBackend):
     # -- writing -----------------------------------------------------------------------------
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, keys: Collection[str] | None = None) -> Iterator[None]:
         with self._lock:
             outermost = self._depth == 0
             self._depth += 1
             committed = False
             try:
-                with self.inner.transaction():
+                with section(self.inner, keys):
                     yield
                 committed = True
             finally:

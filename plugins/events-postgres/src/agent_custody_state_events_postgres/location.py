@@ -1,6 +1,6 @@
 """Parsing a ``postgres://`` ledger location: our parameters out, the password hidden.
 
-``?table=`` (optionally ``schema.table``) and ``?vacuum=`` belong to the ledger, not to libpq, so
+``?table=`` (optionally ``schema.table``), ``?vacuum=`` and ``?lock=`` belong to the ledger, not to libpq, so
 they are removed before connecting; every other parameter (``host=`` for a Unix socket,
 ``sslmode=``, ...) is passed through. The display form replaces the password, in the userinfo
 and in a ``password=`` parameter, with ``***``.
@@ -31,6 +31,10 @@ class PostgresLocation:
     table: str
     schema: str | None
     vacuum: bool
+    #: ``"keys"`` (advisory locks per write key, the default) or ``"table"`` (every write
+    #: section takes ``LOCK TABLE``: the write path before issue 15, kept for comparison and for
+    #: tables that writers outside this code also insert into)
+    lock: str = "keys"
 
     @property
     def qualified(self) -> str:
@@ -62,6 +66,7 @@ def parse_location(location: str) -> PostgresLocation:
         )
     table = "events"
     vacuum = True
+    lock = "keys"
     passthrough: list[tuple[str, str]] = []
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "table":
@@ -71,6 +76,10 @@ def parse_location(location: str) -> PostgresLocation:
             if lowered not in _TRUE | _FALSE:
                 raise LocationError(f'postgres: vacuum must be true or false; got "{value}"')
             vacuum = lowered in _TRUE
+        elif key == "lock":
+            if value not in ("keys", "table"):
+                raise LocationError(f'postgres: lock must be keys or table; got "{value}"')
+            lock = value
         else:
             passthrough.append((key, value))
     if not TABLE_NAME.fullmatch(table):
@@ -88,6 +97,8 @@ def parse_location(location: str) -> PostgresLocation:
         shown_query.append(("table", table))
     if not vacuum:
         shown_query.append(("vacuum", "false"))
+    if lock != "keys":
+        shown_query.append(("lock", lock))
     display = urlunsplit(
         (
             parts.scheme,
@@ -97,4 +108,4 @@ def parse_location(location: str) -> PostgresLocation:
             "",
         )
     )
-    return PostgresLocation(connect, display, name, schema or None, vacuum)
+    return PostgresLocation(connect, display, name, schema or None, vacuum, lock)

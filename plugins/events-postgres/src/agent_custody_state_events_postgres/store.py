@@ -1,10 +1,21 @@
 """The PostgreSQL event store: SPEC 3's table in any database, shared by many server replicas.
 
-A write section is ``BEGIN; LOCK TABLE <t> IN SHARE ROW EXCLUSIVE MODE``. That lock mode
-conflicts with itself and with the row locks of ``INSERT``/``UPDATE`` (so it also holds off
-writers that know nothing of this code), but not with plain ``SELECT``: readers are never
-blocked, and under READ COMMITTED every statement after the lock sees all commits before it,
-so the ledger's validate-then-append cannot race another replica's.
+A write section locks only what it touches (docs/scale-out.md): the ledger names its keys
+(``locking``: the fact ids and topics it validates against or changes) and the section is
+``BEGIN`` plus a transaction-scoped advisory lock per key, under a shared lock on the table's
+*write key*. Sections with disjoint keys run side by side; sections sharing a key queue, and under
+READ COMMITTED every statement after the lock sees all commits before it, so the ledger's
+validate-then-append cannot race another replica's on the same fact. A section with unknown keys
+(import, recovery) takes the write key exclusively and so waits for every keyed one.
+
+Appends still form one total order: the first append of a keyed section takes the table's
+*order lock* (an exclusive advisory lock held to commit), so rows commit in ``seq`` order (a
+reader paging by ``seq`` never skips a row that commits later below its page) and a chain head
+computed under it extends the head every other writer sees. Only the append and the commit are
+serialised; validation reads and the locks of different facts overlap.
+
+``?lock=table`` restores the previous write section, ``LOCK TABLE <t> IN SHARE ROW EXCLUSIVE
+MODE``: every writer queues, including writers that know nothing of this code.
 
 Forget updates the assert rows in place in the same transaction as the forget event; ``compact``
 (run by the ledger after a forget or sweep) does ``VACUUM FULL`` on the table, which rewrites it
@@ -26,7 +37,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
-from agent_custody_state.plugin import EventBackendError, FileKeyStore, KeyStore
+from agent_custody_state.plugin import ChainHead, EventBackendError, FileKeyStore, KeyStore
 from agent_custody_state_sql import SqlEventBackend
 
 from .location import LocationError, parse_location
@@ -34,11 +45,25 @@ from .location import LocationError, parse_location
 log = logging.getLogger(__name__)
 
 
+#: More keys than this in one section take the exclusive write lock instead: every advisory
+#: lock is an entry in the server's shared lock table (``max_locks_per_transaction`` per
+#: connection on average), which a bulk ingest of thousands of facts would exhaust.
+MAX_KEYS = 64
+
+
+def advisory_key(qualified: str, *parts: str) -> int:
+    """A signed 64-bit advisory lock key for the table ``qualified`` and ``parts``."""
+    text = "\0".join(("agent-custody-state:" + qualified, *parts))
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 class PostgresBackend(SqlEventBackend):
     """Events in a PostgreSQL table; ``location`` is a ``postgres[ql]://`` URL."""
 
     kind = "postgres"
     seq_ddl = "BIGSERIAL PRIMARY KEY"
+    locks_keys = True
 
     def __init__(self, location: str, *, connect_timeout: int = 10, **_options: object) -> None:
         try:
@@ -56,8 +81,10 @@ class PostgresBackend(SqlEventBackend):
             connect_args={"connect_timeout": connect_timeout},
         )
         # The advisory key for schema setup (before the table exists, LOCK TABLE cannot work).
-        digest = hashlib.sha256(f"agent-custody-state:{where.qualified}".encode()).digest()
-        self._advisory_key = int.from_bytes(digest[:8], "big", signed=True)
+        self._advisory_key = advisory_key(where.qualified)
+        self._write_key = advisory_key(where.qualified, "write")
+        self._order_key = advisory_key(where.qualified, "order")
+        self._ordered = False  # whether this section holds the order lock
         quoted = ".".join(f'"{part}"' for part in where.qualified.split("."))
         super().__init__(
             engine,
@@ -71,9 +98,51 @@ class PostgresBackend(SqlEventBackend):
     # -- dialect hooks -----------------------------------------------------------------------
 
     def _begin_write(self) -> None:
-        # One round trip (simple query protocol: no parameters): a single append is a handful
-        # of round trips in all, so each one shows in the write rate.
-        self._exec(f"BEGIN; LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
+        # One round trip (simple query protocol: no parameters; the keys are integers we made):
+        # a single append is a handful of round trips in all, so each one shows in the rate.
+        self._ordered = False
+        if self.where.lock == "table":
+            self._exec(f"BEGIN; LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
+        elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
+            self._exec(f"BEGIN; SELECT pg_advisory_xact_lock({self._write_key})")
+        else:
+            self._exec(
+                f"BEGIN; SELECT pg_advisory_xact_lock_shared({self._write_key})"
+                + self._key_locks(self._section_keys)
+            )
+
+    def _key_locks(self, keys: frozenset[str]) -> str:
+        """``; SELECT pg_advisory_xact_lock(k), ...`` for the keys, in ascending order (two
+        sections locking overlapping keys take them in one order: no deadlock)."""
+        ints = sorted({advisory_key(self.where.qualified, "key", k) for k in keys})
+        if not ints:
+            return ""
+        return "; SELECT " + ", ".join(f"pg_advisory_xact_lock({k})" for k in ints)
+
+    def _widen(self, keys: frozenset[str] | None) -> None:
+        if self.where.lock == "table":
+            return
+        if keys is None or len(keys | (self._section_keys or frozenset())) > MAX_KEYS:
+            raise EventBackendError(
+                f"{self.location}: an exclusive write section cannot nest in a keyed one"
+            )
+        self._run(
+            lambda: self._exec(self._key_locks(keys - (self._section_keys or frozenset()))[2:])
+        )
+
+    def chain_head(self) -> ChainHead:
+        # Inside a keyed section the head is read under the order lock (taken here, before the
+        # read), so the head this section extends is the last committed one and no other
+        # section can append after it until this one commits.
+        if self._depth:
+            self._before_write()
+        return super().chain_head()
+
+    def _before_write(self) -> None:
+        if self._section_keys is None or self._ordered or self.where.lock == "table":
+            return  # an exclusive section, or the order lock is held already
+        self._run(lambda: self._exec(f"SELECT pg_advisory_xact_lock({self._order_key})"))
+        self._ordered = True
 
     @contextmanager
     def _schema_lock(self, conn: Connection) -> Iterator[None]:

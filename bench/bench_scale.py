@@ -1,0 +1,189 @@
+"""Concurrent writers on one PostgreSQL ledger (issue 15, section 1), durable (``fsync=on``).
+
+For 1, 2, 4 and 8 writer processes, each on its own subject, for a fixed time, in one run:
+
+* ``raw``: the floor, one ``INSERT`` of a prepared row per durable commit (autocommit) into a
+  table of the same layout and indexes, no lock;
+* ``keys``: ``Ledger.assert_fact`` superseding the writer's previous fact (so every write
+  validates: reads the fact, its superseders and events) with the default write section:
+  advisory locks per key, the order lock from the first append to commit;
+* ``keys-unordered``: the same without the order lock (bench only, patched in the worker): the
+  writers' side of a design that orders and chains events after commit (a sealer), i.e. the
+  ceiling the order lock costs against;
+* ``table``: the same ledger writes with ``?lock=table`` (``LOCK TABLE ... SHARE ROW
+  EXCLUSIVE``, the write path before issue 15).
+
+Usage: ``python bench/bench_scale.py [--quick] [--seconds S] [--writers 1 2 4 8]``; results go
+to ``bench/out/scale.json``. The embedded server comes from the conformance fixture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "out"
+MODES = ("raw", "keys", "keys-unordered", "table")
+
+
+def _worker(mode: str, url: str, index: int, start: Any, stop_at: Any, out: Any) -> None:
+    """Write until ``stop_at`` (a shared monotonic deadline set after every worker is ready)."""
+    if mode == "raw":
+        import psycopg
+
+        from agent_custody_state.plugin import AssertEvent, Fact
+        from agent_custody_state_sql.schema import ROW_COLUMNS, event_row
+
+        conn = psycopg.connect(url.split("&table=")[0])
+        conn.autocommit = True
+        sql = (
+            f"INSERT INTO raw_events ({', '.join(ROW_COLUMNS)}) "
+            f"VALUES ({', '.join(['%s'] * len(ROW_COLUMNS))})"
+        )
+
+        run = os.urandom(6).hex()  # ids unique across points: the raw table is shared
+
+        def write(n: int) -> None:
+            tx = "2025-01-01T00:00:00.000Z"
+            fact = Fact(f"r{run}-{index}-{n}", f"w{index}", "city", n, "s", "b", valid_from=tx)
+            row = event_row(AssertEvent(f"e{run}-{index}-{n}", tx, fact))
+            conn.execute(sql, [row[c] for c in ROW_COLUMNS], prepare=True)
+    else:
+        from agent_custody_state.ledger.ledger import Ledger
+
+        if mode == "keys-unordered":
+            from agent_custody_state_events_postgres.store import PostgresBackend
+
+            PostgresBackend._before_write = lambda self: None  # type: ignore[method-assign]
+        ledger = Ledger(url + ("&lock=table" if mode == "table" else ""))
+        last = ledger.assert_fact(
+            subject=f"w{index}", predicate="city", value=0, space="s", actor="b"
+        )
+
+        def write(n: int) -> None:
+            nonlocal last
+            last = ledger.assert_fact(
+                subject=f"w{index}", predicate="city", value=n, space="s", actor="b",
+                supersedes=last.fact_id,
+            )  # fmt: skip
+
+    write(0)  # warm: connection, prepared statements
+    start.wait()  # every worker is ready; the driver then sets the deadline
+    start.wait()
+    n = 0
+    deadline = stop_at.value
+    while time.monotonic() < deadline:
+        n += 1
+        write(n)
+    out.put(n)
+
+
+def run_point(mode: str, url: str, writers: int, seconds: float) -> float:
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(writers + 1)
+    stop_at = ctx.Value("d", 0.0)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_worker, args=(mode, url, i, start, stop_at, out))
+        for i in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    start.wait(timeout=120)  # every worker is connected and warm
+    began = time.monotonic()
+    stop_at.value = began + seconds
+    start.wait(timeout=120)
+    total = sum(out.get(timeout=seconds + 120) for _ in procs)
+    elapsed = time.monotonic() - began
+    for p in procs:
+        p.join()
+    return total / elapsed
+
+
+def _prepare(pg: Any, durable: bool) -> str:
+    import psycopg
+
+    from agent_custody_state_events_postgres.store import PostgresBackend
+    from agent_custody_state_sql.schema import create_ddl
+
+    with psycopg.connect(pg.admin_url, autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET fsync = {'on' if durable else 'off'}")
+        conn.execute("SELECT pg_reload_conf()")
+    PostgresBackend(f"{pg.url}&table=warm").close()
+    with psycopg.connect(pg.url) as conn:
+        for ddl in create_ddl("raw_events", "raw_events", "BIGSERIAL PRIMARY KEY"):
+            conn.execute(ddl)
+        conn.commit()
+        fsync = conn.execute("SHOW fsync").fetchone()
+    print(f"server fsync = {fsync[0] if fsync else '?'}", flush=True)
+    return str(pg.url)
+
+
+def _ratio(r: dict[str, float], a: str, b: str) -> str:
+    return f"{r[a] / r[b]:.2f}" if r.get(a) and r.get(b) else "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 s per point")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--rounds", type=int, default=None, help="median of N (quick: 3)")
+    parser.add_argument("--writers", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--no-fsync", action="store_true", help="measure without fsync")
+    args = parser.parse_args()
+    seconds = args.seconds or (2.0 if args.quick else 8.0)
+    from agent_custody_state_conformance.postgres import start_embedded_postgres
+
+    base = Path(tempfile.mkdtemp(prefix="acs-bench-scale-"))
+    os.chmod(base, 0o755)
+    pg = start_embedded_postgres(base)
+    rounds = args.rounds or (3 if args.quick else 5)
+    samples: dict[str, dict[int, list[float]]] = {
+        m: {w: [] for w in args.writers} for m in args.modes
+    }
+    try:
+        url = _prepare(pg, durable=not args.no_fsync)
+        # Rounds of every point, modes interleaved: a shared machine's load drifts, and each
+        # figure is the median of its rounds, so a burst of load elsewhere moves one sample.
+        for r in range(rounds):
+            for writers in args.writers:
+                for mode in args.modes:
+                    table = f"{mode.replace('-', '_')}_{writers}_{r}"
+                    rate = run_point(mode, f"{url}&table={table}", writers, seconds)
+                    samples[mode][writers].append(rate)
+                    print(f"round {r} {mode} x{writers}: {rate:8.0f} writes/s", flush=True)
+    finally:
+        pg.stop()
+    results = {m: {w: statistics.median(v) for w, v in ws.items()} for m, ws in samples.items()}
+    print("\nwriters | " + " | ".join(args.modes) + " | keys/raw | keys/table")
+    for w in args.writers:
+        r = {m: results[m].get(w, 0.0) for m in args.modes}
+        print(
+            f"{w} | " + " | ".join(f"{r[m]:.0f}" for m in args.modes)
+            + f" | {_ratio(r, 'keys', 'raw')} | {_ratio(r, 'keys', 'table')}"
+        )  # fmt: skip
+    OUT.mkdir(exist_ok=True)
+    (OUT / "scale.json").write_text(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "durable": not args.no_fsync,
+                "rounds": rounds,
+                "median": results,
+                "samples": samples,
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

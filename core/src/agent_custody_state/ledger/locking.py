@@ -1,0 +1,80 @@
+"""Write keys: which parts of the ledger a write section touches, named before it validates.
+
+A backend that can lock finer than "the whole ledger" (``EventBackend.locks_keys``) is told, when
+a section opens, the keys of everything the ledger will read a rule from or change in it; two
+sections whose keys are disjoint cannot break a rule for each other, so they need not wait for
+each other. The keys are:
+
+* ``fact_key(id)`` for the fact a mutation acts on, the fact an assert supersedes, and an
+  assert's own caller-chosen id: every rule (a fact exists once, is superseded at most once, is
+  retracted, held, forgotten at most once) is about one fact id, so two writers of one fact id
+  always share a key and queue;
+* ``topic_key(space, subject, predicate)`` for the assert's, or acted-on fact's, topic: writers
+  of one topic queue too, so the current value of a topic changes in the order its events are
+  stamped (an as-of read of a topic is repeatable once the instant is past).
+
+``None`` means "unknown": the backend then takes its exclusive section, as before keys existed.
+Keys are plain strings; a backend hashes them into whatever its lock manager takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.requests import AssertRequest
+
+_SEP = "\x1f"  # unit separator: cannot make two different tuples join to one key by accident
+
+
+def fact_key(fact_id: str) -> str:
+    return f"fact{_SEP}{fact_id}"
+
+
+def topic_key(space: str, subject: str, predicate: str) -> str:
+    return f"topic{_SEP}{space}{_SEP}{subject}{_SEP}{predicate}"
+
+
+def assert_keys(request: AssertRequest) -> set[str]:
+    """The keys of one assert. Fields of the wrong type add no key: the assert is refused by
+    validation inside the section before it writes anything."""
+    keys: set[str] = set()
+    r = request
+    if isinstance(r.fact_id, str):
+        keys.add(fact_key(r.fact_id))
+    if isinstance(r.supersedes, str):
+        keys.add(fact_key(r.supersedes))
+    if isinstance(r.space, str) and isinstance(r.subject, str) and isinstance(r.predicate, str):
+        keys.add(topic_key(r.space, r.subject, r.predicate))
+    return keys
+
+
+def batch_keys(items: Iterable[AssertRequest | Mapping[str, Any]]) -> set[str] | None:
+    """The keys of a batch of asserts, or None when an item is not even a request (the batch
+    is refused inside the section; an exclusive section keeps that refusal ordered)."""
+    keys: set[str] = set()
+    for item in items:
+        try:
+            keys |= assert_keys(AssertRequest.of(item))
+        except Exception:
+            return None
+    return keys
+
+
+def section(backend: EventBackend, keys: Collection[str] | None) -> AbstractContextManager[None]:
+    """The write section: keyed when the backend locks keys, else its exclusive one."""
+    if backend.locks_keys:
+        return backend.transaction(keys=keys)  # type: ignore[call-arg]
+    return backend.transaction()
+
+
+def fact_keys(backend: EventBackend, fact_id: str) -> list[str]:
+    """A mutation's keys: the fact and its topic (read first, outside the section: a fact's
+    topic never changes); the read is only made for a backend that locks keys."""
+    if not backend.locks_keys or not isinstance(fact_id, str):
+        return []
+    found = backend.get_assert(fact_id)
+    f = found.fact if found is not None else None
+    return [fact_key(fact_id)] + ([topic_key(f.space, f.subject, f.predicate)] if f else [])

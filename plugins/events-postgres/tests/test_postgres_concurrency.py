@@ -1,0 +1,150 @@
+"""Writers on different facts do not queue behind each other (issue 15); writers of one fact do.
+
+Writer A opens a write section and holds it open after validating (a precondition that waits),
+while writer B, on its own connection, writes. With key locks B commits before A's section ends;
+on the same fact B waits and then loses; with ``?lock=table`` B waits for A whatever it writes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.ledger import Ledger
+
+pytestmark = pytest.mark.postgres
+
+WAIT = 10.0  # seconds: generous for a loaded machine; a blocked writer is detected long before
+
+
+@pytest.fixture
+def location(postgres_url: str) -> str:
+    return f"{postgres_url}&table=concurrent"
+
+
+class HeldSection:
+    """Writer A: supersedes ``old`` and stops inside its write section until released."""
+
+    def __init__(self, ledger: Ledger, old: str) -> None:
+        self.inside = threading.Event()
+        self.release = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(ledger, old), daemon=True)
+
+    def _hold(self, _state: Any) -> None:
+        self.inside.set()
+        if not self.release.wait(WAIT * 3):
+            raise RuntimeError("never released")
+
+    def _run(self, ledger: Ledger, old: str) -> None:
+        try:
+            ledger.assert_fact(
+                subject="alice", predicate="city", value="Paris", space="s", actor="a",
+                supersedes=old, precondition=self._hold,
+            )  # fmt: skip
+        except BaseException as exc:  # reported to the test
+            self.error = exc
+
+    def start(self) -> None:
+        self.thread.start()
+        assert self.inside.wait(WAIT), "writer A never reached its section"
+
+    def finish(self) -> None:
+        self.release.set()
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive()
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture
+def held(location: str) -> Iterator[Callable[[str], tuple[HeldSection, Ledger]]]:
+    opened: list[Ledger] = []
+    sections: list[HeldSection] = []
+
+    def make(loc: str) -> tuple[HeldSection, Ledger]:
+        a, b = Ledger(loc), Ledger(loc)
+        opened.extend((a, b))
+        old = a.assert_fact(subject="alice", predicate="city", value="Oslo", space="s", actor="a")
+        section = HeldSection(a, old.fact_id)
+        sections.append(section)
+        section.start()
+        return section, b
+
+    yield make
+    for section in sections:
+        section.release.set()
+        section.thread.join(WAIT)
+    for ledger in opened:
+        ledger.close()
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as exc:
+            out["error"] = exc
+        out["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_writer_on_another_subject_commits_while_a_section_is_open(
+    held: Callable[[str], tuple[HeldSection, Ledger]], location: str
+) -> None:
+    section, b = held(location)
+    # B writes a different subject, then acts on its own fact: neither waits for A.
+    fact = b.assert_fact(subject="bob", predicate="city", value="Rome", space="s", actor="b")
+    b.retract(fact_id=fact.fact_id, actor="b", reason="moved")
+    assert section.thread.is_alive(), "A's section must still be open while B committed"
+    # B's writes are committed (a third connection sees them) before A's section ends.
+    with Ledger(location) as c:
+        assert [e.kind for e in c.history(fact.fact_id)] == ["assert", "retract"]
+    section.finish()
+    with Ledger(location) as c:
+        assert [f.value for f in c.as_of(subject="alice")] == ["Paris"]
+
+
+def test_writer_of_the_same_fact_waits_and_loses(
+    held: Callable[[str], tuple[HeldSection, Ledger]], location: str
+) -> None:
+    section, b = held(location)
+    old = b.as_of(subject="alice")[0].fact_id
+    thread, out = _timed(
+        lambda: b.assert_fact(
+            subject="alice", predicate="city", value="Lima", space="s", actor="b", supersedes=old
+        )
+    )
+    thread.join(1.0)
+    assert thread.is_alive(), "B superseded the fact A is superseding without waiting for A"
+    released = time.monotonic()
+    section.finish()
+    thread.join(WAIT)
+    assert out["at"] >= released
+    assert isinstance(out.get("error"), LedgerError)
+    assert out["error"].code == "already_superseded"
+
+
+def test_table_lock_makes_every_writer_wait(
+    held: Callable[[str], tuple[HeldSection, Ledger]], location: str
+) -> None:
+    section, b = held(f"{location}&lock=table")
+    thread, out = _timed(
+        lambda: b.assert_fact(subject="bob", predicate="city", value="Rome", space="s", actor="b")
+    )
+    thread.join(1.0)
+    assert thread.is_alive(), "?lock=table let a writer past an open write section"
+    released = time.monotonic()
+    section.finish()
+    thread.join(WAIT)
+    assert "error" not in out and out["at"] >= released

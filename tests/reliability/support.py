@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -366,3 +367,22 @@ def http_client(timeout: float = 60) -> Any:
     import httpx
 
     return httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(**HTTP_LIMITS_KW))
+
+
+def run_planned(
+    zygote: Any,
+    plan: dict[str, Any],
+    params: dict[str, Any],
+    known: Any,
+    ack: Path,
+    tmp_path: Path,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run one worker under ``plan`` (a timer kill is sent from here); its exit status and the
+    acknowledgement lines it wrote."""
+    pid = zygote.run(**params)
+    if plan["mode"] == "timer":
+        time.sleep(plan["delay"])
+        os.kill(pid, signal.SIGKILL)
+    status = zygote.wait(pid, timeout=120)
+    assert not status["hung"], f"worker hung ({plan}); see {tmp_path}/zygote.log"
+    return status, known.read(ack)

@@ -41,7 +41,7 @@ from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent, RetractEvent
 from agent_custody_state.ledger.verify import verify_lines
 
-from .support import HERE, STRESS, files_under, record, scale, scan
+from .support import HERE, STRESS, files_under, record, run_planned, scale, scan
 
 OPS = ("forget", "sweep", "supersede", "many", "assert", "retract", "confirm", "hold", "release")
 ACTIONS = ("before", "after", "torn")
@@ -310,13 +310,7 @@ def crash_loop(
                 "seed": rng.randrange(2**32),
                 "kill": plan,
             }
-            pid = zygote.run(**params)
-            if plan["mode"] == "timer":
-                time.sleep(plan["delay"])
-                os.kill(pid, signal.SIGKILL)
-            status = zygote.wait(pid, timeout=120)
-            assert not status["hung"], f"worker hung ({plan}); see {tmp_path}/zygote.log"
-            lines = known.read(ack)
+            status, lines = run_planned(zygote, plan, params, known, ack, tmp_path)
             if status["signal"] != signal.SIGKILL:
                 assert status["code"] == 0, f"worker failed ({status}); see zygote.log"
                 no_fire += 1  # the shim never reached its call: not a kill point

@@ -37,8 +37,15 @@ from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.ledger.shred import ShreddingBackend
 
-from .support import files_under, record, scale, scan
-from .test_crash_loops import Backend, Knowledge, Zygote, check, plans, where_killed
+from .support import files_under, record, run_planned, scale, scan
+from .test_crash_loops import (
+    Backend,
+    Knowledge,
+    Zygote,
+    check,
+    plans,
+    where_killed,
+)
 
 SHRED = {"forget_mode": "crypto-shred"}
 
@@ -92,13 +99,7 @@ def shred_loop(
                 "kill": plan,
                 "options": SHRED,
             }
-            pid = zygote.run(**params)
-            if plan["mode"] == "timer":
-                time.sleep(plan["delay"])
-                os.kill(pid, signal.SIGKILL)
-            status = zygote.wait(pid, timeout=120)
-            assert not status["hung"], f"worker hung ({plan}); see {tmp_path}/zygote.log"
-            lines = known.read(ack)
+            status, lines = run_planned(zygote, plan, params, known, ack, tmp_path)
             for line in lines:
                 if line["t"] == "kids":
                     kids.update(line["kids"])

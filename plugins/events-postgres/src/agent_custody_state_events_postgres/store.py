@@ -106,10 +106,17 @@ class PostgresBackend(SqlEventBackend):
         elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
             self._exec(f"BEGIN; SELECT pg_advisory_xact_lock({self._write_key})")
         else:
+            # The order lock is taken here too, before the ledger stamps the transaction time:
+            # taken later (at the first append) a section stamped earlier could commit after
+            # one stamped later, and transaction time would go backwards along the append
+            # order (a read "as of" a past instant would then change). Found by the
+            # reliability tier's two-server concurrency run.
             self._exec(
                 f"BEGIN; SELECT pg_advisory_xact_lock_shared({self._write_key})"
                 + self._key_locks(self._section_keys)
+                + f"; SELECT pg_advisory_xact_lock({self._order_key})"
             )
+            self._ordered = True
 
     def _key_locks(self, keys: frozenset[str]) -> str:
         """``; SELECT pg_advisory_xact_lock(k), ...`` for the keys, in ascending order (two

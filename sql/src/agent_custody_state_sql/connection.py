@@ -11,8 +11,8 @@ an indexed lookup.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -42,6 +42,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._engine = engine
         self._init_transactions()
         self._closed = False
+        self._in_read = False
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         try:
             self._conn: Connection = engine.connect()
@@ -58,6 +59,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
     def _begin_write(self) -> None:
         """Start a transaction that holds the table's write lock until commit or rollback."""
         raise NotImplementedError
+
+    #: How a read snapshot starts (``reading``); PostgreSQL asks for REPEATABLE READ.
+    _begin_read = "BEGIN"
 
     def _connection_lost(self) -> bool:
         """Whether the driver connection is dead (the dialect knows how to tell)."""
@@ -130,6 +134,24 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             cur.execute(sql)
         finally:
             cur.close()
+
+    # -- read snapshots ------------------------------------------------------------------------
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """One snapshot for every query of a read (outside a write section, which has its own)."""
+        with self._lock:
+            if self._depth or self._in_read:
+                yield
+                return
+            self._run(lambda: self._exec(self._begin_read))
+            self._in_read = True
+            try:
+                yield
+            finally:
+                self._in_read = False
+                with suppress(sa.exc.SQLAlchemyError, self._driver_error):
+                    self._exec("COMMIT")
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agent_custody_state.ledger.chain import ChainHead, head_after
@@ -189,6 +189,13 @@ class EventBackend(abc.ABC):
         return None
 
     # -- housekeeping -------------------------------------------------------------------------
+
+    def reading(self) -> AbstractContextManager[None]:
+        """A consistent snapshot for a read made of several questions (an as-of read may ask
+        again past a retracted link): inside it, every answer reflects one moment, so a read can
+        never mix states from before and after another process's write. Default: nothing (a
+        backend that answers from one in-process index is consistent already)."""
+        return nullcontext()
 
     def refresh(self) -> None:  # noqa: B027 - optional hook
         """Pick up events appended by other processes (stores that cache may need it)."""

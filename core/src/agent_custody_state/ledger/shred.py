@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, TypeVar, cast
 
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
@@ -298,6 +298,9 @@ class ShreddingBackend(EventBackend):
 
     def refresh(self) -> None:
         self.inner.refresh()
+
+    def reading(self) -> AbstractContextManager[None]:
+        return self.inner.reading()
 
     def compact(self) -> None:
         try:

@@ -62,6 +62,9 @@ class PostgresBackend(SqlEventBackend):
     """Events in a PostgreSQL table; ``location`` is a ``postgres[ql]://`` URL."""
 
     kind = "postgres"
+    # A read made of several queries sees one snapshot (the default READ COMMITTED gives each
+    # statement its own, so an as-of read could mix states around a concurrent retraction).
+    _begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     seq_ddl = "BIGSERIAL PRIMARY KEY"
     locks_keys = True
 

@@ -71,6 +71,10 @@ class RawClient:
 
     async def tool(self, name: str, arguments: dict[str, Any]) -> str:
         """``ok``, ``overload``, or an error description."""
+        return (await self.call(name, arguments))[0]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, Any]:
+        """The outcome (as ``tool``) and, when ``ok``, the result's JSON text parsed."""
         status, _, payload = await self.post(
             {
                 "method": "tools/call",
@@ -78,13 +82,16 @@ class RawClient:
             }
         )
         if status == 503:
-            return "overload"
+            return "overload", None
         if status != 200:
-            return f"HTTP {status}"
+            return f"HTTP {status}", None
         reply = json.loads(payload)
         if "error" in reply:
-            return f"error: {reply['error']['message']}"
-        return "ok" if not reply["result"].get("isError") else "tool error"
+            return f"error: {reply['error']['message']}", None
+        result = reply["result"]
+        if result.get("isError"):
+            return "tool error", result["content"][0].get("text")
+        return "ok", json.loads(result["content"][0]["text"])
 
     def close(self) -> None:
         self.writer.close()

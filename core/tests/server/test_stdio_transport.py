@@ -35,7 +35,9 @@ async def test_oversized_message_gets_an_error_and_serving_continues(tmp_path: P
     assert b"x" * 100 not in (tmp_path / "l.jsonl").read_bytes()
 
 
-def _exchange(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
+def _exchange(tmp_path: Path, lines: list[bytes], through: str = "pipe") -> list[dict[str, Any]]:
+    """Send ``lines`` after the handshake; stdin and stdout are pipes, or regular files (which
+    the transport cannot poll, so it reads and writes them from threads)."""
     init = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -52,14 +54,16 @@ def _exchange(tmp_path: Path, lines: list[bytes]) -> list[dict[str, Any]]:
         + b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
     )
     data += b"".join(line + b"\n" for line in lines)
-    done = subprocess.run(
-        [*CLI, "serve", "--ledger", str(tmp_path / "raw.jsonl"), "--max-request-bytes", "3000"],
-        input=data,
-        capture_output=True,
-        timeout=60,
-        env=os.environ.copy(),
-    )
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    command = [*CLI, "serve", "--ledger", str(tmp_path / "raw.jsonl")]
+    command += ["--max-request-bytes", "3000"]
+    if through == "pipe":
+        done = subprocess.run(command, input=data, capture_output=True, timeout=60)
+        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    (tmp_path / "in.jsonl").write_bytes(data)
+    with open(tmp_path / "in.jsonl", "rb") as stdin, open(tmp_path / "out.jsonl", "wb") as out:
+        subprocess.run(command, stdin=stdin, stdout=out, stderr=subprocess.DEVNULL, timeout=60)
+    output = (tmp_path / "out.jsonl").read_bytes()
+    return [json.loads(line) for line in output.splitlines() if line.strip()]
 
 
 def test_raw_protocol_errors_keep_ids_where_known(tmp_path: Path) -> None:
@@ -135,7 +139,8 @@ def test_deeply_nested_message_is_refused_and_serving_continues(tmp_path: Path) 
     assert b"Traceback" not in done.stderr
 
 
-def test_requests_read_before_end_of_input_are_answered(tmp_path: Path) -> None:
+@pytest.mark.parametrize("through", ["pipe", "file"])
+def test_requests_read_before_end_of_input_are_answered(tmp_path: Path, through: str) -> None:
     calls = [
         json.dumps(
             {
@@ -151,12 +156,26 @@ def test_requests_read_before_end_of_input_are_answered(tmp_path: Path) -> None:
         ).encode()
         for i in range(20)
     ]
-    replies = _exchange(tmp_path, calls)
+    replies = _exchange(tmp_path, calls, through)
     answered = {r["id"]: r for r in replies if isinstance(r.get("id"), int) and r["id"] >= 100}
     assert sorted(answered) == list(range(100, 120))
     assert not any(r["result"].get("isError") for r in answered.values())
     lines = (tmp_path / "raw.jsonl").read_text().splitlines()
     assert len(lines) == 20
+
+
+@pytest.mark.anyio
+async def test_an_answer_larger_than_a_pipe_buffer_arrives_whole(tmp_path: Path) -> None:
+    # The transport writes PIPE_BUF bytes at a time once stdout is writable: a read of many
+    # facts (some 200 KB of JSON) must still arrive as one message, unmangled.
+    async with GatewayClient.stdio("serve", "--ledger", str(tmp_path / "l.jsonl")) as gw:
+        for i in range(100):
+            args = {"subject": "big", "predicate": f"p{i}", "value": "v" * 2000, "space": "org"}
+            assert not (await gw.call("memory.write", args)).is_error
+        read = await gw.call("memory.read", {"subject": "big"})
+    facts = json.loads(read.text)["facts"]
+    assert sorted(f["predicate"] for f in facts) == sorted(f"p{i}" for i in range(100))
+    assert all(f["value"] == "v" * 2000 for f in facts)
 
 
 def test_line_framer_splits_and_drops() -> None:

@@ -6,6 +6,10 @@ the rest up to the newline, answers that request with a JSON-RPC error and goes 
 A line that is not JSON-RPC gets a parse error instead of silence. At the end of input the
 requests already read are answered (for up to 10 s) before the server stops.
 
+Reading and writing wait on the event loop (a pipe, socket or terminal is polled, then read or
+written without blocking), so a call costs no thread hop; only a regular file as stdin or stdout
+is read or written from a thread.
+
 While serving, fd 0 reads from /dev/null and fd 1 points at stderr, so a stray ``print`` in a
 plugin cannot corrupt the protocol stream; both are restored on exit.
 """
@@ -16,7 +20,9 @@ import contextlib
 import json
 import os
 import re
+import select
 import signal
+import stat
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -140,6 +146,32 @@ def _parse(line: bytes) -> SessionMessage:
         return _error(request_id, types.INVALID_REQUEST, "invalid JSON-RPC message")
 
 
+def pollable(fd: int) -> bool:
+    """Whether the event loop can wait on ``fd`` (a pipe, socket or terminal; not a regular
+    file, which epoll refuses and which never blocks anyway)."""
+    return not stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+async def _read_chunks(fd: int) -> AsyncIterator[bytes]:
+    """Chunks read from ``fd`` until end of input.
+
+    A pipe, socket or terminal is waited on by the event loop and read once readable, so a
+    message costs no thread hop and cancelling (a stop signal) needs nothing from the reader.
+    Anything the loop cannot wait on is read by a daemon thread (``_read_in_daemon_thread``).
+    """
+    if not pollable(fd):
+        async with _read_in_daemon_thread(fd) as chunks:
+            async for chunk in chunks:
+                yield chunk
+        return
+    while True:
+        await anyio.wait_readable(fd)
+        chunk = os.read(fd, _READ_CHUNK)  # readable: returns what is there, without blocking
+        if not chunk:
+            return
+        yield chunk
+
+
 def _read_in_daemon_thread(fd: int) -> MemoryObjectReceiveStream[bytes]:
     """Chunks read from ``fd`` by a daemon thread; the stream ends at end of input.
 
@@ -168,6 +200,23 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+async def _write(fd: int, data: bytes, polled: bool) -> None:
+    """Write ``data`` to ``fd`` without blocking the event loop.
+
+    On a pipe, socket or terminal, ``PIPE_BUF`` bytes at a time once the descriptor is writable
+    (a pipe that reports writable takes that much without blocking); the usual answer goes out
+    in one ``write`` with no thread hop. Anything else is written from a worker thread.
+    """
+    if not polled:
+        await anyio.to_thread.run_sync(_write_all, fd, data)
+        return
+    view = memoryview(data)
+    while view:
+        if not select.select([], [fd], [], 0)[1]:
+            await anyio.wait_writable(fd)
+        view = view[os.write(fd, view[: select.PIPE_BUF]) :]
 
 
 @asynccontextmanager
@@ -225,10 +274,8 @@ async def stdio_transport(
 
     async def read_messages() -> None:
         framer = LineFramer(max_message_bytes)
-        chunks = _read_in_daemon_thread(in_fd)
-        async with chunks:
-            async for chunk in chunks:
-                await handle(framer, chunk)
+        async for chunk in _read_chunks(in_fd):
+            await handle(framer, chunk)
 
     async def handle(framer: LineFramer, chunk: bytes) -> None:
         for item in framer.feed(chunk):
@@ -251,13 +298,14 @@ async def stdio_transport(
                 await read_send.send(message)
 
     written = anyio.Event()
+    polled = pollable(out_fd)
 
     async def writer() -> None:
         try:
             async with write_recv:
                 async for message in write_recv:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await anyio.to_thread.run_sync(_write_all, out_fd, data.encode() + b"\n")
+                    await _write(out_fd, data.encode() + b"\n", polled)
                     if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
                         outstanding.answered(message.message.id)
         finally:

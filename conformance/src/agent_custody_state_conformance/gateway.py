@@ -133,9 +133,11 @@ class GatewayClient:
         cwd: str | None = None,
         agent: str = "test-agent",
         errlog: Any = None,
+        **session_options: Any,
     ) -> AsyncIterator[GatewayClient]:
         """Spawn ``agent-custody-memory <args>`` (by default ``python -m agent_custody_state``)
-        and talk to it over stdio, as its gateway."""
+        and talk to it over stdio, as its gateway. ``session_options`` go to ``ClientSession``
+        (``logging_callback``, ``message_handler``, ...)."""
         base = list(command) if command else [sys.executable, "-m", "agent_custody_state"]
         params = StdioServerParameters(
             command=base[0],
@@ -144,7 +146,7 @@ class GatewayClient:
             cwd=cwd,
         )
         async with stdio_client(params, errlog=errlog or sys.stderr) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, **session_options) as session:
                 await session.initialize()
                 yield cls(session, agent=agent)
 
@@ -158,13 +160,15 @@ class GatewayClient:
         headers: Mapping[str, str] | None = None,
         agent: str = "test-agent",
         timeout: float = 30,
+        **session_options: Any,
     ) -> AsyncIterator[GatewayClient]:
-        """Connect to a Streamable HTTP memory server, with a bearer token if given."""
+        """Connect to a Streamable HTTP memory server, with a bearer token if given
+        (``session_options`` as for ``stdio``)."""
         sent = dict(headers or {})
         if token is not None:
             sent["Authorization"] = f"Bearer {token}"
         async with httpx2.AsyncClient(headers=sent, timeout=timeout) as http_client:
             async with streamable_http_client(url, http_client=http_client) as (read, write):
-                async with ClientSession(read, write) as session:
+                async with ClientSession(read, write, **session_options) as session:
                     await session.initialize()
                     yield cls(session, agent=agent)

@@ -19,6 +19,7 @@ from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, h
 from agent_custody_state.ledger.backend import (
     EventBackend,
     EventBackendError,
+    KeyName,
     ReentrantTransactions,
 )
 from agent_custody_state.ledger.chain import ChainHead
@@ -72,6 +73,7 @@ __all__ = [
     "ForgetEvent",
     "Forgotten",
     "HoldEvent",
+    "KeyName",
     "KeyStore",
     "KeyStoreError",
     "ReentrantTransactions",

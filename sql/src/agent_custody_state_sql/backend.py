@@ -37,6 +37,7 @@ from agent_custody_state.plugin import (
     Event,
     ForgetEvent,
     Forgotten,
+    KeyName,
     forget_assert,
 )
 from agent_custody_state_sql.checkpoints import SqlCheckpointLog
@@ -215,6 +216,19 @@ class SqlEventBackend(SchemaSetup):
 
     def spaces(self) -> list[str]:
         return sorted(r[0] for r in self._rows(self._q.spaces))
+
+    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
+        column = {"factId": "fact_id"}.get(key, key)
+        if column not in ("fact_id", "subject", "predicate", "space"):
+            raise ValueError(f"no such key: {key!r}")
+        params: dict[str, Any] = {"p": prefix, "plen": len(prefix), "n": limit}
+        # [prefix, prefix with its last character raised by one) holds exactly the values
+        # starting with the prefix in code-point order (used on SQLite; substr decides anyway).
+        ranged = bool(prefix) and ord(prefix[-1]) < 0x10FFFF
+        if ranged:
+            params.update(lo=prefix, hi=prefix[:-1] + chr(ord(prefix[-1]) + 1))
+        rows = self._rows(self._q.key_values(column, ranged), params)
+        return sorted(r[0] for r in rows)[:limit]
 
     def count(self) -> int:
         return int(self._rows(self._q.count)[0][0])

@@ -45,6 +45,7 @@ class Statements:
         self._dialect = dialect
         self._find: dict[tuple[bool, ...], Prepared] = {}
         self._around: dict[tuple[bool, ...], Prepared] = {}
+        self._keys: dict[tuple[str, bool], Prepared] = {}
         json_out = sa.cast(t.c.json, sa.Text) if jsonb else t.c.json
         self.base = base = sa.select(t.c.seq, json_out)
         p = self.compile
@@ -93,6 +94,32 @@ class Statements:
         self.fact_asserts = p(
             base.where(t.c.fact_id == sa.bindparam("f"), kind == "assert").order_by(seq)
         )
+
+    def key_values(self, column: str, ranged: bool) -> Prepared:
+        """``key_values`` for one column: its distinct values among asserts of facts with no
+        forget event, starting with ``p`` (``plen`` characters), at most ``n``.
+
+        ``substr`` makes the match exact under any collation; on SQLite (code-point order)
+        a range on the column (``ranged``: ``lo`` <= value < ``hi``) lets its index find the
+        first value with the prefix.
+        """
+        q = self._keys.get((column, ranged))
+        if q is None:
+            t = self.table
+            col = t.c[column]
+            forgotten = t.alias("forgotten")
+            where = [
+                t.c.kind == "assert",
+                sa.func.substr(col, 1, sa.bindparam("plen")) == sa.bindparam("p"),
+                ~sa.exists().where(
+                    forgotten.c.fact_id == t.c.fact_id, forgotten.c.kind == "forget"
+                ),
+            ]
+            if ranged and self._dialect.name == "sqlite":
+                where += [col >= sa.bindparam("lo"), col < sa.bindparam("hi")]
+            stmt = sa.select(col).where(*where).group_by(col).order_by(col).limit(sa.bindparam("n"))
+            q = self._keys[(column, ranged)] = self.compile(stmt)
+        return q
 
     def compile(self, stmt: sa.ClauseElement) -> Prepared:
         return Prepared(stmt, self._dialect)

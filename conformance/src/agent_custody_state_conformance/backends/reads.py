@@ -160,3 +160,34 @@ class ReadRules(BackendRules):
         assert ledger.as_of() == []
         past = ledger.as_of(tx_at=before)
         assert len(past) == 1 and past[0].value is None and past[0].forgotten is not None
+
+    # -- 2.9 key values (completions) ------------------------------------------------------------
+
+    @rule("EB-2.9-keys")
+    def test_key_values(self, ledger: Ledger) -> None:
+        """``key_values`` lists the distinct subjects, predicates, spaces and fact ids starting
+        with a prefix, sorted by code point, at most ``limit``; a forgotten fact's keys are gone
+        unless another fact still carries them; retracted and superseded facts keep theirs.
+
+        Troubleshooting: exclude asserts whose fact has a forget event; match the prefix
+        exactly (case-sensitive, not a LIKE pattern: ``%`` and ``_`` are plain characters).
+        """
+        a = self._assert(ledger, subject="acct:1", predicate="plan", space="team:a")
+        self._assert(ledger, subject="acct:10", predicate="plan_b", space="team:b")
+        b = self._assert(ledger, subject="acct:2", predicate="tier", space="org")
+        gone = self._assert(ledger, subject="acct:%_x", predicate="secret", space="user:eve")
+        ledger.retract(fact_id=b.fact_id, actor="l", reason="r")
+        ledger.forget(fact_id=gone.fact_id, actor="l", reason="r")
+        assert ledger.key_values("subject", "acct:") == ["acct:1", "acct:10", "acct:2"]
+        assert ledger.key_values("subject", "acct:1") == ["acct:1", "acct:10"]
+        assert ledger.key_values("subject", "acct:1", limit=1) == ["acct:1"]
+        assert ledger.key_values("subject", "acct:%") == []
+        assert ledger.key_values("subject", "ACCT") == []
+        assert ledger.key_values("predicate", "") == ["plan", "plan_b", "tier"]
+        assert ledger.key_values("space", "team:") == ["team:a", "team:b"]
+        assert ledger.key_values("space", "") == ["org", "team:a", "team:b"]
+        assert ledger.key_values("factId", a.fact_id[:-1]) == [a.fact_id]
+        assert ledger.key_values("factId", gone.fact_id) == []
+        again = self._assert(ledger, subject="acct:2", predicate="secret", space="user:eve")
+        assert ledger.key_values("predicate", "s") == ["secret"]
+        assert again.fact_id in ledger.key_values("factId", "", limit=10)

@@ -8,9 +8,11 @@ memory: right for the reference and for audit-sized JSONL ledgers, not for milli
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 
+from agent_custody_state.ledger.backend import KEY_NAMES, KeyName, key_of
 from agent_custody_state.ledger.model import (
     AssertEvent,
     Event,
@@ -36,6 +38,11 @@ class EventIndex:
         self._by_subject: dict[str, list[int]] = defaultdict(list)
         self._by_space: dict[str, list[int]] = defaultdict(list)
         self._space_counts: dict[str, int] = defaultdict(int)
+        # For completions: per key, how many asserts of facts not forgotten carry each value,
+        # and (built on first use, dropped when a value appears or disappears) those values
+        # sorted, so a prefix is found by bisection.
+        self._live: dict[KeyName, dict[str, int]] = {k: defaultdict(int) for k in KEY_NAMES}
+        self._sorted: dict[KeyName, list[str]] = {}
 
     def __len__(self) -> int:
         return len(self.events)
@@ -53,7 +60,33 @@ class EventIndex:
             self._space_counts[event.fact.space] += 1
             if event.supersedes:
                 self._by_supersedes[event.supersedes].append(pos)
+            self._count_keys(event, 1)
+        elif isinstance(event, ForgetEvent):
+            first = self.get_assert(event.fact_id)
+            if first is not None:
+                self._count_keys(first, -1)
         return pos
+
+    def _count_keys(self, event: AssertEvent, step: int) -> None:
+        for key in KEY_NAMES:
+            counts = self._live[key]
+            value = key_of(event, key)
+            before = counts[value]
+            counts[value] = before + step
+            if (before == 0) != (before + step == 0):  # a value appeared or disappeared
+                self._sorted.pop(key, None)
+
+    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
+        """``EventBackend.key_values`` from the live counts (bisection in the sorted values)."""
+        values = self._sorted.get(key)
+        if values is None:
+            values = self._sorted[key] = sorted(v for v, n in self._live[key].items() if n > 0)
+        out: list[str] = []
+        for value in values[bisect_left(values, prefix) :]:
+            if len(out) >= limit or not value.startswith(prefix):
+                break
+            out.append(value)
+        return out
 
     def truncate(self, length: int) -> None:
         """Drop events past ``length`` (rolling back a failed transaction)."""

@@ -35,6 +35,7 @@ from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.ledger.backend import (
     EventBackend,
     EventBackendError,
+    KeyName,
     ReentrantTransactions,
 )
 from agent_custody_state.ledger.checkpoints import FileCheckpointLog
@@ -361,6 +362,10 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
     def find_asserts(self, **filters: str | None) -> Iterator[AssertEvent]:  # type: ignore[override]
         self.refresh()
         return iter(list(self._index.find_asserts(**filters)))
+
+    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
+        self.refresh()
+        return self._index.key_values(key, prefix, limit)
 
     def spaces(self) -> list[str]:
         self.refresh()

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterator, Sequence
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.backends.keystore_memory import MemoryKeyStore
-from agent_custody_state.ledger.backend import EventBackend, ReentrantTransactions
+from agent_custody_state.ledger.backend import EventBackend, KeyName, ReentrantTransactions
 from agent_custody_state.ledger.checkpoints import MemoryCheckpointLog
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
@@ -69,6 +69,9 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
 
     def find_asserts(self, **filters: str | None) -> Iterator[AssertEvent]:  # type: ignore[override]
         return iter(list(self._index.find_asserts(**filters)))
+
+    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
+        return self._index.key_values(key, prefix, limit)
 
     def spaces(self) -> list[str]:
         return self._index.spaces()

@@ -16,7 +16,7 @@ import abc
 import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from agent_custody_state.ledger.chain import ChainHead, head_after
 from agent_custody_state.ledger.checkpoints import CheckpointLog
@@ -24,6 +24,17 @@ from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Fo
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.keystore import KeyStore
+
+
+#: The fact keys ``EventBackend.key_values`` lists (wire names).
+KeyName = Literal["subject", "predicate", "space", "factId"]
+KEY_NAMES: tuple[KeyName, ...] = ("subject", "predicate", "space", "factId")
+
+
+def key_of(event: AssertEvent, key: KeyName) -> str:
+    """The value of one of the fact's keys (``KeyName``) on an assert."""
+    fact = event.fact
+    return fact.fact_id if key == "factId" else str(getattr(fact, key))
 
 
 class EventBackendError(Exception):
@@ -150,6 +161,18 @@ class EventBackend(abc.ABC):
     @abc.abstractmethod
     def spaces(self) -> list[str]:
         """Distinct spaces of all asserts, sorted."""
+
+    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
+        """Distinct values of ``key`` (``subject``, ``predicate``, ``space`` or ``factId``) among
+        asserts whose fact is not forgotten, starting with ``prefix``, in code-point order, at
+        most ``limit`` of them (completions ask for one more than they show, to know if there
+        are more). The default reads every assert: override it with an indexed read."""
+        values = {
+            key_of(event, key)
+            for event in self.find_asserts()
+            if event.fact.forgotten is None and key_of(event, key).startswith(prefix)
+        }
+        return sorted(values)[:limit]
 
     @abc.abstractmethod
     def count(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from agent_custody_state.ledger.arguments import time_arg
-from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import PROVENANCE_RANK, ConfirmEvent, Event, Fact
 from agent_custody_state.ledger.queries import (
@@ -148,6 +148,11 @@ class LedgerReads:
 
     def spaces(self) -> list[str]:
         return self.backend.spaces()
+
+    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
+        """Values of a fact key (``subject``, ``predicate``, ``space``, ``factId``) of facts not
+        forgotten, starting with ``prefix``, sorted, at most ``limit`` (for completions)."""
+        return self.backend.key_values(key, prefix, limit)
 
     def count(self) -> int:
         return self.backend.count()

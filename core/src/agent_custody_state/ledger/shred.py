@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, TypeVar, cast
 
-from agent_custody_state.ledger.backend import EventBackend, EventBackendError
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
 from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unseal, with_value
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.keypool import KeyPool
@@ -287,6 +287,9 @@ class ShreddingBackend(EventBackend):
 
     def spaces(self) -> list[str]:
         return self.inner.spaces()
+
+    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
+        return self.inner.key_values(key, prefix, limit)
 
     def count(self) -> int:
         return self.inner.count()

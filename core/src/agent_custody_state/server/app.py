@@ -9,7 +9,9 @@ was given, recorded in the request scope by ``guard.py``.
 Besides the ten tools (annotated, with output schemas: ``outputs.py``) the server offers the
 ledger as resources (``resources.py``) and tells subscribed clients when a fact or subject
 changed (``notify.py``: ``resources/subscribe`` on 2025-11-25, ``subscriptions/listen`` on
-2026-07-28).
+2026-07-28). What the server logs while serving a call reaches the caller as
+``notifications/message`` (``session_log.py``), and ``completion/complete`` offers subjects,
+predicates, spaces and fact ids from the ledger's indexes (``completions.py``).
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from mcp.server.lowlevel import Server
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
-from agent_custody_state.server import resources
+from agent_custody_state.server import completions, resources
 from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.notify import Notifier
 from agent_custody_state.server.outputs import output_schema, titled, tool_annotations
 from agent_custody_state.server.service import MemoryService
-from agent_custody_state.server.tools import TOOLS
+from agent_custody_state.server.session_log import SessionLog, install_collector
+from agent_custody_state.server.tools import SCHEMAS, TOOLS
 from agent_custody_state.server.trust import Role, role_of_request
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
@@ -57,6 +60,7 @@ class MemoryServer(Server[Any]):
 
     memory: MemoryService
     notifier: Notifier
+    session_log: SessionLog
 
     def close(self) -> None:
         """Stop hearing the ledger and end the worker (the ledger stays open: it is the
@@ -110,12 +114,19 @@ def create_memory_server(
 
     notifier = Notifier(ledger, service.worker)
     notifier.install()
+    install_collector()
+    session_log = SessionLog(SCHEMAS)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         role = role_of_request(ctx.request, default=stream_role)
-        result = await service.call(params.name, params.arguments, params.meta, role)
+        async with session_log.capture(ctx):
+            result = await service.call(params.name, params.arguments, params.meta, role)
         await notifier.flush()
         return result.to_mcp()
+
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        key = completions.key_for(params, SCHEMAS, SCHEMAS)
+        return await service.worker.run(completions.complete, ledger, key, params.argument.value)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         cursor = params.cursor if params is not None else None
@@ -140,8 +151,15 @@ def create_memory_server(
         on_subscribe_resource=notifier.subscribe,
         on_unsubscribe_resource=notifier.unsubscribe,
         on_subscriptions_listen=notifier.listen,
+        on_completion=complete,
         instructions="Governed memory: a bitemporal custody ledger behind the receipts gateway.",
+    )
+    # Registered, not passed to the constructor: the SDK warns on the keyword (logging is
+    # deprecated in 2026-07-28, where the per-request level replaces it) but still serves it.
+    server.add_request_handler(
+        "logging/setLevel", types.SetLevelRequestParams, session_log.set_level
     )
     server.memory = service
     server.notifier = notifier
+    server.session_log = session_log
     return server

@@ -12,6 +12,7 @@ is called inline (``inline=True``): a thread hop would cost more than the call.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import threading
 from collections.abc import Callable
@@ -44,7 +45,8 @@ class LedgerWorker:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not asyncio (trio): anyio's threads, one at a time
             return await anyio.to_thread.run_sync(call, limiter=self._limiter)
-        return await loop.run_in_executor(self._executor, call)
+        # The caller's context variables go along (the MCP log collects the call's records).
+        return await loop.run_in_executor(self._executor, contextvars.copy_context().run, call)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run on the worker thread and wait, from synchronous code (startup, shutdown)."""

@@ -41,6 +41,7 @@ CALLERS: dict[str, tuple[str, ...] | None] = {
     "users": ("user:*", "team:b"),
     "all": None,
 }
+OWN_SPACE = {"a": "team:a", "teams": "team:b", "users": "user:2", "all": "user:1"}
 FACT_TOOLS = ("retract", "forget", "hold", "release", "confirm", "get", "history", "supersede")
 TOOL = {"supersede": "memory.write"}
 
@@ -93,9 +94,8 @@ class Run:
         self.stats["calls"] += 1
         return {"isError": result.is_error, "texts": result.texts}
 
-    def args(self, name: str, fact_id: str) -> dict[str, Any]:
+    def args(self, name: str, fact_id: str, space: str = "") -> dict[str, Any]:
         if name == "supersede":
-            space = self.space_of.get(fact_id, self.ns + "team:a")
             return {
                 "subject": self.subject,
                 "predicate": "p",
@@ -137,18 +137,20 @@ class Run:
                 return
             ids = sorted(self.space_of)
             fact_id = ids[arg % len(ids)]
-            result = await self.call(caller, tool, self.args(name, fact_id), gateway)
+            space = self.ns + OWN_SPACE[caller]  # a supersede must get past the space check
+            result = await self.call(caller, tool, self.args(name, fact_id, space), gateway)
             if scope is not None and not scope.allows(self.space_of[fact_id]):
                 self.stats["hidden"] += 1
                 stranger = str(uuid.uuid4())
-                unknown = await self.call(caller, tool, self.args(name, stranger), gateway)
+                unknown = await self.call(caller, tool, self.args(name, stranger, space), gateway)
                 expected = [t.replace(stranger, fact_id) for t in unknown["texts"]]
                 assert (result["isError"], result["texts"]) == (unknown["isError"], expected)
             else:
                 self.stats["in_scope"] += 1
             if name == "history" and not result["isError"]:
                 for event in _json(result)["events"]:
-                    space = ledger.get(event["factId"])
+                    about = event.get("factId") or event["fact"]["factId"]
+                    space = ledger.get(about)
                     assert space is not None and (scope is None or scope.allows(space.space))
             if name == "supersede" and not result["isError"]:
                 fact = _json(result)["fact"]

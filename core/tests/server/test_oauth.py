@@ -163,3 +163,32 @@ def test_a_token_without_a_known_scope_is_403_insufficient_scope(setup) -> None:
     response = post(server, issuer.token(AUD, scope="calendar:read"))
     assert response.status_code == 403
     assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
+
+
+def test_space_scopes_in_the_token_limit_its_calls(setup) -> None:  # type: ignore[no-untyped-def]
+    issuer, server = setup
+    token = issuer.token(AUD, scope="memory:write space:team:a")
+    opened = post(server, token)
+    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+    headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+    headers["Mcp-Protocol-Version"] = "2025-06-18"
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    httpx.post(server.url, json=note, headers=headers, timeout=10)
+
+    def write(space: str) -> dict[str, Any]:
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "memory.write",
+                "arguments": {"subject": "s", "predicate": "p", "value": 1, "space": space},
+            },
+        }
+        reply = httpx.post(server.url, json=call, headers=headers, timeout=10).json()
+        return reply["result"]  # type: ignore[no-any-return]
+
+    assert not write("team:a").get("isError")
+    refused = write("team:b")
+    assert refused["isError"]
+    assert refused["structuredContent"]["code"] == "space_out_of_scope"

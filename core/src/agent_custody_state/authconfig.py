@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_custody_state.server.scopes import SpaceScope
+from agent_custody_state.spaces import SpaceScope
 
 RoleName = Literal["gateway", "direct", "reader"]
 

@@ -21,6 +21,7 @@ and a variable that is named but not set stops the server at startup, naming it.
     [[server.tokens]]
     env = "MEMORY_TOKEN"
     role = "gateway"
+    spaces = ["team:support", "user:*"]   # optional: only these spaces (prefix with *)
 
     [[stores]]
     name = "mem0"
@@ -57,6 +58,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agent_custody_state.authconfig import OAuthConfig, TokenConfig, check_spaces
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.retention import RetentionPolicy
 
@@ -70,14 +72,6 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key or variable at fault."""
 
 
-class TokenConfig(BaseModel):
-    """``[[server.tokens]]``: the variable holding a bearer token, and its holder's role."""
-
-    model_config = ConfigDict(extra="forbid")
-    env: str = Field(min_length=1)
-    role: Literal["gateway", "direct"] = "gateway"
-
-
 class ServerConfig(BaseModel):
     """``[server]``: transport, trust, and the limits that keep one client from locking
     everyone else out (docs/security.md)."""
@@ -87,6 +81,12 @@ class ServerConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8790, ge=0, le=65535)
     tokens: list[TokenConfig] = Field(default_factory=list)
+    oauth: OAuthConfig | None = None
+    #: the spaces the stdio peer may use (HTTP callers: their token's); unset: all
+    spaces: list[str] | None = None
+    _check_spaces = field_validator("spaces")(check_spaces)
+    #: HTTP without server-side sessions, for several processes behind a load balancer
+    stateless: bool = False
     allow_direct: bool = False
     max_request_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     max_concurrency: int = Field(default=8, ge=1)
@@ -263,6 +263,13 @@ def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> No
             continue
         if not Path(value).is_absolute():
             setattr(config, key, str(folder / value))
+    oauth = config.server.oauth
+    raw_oauth = (
+        raw.get("server", {}).get("oauth", {}) if isinstance(raw.get("server"), dict) else {}
+    )
+    file = oauth.jwks_file if oauth is not None else None
+    if oauth and file and raw_oauth.get("jwks_file") == file and not Path(file).is_absolute():
+        oauth.jwks_file = str(folder / file)
     tables = raw.get("stores")
     if isinstance(tables, list):
         for index, store in enumerate(config.stores):

@@ -103,3 +103,27 @@ async def test_at_most_100_values_with_has_more(tmp_path: Path) -> None:
                 assert few.values == [f"s:{n}" for n in range(100, 105)] and few.total == 5
         finally:
             server.close()
+
+
+async def test_a_scoped_caller_is_offered_only_keys_of_its_spaces(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.jsonl") as ledger:
+        for subject, predicate, space in [
+            ("acct:1", "plan", "team:a"),
+            ("acct:2", "tier", "team:b"),
+            ("acct:3", "owner", "user:eve"),
+        ]:
+            ledger.assert_fact(
+                subject=subject, predicate=predicate, value=1, space=space, actor="a"
+            )
+        server = create_memory_server(ledger, stream_spaces=["team:a", "user:*"])
+        try:
+            async with Client(server) as client:
+                subjects = await _values(client, SUBJECT, "subject", "acct:")
+                assert subjects.values == ["acct:1", "acct:3"] and subjects.total == 2
+                spaces = await _values(client, _tool("memory.read"), "space", "")
+                assert spaces.values == ["team:a", "user:eve"]
+                predicates = await _values(client, _tool("memory.write"), "predicate", "")
+                assert predicates.values == ["owner", "plan"]
+                assert (await _values(client, SUBJECT, "subject", "acct:2")).values == []
+        finally:
+            server.close()

@@ -62,6 +62,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             server[name] = getattr(args, name)
     if args.allow_direct:
         server["allow_direct"] = True
+    if args.stateless:
+        server["stateless"] = True
+    if args.spaces:
+        server["spaces"] = [s.strip() for s in args.spaces.split(",") if s.strip()]
     if args.allowed_host:
         server["allowed_hosts"] = args.allowed_host
     if args.token_env or args.direct_token_env:
@@ -91,7 +95,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             check_location(config.ledger, must_exist=False)
         if config.server.transport == "http":
             # Checked before the ledger is opened: a refused start leaves nothing behind.
-            check_bind(config.server.host, has_tokens=bool(config.server.tokens))
+            has_tokens = bool(config.server.tokens) or config.server.oauth is not None
+            check_bind(config.server.host, has_tokens=has_tokens)
             sock = listen(config.server.host, config.server.port, config.server.backlog)
         runtime = open_runtime(config)
     except (ConfigError, ValueError) as exc:
@@ -153,6 +158,8 @@ def _build_server(config: Any, runtime: Any) -> Any:
             body_timeout=config.server.body_timeout,
             max_connections=config.server.max_connections,
             backlog=config.server.backlog,
+            oauth=runtime.oauth,
+            stateless=config.server.stateless,
             **runtime.server_options(),
         )
     from agent_custody_state.server.app import create_memory_server
@@ -267,6 +274,17 @@ def add_commands(sub: Any) -> None:
         help="admit calls without a receipt, as claimed (quarantined)",
     )
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP at /mcp")
+    p.add_argument(
+        "--stateless",
+        action="store_true",
+        default=None,
+        help="HTTP without sessions: several processes behind a load balancer (no subscriptions)",
+    )
+    p.add_argument(
+        "--spaces",
+        metavar="A,B*",
+        help="stdio: the spaces the spawning process may use (exact names, prefix*); default all",
+    )
     p.add_argument("--transport", choices=("stdio", "http"), help=argparse.SUPPRESS)
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default 8790; 0 picks a free one)")

@@ -20,6 +20,7 @@ Code = Literal[
     "bad_replacement",  # a replacement changes subject/predicate or starts earlier
     "not_empty",  # import into a ledger that has events
     "not_claimed",  # a caller's precondition: only claimed facts (the server's direct callers)
+    "space_out_of_scope",  # the server's space-scoped token named a space it may not use
     "crypto_shred",  # a plain-mode forget of a value written in crypto-shred mode
     "key_missing",  # crypto-shred: the value's key is gone, so no digest can be computed
     "bad_ciphertext",  # crypto-shred: an envelope does not authenticate with its key

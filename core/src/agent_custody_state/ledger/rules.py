@@ -62,7 +62,7 @@ def check_assert(
         raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
     old = batch.asserts.get(sup) or backend.get_assert(sup)
     if old is None:
-        raise LedgerError(f"cannot supersede unknown fact {sup}", code="unknown_fact")
+        raise unknown_fact("supersede", sup)
     if sup not in batch.asserts:  # a fact of this batch has no other superseder and is live
         around = backend.events_around([sup])  # one question answers rules 2 and 3
         if effective_superseders(backend, [sup], around=around).get(sup) is not None:
@@ -106,5 +106,11 @@ def check_known(states: Mapping[str, FactState], fact_id: str, action: Action) -
     """The fact's state, or the SPEC's ``cannot <action> unknown fact <id>`` refusal."""
     state = states.get(fact_id)
     if state is None:
-        raise LedgerError(f"cannot {action} unknown fact {fact_id}", code="unknown_fact")
+        raise unknown_fact(action, fact_id)
     return state
+
+
+def unknown_fact(action: str, fact_id: str) -> LedgerError:
+    """The refusal for a fact id the ledger does not know; also what a caller gets for a fact
+    it may not see (a space-scoped token), so the two cannot be told apart."""
+    return LedgerError(f"cannot {action} unknown fact {fact_id}", code="unknown_fact")

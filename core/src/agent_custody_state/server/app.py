@@ -28,10 +28,11 @@ from agent_custody_state.server import completions, resources
 from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.notify import Notifier
 from agent_custody_state.server.outputs import output_schema, titled, tool_annotations
+from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.session_log import SessionLog, install_collector
 from agent_custody_state.server.tools import SCHEMAS, TOOLS
-from agent_custody_state.server.trust import Role, role_of_request
+from agent_custody_state.server.trust import Role, role_of_request, spaces_of_request
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 
@@ -80,6 +81,8 @@ def create_memory_server(
     stream_role: Role = "gateway",
     worker: LedgerWorker | None = None,
     value_limits: ValueLimits | None = None,
+    stream_spaces: SpaceScope | list[str] | None = None,
+    subscriptions: bool = True,
 ) -> MemoryServer:
     """Build the memory server.
 
@@ -92,6 +95,10 @@ def create_memory_server(
       (``"org=P365D,team:*=P90D"``, a mapping, or a ``RetentionPolicy``); validated here.
     - ``verify``: store removal checks, ``VerifyPolicy`` or ``{attempts, delay_ms}``.
     - ``stream_role``: who the peer of a stream transport is (stdio: the spawning gateway).
+    - ``stream_spaces``: the spaces that peer may use (``["team:support", "user:*"]``); None
+      for all. HTTP callers get theirs from their token (``guard.py``).
+    - ``subscriptions``: offer resource subscriptions (False for stateless HTTP, where the next
+      request may reach another process: the capability is then not declared).
     - ``value_limits``: the largest value ``memory.write`` accepts (``ValueLimits``; default
       10,000 elements and 1 MiB of JSON).
     """
@@ -107,6 +114,11 @@ def create_memory_server(
     )
     from agent_custody_state.version import __version__
 
+    own_spaces = scope_arg(stream_spaces, "spaces")
+
+    def spaces_of(ctx: Any) -> SpaceScope | None:
+        return spaces_of_request(ctx.request, default=own_spaces)
+
     listed = tool_list(has_stores=bool(service.stores.stores))
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -120,17 +132,21 @@ def create_memory_server(
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         role = role_of_request(ctx.request, default=stream_role)
         async with session_log.capture(ctx):
-            result = await service.call(params.name, params.arguments, params.meta, role)
+            result = await service.call(
+                params.name, params.arguments, params.meta, role, spaces_of(ctx)
+            )
         await notifier.flush()
         return result.to_mcp()
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
         key = completions.key_for(params, SCHEMAS, SCHEMAS)
-        return await service.worker.run(completions.complete, ledger, key, params.argument.value)
+        return await service.worker.run(
+            completions.complete, ledger, key, params.argument.value, spaces_of(ctx)
+        )
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         cursor = params.cursor if params is not None else None
-        return await service.worker.run(resources.list_page, ledger, cursor)
+        return await service.worker.run(resources.list_page, ledger, cursor, spaces_of(ctx))
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
         return resources.TEMPLATES
@@ -138,7 +154,18 @@ def create_memory_server(
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        return await service.worker.run(resources.read_resource, ledger, str(params.uri))
+        return await service.worker.run(
+            resources.read_resource, ledger, str(params.uri), spaces_of(ctx)
+        )
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        spaces = spaces_of(ctx)
+        if spaces is not None:  # only what it may read; else the same "not found"
+            await service.worker.run(resources.read_resource, ledger, str(params.uri), spaces)
+        return await notifier.subscribe(ctx, params, spaces)
+
+    async def listen(ctx: Any, params: Any) -> Any:
+        return await notifier.listen_for(spaces_of(ctx))(ctx, params)
 
     server = MemoryServer(
         SERVER_NAME,
@@ -148,9 +175,9 @@ def create_memory_server(
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
-        on_subscribe_resource=notifier.subscribe,
-        on_unsubscribe_resource=notifier.unsubscribe,
-        on_subscriptions_listen=notifier.listen,
+        on_subscribe_resource=subscribe if subscriptions else None,
+        on_unsubscribe_resource=notifier.unsubscribe if subscriptions else None,
+        on_subscriptions_listen=listen if subscriptions else None,
         on_completion=complete,
         instructions="Governed memory: a bitemporal custody ledger behind the receipts gateway.",
     )

@@ -17,6 +17,9 @@ thread.
 Who sees what: a forgotten fact's keys are never offered (a subject may itself be personal
 data; the forget erased it from everything a caller reads). Quarantined (claimed) facts are
 offered: every caller who may read may also ask ``memory.read`` for them (``includeClaimed``).
+A token limited to spaces is offered only keys of facts in its spaces (nothing else it could not
+read leaks through a completion); that answer reads the asserts of those spaces, not the index,
+so it costs in proportion to the facts the token may see.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from typing import Any
 
 import mcp_types as types
 
-from agent_custody_state.ledger.backend import KeyName
+from agent_custody_state.ledger.backend import KeyName, key_of
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.resources import FACT_PREFIX, SUBJECT_PREFIX
+from agent_custody_state.spaces import SpaceScope
 
 MAX_VALUES = 100  # the spec's cap on one answer
 #: The key each completable argument names, per reference kind.
@@ -56,14 +60,34 @@ def key_for(
     return None
 
 
-def complete(ledger: Ledger, key: KeyName | None, prefix: str) -> types.CompleteResult:
-    """Up to ``MAX_VALUES`` values of ``key`` starting with ``prefix`` (on the ledger thread)."""
+def complete(
+    ledger: Ledger, key: KeyName | None, prefix: str, scope: SpaceScope | None = None
+) -> types.CompleteResult:
+    """Up to ``MAX_VALUES`` values of ``key`` starting with ``prefix`` (on the ledger thread),
+    of facts in ``scope``'s spaces when the caller's token is limited to some."""
     if key is None or len(prefix) > _LONGEST_PREFIX:
         return types.CompleteResult(completion=types.Completion(values=[], total=0, has_more=False))
-    values = ledger.key_values(key, prefix, MAX_VALUES + 1)
+    if scope is None:
+        values = ledger.key_values(key, prefix, MAX_VALUES + 1)
+    else:
+        values = _scoped_values(ledger, key, prefix, scope)
     more = len(values) > MAX_VALUES
     return types.CompleteResult(
         completion=types.Completion(
             values=values[:MAX_VALUES], total=None if more else len(values), has_more=more
         )
     )
+
+
+def _scoped_values(ledger: Ledger, key: KeyName, prefix: str, scope: SpaceScope) -> list[str]:
+    spaces = [s for s in ledger.key_values("space", "", 1 << 30) if scope.allows(s)]
+    if key == "space":
+        found = {s for s in spaces if s.startswith(prefix)}
+    else:
+        found = {
+            value
+            for space in spaces
+            for event in ledger.backend.find_asserts(space=space)
+            if event.fact.forgotten is None and (value := key_of(event, key)).startswith(prefix)
+        }
+    return sorted(found)[: MAX_VALUES + 1]

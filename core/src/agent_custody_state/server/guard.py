@@ -5,7 +5,10 @@ sees the request:
 
 - ``Host`` not naming this server → 421 and a foreign ``Origin`` → 403 (DNS rebinding: a web page
   must not reach a loopback server through a name it controls).
-- Missing or wrong bearer token → 401 ``{"error":"unauthorized"}``. Tokens are compared with
+- Missing or wrong bearer token → 401 ``{"error":"unauthorized"}``; with OAuth configured
+  (``oauth.py``) a token that is no static one is checked as a JWT access token, and the
+  ``WWW-Authenticate`` challenge names the resource metadata and the scopes (a valid token
+  granting no role here → 403 ``insufficient_scope``). Tokens are compared with
   ``hmac.compare_digest`` against every configured token, so timing reveals neither a token nor
   which one matched. The matched token's role (``gateway`` or ``direct``) goes into the request
   scope for the tool handler, and an ``AuthenticatedUser`` binds each MCP session to the token
@@ -32,7 +35,9 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, Role
+from agent_custody_state.server.oauth import InsufficientScope, InvalidToken, JwtVerifier
+from agent_custody_state.server.scopes import SpaceScope, scope_arg
+from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, SCOPE_SPACES_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
@@ -41,11 +46,13 @@ DEFAULT_BODY_TIMEOUT = 30.0
 
 @dataclass(frozen=True)
 class BearerToken:
-    """One accepted token and the role its holder gets; ``label`` names it in logs, never the value."""
+    """One accepted token, the role its holder gets and the spaces it may use (None: all);
+    ``label`` names it in logs, never the value."""
 
     value: str
     role: Role = "gateway"
     label: str = ""
+    spaces: SpaceScope | None = None
 
 
 _ANONYMOUS = BearerToken("-", "direct", "anonymous")
@@ -70,9 +77,12 @@ def normalize_tokens(tokens: Any) -> list[BearerToken]:
             raise ValueError(f"bearer token {index} is empty")
         if token.role not in ROLES:
             raise ValueError(
-                f'bearer token {index}: role must be "gateway" or "direct", got {token.role!r}'
+                f'bearer token {index}: role must be "gateway", "direct" or "reader", got '
+                f"{token.role!r}"
             )
-        out.append(BearerToken(token.value, token.role, token.label or f"{token.role}-{index}"))
+        label = token.label or f"{token.role}-{index}"
+        spaces = scope_arg(token.spaces, f"bearer token {index} spaces")
+        out.append(BearerToken(token.value, token.role, label, spaces))
     return out
 
 
@@ -153,6 +163,11 @@ async def _respond(
     await send({"type": "http.response.body", "body": data})
 
 
+def _quotable(exc: Exception) -> str:
+    """A message fit for a quoted header parameter (RFC 6750 allows no quotes or backslashes)."""
+    return "".join(c for c in str(exc) if c not in '"\\' and 32 <= ord(c) < 127)
+
+
 def _rpc_error(code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
 
@@ -169,8 +184,10 @@ class HttpGuard:
         max_request_bytes: int,
         max_concurrency: int,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        oauth: JwtVerifier | None = None,
     ) -> None:
         self.app = app
+        self.oauth = oauth
         self.body_timeout = body_timeout
         self.tokens = list(tokens)
         self.hosts = hosts
@@ -184,7 +201,10 @@ class HttpGuard:
             for t in [*self.tokens, _ANONYMOUS]
         }
 
-    def _authenticate(self, header: str | None) -> BearerToken | None:
+    async def _authenticate(self, scope: Scope, send: Send) -> BearerToken | None:
+        """The caller's token (a static one, or what a valid OAuth access token grants), or
+        None once the refusal is sent."""
+        header = _header(scope, b"authorization")
         presented = b""
         if header and header[:7].lower() == "bearer ":
             presented = header[7:].strip().encode()
@@ -192,7 +212,45 @@ class HttpGuard:
         for token in self.tokens:  # no early exit: every comparison runs
             if hmac.compare_digest(presented, token.value.encode()) and presented:
                 match = token
-        return match
+        if match is not None:
+            return match
+        if self.oauth is None or not presented:
+            await self._challenge(send, None)
+            return None
+        try:
+            principal = await self.oauth.verify(presented.decode("latin-1"))
+        except InvalidToken as exc:
+            await self._challenge(
+                send, f'error="invalid_token", error_description="{_quotable(exc)}"'
+            )
+            return None
+        except InsufficientScope as exc:
+            await self._challenge(
+                send, f'error="insufficient_scope", error_description="{_quotable(exc)}"'
+            )
+            return None
+        token = BearerToken("", principal.role, principal.label, principal.spaces)
+        if token not in self._users:
+            access = AccessToken(token="", client_id=token.label, scopes=[token.role])
+            self._users[token] = AuthenticatedUser(access)
+        return token
+
+    async def _challenge(self, send: Send, error: str | None) -> None:
+        """401 (403 for insufficient_scope) with the ``WWW-Authenticate`` challenge: bare
+        ``Bearer`` for static tokens only, else the MCP authorization spec's parameters."""
+        parts = [error] if error else []
+        if self.oauth is not None:
+            settings = self.oauth.settings
+            parts.append(f'resource_metadata="{settings.metadata_url}"')
+            parts.append(f'scope="{" ".join(settings.scopes_supported())}"')
+        challenge = "Bearer" + (" " + ", ".join(parts) if parts else "")
+        insufficient = error is not None and "insufficient_scope" in error
+        await _respond(
+            send,
+            403 if insufficient else 401,
+            {"error": "insufficient_scope" if insufficient else "unauthorized"},
+            [(b"www-authenticate", challenge.encode())],
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -208,12 +266,9 @@ class HttpGuard:
         if not self.hosts.origin_ok(_header(scope, b"origin")):
             await _respond(send, 403, {"error": "forbidden: cross-origin requests are refused"})
             return
-        if self.tokens:
-            token = self._authenticate(_header(scope, b"authorization"))
+        if self.tokens or self.oauth is not None:
+            token = await self._authenticate(scope, send)
             if token is None:
-                await _respond(
-                    send, 401, {"error": "unauthorized"}, [(b"www-authenticate", b"Bearer")]
-                )
                 return
         else:
             # No tokens (loopback only): nobody is authenticated, so nobody is a gateway.
@@ -293,5 +348,10 @@ class HttpGuard:
     async def _forward(
         self, scope: Scope, receive: Receive, send: Send, token: BearerToken
     ) -> None:
-        scope = {**scope, SCOPE_ROLE_KEY: token.role, "user": self._users[token]}
+        scope = {
+            **scope,
+            SCOPE_ROLE_KEY: token.role,
+            SCOPE_SPACES_KEY: token.spaces,
+            "user": self._users[token],
+        }
         await self.app(scope, receive, send)

@@ -13,11 +13,13 @@ from typing import Any, Protocol
 
 from agent_custody_state.ledger.chain import public_event, public_fact
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.ledger.model import PROVENANCE_RANK, Fact
+from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact
 from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state.ledger.rules import unknown_fact
 from agent_custody_state.server.evidence import check_evidence
-from agent_custody_state.server.policy import guard_fact, is_direct
+from agent_custody_state.server.policy import FactGuard, guard_fact, is_direct
 from agent_custody_state.server.results import ToolResult, rendered, rendered_partial
+from agent_custody_state.server.scopes import allows, check_space, visible_events, visible_facts
 from agent_custody_state.server.shapes import (
     forget_shape,
     hidden_claimed_hint,
@@ -45,6 +47,7 @@ Handler = Callable[[Services, CallContext, Args], Awaitable[ToolResult]]
 
 
 async def write(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    check_space(call.spaces, args["space"])
     provenance = call.provenance
     evidence = args.get("evidence")
     if evidence is not None:
@@ -62,8 +65,13 @@ async def write(svc: Services, call: CallContext, args: Args) -> ToolResult:
         confidence=args.get("confidence"),
         supersedes=args.get("supersedes"),
     )
-    guard = await guard_fact(svc.ledger, svc.worker, call, request.supersedes)
-    return await rendered(write_shape(await svc.custody.write(request, precondition=guard)))
+    guard = await guard_fact(svc.ledger, svc.worker, call, request.supersedes, "supersede")
+    if guard.hidden and request.supersedes is not None:
+        # What an unknown id gets: every other check of the assert, then the refusal.
+        await svc.worker.run(svc.ledger.validate_assert, request.with_(supersedes=None))
+        raise unknown_fact("supersede", request.supersedes)
+    done = await svc.custody.write(request, precondition=guard.precondition)
+    return await rendered(write_shape(done))
 
 
 async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -76,6 +84,8 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
     # A direct caller's default read says how many quarantined facts it left out, so a model
     # knows to ask for includeClaimed: the same query with everything, filtered here.
     count_hidden = include == "attested" and is_direct(call)
+    if args.get("space") is not None:
+        check_space(call.spaces, args["space"])
     found = await svc.worker.run(
         svc.ledger.as_of,
         valid_at=args.get("validAt"),
@@ -85,6 +95,7 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
         predicate=args.get("predicate"),
         include="all" if count_hidden else include,
     )
+    found = visible_facts(call.spaces, found)
     facts = (
         [f for f in found if PROVENANCE_RANK.get(f.provenance, 0) >= 1] if count_hidden else found
     )
@@ -101,8 +112,18 @@ async def read(svc: Services, call: CallContext, args: Args) -> ToolResult:
     return result
 
 
+async def _guard(svc: Services, call: CallContext, fact_id: str, action: str) -> FactGuard:
+    """``guard_fact``, refusing a fact the caller's scope does not see as the ledger refuses an
+    unknown id (the ledger checks only that the reason and actor are strings before that)."""
+    guard = await guard_fact(svc.ledger, svc.worker, call, fact_id, action)
+    if guard.hidden:
+        raise unknown_fact(action, fact_id)
+    return guard
+
+
 async def confirm(svc: Services, call: CallContext, args: Args) -> ToolResult:
     # Only attested calls get here (policy.refusal, checked by the service).
+    await _guard(svc, call, args["factId"], "confirm")
     event = await svc.worker.run(
         svc.ledger.confirm,
         fact_id=args["factId"],
@@ -121,13 +142,13 @@ async def confirm(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
-    guard = await guard_fact(svc.ledger, svc.worker, call, args["factId"])
+    guard = await _guard(svc, call, args["factId"], "retract")
     done = await svc.custody.retract(
         fact_id=args["factId"],
         actor=call.actor(args.get("actor")),
         reason=args["reason"],
         receipt_id=call.receipt_id,
-        precondition=guard,
+        precondition=guard.precondition,
     )
     if done.removal.still_held:
         return await rendered_partial(
@@ -138,14 +159,14 @@ async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
-    guard = await guard_fact(svc.ledger, svc.worker, call, args["factId"])
+    guard = await _guard(svc, call, args["factId"], "forget")
     done = await svc.custody.forget(
         fact_id=args["factId"],
         actor=call.actor(),
         reason=args["reason"],
         receipt_id=call.receipt_id,
         keep_digest=args.get("keepDigest", True),
-        precondition=guard,
+        precondition=guard.precondition,
     )
     if done.removal.still_held:
         return await rendered_partial(
@@ -156,6 +177,7 @@ async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    await _guard(svc, call, args["factId"], "hold")
     event = await svc.worker.run(
         svc.ledger.hold,
         fact_id=args["factId"],
@@ -167,6 +189,7 @@ async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    await _guard(svc, call, args["factId"], "release")
     event = await svc.worker.run(
         svc.ledger.release,
         fact_id=args["factId"],
@@ -178,7 +201,10 @@ async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    if args.get("space") is not None:
+        check_space(call.spaces, args["space"])
     report = await svc.custody.sweep(
+        within=call.spaces.allows if call.spaces is not None else None,
         before=args.get("before"),
         space=args.get("space"),
         actor=call.actor(),
@@ -202,13 +228,19 @@ async def get(svc: Services, call: CallContext, args: Args) -> ToolResult:
         return fact, (svc.ledger.is_retracted(fact_id) if fact is not None else False)
 
     fact, retracted = await svc.worker.run(get_with_status)
-    if fact is None:
+    if fact is None or not allows(call.spaces, fact.space):
         return ToolResult.error(f"unknown fact {fact_id}", "unknown_fact")
     return await rendered(policy_shape(fact, retracted))
 
 
 async def history(svc: Services, call: CallContext, args: Args) -> ToolResult:
-    events = await svc.worker.run(svc.ledger.history, args["factId"])
+    fact_id = args["factId"]
+    events = await svc.worker.run(svc.ledger.history, fact_id)
+    if call.spaces is not None:
+        own = next((e for e in events if isinstance(e, AssertEvent) and e.fact_id == fact_id), None)
+        # An unseen fact's history is an unknown id's: empty, whatever cites it.
+        hidden = own is not None and not call.spaces.allows(own.fact.space)
+        events = [] if hidden else visible_events(call.spaces, events)
     return await rendered({"events": [public_event(event) for event in events]})
 
 

@@ -1,10 +1,15 @@
 """Streamable HTTP: the memory server at ``/mcp`` behind the guard, served by uvicorn.
 
-``build_http_app`` makes the Starlette app (only ``/mcp`` exists; other paths 404);
+``build_http_app`` makes the Starlette app (only ``/mcp`` exists, and with OAuth the RFC 9728
+metadata under ``/.well-known/oauth-protected-resource``; other paths 404);
 ``MemoryHttpServer`` runs it, in the caller's event loop (``await server.serve()``) or on a
 background thread (``serve_memory_http``, for embedding and tests). A non-loopback address is
 refused without a bearer token: an unauthenticated memory server on a network would let anyone
 read and erase memory.
+
+``stateless=True`` keeps no session between requests (the SDK's stateless session manager):
+any of several server processes on one ledger can answer any request, and resource
+subscriptions (which live in one process) are not offered.
 
 Against one client locking everyone else out: each token holds a bounded number of sessions
 (``sessions.py``), connections must send their headers in time and are capped below the
@@ -48,6 +53,7 @@ from agent_custody_state.server.guard import (
     HttpGuard,
     normalize_tokens,
 )
+from agent_custody_state.server.oauth import JwtVerifier, OAuthSettings
 from agent_custody_state.server.sessions import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_SESSIONS_PER_TOKEN,
@@ -110,9 +116,11 @@ def build_http_app(
     sessions_per_token: int = DEFAULT_SESSIONS_PER_TOKEN,
     session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    oauth: OAuthSettings | None = None,
+    stateless: bool = False,
 ) -> tuple[Starlette, HttpGuard]:
     """The ASGI app serving ``server`` at ``/mcp``, and the guard in front of it."""
-    check_bind(host, has_tokens=bool(tokens))
+    check_bind(host, has_tokens=bool(tokens) or oauth is not None)
     if max_request_bytes <= 0 or max_concurrency <= 0:
         raise ValueError("max_request_bytes and max_concurrency must be positive")
     if session_idle_timeout <= 0 or body_timeout <= 0:
@@ -123,24 +131,44 @@ def build_http_app(
         max_request_body_size=max_request_bytes,
         session_idle_timeout=session_idle_timeout,
         # Every token (and the tokenless caller) is held to its share, so the table is never
-        # full for anyone: see sessions.py.
-        max_sessions=sessions_per_token * (len(tokens) + 1),
+        # full for anyone: see sessions.py. OAuth principals are not known in advance: each is
+        # held to its share too, and the table gets the SDK's default room for them.
+        max_sessions=sessions_per_token * (len(tokens) + 1) + (10_000 if oauth else 0),
+        stateless=stateless,
     )
-    limiter = SessionLimiter(StreamableHTTPASGIApp(manager), sessions_per_token)
+    inner: Any = StreamableHTTPASGIApp(manager)
+    if not stateless:
+        inner = SessionLimiter(inner, sessions_per_token)
     guard = HttpGuard(
-        limiter,
+        inner,
         tokens=tokens,
         hosts=HostPolicy(allowed_host_names(host, allowed_hosts), allowed_origins),
         max_request_bytes=max_request_bytes,
         max_concurrency=max_concurrency,
         body_timeout=body_timeout,
+        oauth=JwtVerifier(oauth) if oauth is not None else None,
     )
+    routes = [Route("/mcp", endpoint=guard, methods=["GET", "POST", "DELETE"])]
+    if oauth is not None:
+        routes += metadata_routes(oauth)
     app = Starlette(
-        routes=[Route("/mcp", endpoint=guard, methods=["GET", "POST", "DELETE"])],
+        routes=routes,
         exception_handlers={404: _not_found},
         lifespan=lambda _app: manager.run(),
     )
     return app, guard
+
+
+def metadata_routes(oauth: OAuthSettings) -> list[Route]:
+    """RFC 9728 metadata at the path-suffixed place and, for clients that look only there, at
+    the bare well-known path; public (a client reads it before it has a token)."""
+    document = oauth.metadata()
+
+    async def metadata(request: Request) -> JSONResponse:
+        return JSONResponse(document, headers={"access-control-allow-origin": "*"})
+
+    paths = dict.fromkeys([oauth.metadata_path, "/.well-known/oauth-protected-resource"])
+    return [Route(path, endpoint=metadata, methods=["GET"]) for path in paths]
 
 
 def listen(host: str, port: int, backlog: int = DEFAULT_BACKLOG) -> socket.socket:
@@ -287,10 +315,12 @@ def create_memory_http_server(
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     backlog: int = DEFAULT_BACKLOG,
+    oauth: OAuthSettings | None = None,
+    stateless: bool = False,
     **server_options: Any,
 ) -> MemoryHttpServer:
     """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``."""
-    memory = create_memory_server(ledger, **server_options)
+    memory = create_memory_server(ledger, subscriptions=not stateless, **server_options)
     app, guard = build_http_app(
         memory,
         tokens=normalize_tokens(tokens),
@@ -302,6 +332,8 @@ def create_memory_http_server(
         sessions_per_token=sessions_per_token,
         session_idle_timeout=session_idle_timeout,
         body_timeout=body_timeout,
+        oauth=oauth,
+        stateless=stateless,
     )
     return MemoryHttpServer(
         app,
@@ -330,7 +362,8 @@ def serve_memory_http(
     ``.close()``; it is a context manager. ``port=0`` picks a free port. Other options:
     ``max_request_bytes``, ``max_concurrency``, ``allowed_hosts``, ``allowed_origins``,
     ``sessions_per_token``, ``session_idle_timeout``, ``header_timeout``, ``body_timeout``,
-    ``max_connections``, ``backlog`` and every ``create_memory_server`` option.
+    ``max_connections``, ``backlog``, ``oauth`` (``OAuthSettings``), ``stateless`` and every
+    ``create_memory_server`` option.
     """
     server = create_memory_http_server(ledger, port=port, host=host, tokens=tokens, **options)
     return server.start()

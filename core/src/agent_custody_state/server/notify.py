@@ -14,6 +14,10 @@ announces each once:
 An assert names its subject (its timeline changed) and the fact it supersedes; a retract,
 confirm, hold, release or forget names its fact and that fact's subject. Only appends made in
 this process are heard: another process writing the same ledger notifies its own clients.
+
+A space-scoped subscriber hears only of changes to facts in its spaces (each scope has its own
+listen bus; a legacy subscription remembers its connection's scope): a subject whose facts in
+another space changed is not announced to it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from agent_custody_state.hookspecs import hookimpl
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.server.resources import fact_uri, subject_uri
+from agent_custody_state.server.scopes import SpaceScope, allows
 from agent_custody_state.server.worker import LedgerWorker
 
 log = logging.getLogger(__name__)
@@ -58,10 +63,15 @@ class Notifier:
         self.worker = worker
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus)
+        # one bus and listen handler per space scope (the unscoped one above is ``None``'s)
+        self.scoped: dict[SpaceScope | None, tuple[InMemorySubscriptionBus, ListenHandler]] = {
+            None: (self.bus, self.listen)
+        }
         self.lock = threading.Lock()
         self.pending: list[Event] = []
         # connection key -> (the latest session proxy of that connection, subscribed URIs)
         self.legacy: dict[int, tuple[Any, set[str]]] = {}
+        self.legacy_scope: dict[int, SpaceScope | None] = {}
         self._listener = _AppendListener(self)
         self._host: Any = None
 
@@ -83,7 +93,15 @@ class Notifier:
         if self._host is not None and self._host.pm.is_registered(self._listener):
             self._host.pm.unregister(self._listener)
         self._host = None
-        self.listen.close()
+        for _bus, handler in self.scoped.values():
+            handler.close()
+
+    def listen_for(self, spaces: SpaceScope | None) -> ListenHandler:
+        """The ``subscriptions/listen`` handler of callers limited to ``spaces``."""
+        if spaces not in self.scoped:
+            bus = InMemorySubscriptionBus()
+            self.scoped[spaces] = (bus, ListenHandler(bus))
+        return self.scoped[spaces][1]
 
     # -- 2025-11-25: resources/subscribe ---------------------------------------------------
 
@@ -92,11 +110,14 @@ class Notifier:
         # The session proxy is made per request; the connection behind it is what subscribes.
         return id(getattr(session, "_connection", session))
 
-    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    async def subscribe(
+        self, ctx: Any, params: types.SubscribeRequestParams, spaces: SpaceScope | None = None
+    ) -> types.EmptyResult:
         key = self._key(ctx.session)
         _, uris = self.legacy.get(key, (None, set()))
         uris.add(params.uri)
         self.legacy[key] = (ctx.session, uris)
+        self.legacy_scope[key] = spaces
         return types.EmptyResult()
 
     async def unsubscribe(
@@ -109,23 +130,26 @@ class Notifier:
 
     # -- delivery ----------------------------------------------------------------------------
 
-    def _uris(self, events: list[Event]) -> list[str]:
-        """The resources ``events`` changed (on the worker thread: it may read the ledger)."""
-        uris: dict[str, None] = {}
+    def _uris(self, events: list[Event]) -> dict[str, set[str]]:
+        """The resources ``events`` changed, each with the spaces of the facts that changed it
+        (on the worker thread: it may read the ledger)."""
+        uris: dict[str, set[str]] = {}
         for event in events:
             if isinstance(event, AssertEvent):
-                uris[subject_uri(event.fact.subject)] = None
+                space = event.fact.space
+                uris.setdefault(subject_uri(event.fact.subject), set()).add(space)
                 if event.supersedes:
-                    uris[fact_uri(event.supersedes)] = None
+                    uris.setdefault(fact_uri(event.supersedes), set()).add(space)
                 continue
             fact_id = getattr(event, "fact_id", None)
             if fact_id is None:
                 continue
-            uris[fact_uri(fact_id)] = None
             fact = self.ledger.get(fact_id)
-            if fact is not None:
-                uris[subject_uri(fact.subject)] = None
-        return list(uris)
+            if fact is None:
+                continue
+            uris.setdefault(fact_uri(fact_id), set()).add(fact.space)
+            uris.setdefault(subject_uri(fact.subject), set()).add(fact.space)
+        return uris
 
     async def flush(self) -> None:
         """Announce every resource the queued appends changed."""
@@ -134,10 +158,13 @@ class Notifier:
         if not events:
             return
         uris = await self.worker.run(self._uris, events)
-        for uri in uris:
-            await self.bus.publish(ResourceUpdated(uri=uri))
+        for uri, spaces in uris.items():
+            for scope, (bus, _handler) in list(self.scoped.items()):
+                if any(allows(scope, space) for space in spaces):
+                    await bus.publish(ResourceUpdated(uri=uri))
             for key, (session, subscribed) in list(self.legacy.items()):
-                if uri not in subscribed:
+                scope = self.legacy_scope.get(key)
+                if uri not in subscribed or not any(allows(scope, s) for s in spaces):
                     continue
                 try:
                     await session.send_resource_updated(uri)

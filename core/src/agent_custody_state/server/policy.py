@@ -20,11 +20,18 @@ server, and reaches the ledger only as that precondition.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger, Precondition
 from agent_custody_state.ledger.queries import FactState
+from agent_custody_state.ledger.rules import unknown_fact
+from agent_custody_state.server.scopes import SpaceScope, allows
 from agent_custody_state.server.trust import CONFIRM_NEEDS_GATEWAY, CallContext
 from agent_custody_state.server.worker import LedgerWorker
+
+#: What a ``reader`` token may call: nothing that changes memory.
+READ_ONLY_TOOLS = frozenset({"memory.read", "memory.get", "memory.history"})
 
 #: Tools a direct caller may not call at all, and why (checked before the arguments).
 GATEWAY_ONLY: dict[str, str] = {
@@ -49,6 +56,8 @@ def refusal(tool: str, call: CallContext) -> str | None:
     ``memory.confirm`` needs an *attested* call (receipt and agent), so a gateway call without
     an agent is refused too, as it always was.
     """
+    if call.role == "reader" and tool not in READ_ONLY_TOOLS:
+        return f"this token may only read (role reader): {tool} changes memory"
     if tool == "memory.confirm" and call.provenance != "attested":
         return CONFIRM_NEEDS_GATEWAY
     if is_direct(call):
@@ -77,15 +86,55 @@ def only_claimed(state: FactState) -> None:
         raise not_claimed(state.assert_event.fact_id, provenance)
 
 
+@dataclass(frozen=True)
+class FactGuard:
+    """What ``guard_fact`` found: the ledger precondition to pass on (or None), and whether the
+    fact is in a space the caller may not see (then the call must answer exactly as for an
+    unknown id, touching nothing)."""
+
+    precondition: Precondition | None = None
+    hidden: bool = False
+
+
+def in_scope(spaces: SpaceScope, action: str) -> Precondition:
+    """The ledger precondition of a scoped call: the fact is in the caller's spaces, else the
+    ledger's own unknown-fact refusal (a fact's space never changes; this only closes the gap
+    of an id that did not exist when the handler looked)."""
+
+    def check(state: FactState) -> None:
+        if not spaces.allows(state.assert_event.fact.space):
+            raise unknown_fact(action, state.assert_event.fact_id)
+
+    return check
+
+
+def _both(first: Precondition, second: Precondition) -> Precondition:
+    def check(state: FactState) -> None:
+        first(state)
+        second(state)
+
+    return check
+
+
 async def guard_fact(
-    ledger: Ledger, worker: LedgerWorker, call: CallContext, fact_id: str | None
-) -> Precondition | None:
-    """For a direct call about to change ``fact_id``: refuse now if the fact is not claimed
-    (``LedgerError``), else return the precondition the ledger re-checks under its write lock.
-    None for a gateway call, or when no existing fact is touched."""
-    if not is_direct(call) or fact_id is None:
-        return None
+    ledger: Ledger, worker: LedgerWorker, call: CallContext, fact_id: str | None, action: str
+) -> FactGuard:
+    """For a call about to change ``fact_id``: whether the caller may see it (a scoped token),
+    and for a direct call, refuse now if the fact is not claimed (``LedgerError``), else pass on
+    the precondition the ledger re-checks under its write lock. Nothing to check for an
+    unscoped gateway call, or when no existing fact is touched. Scope comes first: a direct
+    caller must not learn an unseen fact's provenance from the refusal."""
+    scoped, direct = call.spaces is not None, is_direct(call)
+    if fact_id is None or not (scoped or direct):
+        return FactGuard()
     fact = await worker.run(ledger.get, fact_id)
-    if fact is not None and fact.provenance != "claimed":
+    if fact is not None and not allows(call.spaces, fact.space):
+        return FactGuard(hidden=True)
+    if direct and fact is not None and fact.provenance != "claimed":
         raise not_claimed(fact_id, fact.provenance)
-    return only_claimed
+    checks = [in_scope(call.spaces, action)] if call.spaces is not None else []
+    if direct:
+        checks.append(only_claimed)
+    if not checks:
+        return FactGuard()
+    return FactGuard(checks[0] if len(checks) == 1 else _both(*checks))

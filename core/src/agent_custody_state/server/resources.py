@@ -12,6 +12,11 @@ The first two are also resource templates. ``resources/list`` is paged (an opaqu
 cursor): the head first, then one resource per subject. An unknown fact or subject is an
 ``INVALID_PARAMS`` error, as the current spec asks for a missing resource. Every ledger read runs
 on the service's worker thread.
+
+A space-scoped caller (``scopes.py``) sees only its spaces: a fact elsewhere is a missing
+resource, a subject shows only its facts in scope (none: missing), events about unseen facts are
+left out, and the head (whose counts and spaces describe the whole ledger) is neither listed
+nor readable.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.chain import public_event, public_fact
 from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.server.scopes import SpaceScope, allows, visible_events, visible_facts
 
 FACT_PREFIX = "memory://fact/"
 SUBJECT_PREFIX = "memory://subject/"
@@ -67,32 +73,36 @@ def _not_found(uri: str) -> MCPError:
     return MCPError(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
 
 
-def read_fact(ledger: Ledger, fact_id: str) -> dict[str, Any] | None:
+def read_fact(
+    ledger: Ledger, fact_id: str, spaces: SpaceScope | None = None
+) -> dict[str, Any] | None:
     fact = ledger.get(fact_id)
     status = ledger.status(fact_id)
-    if fact is None or status is None:
+    if fact is None or status is None or not allows(spaces, fact.space):
         return None
     state, held = status
+    events = visible_events(spaces, ledger.history(fact_id))
     return {
         "fact": public_fact(fact.to_dict()),
         "state": state,
         "held": held,
-        "events": [public_event(event) for event in ledger.history(fact_id)],
+        "events": [public_event(event) for event in events],
     }
 
 
-def read_subject(ledger: Ledger, subject: str) -> dict[str, Any] | None:
+def read_subject(
+    ledger: Ledger, subject: str, spaces: SpaceScope | None = None
+) -> dict[str, Any] | None:
     timeline = ledger.timeline(subject)
-    if not timeline.facts:
+    facts = visible_facts(spaces, timeline.facts)
+    if not facts:
         return None
+    seen = {f.fact_id for f in facts}
     return {
         "subject": subject,
-        "facts": [
-            {**public_fact(f.to_dict()), "state": timeline.states[f.fact_id]}
-            for f in timeline.facts
-        ],
-        "held": timeline.held,
-        "events": [public_event(event) for event in timeline.events],
+        "facts": [{**public_fact(f.to_dict()), "state": timeline.states[f.fact_id]} for f in facts],
+        "held": [fact_id for fact_id in timeline.held if fact_id in seen],
+        "events": [public_event(event) for event in visible_events(spaces, timeline.events)],
     }
 
 
@@ -103,15 +113,18 @@ def read_head(ledger: Ledger) -> dict[str, Any]:
     return head
 
 
-def read_resource(ledger: Ledger, uri: str) -> types.ReadResourceResult:
-    """The JSON of the resource at ``uri`` (runs on the worker thread)."""
+def read_resource(
+    ledger: Ledger, uri: str, spaces: SpaceScope | None = None
+) -> types.ReadResourceResult:
+    """The JSON of the resource at ``uri`` as a caller limited to ``spaces`` sees it (runs on
+    the worker thread)."""
     data: dict[str, Any] | None
     if uri == HEAD_URI:
-        data = read_head(ledger)
+        data = read_head(ledger) if spaces is None else None
     elif uri.startswith(FACT_PREFIX) and len(uri) > len(FACT_PREFIX):
-        data = read_fact(ledger, unquote(uri[len(FACT_PREFIX) :]))
+        data = read_fact(ledger, unquote(uri[len(FACT_PREFIX) :]), spaces)
     elif uri.startswith(SUBJECT_PREFIX) and len(uri) > len(SUBJECT_PREFIX):
-        data = read_subject(ledger, unquote(uri[len(SUBJECT_PREFIX) :]))
+        data = read_subject(ledger, unquote(uri[len(SUBJECT_PREFIX) :]), spaces)
     else:
         data = None
     if data is None:
@@ -121,13 +134,15 @@ def read_resource(ledger: Ledger, uri: str) -> types.ReadResourceResult:
     )
 
 
-def subjects(ledger: Ledger) -> list[str]:
-    """Every subject with a fact, in first-asserted order."""
-    return list(dict.fromkeys(fact.subject for fact in ledger.facts()))
+def subjects(ledger: Ledger, spaces: SpaceScope | None = None) -> list[str]:
+    """Every subject with a fact (in ``spaces``), in first-asserted order."""
+    return list(dict.fromkeys(fact.subject for fact in visible_facts(spaces, ledger.facts())))
 
 
-def list_page(ledger: Ledger, cursor: str | None) -> types.ListResourcesResult:
-    """One page of ``resources/list``: the head, then the subjects."""
+def list_page(
+    ledger: Ledger, cursor: str | None, spaces: SpaceScope | None = None
+) -> types.ListResourcesResult:
+    """One page of ``resources/list``: the head (unscoped callers only), then the subjects."""
     try:
         start = int(cursor) if cursor else 0
     except ValueError:
@@ -141,14 +156,15 @@ def list_page(ledger: Ledger, cursor: str | None) -> types.ListResourcesResult:
         mime_type=_JSON,
         description="Event count, spaces and (with a hash chain) the chain head.",
     )
-    every = [head] + [
+    every = [head] if spaces is None else []
+    every += [
         types.Resource(
             name=f"subject {subject}",
             uri=subject_uri(subject),
             mime_type=_JSON,
             description=f"The timeline of {subject}",
         )
-        for subject in subjects(ledger)
+        for subject in subjects(ledger, spaces)
     ]
     page = every[start : start + PAGE_SIZE]
     more = start + PAGE_SIZE < len(every)

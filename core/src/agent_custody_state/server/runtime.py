@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from agent_custody_state.authconfig import OAuthConfig
 from agent_custody_state.config import ConfigError, MemoryConfig, build_stores, env_secret
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.guard import BearerToken
 from agent_custody_state.server.limits import ValueLimits
+from agent_custody_state.server.oauth import OAuthSettings
+from agent_custody_state.server.scopes import SpaceScope
 from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.worker import LedgerWorker
 
@@ -35,6 +38,7 @@ class Runtime:
     ledger: Ledger
     worker: LedgerWorker
     tokens: list[BearerToken] = field(default_factory=list)
+    oauth: OAuthSettings | None = None
     identity: SigningIdentity | None = None
     stores: list[Any] = field(default_factory=list)
     event_count: int = 0  # counted at open, so announcing never waits on the ledger
@@ -53,6 +57,7 @@ class Runtime:
             "value_limits": ValueLimits(
                 self.config.server.max_value_elements, self.config.server.max_value_bytes
             ),
+            "stream_spaces": self.config.server.spaces,
         }
 
     created: list[Path] = field(default_factory=list)  # files this start created
@@ -83,10 +88,14 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     )
     tokens = [
         BearerToken(
-            env_secret(t.env, f"server.tokens[{i}] ({t.role})"), t.role, f"{t.role}:{t.env}"
+            env_secret(t.env, f"server.tokens[{i}] ({t.role})"),
+            t.role,
+            f"{t.role}:{t.env}",
+            SpaceScope.parse(t.spaces) if t.spaces is not None else None,
         )
         for i, t in enumerate(config.server.tokens)
     ]
+    oauth = oauth_settings(config.server.oauth) if config.server.oauth is not None else None
     if config.checkpoint_every and not config.key:
         raise ConfigError(
             "checkpoint_every needs key: checkpoints are signed with the key that signs results"
@@ -116,7 +125,33 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     worker.inline = not ledger.backend.blocking
     count = worker.call(ledger.count)
     created = sorted(_files_beside(config.ledger) - before)
-    return Runtime(config, ledger, worker, tokens, identity, stores, count, created)
+    return Runtime(config, ledger, worker, tokens, oauth, identity, stores, count, created)
+
+
+def oauth_settings(table: OAuthConfig) -> OAuthSettings:
+    """``[server.oauth]`` as the verifier's settings; a bad combination is a ``ConfigError``."""
+    given: dict[str, Any] = {}
+    if table.scopes is not None:
+        given["grants"] = {
+            name: (g.role, SpaceScope.parse(g.spaces) if g.spaces is not None else None)
+            for name, g in table.scopes.items()
+        }
+    if table.algorithms is not None:
+        given["algorithms"] = tuple(table.algorithms)
+    try:
+        return OAuthSettings(
+            issuer=table.issuer,
+            resource=table.resource,
+            jwks_file=table.jwks_file,
+            jwks_url=table.jwks_url,
+            space_prefix=table.space_scope_prefix,
+            leeway=table.leeway,
+            cache_seconds=table.jwks_cache_seconds,
+            authorization_servers=tuple(table.authorization_servers),
+            **given,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _files_beside(location: str) -> set[Path]:
@@ -139,12 +174,21 @@ def startup_line(runtime: Runtime, where: str) -> str:
         roles = [t.role for t in runtime.tokens]
         counts = [
             f"{roles.count(r)} {r} token{'s' if roles.count(r) != 1 else ''}"
-            for r in ("gateway", "direct")
+            for r in ("gateway", "direct", "reader")
             if r in roles
         ]
+        scoped = sum(1 for t in runtime.tokens if t.spaces is not None)
+        if scoped:
+            counts.append(f"{scoped} limited to spaces")
+        if runtime.oauth is not None:
+            counts.append(f"OAuth access tokens from {runtime.oauth.issuer}")
         trust = ", ".join(counts) if counts else "no tokens, every caller is direct"
+        if server.stateless:
+            trust += "; stateless (no sessions, no subscriptions)"
     else:
         trust = "the spawning process is the gateway"
+        if server.spaces is not None:
+            trust += f" (spaces: {', '.join(server.spaces)})"
     direct = (
         "direct calls admitted as claimed (quarantined)"
         if server.allow_direct

@@ -31,6 +31,7 @@ from agent_custody_state.server.handlers import HANDLERS
 from agent_custody_state.server.limits import ValueLimits, check_value
 from agent_custody_state.server.policy import refusal
 from agent_custody_state.server.results import ToolResult
+from agent_custody_state.server.scopes import SpaceScope
 from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.tools import SCHEMAS
 from agent_custody_state.server.trust import (
@@ -129,10 +130,12 @@ class MemoryService:
         arguments: Mapping[str, Any] | None,
         meta: Mapping[str, Any] | None,
         role: Role,
+        spaces: SpaceScope | None = None,
     ) -> ToolResult:
-        """Serve one tool call from a caller of ``role`` (``gateway`` or ``direct``)."""
+        """Serve one tool call from a caller of ``role`` (``gateway``, ``direct`` or
+        ``reader``), limited to ``spaces`` (None: every space)."""
         started = time.perf_counter()
-        context = call_context(meta, role)
+        context = call_context(meta, role, spaces)
         result = await self._dispatch(name, arguments, context)
         if self.identity is not None and context.receipt_id is not None:
             result.meta[SIGNATURE_KEY] = self.identity.sign_result(

@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Role = Literal["gateway", "direct"]
-ROLES: tuple[Role, ...] = ("gateway", "direct")
+from agent_custody_state.server.scopes import SpaceScope
+
+Role = Literal["gateway", "direct", "reader"]
+ROLES: tuple[Role, ...] = ("gateway", "direct", "reader")
 
 RECEIPT_KEY = "agent-custody/receipt"
 AGENT_KEY = "agent-custody/agent"
@@ -28,6 +30,8 @@ SIGNATURE_KEY = "agent-custody/upstream-signature"
 
 #: Where the HTTP transport leaves the caller's role in the ASGI scope for the tool handler.
 SCOPE_ROLE_KEY = "agent_custody.role"
+#: ... and the caller's space scope (a ``SpaceScope``; absent for an unscoped caller).
+SCOPE_SPACES_KEY = "agent_custody.spaces"
 
 GATEWAY_REQUIRED = (
     "memory server accepts calls only through the receipts gateway; no receipt id on this call"
@@ -46,6 +50,7 @@ class CallContext:
     receipt_id: str | None = None
     gateway_agent: str | None = None
     observed: Mapping[str, Any] | None = None
+    spaces: SpaceScope | None = None  # None: every space (an unscoped caller)
 
     @property
     def provenance(self) -> str:
@@ -67,16 +72,19 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def call_context(meta: Mapping[str, Any] | None, role: Role) -> CallContext:
+def call_context(
+    meta: Mapping[str, Any] | None, role: Role, spaces: SpaceScope | None = None
+) -> CallContext:
     """Build the context of one call from its ``_meta`` and the transport's verdict on the caller."""
     if role != "gateway" or not meta:
-        return CallContext(role=role)
+        return CallContext(role=role, spaces=spaces)
     observed = meta.get(OBSERVED_KEY)
     return CallContext(
         role=role,
         receipt_id=_text(meta.get(RECEIPT_KEY)),
         gateway_agent=_text(meta.get(AGENT_KEY)),
         observed=observed if isinstance(observed, Mapping) else None,
+        spaces=spaces,
     )
 
 
@@ -93,3 +101,14 @@ def role_of_request(request: Any, default: Role = "gateway") -> Role:
     scope = getattr(request, "scope", None)
     role = scope.get(SCOPE_ROLE_KEY) if isinstance(scope, Mapping) else None
     return role if role in ROLES else "direct"
+
+
+def spaces_of_request(request: Any, default: SpaceScope | None = None) -> SpaceScope | None:
+    """The caller's space scope as the transport recorded it (``default`` for a stream
+    transport: the server's own ``--spaces``). An HTTP request carries what the guard found
+    for its token; None there is an unscoped token."""
+    if request is None:
+        return default
+    scope = getattr(request, "scope", None)
+    spaces = scope.get(SCOPE_SPACES_KEY) if isinstance(scope, Mapping) else None
+    return spaces if isinstance(spaces, SpaceScope) else None

@@ -260,14 +260,24 @@ class Custody:
         receipt_id: str | None = None,
         keep_digest: bool = True,
         progress: SweepProgress | None = None,
+        within: Callable[[str], bool] | None = None,
     ) -> SweepReport:
         """Forget what was learned before ``before`` (or, without it, before each space's
-        retention window), then remove each forgotten fact from the stores holding it."""
+        retention window), then remove each forgotten fact from the stores holding it.
+        ``within``: without ``space``, sweep only the spaces it accepts (a scoped caller's)."""
         if before is None and self.retention is None:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         with anyio.CancelScope(shield=True):
             forgotten, held, copies = await self.run(
-                self._sweep_ledger, before, space, actor, reason, receipt_id, keep_digest, progress
+                self._sweep_ledger,
+                before,
+                space,
+                actor,
+                reason,
+                receipt_id,
+                keep_digest,
+                progress,
+                within,
             )
             report = SweepReport(
                 before=_time_text(before),
@@ -316,13 +326,21 @@ class Custody:
         preview: SweepPreview = await self.run(plan)
         return preview
 
-    def _cutoffs(self, before: TimeLike | None, space: str | None) -> list[tuple[str | None, Any]]:
+    def _cutoffs(
+        self,
+        before: TimeLike | None,
+        space: str | None,
+        within: Callable[[str], bool] | None = None,
+    ) -> list[tuple[str | None, Any]]:
+        names: list[str] | None = [space] if space is not None else None
+        if names is None and within is not None:
+            names = [name for name in self.ledger.spaces() if within(name)]
         if before is not None:
-            return [(space, before)]
+            return [(space, before)] if names is None else [(name, before) for name in names]
         assert self.retention is not None
         now = parse_time(self.ledger.now())
         plan: list[tuple[str | None, Any]] = []
-        for name in [space] if space is not None else self.ledger.spaces():
+        for name in names if names is not None else self.ledger.spaces():
             window = self.retention.window_for(name)
             if window is not None:
                 plan.append((name, format_time(window[1].before(now))))
@@ -337,11 +355,12 @@ class Custody:
         receipt_id: str | None,
         keep_digest: bool,
         progress: SweepProgress | None = None,
+        within: Callable[[str], bool] | None = None,
     ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact]]:
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
         copies: dict[str, Fact] = {}
-        for where, cutoff in self._cutoffs(before, space):
+        for where, cutoff in self._cutoffs(before, space, within):
             if self.stores:
                 # Keep the values the stores must find again to remove and verify, with the ids
                 # the stores hold them under now (a fact put back has new ones).

@@ -1,0 +1,267 @@
+"""OAuth 2.1 resource server: JWT access tokens from an authorization server (issue 13 section 3).
+
+The MCP authorization spec makes an HTTP MCP server an OAuth *resource server*: it publishes
+where its tokens come from (RFC 9728 protected resource metadata, ``metadata()``) and checks
+each access token it is handed. ``JwtVerifier.verify`` checks, with PyJWT:
+
+- the signature, with a key from the issuer's JWKS (a file, or a URL fetched with a short
+  timeout and cached; an unknown ``kid`` refetches at most once every ``MIN_REFRESH`` seconds,
+  so a flood of made-up key ids cannot turn the server into a JWKS-fetching loop);
+- the algorithm: only the asymmetric ones configured (never ``none``, never an HMAC one, so a
+  public key can never be used as an HMAC secret);
+- ``iss`` (the issuer), ``aud`` (this server's resource URL), ``exp`` and ``nbf`` with a small
+  leeway for clock skew; ``exp`` must be present.
+
+The token's scopes (``scope``, space separated, or an ``scp`` list) map to a role through the
+configured grants (the most trusted role granted wins: gateway, then direct, then reader) and to
+space scopes: ``space:<pattern>`` scopes plus each grant's own ``spaces``; none of either leaves
+the token unscoped. A token granting no role is *insufficient_scope* (403). The token itself is
+kept nowhere: only its principal (issuer, subject, client) and what it grants go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import jwt
+from jwt import PyJWK
+
+from agent_custody_state.server.scopes import SpaceScope
+from agent_custody_state.server.trust import ROLES, Role
+
+log = logging.getLogger(__name__)
+
+#: The algorithms a token may be signed with: asymmetric only.
+ASYMMETRIC: tuple[str, ...] = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
+ASYMMETRIC += ("ES256", "ES384", "ES512", "EdDSA")
+DEFAULT_GRANTS: dict[str, tuple[Role, SpaceScope | None]] = {
+    "memory:gateway": ("gateway", None),
+    "memory:write": ("direct", None),
+    "memory:read": ("reader", None),
+}
+MIN_REFRESH = 10.0  # seconds between two JWKS fetches caused by unknown key ids
+_TRUST = {"gateway": 3, "direct": 2, "reader": 1}
+
+
+class InvalidToken(Exception):
+    """The token is not one this server accepts (401 ``invalid_token``); the message says why
+    without echoing the token."""
+
+
+class InsufficientScope(Exception):
+    """A valid token that grants no role here (403 ``insufficient_scope``)."""
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """``[server.oauth]``, resolved: see ``config.OAuthConfig`` for the keys."""
+
+    issuer: str
+    resource: str
+    jwks_file: str | None = None
+    jwks_url: str | None = None
+    grants: Mapping[str, tuple[Role, SpaceScope | None]] = field(
+        default_factory=lambda: dict(DEFAULT_GRANTS)
+    )
+    space_prefix: str = "space:"
+    algorithms: tuple[str, ...] = ASYMMETRIC
+    leeway: float = 30.0
+    cache_seconds: float = 300.0
+    authorization_servers: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.jwks_file is None) == (self.jwks_url is None):
+            raise ValueError("server.oauth: give exactly one of jwks_file and jwks_url")
+        bad = [a for a in self.algorithms if a not in ASYMMETRIC]
+        if bad or not self.algorithms:
+            raise ValueError(
+                f"server.oauth.algorithms: only asymmetric algorithms ({', '.join(ASYMMETRIC)}); "
+                f"not {', '.join(bad) or 'an empty list'}"
+            )
+        if not self.resource.startswith(("https://", "http://")):
+            raise ValueError("server.oauth.resource: this server's URL, as https://host/mcp")
+        for name, (role, _spaces) in self.grants.items():
+            if role not in ROLES:
+                raise ValueError(f"server.oauth.scopes.{name}: unknown role {role!r}")
+
+    @property
+    def metadata_path(self) -> str:
+        """Where RFC 9728 puts this resource's metadata (the resource's path appended)."""
+        path = httpx.URL(self.resource).path.rstrip("/")
+        return "/.well-known/oauth-protected-resource" + path
+
+    @property
+    def metadata_url(self) -> str:
+        url = httpx.URL(self.resource)
+        return str(url.copy_with(path=self.metadata_path, query=None, fragment=None))
+
+    def scopes_supported(self) -> list[str]:
+        return sorted(self.grants)
+
+    def metadata(self) -> dict[str, Any]:
+        """The protected resource metadata document (RFC 9728 section 2)."""
+        return {
+            "resource": self.resource,
+            "authorization_servers": list(self.authorization_servers or (self.issuer,)),
+            "scopes_supported": self.scopes_supported(),
+            "bearer_methods_supported": ["header"],
+            "resource_signing_alg_values_supported": list(self.algorithms),
+            "resource_name": "agent-custody-memory",
+        }
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a valid access token speaks for, and what it grants (never the token)."""
+
+    issuer: str
+    subject: str
+    client_id: str
+    role: Role
+    spaces: SpaceScope | None
+
+    @property
+    def label(self) -> str:
+        return f"oauth:{self.subject}" + (f"/{self.client_id}" if self.client_id else "")
+
+
+class JwksCache:
+    """The issuer's signing keys by ``kid``, from a file or a URL, refreshed when stale or
+    when a token names a key not seen yet (at most every ``MIN_REFRESH`` seconds)."""
+
+    def __init__(self, settings: OAuthSettings, client: httpx.AsyncClient | None = None) -> None:
+        self.settings = settings
+        self._client = client
+        self._keys: dict[str | None, dict[str, Any]] = {}
+        self._loaded = float("-inf")
+        self._lock = anyio.Lock()
+        self.fetches = 0
+
+    async def key_data(self, kid: str | None) -> dict[str, Any]:
+        now = time.monotonic()
+        if now - self._loaded > self.settings.cache_seconds:
+            await self._refresh(now)
+        elif kid not in self._keys and now - self._loaded > MIN_REFRESH:
+            await self._refresh(now)  # the issuer may have rotated its keys
+        data = self._keys.get(kid)
+        if data is None and kid is None and len(self._keys) == 1:
+            data = next(iter(self._keys.values()))
+        if data is None:
+            raise InvalidToken("the token's signing key is not among the issuer's keys")
+        return data
+
+    async def _refresh(self, now: float) -> None:
+        async with self._lock:
+            if self._loaded >= now:
+                return  # another request refreshed meanwhile
+            try:
+                document = await self._load()
+                keys = document["keys"]
+                if not isinstance(keys, list):
+                    raise ValueError("keys is not a list")
+            except Exception as exc:
+                if self._keys:  # keep serving with the keys we have
+                    log.warning("JWKS refresh failed, keeping the cached keys: %s", exc)
+                    self._loaded = time.monotonic()
+                    return
+                raise InvalidToken(f"the issuer's keys cannot be loaded: {exc}") from None
+            self._keys = {k.get("kid"): k for k in keys if isinstance(k, dict)}
+            self._loaded = time.monotonic()
+            self.fetches += 1
+
+    async def _load(self) -> Any:
+        if self.settings.jwks_file is not None:
+            text = await anyio.to_thread.run_sync(Path(self.settings.jwks_file).read_text)
+            return json.loads(text)
+        assert self.settings.jwks_url is not None
+        client = self._client or httpx.AsyncClient(timeout=5.0)
+        try:
+            response = await client.get(self.settings.jwks_url)
+            response.raise_for_status()
+            return response.json()
+        finally:
+            if self._client is None:
+                await client.aclose()
+
+
+class JwtVerifier:
+    """Checks access tokens (see the module docstring)."""
+
+    def __init__(self, settings: OAuthSettings, jwks: JwksCache | None = None) -> None:
+        self.settings = settings
+        self.jwks = jwks or JwksCache(settings)
+
+    async def verify(self, token: str) -> Principal:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise InvalidToken("not a JWT access token") from None
+        alg = header.get("alg")
+        if alg not in self.settings.algorithms:
+            raise InvalidToken(f"signing algorithm {alg!r} is not accepted")
+        kid = header.get("kid")
+        data = await self.jwks.key_data(kid if isinstance(kid, str) else None)
+        try:
+            key = PyJWK(data, algorithm=alg)
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=[alg],
+                audience=self.settings.resource,
+                issuer=self.settings.issuer,
+                leeway=self.settings.leeway,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise InvalidToken("the token has expired") from None
+        except jwt.ImmatureSignatureError:
+            raise InvalidToken("the token is not valid yet") from None
+        except jwt.InvalidAudienceError:
+            raise InvalidToken("the token was not issued for this resource") from None
+        except jwt.InvalidIssuerError:
+            raise InvalidToken("the token comes from another issuer") from None
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise InvalidToken(f"the token is not valid: {type(exc).__name__}") from None
+        return self.principal(claims)
+
+    def principal(self, claims: Mapping[str, Any]) -> Principal:
+        scopes = _scopes(claims)
+        granted = [self.settings.grants[s] for s in scopes if s in self.settings.grants]
+        if not granted:
+            raise InsufficientScope("the token grants none of this server's scopes")
+        role = max((r for r, _ in granted), key=lambda r: _TRUST[r])
+        patterns = [s[len(self.settings.space_prefix) :] for s in scopes if self._space(s)]
+        for _role, spaces in granted:
+            patterns.extend(spaces.patterns if spaces is not None else ())
+        try:
+            spaces = SpaceScope.parse(patterns, what="token scopes") if patterns else None
+        except ValueError as exc:
+            raise InvalidToken(str(exc)) from None
+        return Principal(
+            issuer=str(claims.get("iss", "")),
+            subject=str(claims.get("sub", "")),
+            client_id=str(claims.get("client_id") or claims.get("azp") or ""),
+            role=role,
+            spaces=spaces,
+        )
+
+    def _space(self, scope: str) -> bool:
+        prefix = self.settings.space_prefix
+        return bool(prefix) and scope.startswith(prefix) and len(scope) > len(prefix)
+
+
+def _scopes(claims: Mapping[str, Any]) -> list[str]:
+    value = claims.get("scope", claims.get("scp"))
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, Sequence):
+        return [s for s in value if isinstance(s, str)]
+    return []

@@ -116,22 +116,30 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         return self._run(run)
 
     def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
+        if len(params) == 1:  # a single append: executemany's batching only costs
+            self._run(lambda: self._exec(q.sql, q.args(params[0])))
+        else:
+            self._many_args(q, [q.args(p) for p in params])
+
+    def _many_args(self, q: Prepared, args: list[Any]) -> None:
+        """``executemany`` of ``q`` with driver parameters already in the statement's form."""
+
         def run() -> None:
             cur = self._raw.cursor()
             try:
-                if len(params) == 1:  # a single append: executemany's batching only costs
-                    cur.execute(q.sql, q.args(params[0]))
-                else:
-                    cur.executemany(q.sql, [q.args(p) for p in params])
+                cur.executemany(q.sql, args)
             finally:
                 cur.close()
 
         self._run(run)
 
-    def _exec(self, sql: str) -> None:
+    def _exec(self, sql: str, args: Any = None) -> None:
         cur = self._raw.cursor()
         try:
-            cur.execute(sql)
+            if args is None:
+                cur.execute(sql)
+            else:
+                cur.execute(sql, args)
         finally:
             cur.close()
 

@@ -121,10 +121,7 @@ class SqlEventBackend(SchemaSetup):
     def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
         """Insert rows (tuples in ``ROW_COLUMNS`` order) in order; a dialect with a faster bulk
         path (PostgreSQL's COPY) overrides it."""
-        if len(rows) == 1:  # a single append: executemany's batching only costs
-            self._many(self._q.insert, [dict(zip(ROW_COLUMNS, rows[0], strict=True))])
-        else:
-            self._many_args(self._q.insert, self._q.insert.rows_args(rows, ROW_COLUMNS))
+        self._many_args(self._q.insert, self._q.insert.rows_args(rows, ROW_COLUMNS))
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         self._require_transaction()

@@ -116,30 +116,27 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         return self._run(run)
 
     def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
-        if len(params) == 1:  # a single append: executemany's batching only costs
-            self._run(lambda: self._exec(q.sql, q.args(params[0])))
-        else:
-            self._many_args(q, [q.args(p) for p in params])
+        self._many_args(q, [q.args(p) for p in params])
 
     def _many_args(self, q: Prepared, args: list[Any]) -> None:
-        """``executemany`` of ``q`` with driver parameters already in the statement's form."""
+        """Run ``q`` once per entry of ``args`` (driver parameters in the statement's form)."""
 
         def run() -> None:
             cur = self._raw.cursor()
             try:
-                cur.executemany(q.sql, args)
+                if len(args) == 1:  # a single append: executemany's batching only costs
+                    cur.execute(q.sql, args[0])
+                else:
+                    cur.executemany(q.sql, args)
             finally:
                 cur.close()
 
         self._run(run)
 
-    def _exec(self, sql: str, args: Any = None) -> None:
+    def _exec(self, sql: str) -> None:
         cur = self._raw.cursor()
         try:
-            if args is None:
-                cur.execute(sql)
-            else:
-                cur.execute(sql, args)
+            cur.execute(sql)
         finally:
             cur.close()
 

@@ -34,11 +34,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit.history import BATCH, PREDICATES, SPACES, generate  # noqa: E402
-
-from agent_custody_state import Ledger  # noqa: E402
-from agent_custody_state.ledger.model import Event  # noqa: E402
-from agent_custody_state_sql.schema import ROW_COLUMNS, event_row  # noqa: E402
+from agent_custody_state import Ledger
+from agent_custody_state.ledger.model import Event
+from agent_custody_state_sql.schema import ROW_COLUMNS, event_row
+from benchkit.history import BATCH, PREDICATES, SPACES, generate
 
 OUT = Path(__file__).resolve().parent / "out"
 MODES = ("raw", "import_events", "assert_many", "assert_many_nochain")
@@ -112,7 +111,9 @@ def one_round(
             Ledger(loc).close()  # the same empty table with its indexes
             rate = (_raw_sqlite if backend == "sqlite" else _raw_postgres)(loc, rows)
         elif mode == "import_events":
-            rate = _timed(loc, True, lambda led: led.import_events(iter(events), batch_size=BATCH), n)
+            rate = _timed(
+                loc, True, lambda led: led.import_events(iter(events), batch_size=BATCH), n
+            )
         else:
             items = _items(n, str(r))
 

@@ -120,10 +120,7 @@ def _plain_json(item: Any, depth: int = 0) -> bool:
                 return False
         return True
     if kind is list:
-        for member in item:
-            if not _plain_json(member, depth + 1):
-                return False
-        return True
+        return all(_plain_json(member, depth + 1) for member in item)
     return False
 
 

@@ -31,6 +31,7 @@ from agent_custody_state.backends.jsonl_recovery import (
     write_all,
 )
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
+from agent_custody_state.backends.jsonl_size import check_size
 from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.ledger.backend import (
     EventBackend,
@@ -56,11 +57,18 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
     kind = "jsonl"
     min_batch = 4  # a multi-event append is journalled: about four fsyncs against one
 
-    def __init__(self, location: str | os.PathLike[str], *, on_torn: str = "repair", **_: object):
+    def __init__(
+        self,
+        location: str | os.PathLike[str],
+        *,
+        on_torn: str = "repair",
+        max_mb: float | None = None,
+        **_: object,
+    ):
         if on_torn not in ("repair", "raise"):
             raise ValueError('on_torn must be "repair" or "raise"')
-        self.path = Path(location)
-        self.location = str(location)
+        self.path, self.location = Path(location), str(location)
+        check_size(self.path, self.location, max_mb)  # the index holds every event in memory
         self._recovery = Recovery(self.path, self.location, on_torn)
         check_folder(self.path, self.location)  # never created: SPEC 3
         self._lock_path = self.path.with_name(self.path.name + ".lock")

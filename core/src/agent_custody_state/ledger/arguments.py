@@ -111,7 +111,7 @@ def _plain_json(item: Any, depth: int = 0) -> bool:
     if depth >= MAX_VALUE_DEPTH:
         return False
     if kind is int:
-        return -MAX_EXACT_INT <= item <= MAX_EXACT_INT
+        return bool(-MAX_EXACT_INT <= item <= MAX_EXACT_INT)
     if kind is float:
         return math.isfinite(item)
     if kind is dict:

@@ -47,6 +47,8 @@ from agent_custody_state.ledger.model import AssertEvent, Fact, RetractEvent, So
 from agent_custody_state.ledger.verify import verify_lines
 
 OUT = Path(__file__).resolve().parent / "out"
+# Large JSONL ledgers are built on purpose here: past the backend's default open limit.
+os.environ.setdefault("AGENT_CUSTODY_JSONL_MAX_MB", "0")
 KINDS = ("byte", "delete", "swap", "truncate")
 PRINTABLE = [chr(c) for c in range(0x20, 0x7F)]
 

@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_backends import BATCH, PREDICATES, SPACES, _pct, generate
 
 OUT = Path(__file__).resolve().parent / "out"
+# Large JSONL ledgers are built on purpose here: past the backend's default open limit.
+os.environ.setdefault("AGENT_CUSTODY_JSONL_MAX_MB", "0")
 SHRED = {"forget_mode": "crypto-shred"}
 
 

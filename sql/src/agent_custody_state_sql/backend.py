@@ -44,7 +44,7 @@ from agent_custody_state_sql.checkpoints import SqlCheckpointLog
 from agent_custody_state_sql.decoding import decode
 from agent_custody_state_sql.migration import SchemaSetup
 from agent_custody_state_sql.queries import Statements
-from agent_custody_state_sql.schema import Prepared, event_row, events_table
+from agent_custody_state_sql.schema import ROW_COLUMNS, Prepared, event_values, events_table
 
 #: Ids per statement: bounds the size of one parameter, not a driver limit.
 ID_CHUNK = 5000
@@ -117,7 +117,12 @@ class SqlEventBackend(SchemaSetup):
         self._require_transaction()
         if events:
             self._before_write()
-            self._many(self._q.insert, [event_row(e) for e in events])
+            self._insert_rows([event_values(e) for e in events])
+
+    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        """Insert rows (tuples in ``ROW_COLUMNS`` order) in order; a dialect with a faster bulk
+        path (PostgreSQL's COPY) overrides it."""
+        self._many_args(self._q.insert, self._q.insert.rows_args(rows, ROW_COLUMNS))
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         self._require_transaction()

@@ -116,13 +116,18 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         return self._run(run)
 
     def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
+        self._many_args(q, [q.args(p) for p in params])
+
+    def _many_args(self, q: Prepared, args: list[Any]) -> None:
+        """Run ``q`` once per entry of ``args`` (driver parameters in the statement's form)."""
+
         def run() -> None:
             cur = self._raw.cursor()
             try:
-                if len(params) == 1:  # a single append: executemany's batching only costs
-                    cur.execute(q.sql, q.args(params[0]))
+                if len(args) == 1:  # a single append: executemany's batching only costs
+                    cur.execute(q.sql, args[0])
                 else:
-                    cur.executemany(q.sql, [q.args(p) for p in params])
+                    cur.executemany(q.sql, args)
             finally:
                 cur.close()
 

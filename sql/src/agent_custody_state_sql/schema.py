@@ -75,20 +75,38 @@ def index_ddl(qualified: str, prefix: str, indexes: dict[str, tuple[str, ...]]) 
     ]
 
 
+def event_values(event: Event) -> tuple[Any, ...]:
+    """The row stored for an event, as a tuple in ``ROW_COLUMNS`` order: query columns for
+    asserts only, the wire JSON verbatim. What bulk appends hand the driver (no dict per row)."""
+    if isinstance(event, AssertEvent):
+        f = event.fact
+        return (
+            event.event_id,
+            "assert",
+            wire_time_key(event.tx_time),
+            f.fact_id,
+            f.space,
+            f.subject,
+            f.predicate,
+            event.supersedes,
+            event.to_json(),
+        )
+    return (
+        event.event_id,
+        event.kind,
+        wire_time_key(event.tx_time),
+        event.fact_id,
+        None,
+        None,
+        None,
+        None,
+        event.to_json(),
+    )
+
+
 def event_row(event: Event) -> dict[str, Any]:
-    """The row stored for an event: query columns for asserts only, the wire JSON verbatim."""
-    is_assert = isinstance(event, AssertEvent)
-    return {
-        "event_id": event.event_id,
-        "kind": event.kind,
-        "tx_time": wire_time_key(event.tx_time),
-        "fact_id": event.fact_id,
-        "space": event.fact.space if is_assert else None,  # type: ignore[union-attr]
-        "subject": event.fact.subject if is_assert else None,  # type: ignore[union-attr]
-        "predicate": event.fact.predicate if is_assert else None,  # type: ignore[union-attr]
-        "supersedes": event.supersedes if is_assert else None,  # type: ignore[union-attr]
-        "json": event.to_json(),
-    }
+    """The row stored for an event, by column name (``event_values`` as a dict)."""
+    return dict(zip(ROW_COLUMNS, event_values(event), strict=True))
 
 
 class Prepared:
@@ -107,6 +125,13 @@ class Prepared:
         self.names: tuple[str, ...] | None = (
             tuple(compiled.positiontup or ()) if compiled.positional else None
         )
+
+    def rows_args(self, rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> list[Any]:
+        """Driver parameters for ``rows`` (tuples of ``columns``): the tuples themselves when
+        the statement is positional in that order (SQLite's insert), else one mapping each."""
+        if self.names == columns and not self.defaults:
+            return rows
+        return [self.args(dict(zip(columns, row, strict=True))) for row in rows]
 
     def args(self, params: dict[str, Any]) -> Any:
         merged = {**self.defaults, **params} if self.defaults else params

@@ -23,7 +23,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
-from agent_custody_state.backends.jsonl_lines import stored_lines
+from agent_custody_state.backends.jsonl_lines import replace_lines, stored_lines
 from agent_custody_state.backends.jsonl_recovery import (
     Recovery,
     keep_mode,
@@ -31,6 +31,7 @@ from agent_custody_state.backends.jsonl_recovery import (
     write_all,
 )
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
+from agent_custody_state.backends.jsonl_size import check_size, warn_on_crossing
 from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.ledger.backend import (
     EventBackend,
@@ -57,11 +58,19 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
     kind = "jsonl"
     min_batch = 4  # a multi-event append is journalled: about four fsyncs against one
 
-    def __init__(self, location: str | os.PathLike[str], *, on_torn: str = "repair", **_: object):
+    def __init__(
+        self,
+        location: str | os.PathLike[str],
+        *,
+        on_torn: str = "repair",
+        max_mb: float | None = None,
+        **_: object,
+    ):
         if on_torn not in ("repair", "raise"):
             raise ValueError('on_torn must be "repair" or "raise"')
-        self.path = Path(location)
-        self.location = str(location)
+        self.path, self.location = Path(location), str(location)
+        check_size(self.path, self.location, max_mb)  # the index holds every event in memory
+        self._max_mb = max_mb
         self._recovery = Recovery(self.path, self.location, on_torn)
         check_folder(self.path, self.location)  # never created: SPEC 3
         self._lock_path = self.path.with_name(self.path.name + ".lock")
@@ -275,6 +284,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self._needs_newline = False
         self._ident = (st.st_dev, st.st_ino)
         self._read_to = st.st_size
+        warn_on_crossing(before, st.st_size, self.location, self._max_mb)
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         self._require_transaction()
@@ -286,22 +296,11 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         if self._needs_newline:
             current += b"\n"
         positions = self._index.rewrite_forgotten(fact_id, forgotten)
-        starts = set()
-        for pos in positions:
-            starts.add(self._offsets[pos])
-        out = bytearray()
-        new_offsets: list[int] = []
-        cursor = 0
-        for pos, start in enumerate(self._offsets):
-            nl = current.index(b"\n", start)
-            out += current[cursor:start]
-            new_offsets.append(len(out))
-            if start in starts:
-                out += (self._index.events[pos].to_json() + "\n").encode("utf-8")
-            else:
-                out += current[start : nl + 1]
-            cursor = nl + 1
-        out += current[cursor:]
+        rewritten = {
+            self._offsets[pos]: (self._index.events[pos].to_json() + "\n").encode("utf-8")
+            for pos in positions
+        }
+        out, new_offsets = replace_lines(current, self._offsets, rewritten)
         forget_line = (event.to_json() + "\n").encode("utf-8")
         new_offsets.append(len(out))
         out += forget_line

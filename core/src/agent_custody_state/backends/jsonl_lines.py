@@ -1,4 +1,5 @@
-"""A JSONL ledger's lines as stored, streamed: what ``agent-custody-memory verify`` reads.
+"""A JSONL ledger's lines as stored: streamed (what ``agent-custody-memory verify`` reads), and
+rewritten with some lines replaced (what a forget writes to its temporary).
 
 The file is opened under the shared lock (no writer is half-way through an append) and read up to
 the size it had then, in large chunks, without the lock: appends only add bytes after that point,
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 CHUNK = 1 << 20
@@ -48,3 +49,21 @@ def stored_lines(path: Path, lock_fd: int | None) -> Iterator[bytes]:
             yield rest
     finally:
         os.close(fd)
+
+
+def replace_lines(
+    current: bytes, offsets: Sequence[int], new: Mapping[int, bytes]
+) -> tuple[bytearray, list[int]]:
+    """``current`` (a ledger's bytes, every line ending in a newline) with the lines starting at
+    the offsets in ``new`` replaced by its values, and every line's offset in the result."""
+    out = bytearray()
+    new_offsets: list[int] = []
+    cursor = 0
+    for start in offsets:
+        nl = current.index(b"\n", start)
+        out += current[cursor:start]
+        new_offsets.append(len(out))
+        out += new[start] if start in new else current[start : nl + 1]
+        cursor = nl + 1
+    out += current[cursor:]
+    return out, new_offsets

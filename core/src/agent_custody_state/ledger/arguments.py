@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from agent_custody_state.ledger.errors import LedgerError
@@ -21,6 +22,19 @@ from agent_custody_state.timeutil import TimeFormatError, normalize_time
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+def new_ids(count: int) -> Iterator[str]:
+    """``count`` fresh random (version 4) UUIDs as strings, from one read of the system's
+    random source: bulk ingest draws two per event, and ``uuid.uuid4()`` costs several times
+    the formatting done here."""
+    raw = bytearray(os.urandom(16 * count))
+    raw[6::16] = bytes((b & 0x0F) | 0x40 for b in raw[6::16])  # version 4
+    raw[8::16] = bytes((b & 0x3F) | 0x80 for b in raw[8::16])  # RFC 4122 variant
+    text = raw.hex()
+    for i in range(0, 32 * count, 32):
+        h = text[i : i + 32]
+        yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def time_arg(value: TimeLike | None, name: str) -> str | None:
@@ -86,6 +100,30 @@ def _number_problem(item: int | float) -> str | None:
     return None
 
 
+def _plain_json(item: Any, depth: int = 0) -> bool:
+    """Whether ``value_arg`` accepts ``item`` at once: the exact built-in JSON types only, so
+    the common value is checked without building a path string per member (a value this
+    refuses, or of another type, takes ``value_arg``'s full walk, which decides and names the
+    place)."""
+    kind = type(item)
+    if kind is str or item is None or kind is bool:
+        return depth <= MAX_VALUE_DEPTH
+    if depth >= MAX_VALUE_DEPTH:
+        return False
+    if kind is int:
+        return bool(-MAX_EXACT_INT <= item <= MAX_EXACT_INT)
+    if kind is float:
+        return math.isfinite(item)
+    if kind is dict:
+        for key, member in item.items():
+            if type(key) is not str or not _plain_json(member, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return all(_plain_json(member, depth + 1) for member in item)
+    return False
+
+
 def value_arg(value: Any) -> Any:
     """Refuse a value JSON cannot keep exactly (I-JSON, RFC 7493): NaN, +-Infinity, integers
     beyond +-(2^53 - 1), anything that is not JSON (a set, a date, a non-string key), or a value
@@ -95,6 +133,8 @@ def value_arg(value: Any) -> Any:
     (a TypeError or RecursionError, reported by the server as an internal error). Walked
     iteratively, in document order, so the first problem is the one reported.
     """
+    if _plain_json(value):
+        return value
     stack: list[tuple[Any, str, int]] = [(value, "value", 0)]
     while stack:
         item, path, depth = stack.pop()
@@ -136,8 +176,11 @@ def extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str
     return dict(extra)
 
 
-def build_assert(now: Callable[[], str], request: AssertRequest) -> AssertEvent:
-    """Validate ``assert_fact``'s arguments and build the event (``now`` stamps it)."""
+def build_assert(
+    now: Callable[[], str], request: AssertRequest, ids: Iterator[str] | None = None
+) -> AssertEvent:
+    """Validate ``assert_fact``'s arguments and build the event (``now`` stamps it; ``ids``
+    supplies the fresh ids, by default ``new_id``)."""
     r = request
     subject, predicate, value, space, actor = r.subject, r.predicate, r.value, r.space, r.actor
     receipt_id, provenance, external = r.receipt_id, r.provenance, r.external
@@ -177,7 +220,7 @@ def build_assert(now: Callable[[], str], request: AssertRequest) -> AssertEvent:
     tx = now()
     vf = time_arg(valid_from, "valid_from") or tx
     fact = Fact(
-        fact_id=fact_id or new_id(),
+        fact_id=fact_id or (next(ids) if ids is not None else new_id()),
         subject=subject,
         predicate=predicate,
         value=value,
@@ -190,4 +233,5 @@ def build_assert(now: Callable[[], str], request: AssertRequest) -> AssertEvent:
         valid_to=None,
         confidence=confidence,
     )
-    return AssertEvent(event_id=new_id(), tx_time=tx, fact=fact, supersedes=supersedes)
+    event_id = next(ids) if ids is not None else new_id()
+    return AssertEvent(event_id=event_id, tx_time=tx, fact=fact, supersedes=supersedes)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agent_custody_state.ledger.arguments import build_assert
+from agent_custody_state.ledger.arguments import build_assert, new_ids
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
@@ -37,7 +37,8 @@ class LedgerBulk:
         """Assert many facts in one transaction (bulk ingest): all are appended, or none.
 
         Each item is an ``AssertRequest`` (or a mapping of ``assert_fact``'s keyword arguments);
-        an item may supersede a fact asserted earlier in the same batch.
+        an item may supersede a fact asserted earlier in the same batch. The events share one
+        transaction time, as they share one transaction (docs/decisions.md).
         """
         items = list(items)
         with section(self.backend, batch_keys(items) if self.backend.locks_keys else None):
@@ -46,9 +47,17 @@ class LedgerBulk:
             # in the item order, after the checks of the items before it.
             built: list[AssertEvent] = []
             build_error: BaseException | None = None
+            stamp: list[str] = []
+
+            def now() -> str:  # the clock is read once, when the first item is stamped
+                if not stamp:
+                    stamp.append(self.now())
+                return stamp[0]
+
+            ids = new_ids(2 * len(items))
             try:
                 for item in items:
-                    built.append(build_assert(self.now, AssertRequest.of(item)))
+                    built.append(build_assert(now, AssertRequest.of(item), ids))
             except LedgerError as exc:
                 build_error = LedgerError(
                     f"item {len(built)}: {exc}", field=exc.field, code=exc.code

@@ -34,8 +34,11 @@ _FACT_KEYS = (
 )
 
 
-def _extra(data: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+def _extra(data: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in known}
+
+
+_FACT_KEYSET = frozenset(_FACT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,26 +119,53 @@ class Fact:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
-        forgotten = data.get("forgotten")
+        # Positional and with local lookups: every event a read returns is built here.
+        get = data.get
+        forgotten = get("forgotten")
+        source = get("source")
+        external = get("external")
         return cls(
-            fact_id=data["factId"],
-            subject=data["subject"],
-            predicate=data["predicate"],
-            value=data.get("value"),
-            space=data["space"],
-            actor=data.get("actor", ""),
-            source=Source.from_dict(data.get("source")),
-            provenance=data.get("provenance", "claimed"),
-            external=dict(data["external"]) if data.get("external") else None,
-            valid_from=data.get("validFrom", ""),
-            valid_to=data.get("validTo"),
-            confidence=data.get("confidence"),
-            forgotten=Forgotten.from_dict(forgotten) if isinstance(forgotten, dict) else None,
-            extra=_extra(data, _FACT_KEYS),
+            data["factId"],
+            data["subject"],
+            data["predicate"],
+            get("value"),
+            data["space"],
+            get("actor", ""),
+            Source(source.get("receiptId")) if isinstance(source, dict) else Source(),
+            get("provenance", "claimed"),
+            dict(external) if external else None,
+            get("validFrom", ""),
+            get("validTo"),
+            get("confidence"),
+            Forgotten.from_dict(forgotten) if isinstance(forgotten, dict) else None,
+            _extra(data, _FACT_KEYSET),
         )
 
     def with_(self, **changes: Any) -> Fact:
         return replace(self, **changes)
+
+    def presented(self, valid_to: str | None, provenance: str) -> Fact:
+        """The fact as a read shows it: ``validTo`` from its superseder and the provenance
+        after confirmation. ``with_(valid_to=..., provenance=...)``, built directly (every
+        read result goes through here, and ``replace`` costs several times more)."""
+        if valid_to == self.valid_to and provenance == self.provenance:
+            return self
+        return Fact(
+            self.fact_id,
+            self.subject,
+            self.predicate,
+            self.value,
+            self.space,
+            self.actor,
+            self.source,
+            provenance,
+            self.external,
+            self.valid_from,
+            valid_to,
+            self.confidence,
+            self.forgotten,
+            self.extra,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +206,10 @@ class AssertEvent(_EventBase):
         return out
 
 
-_ACTION_KEYS = ("eventId", "kind", "txTime", "factId", "actor", "reason", "source")
+_ACTION_KEYS = frozenset(("eventId", "kind", "txTime", "factId", "actor", "reason", "source"))
+_ASSERT_KEYS = frozenset(("eventId", "kind", "txTime", "fact", "supersedes"))
+_CONFIRM_KEYS = frozenset(("eventId", "kind", "txTime", "factId", "actor", "source"))
+_FORGET_KEYS = _ACTION_KEYS | {"valueDigest", "digestKind"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,11 +328,11 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     try:
         if kind == "assert":
             return AssertEvent(
-                event_id=data["eventId"],
-                tx_time=data["txTime"],
-                fact=Fact.from_dict(data["fact"]),
-                supersedes=data.get("supersedes"),
-                extra=_extra(data, ("eventId", "kind", "txTime", "fact", "supersedes")),
+                data["eventId"],
+                data["txTime"],
+                Fact.from_dict(data["fact"]),
+                data.get("supersedes"),
+                _extra(data, _ASSERT_KEYS),
             )
         if kind in _ACTION_CLASSES:
             return _ACTION_CLASSES[kind](
@@ -318,7 +351,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
                 fact_id=data["factId"],
                 actor=data.get("actor", ""),
                 source=Source.from_dict(data.get("source")),
-                extra=_extra(data, ("eventId", "kind", "txTime", "factId", "actor", "source")),
+                extra=_extra(data, _CONFIRM_KEYS),
             )
         if kind == "forget":
             return ForgetEvent(
@@ -330,7 +363,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
                 source=Source.from_dict(data.get("source")),
                 value_digest=data.get("valueDigest"),
                 digest_kind=data.get("digestKind", "none"),
-                extra=_extra(data, (*_ACTION_KEYS, "valueDigest", "digestKind")),
+                extra=_extra(data, _FORGET_KEYS),
             )
     except KeyError as exc:
         raise ValueError(f"{kind} event is missing {exc.args[0]!r}") from None

@@ -118,6 +118,7 @@ def effective_superseders(
     *,
     tx_at: str | None = None,
     around: Sequence[Event] | None = None,
+    states: dict[str, FactState] | None = None,
 ) -> dict[str, AssertEvent]:
     """For each fact, the assert that currently supersedes it, skipping retracted links.
 
@@ -125,8 +126,11 @@ def effective_superseders(
     A <- B <- C retracting B leaves C superseding A, and retracting C makes B (or A) current again.
 
     ``around``: ``store.events_around(ids)`` for a superset of ``fact_ids``, when the caller
-    already has it (it answers the first level without another query).
+    already has it (it answers the first level without another query); ``states``:
+    ``states_from(around, tx_at=tx_at)``, when the caller has computed it too.
     """
+    if around is None:
+        states = None
     children: dict[str, list[AssertEvent]] = {}
     retracted: set[str] = set()
     frontier = set(fact_ids)
@@ -147,12 +151,14 @@ def effective_superseders(
             break
         for e in found:
             children.setdefault(e.supersedes or "", []).append(e)
-        states = states_from(events, tx_at=tx_at)
+        if states is None:
+            states = states_from(events, tx_at=tx_at)
         for e in found:
             if states[e.fact_id].retracted:
                 retracted.add(e.fact_id)
         # Only retracted links need their own superseders looked at.
         frontier = {e.fact_id for e in found if e.fact_id in retracted} - seen
+        states = None  # the next level's events are new
 
     def resolve(fact_id: str, depth: int = 0) -> AssertEvent | None:
         if depth > 10_000:

@@ -75,7 +75,7 @@ class LedgerReads:
         states = states_from(around, tx_at=ta)
         alive = [c for c in candidates if not states[c.fact_id].retracted]
         supers = effective_superseders(
-            self.backend, [c.fact_id for c in alive], tx_at=ta, around=around
+            self.backend, [c.fact_id for c in alive], tx_at=ta, around=around, states=states
         )
         out: list[Fact] = []
         for event in alive:
@@ -89,7 +89,7 @@ class LedgerReads:
             provenance = "attested" if states[fact.fact_id].confirmed else fact.provenance
             if PROVENANCE_RANK.get(provenance, 0) < min_rank:
                 continue
-            out.append(fact.with_(valid_to=valid_to, provenance=provenance))
+            out.append(fact.presented(valid_to, provenance))
         return out
 
     def get(self, fact_id: str) -> Fact | None:
@@ -109,7 +109,7 @@ class LedgerReads:
         )
         valid_to = successor.fact.valid_from if successor and not state.retracted else None
         provenance = "attested" if state.confirmed else fact.provenance
-        return fact.with_(valid_to=valid_to, provenance=provenance)
+        return fact.presented(valid_to, provenance)
 
     def held(self, fact_id: str) -> bool:
         """Whether the fact is on legal hold now (SPEC 2.6)."""
@@ -192,10 +192,7 @@ class LedgerReads:
             successor = None if state.retracted else supers.get(event.fact_id)
             provenance = "attested" if state.confirmed else event.fact.provenance
             facts.append(
-                event.fact.with_(
-                    valid_to=successor.fact.valid_from if successor else None,
-                    provenance=provenance,
-                )
+                event.fact.presented(successor.fact.valid_from if successor else None, provenance)
             )
             names[event.fact_id] = state_name(state, successor is not None)
         events = [e for e in around if ta is None or wire_time_key(e.tx_time) <= ta]

@@ -1,0 +1,189 @@
+"""Batched ingest at the floor (issue 15, section 2): each figure beside a raw baseline of the
+same run, on the same backend, into the same empty table with the same indexes.
+
+Per backend (SQLite, PostgreSQL), rounds of, interleaved (a shared machine's load drifts; each
+figure is the median of its rounds):
+
+* ``raw``: the floor. SQLite: ``BEGIN IMMEDIATE; executemany(INSERT); COMMIT`` per batch, the
+  rows already serialised, with the ledger's pragmas (WAL, ``synchronous=FULL``,
+  ``secure_delete``). PostgreSQL: ``COPY ... FROM STDIN`` per batch of the same rows, one
+  transaction each;
+* ``import_events``: ``Ledger.import_events`` of the same events (``Event`` objects, as the
+  ``import`` command hands them over after parsing the export);
+* ``assert_many``: ``Ledger.assert_many`` of fresh requests in batches, with the hash chain
+  (what users get) and, beside it, ``chain=False``, so the chain's share is measured too.
+
+Only the ingest calls are timed (not opening or closing the ledger, and not the raw side's
+connection). Usage: ``python bench/bench_ingest.py [--quick] [--events N] [--backend ...]``;
+results go to ``bench/out/ingest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agent_custody_state import Ledger
+from agent_custody_state.ledger.model import Event
+from agent_custody_state_sql.schema import ROW_COLUMNS, event_row
+from benchkit.history import BATCH, PREDICATES, SPACES, generate
+
+OUT = Path(__file__).resolve().parent / "out"
+MODES = ("raw", "import_events", "assert_many", "assert_many_nochain")
+COLS = ", ".join(ROW_COLUMNS)
+
+
+def _items(n: int, run: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "subject": f"acct:{i // 4}",
+            "predicate": PREDICATES[i % 4],
+            "value": {"v": i, "note": f"value {i} of {PREDICATES[i % 4]}"},
+            "space": SPACES[i % 8],
+            "actor": "bench",
+            "receipt_id": f"rcpt-{run}-{i}",
+        }
+        for i in range(n)
+    ]
+
+
+def _raw_sqlite(location: str, rows: list[tuple[Any, ...]]) -> float:
+    raw = sqlite3.connect(location, isolation_level=None)
+    for pragma in ("journal_mode=WAL", "synchronous=FULL", "secure_delete=ON"):
+        raw.execute(f"PRAGMA {pragma}")
+    sql = f"INSERT INTO events ({COLS}) VALUES ({', '.join('?' * len(ROW_COLUMNS))})"
+    start = time.perf_counter()
+    for k in range(0, len(rows), BATCH):
+        raw.execute("BEGIN IMMEDIATE")
+        raw.executemany(sql, rows[k : k + BATCH])
+        raw.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    raw.close()
+    return len(rows) / elapsed
+
+
+def _raw_postgres(location: str, rows: list[tuple[Any, ...]]) -> float:
+    import psycopg
+
+    from agent_custody_state_events_postgres.location import parse_location
+
+    where = parse_location(location)
+    conn = psycopg.connect(where.connect_url.replace("postgresql+psycopg", "postgresql"))
+    start = time.perf_counter()
+    for k in range(0, len(rows), BATCH):
+        with conn.cursor() as cur, cur.copy(f"COPY {where.qualified} ({COLS}) FROM STDIN") as cp:
+            for row in rows[k : k + BATCH]:
+                cp.write_row(row)
+        conn.commit()
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return len(rows) / elapsed
+
+
+def _timed(location: str, chain: bool, work: Callable[[Ledger], None], n: int) -> float:
+    with Ledger(location, chain=chain) as ledger:
+        start = time.perf_counter()
+        work(ledger)
+        return n / (time.perf_counter() - start)
+
+
+def one_round(
+    backend: str, make_location: Callable[[str], str], events: list[Event], r: int
+) -> dict[str, float]:
+    n = len(events)
+    out: dict[str, float] = {}
+    order = MODES if r % 2 == 0 else tuple(reversed(MODES))  # neither always runs first
+    for mode in order:
+        loc = make_location(f"{mode}_{r}")
+        if mode == "raw":
+            rows = [tuple(event_row(e).values()) for e in events]  # serialised beforehand
+            Ledger(loc).close()  # the same empty table with its indexes
+            rate = (_raw_sqlite if backend == "sqlite" else _raw_postgres)(loc, rows)
+        elif mode == "import_events":
+            rate = _timed(
+                loc, True, lambda led: led.import_events(iter(events), batch_size=BATCH), n
+            )
+        else:
+            items = _items(n, str(r))
+
+            def many(led: Ledger, items: list[dict[str, Any]] = items) -> None:
+                for k in range(0, n, BATCH):
+                    led.assert_many(items[k : k + BATCH])
+
+            rate = _timed(loc, mode == "assert_many", many, n)
+        out[mode] = rate
+        print(f"  {backend} round {r} {mode:20s} {rate:9,.0f} events/s", flush=True)
+    return out
+
+
+def report(backend: str, med: dict[str, float]) -> str:
+    raw = med["raw"]
+    chain_share = 1 - med["assert_many"] / med["assert_many_nochain"]
+    lines = [
+        f"### {backend}",
+        "",
+        "| what | events/s | raw (same run) | ratio | target |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for mode in MODES[1:]:
+        lines.append(
+            f"| {mode} | {med[mode]:,.0f} | {raw:,.0f} | {med[mode] / raw:.2f} "
+            "| >= 40,000/s and >= 0.80 |"
+        )
+    lines.append(f"\nthe chain's share of assert_many's time: {chain_share:.0%}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20,000 events, 3 rounds")
+    parser.add_argument("--events", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--backend", nargs="+", default=["sqlite", "postgres"])
+    args = parser.parse_args()
+    n = args.events or (20_000 if args.quick else 100_000)
+    rounds = args.rounds or (3 if args.quick else 5)
+    events = list(generate(n, seed=3))
+    workdir = Path(tempfile.mkdtemp(prefix="acs-bench-ingest-"))
+    pg = None
+    if "postgres" in args.backend:
+        from agent_custody_state_conformance.postgres import start_embedded_postgres
+
+        os.chmod(workdir, 0o755)
+        pg = start_embedded_postgres(workdir / "pg")
+    results: dict[str, Any] = {"events": n, "rounds": rounds, "samples": {}, "median": {}}
+    try:
+        for backend in args.backend:
+
+            def make_location(name: str, backend: str = backend) -> str:
+                if backend == "sqlite":
+                    return str(workdir / f"{name}.sqlite")
+                assert pg is not None
+                return str(pg.create_database(f"ingest_{name}"))
+
+            samples = [one_round(backend, make_location, events, r) for r in range(rounds)]
+            med = {m: statistics.median(s[m] for s in samples) for m in MODES}
+            results["samples"][backend] = samples
+            results["median"][backend] = med
+            print("\n" + report(backend, med) + "\n", flush=True)
+    finally:
+        if pg is not None:
+            pg.stop()
+    results["load_average"] = os.getloadavg()[0]
+    OUT.mkdir(exist_ok=True)
+    (OUT / "ingest.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

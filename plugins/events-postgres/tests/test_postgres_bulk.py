@@ -1,0 +1,76 @@
+"""The PostgreSQL bulk path: a batch is appended with COPY, and the rows it writes are exactly
+the rows single appends (a prepared INSERT each) write; a refused batch leaves nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from agent_custody_state import Ledger
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.model import AssertEvent, Event, Fact, RetractEvent, Source
+from agent_custody_state_events_postgres.location import parse_location
+from agent_custody_state_events_postgres.store import COPY_MIN
+
+pytestmark = pytest.mark.postgres
+
+T = "2025-01-01T00:00:00.000Z"
+
+
+def _events() -> list[Event]:
+    """Events whose text needs COPY's escaping: tabs, newlines, backslashes, quotes, non-ASCII,
+    a null column and an unknown key."""
+    value = {"text": 'tab\there\nnew line \\ back\\slash "q" é 日本 \U0001f600', "n": [1, None]}
+    first = AssertEvent("e-1", T, Fact("f-1", "acct:\t1", "plan", value, "org", "a\\b"), None)
+    second = AssertEvent(
+        "e-2", T, Fact("f-2", "acct:\t1", "plan", "x", "org", "b", Source("r\n1")), "f-1"
+    )
+    third = RetractEvent("e-3", T, "f-2", "c", "why\r\nnot", Source(None), {"note": "\\N"})
+    return [first, second, third]
+
+
+def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
+    where = parse_location(f"{url}&table={table}")
+    with psycopg.connect(where.connect_url.replace("postgresql+psycopg", "postgresql")) as conn:
+        return conn.execute(
+            "SELECT seq, event_id, kind, tx_time, fact_id, space, subject, predicate, "
+            f"supersedes, json FROM {table} ORDER BY seq"
+        ).fetchall()
+
+
+def test_copy_rows_equal_insert_rows(postgres_url: str) -> None:
+    events = _events()
+    assert len(events) >= COPY_MIN  # the batch below goes through COPY
+    with Ledger(f"{postgres_url}&table=by_copy", chain=False) as ledger:
+        assert ledger.import_events(iter(events)) == len(events)
+    with Ledger(f"{postgres_url}&table=by_insert", chain=False) as ledger:
+        for event in events:  # one event per append: the prepared INSERT
+            with ledger.backend.transaction():
+                ledger.backend.append([event])
+    copied, inserted = _rows(postgres_url, "by_copy"), _rows(postgres_url, "by_insert")
+    assert copied == inserted
+    assert [row[-1] for row in copied] == [e.to_json() for e in events]  # the wire text, as is
+    with Ledger(f"{postgres_url}&table=by_copy") as ledger:
+        assert [e.to_json() for e in ledger.export()] == [e.to_json() for e in events]
+
+
+def test_refused_batch_writes_nothing(postgres_url: str) -> None:
+    url = f"{postgres_url}&table=refused"
+    with Ledger(url) as ledger:
+        ledger.assert_many(
+            [{"subject": "s", "predicate": "p", "value": 1, "space": "o", "actor": "a"}]
+        )
+        before = _rows(postgres_url, "refused")
+        items = [
+            {"subject": f"s{i}", "predicate": "p", "value": i, "space": "o", "actor": "a"}
+            for i in range(50)
+        ]
+        items[37]["value"] = float("nan")
+        with pytest.raises(LedgerError, match=r"^item 37: value: NaN is not JSON$"):
+            ledger.assert_many(items)
+        assert _rows(postgres_url, "refused") == before
+        written = ledger.assert_many(items[:37])
+        assert len({e.tx_time for e in written}) == 1  # one transaction, one transaction time
+    assert len(_rows(postgres_url, "refused")) == len(before) + 37

@@ -179,6 +179,20 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
             pass
         return list(self.repairs)
 
+    def local_files(self) -> list[str]:
+        """The ledger file, its lock, batch journal and checkpoints, the records of torn lines
+        and any rewrite temporary of a forget (``remove_stale_temps``)."""
+        name = self.path.name
+        fixed = [
+            self.path,
+            self._lock_path,
+            *(self.path.with_name(f"{name}.{x}") for x in ("batch", "checkpoints")),
+        ]
+        found = sorted(self.path.parent.glob(f"{name}.torn-*")) + sorted(
+            self.path.parent.glob(f".{name}.*.tmp")
+        )
+        return [str(p) for p in fixed + found]
+
     def keystore(self, location: str | None = None) -> FileKeyStore:
         """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``."""
         return FileKeyStore(location if location is not None else f"{self.path}.keys")

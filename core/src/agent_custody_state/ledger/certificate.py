@@ -165,10 +165,14 @@ def draft(
     }
 
 
-def with_stores(predicate: dict[str, Any], stores: list[dict[str, Any]]) -> dict[str, Any]:
+def with_stores(
+    predicate: dict[str, Any], stores: list[dict[str, Any]], now: str
+) -> dict[str, Any]:
     """The predicate with its stores section: one entry per store that held the fact, each
-    ``{name, acknowledged, verification, error?}`` (``stores.certificate`` builds them)."""
-    return {**predicate, "stores": {"covered": True, "stores": stores}}
+    ``{name, acknowledged, verification, error?}`` (``stores.certificate`` builds them), and
+    the verifier's date moved to ``now``, after the stores were checked."""
+    verifier = {**predicate["verifier"], "date": now}
+    return {**predicate, "verifier": verifier, "stores": {"covered": True, "stores": stores}}
 
 
 def finish(predicate: dict[str, Any]) -> dict[str, Any]:

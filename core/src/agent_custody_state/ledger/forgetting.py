@@ -61,8 +61,7 @@ class LedgerForgetting:
     def _appended(self, events: Sequence[Event]) -> None:
         raise NotImplementedError
 
-    def learned_before(self, before: TimeLike, space: str | None = None) -> list[Any]:
-        raise NotImplementedError
+    learned_before: Callable[..., list[Any]]  # LedgerReads'
 
     @overload
     def forget(
@@ -111,7 +110,7 @@ class LedgerForgetting:
         ``CertifiedForget`` (the event and its signed erasure certificate) instead of the event.
         """
         more = extra_arg(extra, FORGET_WIRE_KEYS)
-        options, key = self._certifying(certificate)
+        options, key = self.certifying(certificate)
         event, done = self._forget(
             fact_id, actor, reason, receipt_id, keep_digest, more, precondition, options is not None
         )
@@ -122,7 +121,9 @@ class LedgerForgetting:
         [certified] = self._certify([done], options, key)
         return certified
 
-    def _certifying(self, certificate: Certify) -> tuple[CertificateOptions | None, KeyPair | None]:
+    def certifying(self, certificate: Certify) -> tuple[CertificateOptions | None, KeyPair | None]:
+        """The options and signing key a ``certificate=`` argument stands for (None, None for
+        no certificate); ``LedgerError`` (code ``no_signing_key``) when there is no key."""
         options = options_of(certificate)
         if options is None:
             return None, None
@@ -230,7 +231,7 @@ class LedgerForgetting:
         assert cutoff is not None
         if space is not None:
             text_arg(space, "space")
-        options, key = self._certifying(certificates)
+        options, key = self.certifying(certificates)
         forgotten: list[ForgetEvent] = []
         done: list[Forgetting] = []
         held: list[str] = []

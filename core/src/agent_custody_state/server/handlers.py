@@ -19,14 +19,17 @@ from agent_custody_state.server.evidence import check_evidence
 from agent_custody_state.server.policy import guard_fact, is_direct
 from agent_custody_state.server.results import ToolResult, rendered, rendered_partial
 from agent_custody_state.server.shapes import (
+    NO_SIGNING_KEY,
     forget_shape,
     hidden_claimed_hint,
     policy_shape,
     retract_shape,
     still_held_text,
     sweep_shape,
+    with_certificates,
     write_shape,
 )
+from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.trust import FACTS_KEY, CallContext
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores.flows import Custody
@@ -38,6 +41,7 @@ class Services(Protocol):
     ledger: Ledger
     worker: LedgerWorker
     custody: Custody
+    identity: SigningIdentity | None
 
 
 Args = dict[str, Any]
@@ -138,6 +142,9 @@ async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    certify = bool(args.get("certificate"))
+    if certify and svc.identity is None:
+        return ToolResult.error(NO_SIGNING_KEY.format(what="certificate"), "no_signing_key")
     guard = await guard_fact(svc.ledger, svc.worker, call, args["factId"])
     done = await svc.custody.forget(
         fact_id=args["factId"],
@@ -146,13 +153,18 @@ async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
         receipt_id=call.receipt_id,
         keep_digest=args.get("keepDigest", True),
         precondition=guard,
+        certificate=certify,
     )
     if done.removal.still_held:
-        return await rendered_partial(
+        result = await rendered_partial(
             f"erased from the ledger, but still held by {still_held_text(done.removal)}",
             forget_shape(done),
         )
-    return await rendered(forget_shape(done))
+    else:
+        result = await rendered(forget_shape(done))
+    if done.certificate is not None:
+        with_certificates(result, done.certificate)
+    return result
 
 
 async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -178,6 +190,9 @@ async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    certify = bool(args.get("certificates"))
+    if certify and svc.identity is None:
+        return ToolResult.error(NO_SIGNING_KEY.format(what="certificates"), "no_signing_key")
     report = await svc.custody.sweep(
         before=args.get("before"),
         space=args.get("space"),
@@ -185,13 +200,18 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
         reason=args["reason"],
         receipt_id=call.receipt_id,
         keep_digest=args.get("keepDigest", True),
+        certificates=certify,
     )
     problems = report.problems()
     if problems:
-        return await rendered_partial(
+        result = await rendered_partial(
             f"erased from the ledger, but still held by {'; '.join(problems)}", sweep_shape(report)
         )
-    return await rendered(sweep_shape(report))
+    else:
+        result = await rendered(sweep_shape(report))
+    if certify:
+        with_certificates(result, {s.event.fact_id: s.certificate for s in report.forgotten})
+    return result
 
 
 async def get(svc: Services, call: CallContext, args: Args) -> ToolResult:

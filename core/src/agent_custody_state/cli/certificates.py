@@ -159,7 +159,7 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("certificate", help="check an erasure certificate")
-    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB", help="verify")
     v = verbs.add_parser(
         "verify",
         help="check a certificate's signature and shape, and with --ledger its ledger",

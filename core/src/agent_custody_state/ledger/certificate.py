@@ -19,15 +19,18 @@ store verified its removal; otherwise ``partial``, naming what is missing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_custody_state.keys import KeyPair, load_key_pair
 from agent_custody_state.ledger.bytescan import ScanResult
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.ledger.residual import residual_windows
-from agent_custody_state.signing import IN_TOTO_TYPE, STATEMENT_TYPE, dsse_sign
 from agent_custody_state.version import __version__
+
+if TYPE_CHECKING:  # ``cryptography`` is imported when a certificate is made, not at start-up
+    from agent_custody_state.keys import KeyPair
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 PREDICATE_TYPE = "https://agent-custody.dev/erasure-certificate/v0.1"
 TOOL = "agent-custody-state"
@@ -82,6 +85,8 @@ def options_of(certificate: bool | CertificateOptions | None) -> CertificateOpti
 def signing_key(options: CertificateOptions, fallback: Any) -> KeyPair:
     """The key to sign with: the options', else ``fallback`` (the ledger's); ``ValueError``
     (a one-line reason) when there is none or it cannot be read."""
+    from agent_custody_state.keys import load_key_pair
+
     key = options.key if options.key is not None else fallback
     if key is None:
         raise ValueError(
@@ -215,6 +220,8 @@ def subject_digest(event: ForgetEvent, assert_event: AssertEvent) -> dict[str, s
 
 def sign(predicate: dict[str, Any], done: Forgetting, key: KeyPair) -> dict[str, Any]:
     """The DSSE envelope of the finished predicate."""
+    from agent_custody_state.signing import IN_TOTO_TYPE, dsse_sign
+
     subject = subject_digest(done.event, done.assert_event)
     body = statement(finish(predicate), done.event.fact_id, subject)
     return dsse_sign(IN_TOTO_TYPE, body, key)

@@ -11,10 +11,9 @@ missing key refuses the call and changes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from agent_custody_state.canonical import value_digest
-from agent_custody_state.keys import KeyPair
 from agent_custody_state.ledger.arguments import (
     FORGET_WIRE_KEYS,
     extra_arg,
@@ -43,6 +42,9 @@ from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.rules import check_known, refuse
 from agent_custody_state.ledger.shred import check_plain_forget
 from agent_custody_state.timeutil import format_time, utc_now
+
+if TYPE_CHECKING:
+    from agent_custody_state.keys import KeyPair
 
 Certify = bool | CertificateOptions
 

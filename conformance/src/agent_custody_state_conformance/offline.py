@@ -156,7 +156,7 @@ def check_against(st: dict[str, Any], events: list[dict[str, Any]]) -> None:
     kind, value = forget.get("digestKind"), forget.get("valueDigest")
     need(value is None or digest == {kind: value}, "the forget's digest is not the subject's")
     asserts = [e["fact"] for e in events if e.get("kind") == "assert"]
-    fact = next((f for f in asserts if f.get("factId") == fact_id), {})
+    fact: dict[str, Any] = next((f for f in asserts if f.get("factId") == fact_id), {})
     forgotten = fact.get("forgotten") or {}
     need(
         fact and fact.get("value") is None and forgotten.get("valueDigest") == value,

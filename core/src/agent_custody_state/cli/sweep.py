@@ -87,7 +87,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 lambda: custody.plan_sweep(before=before, space=args.space, holders=holders)
             )
         return _print_preview(preview, args.json)
-    from agent_custody_state.cli.certificates import certificate_key, check_output
+    from agent_custody_state.cli.common import certificate_key, check_output
 
     key = certificate_key(args, config)
     folder = (
@@ -117,7 +117,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 )
             )
     if folder is not None:
-        from agent_custody_state.cli.certificates import write_certificate
+        from agent_custody_state.cli.common import write_certificate
 
         for swept in report.forgotten:
             if swept.certificate is not None:

@@ -27,6 +27,7 @@ from agent_custody_state.backends.jsonl_lines import stored_lines
 from agent_custody_state.backends.jsonl_recovery import (
     Recovery,
     keep_mode,
+    ledger_files,
     remove_stale_temps,
     write_all,
 )
@@ -180,18 +181,8 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         return list(self.repairs)
 
     def local_files(self) -> list[str]:
-        """The ledger file, its lock, batch journal and checkpoints, the records of torn lines
-        and any rewrite temporary of a forget (``remove_stale_temps``)."""
-        name = self.path.name
-        fixed = [
-            self.path,
-            self._lock_path,
-            *(self.path.with_name(f"{name}.{x}") for x in ("batch", "checkpoints")),
-        ]
-        found = sorted(self.path.parent.glob(f"{name}.torn-*")) + sorted(
-            self.path.parent.glob(f".{name}.*.tmp")
-        )
-        return [str(p) for p in fixed + found]
+        """The ledger and every sidecar of it (``jsonl_recovery.ledger_files``)."""
+        return ledger_files(self.path)
 
     def keystore(self, location: str | None = None) -> FileKeyStore:
         """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``."""

@@ -14,8 +14,8 @@ import worked
 from agent_custody_state.extras.review import ReviewOptions
 from agent_custody_state.extras.review_server import write_review
 from agent_custody_state.extras.verify import VerifyOptions
+from agent_custody_state.keys import load_public_ref
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.signing import load_public_key
 
 LABELS = [
     "WHO",
@@ -45,7 +45,7 @@ def case(tmp_path: Path) -> Any:
 
 
 def options(case: Any, ledger: Ledger) -> ReviewOptions:
-    keys = VerifyOptions([load_public_key(case.gateway_pub)], [load_public_key(case.principal_pub)])
+    keys = VerifyOptions([load_public_ref(case.gateway_pub)], [load_public_ref(case.principal_pub)])
     return ReviewOptions(str(case.receipts), ledger, keys, "Support desk")
 
 

@@ -1,4 +1,4 @@
-"""Ed25519 keys and DSSE envelopes, shared by the memory server and the operator's extras.
+"""DSSE envelopes (keys: ``keys``), shared by the memory server and the operator's extras.
 
 The formats are the receipts gateway's (SPEC-EXTRAS 0 and 1.2): a ``keyid`` is the sha256 hex of
 the key's 44-byte SubjectPublicKeyInfo DER; an envelope is ``{payloadType, payload (base64 of the
@@ -15,24 +15,33 @@ import base64
 import binascii
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agent_custody_state.canonical import canonical_bytes
+from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef, key_id
+
+__all__ = [
+    "IN_TOTO_TYPE",
+    "STATEMENT_TYPE",
+    "DsseResult",
+    "KeyFileError",
+    "KeyPair",
+    "PublicKeyRef",
+    "b64decode_lenient",
+    "digest_of",
+    "dsse_sign",
+    "dsse_verify",
+    "js_parse",
+    "key_id",
+    "pae",
+]
 
 IN_TOTO_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-
-
-class KeyFileError(ValueError):
-    """A key file that cannot be read as the Ed25519 key it should hold (one-line message)."""
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -41,76 +50,9 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
 
 
-def key_id(public_key: Ed25519PublicKey) -> str:
-    """sha256 hex of the SubjectPublicKeyInfo DER of the key."""
-    der = public_key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return hashlib.sha256(der).hexdigest()
-
-
 def digest_of(value: Any) -> str:
     """``digestOf``: sha256 hex of the canonical JSON of a value."""
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
-
-
-@dataclass(frozen=True)
-class PublicKeyRef:
-    """A trusted public key and its keyid."""
-
-    public_key: Ed25519PublicKey
-    keyid: str
-
-    @classmethod
-    def of(cls, public_key: Ed25519PublicKey) -> PublicKeyRef:
-        return cls(public_key, key_id(public_key))
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    """A signing key with its public half and keyid."""
-
-    private_key: Ed25519PrivateKey
-
-    @property
-    def public(self) -> PublicKeyRef:
-        return PublicKeyRef.of(self.private_key.public_key())
-
-    @property
-    def keyid(self) -> str:
-        return self.public.keyid
-
-
-def _read(path: str | os.PathLike[str]) -> bytes:
-    # OSError goes up unchanged: the command line reports it as "<file>: <what went wrong>".
-    return Path(path).read_bytes()
-
-
-def load_private_key(path: str | os.PathLike[str]) -> KeyPair:
-    """A PKCS8 PEM Ed25519 private key (``keygen``'s ``*.key``)."""
-    try:
-        key = serialization.load_pem_private_key(_read(path), password=None)
-    except (ValueError, TypeError) as exc:
-        raise KeyFileError(f"{path}: not an unencrypted PKCS8 PEM private key ({exc})") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise KeyFileError(f"{path}: holds a {type(key).__name__}, not an Ed25519 key")
-    return KeyPair(key)
-
-
-def load_public_key(path: str | os.PathLike[str]) -> PublicKeyRef:
-    """An SPKI PEM Ed25519 public key (``*.pub``); like Node's ``createPublicKey``, a private key
-    PEM is accepted too and stands for its public half."""
-    data = _read(path)
-    try:
-        key: Any = serialization.load_pem_public_key(data)
-    except (ValueError, TypeError):
-        try:
-            key = serialization.load_pem_private_key(data, password=None).public_key()
-        except (ValueError, TypeError) as exc:
-            raise KeyFileError(f"{path}: not a PEM public key ({exc})") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise KeyFileError(f"{path}: holds a {type(key).__name__}, not an Ed25519 key")
-    return PublicKeyRef.of(key)
 
 
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/]")

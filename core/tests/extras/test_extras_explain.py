@@ -17,8 +17,9 @@ from conftest import Cli
 from agent_custody_state.extras.actionpack import sign_action_pack, verify_action_pack
 from agent_custody_state.extras.explain import build_action_pack, format_explain
 from agent_custody_state.extras.verify import VerifyOptions, verify_bundle
+from agent_custody_state.keys import load_key_pair, load_public_ref
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.signing import IN_TOTO_TYPE, dsse_sign, load_private_key, load_public_key
+from agent_custody_state.signing import IN_TOTO_TYPE, dsse_sign
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def case(built: scenarios.Built, tmp_path: Path) -> scenarios.Built:
 
 def receipt_keys(b: scenarios.Built) -> VerifyOptions:
     return VerifyOptions(
-        [load_public_key(b.keys["gateway.pub"])], [load_public_key(b.keys["principal.pub"])]
+        [load_public_ref(b.keys["gateway.pub"])], [load_public_ref(b.keys["principal.pub"])]
     )
 
 
@@ -91,8 +92,8 @@ def test_without_a_ledger(built: scenarios.Built) -> None:
 
 
 def test_the_signed_pack_and_tampering(case: scenarios.Built) -> None:
-    signer = load_private_key(case.keys["pack.key"])
-    pack_keys = [load_public_key(case.keys["pack.pub"])]
+    signer = load_key_pair(case.keys["pack.key"])
+    pack_keys = [load_public_ref(case.keys["pack.pub"])]
     with Ledger(case.ledger) as ledger:
         pack = build_action_pack(case.receipts, case.ids["write"], ledger)
     result = verify_action_pack(sign_action_pack(pack, signer), pack_keys, receipt_keys(case))
@@ -112,7 +113,7 @@ def test_the_signed_pack_and_tampering(case: scenarios.Built) -> None:
     forged = dsse_sign(
         IN_TOTO_TYPE,
         json.loads(base64.b64decode(envelope["payload"])),
-        load_private_key(case.keys["gateway.key"]),
+        load_key_pair(case.keys["gateway.key"]),
     )
     assert verify_action_pack(forged, pack_keys).checks[0].line().startswith("FAIL  pack signature")
 

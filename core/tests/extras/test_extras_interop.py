@@ -23,7 +23,7 @@ from agent_custody_state.extras.evalfile import verify_report
 from agent_custody_state.extras.pack import verify_pack
 from agent_custody_state.extras.signed import sign_statement
 from agent_custody_state.extras.verify import VerifyOptions
-from agent_custody_state.signing import load_private_key, load_public_key
+from agent_custody_state.keys import load_key_pair, load_public_ref
 
 live = pytest.mark.skipif(not upstream.have_node(), reason=upstream.NO_NODE)
 
@@ -38,7 +38,7 @@ def test_the_committed_inputs_are_what_we_build(fixture18: worked.Worked, vector
 
 
 def test_we_sign_exactly_as_the_original(fixture18: worked.Worked, vectors: dict) -> None:
-    key = load_private_key(fixture18.pack_key)
+    key = load_key_pair(fixture18.pack_key)
     for item, theirs in zip(vectors["items"], vectors["envelopes"], strict=True):
         ours = sign_statement(
             item["subject"],
@@ -51,9 +51,9 @@ def test_we_sign_exactly_as_the_original(fixture18: worked.Worked, vectors: dict
 
 
 def test_we_verify_what_the_original_signed(fixture18: worked.Worked, vectors: dict) -> None:
-    pack_keys = [load_public_key(fixture18.pack_pub)]
+    pack_keys = [load_public_ref(fixture18.pack_pub)]
     receipt_keys = VerifyOptions(
-        [load_public_key(fixture18.gateway_pub)], [load_public_key(fixture18.principal_pub)]
+        [load_public_ref(fixture18.gateway_pub)], [load_public_ref(fixture18.principal_pub)]
     )
     action, custody, report = vectors["envelopes"]
     result = verify_action_pack(action, pack_keys, receipt_keys)

@@ -14,8 +14,8 @@ from conftest import Cli
 
 from agent_custody_state.extras.pack import build_pack, format_pack, sign_pack, verify_pack
 from agent_custody_state.extras.verify import VerifyOptions
+from agent_custody_state.keys import load_key_pair, load_public_ref
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.signing import load_private_key, load_public_key
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def pack(built: scenarios.Built) -> dict:
 
 def keys(b: scenarios.Built) -> VerifyOptions:
     return VerifyOptions(
-        [load_public_key(b.keys["gateway.pub"])], [load_public_key(b.keys["principal.pub"])]
+        [load_public_ref(b.keys["gateway.pub"])], [load_public_ref(b.keys["principal.pub"])]
     )
 
 
@@ -74,8 +74,8 @@ def test_build(built: scenarios.Built, pack: dict) -> None:
 
 
 def test_verify(built: scenarios.Built, pack: dict) -> None:
-    signer = load_private_key(built.keys["pack.key"])
-    pack_keys = [load_public_key(built.keys["pack.pub"])]
+    signer = load_key_pair(built.keys["pack.key"])
+    pack_keys = [load_public_ref(built.keys["pack.pub"])]
     envelope = sign_pack(pack, signer)
     result = verify_pack(envelope, pack_keys, keys(built))
     assert result.ok, [c.line() for c in result.checks if not c.ok]
@@ -95,7 +95,7 @@ def test_verify(built: scenarios.Built, pack: dict) -> None:
         if not c.ok
     ]
     assert failed == [f"receipt {built.ids['hold'][:8]} verifies"]
-    first = verify_pack(envelope, [load_public_key(built.keys["gateway.pub"])]).checks[0]
+    first = verify_pack(envelope, [load_public_ref(built.keys["gateway.pub"])]).checks[0]
     assert first.name == "pack signature" and not first.ok
     # A forget receipt that is absent from the pack is named.
     gone = copy.deepcopy(pack)

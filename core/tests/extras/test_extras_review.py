@@ -20,8 +20,8 @@ from conftest import Cli
 from agent_custody_state.extras.review import ReviewOptions, list_receipts
 from agent_custody_state.extras.review_server import HEADERS, ReviewServer, write_review
 from agent_custody_state.extras.verify import VerifyOptions
+from agent_custody_state.keys import load_public_ref
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.signing import load_public_key
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -33,7 +33,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> scenarios.Built:
 
 def options(b: scenarios.Built, ledger: Ledger | None, *, keys: bool = True) -> ReviewOptions:
     verify = VerifyOptions(
-        [load_public_key(b.keys["gateway.pub"])], [load_public_key(b.keys["principal.pub"])]
+        [load_public_ref(b.keys["gateway.pub"])], [load_public_ref(b.keys["principal.pub"])]
     )
     return ReviewOptions(str(b.receipts), ledger, verify if keys else None, "Support desk")
 

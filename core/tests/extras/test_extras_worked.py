@@ -16,7 +16,7 @@ from worked import F1, F2, R1, R2, R3
 
 from agent_custody_state.extras.jsview import pretty
 from agent_custody_state.extras.verify import VerifyOptions, verify_bundle
-from agent_custody_state.signing import load_public_key
+from agent_custody_state.keys import load_public_ref
 
 LEAF = {
     R1: "98292b49647d9ee82af1b37595ff0702801e2ed59d86a3360ed062976110ea0b",
@@ -119,15 +119,15 @@ def test_the_bundles_reproduce_upstreams_vectors(fixture18: worked.Worked) -> No
         "MCowBQYDK2VwAyEAiojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w="
         in fixture18.gateway_pub.read_text()
     )
-    assert load_public_key(fixture18.principal_pub).keyid == worked.PRINCIPAL_KEYID
-    assert load_public_key(fixture18.pack_pub).keyid == worked.PACK_KEYID
+    assert load_public_ref(fixture18.principal_pub).keyid == worked.PRINCIPAL_KEYID
+    assert load_public_ref(fixture18.pack_pub).keyid == worked.PACK_KEYID
     # The bundle file is written pretty, as JSON.stringify(bundle, null, 2) writes it.
     assert (fixture18.receipts / f"{R1}.json").read_text() == pretty(r1)
 
 
 def test_verify_bundle_gives_upstreams_sixteen_checks(fixture18: worked.Worked) -> None:
-    gateway = load_public_key(fixture18.gateway_pub)
-    principal = load_public_key(fixture18.principal_pub)
+    gateway = load_public_ref(fixture18.gateway_pub)
+    principal = load_public_ref(fixture18.principal_pub)
     result = verify_bundle(fixture18.bundles[R1], VerifyOptions([gateway], [principal]))
     assert result.ok and len(result.checks) == 16 and all(c.ok for c in result.checks)
     details = [c.detail for c in result.checks if c.detail]

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..property import PropertyChecks
 from .asserts import AssertRules
 from .base import BackendRules, StoreFactory
+from .certificates import CertificateRules
 from .chain import ChainRules
 from .mutations import MutationRules
 from .persistence import PersistenceRules
@@ -35,7 +36,14 @@ __all__ = ["BackendRules", "EventBackendConformance", "KeyStoreFactory", "StoreF
 
 
 class EventBackendConformance(
-    AssertRules, ReadRules, MutationRules, PersistenceRules, ShredRules, ChainRules, PropertyChecks
+    AssertRules,
+    ReadRules,
+    MutationRules,
+    PersistenceRules,
+    ShredRules,
+    ChainRules,
+    CertificateRules,
+    PropertyChecks,
 ):
     """The event-backend suite. Override ``store_factory``; everything else is inherited."""
 

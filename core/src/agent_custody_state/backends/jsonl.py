@@ -27,6 +27,7 @@ from agent_custody_state.backends.jsonl_lines import replace_lines, stored_lines
 from agent_custody_state.backends.jsonl_recovery import (
     Recovery,
     keep_mode,
+    ledger_files,
     remove_stale_temps,
     write_all,
 )
@@ -188,6 +189,10 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         with self.transaction():
             pass
         return list(self.repairs)
+
+    def local_files(self) -> list[str]:
+        """The ledger and every sidecar of it (``jsonl_recovery.ledger_files``)."""
+        return ledger_files(self.path)
 
     def keystore(self, location: str | None = None) -> FileKeyStore:
         """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``."""

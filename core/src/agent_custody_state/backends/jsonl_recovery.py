@@ -236,3 +236,13 @@ def remove_stale_temps(path: Path) -> None:
     """
     for stale in path.parent.glob(f".{path.name}.*.forget.tmp"):
         stale.unlink(missing_ok=True)
+
+
+def ledger_files(path: Path) -> list[str]:
+    """The files of a JSONL ledger that may hold its bytes (the byte scan of an erasure
+    certificate): the file, its lock, batch journal and checkpoints, the records of torn lines
+    and any rewrite temporary of a forget (``remove_stale_temps``)."""
+    name = path.name
+    fixed = [path, *(path.with_name(f"{name}.{x}") for x in ("lock", "batch", "checkpoints"))]
+    found = sorted(path.parent.glob(f"{name}.torn-*")) + sorted(path.parent.glob(f".{name}.*.tmp"))
+    return [str(p) for p in fixed + found]

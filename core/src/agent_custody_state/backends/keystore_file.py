@@ -87,6 +87,10 @@ class FileKeyStore(KeyStore):
             self.close()
             raise
 
+    def local_files(self) -> list[str]:
+        """The key file and its rollback journal."""
+        return [str(self.path), f"{self.path}-journal"]
+
     def _setup(self) -> None:
         conn = self._conn
         mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]

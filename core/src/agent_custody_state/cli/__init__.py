@@ -3,7 +3,7 @@
 Errors print ``error: <message>`` on stderr and exit 1; usage errors exit 2 (argparse). Each
 group of commands lives in its own module and adds itself to the parser through its
 ``add_commands(sub)``: ``inspect`` (facts, history, timeline, show), ``ledger_commands``
-(export, import, repair, plugins), ``sweep``, ``proofs`` (verify, checkpoint), ``serve`` (serve, keygen, demo),
+(export, import, repair, plugins), ``sweep``, ``certificates`` (forget, certificate verify), ``proofs`` (verify, checkpoint), ``serve`` (serve, keygen, demo),
 ``extras`` (blast, explain, pack, review, eval). Every command
 imports what it needs when it runs, so ``--help`` stays fast: importing this package imports
 neither the server, pydantic, mcp, SQLAlchemy nor rich (a test holds it to that).
@@ -16,7 +16,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-from agent_custody_state.cli import extras, inspect, ledger_commands, proofs, serve, sweep
+from agent_custody_state.cli import (
+    certificates,
+    extras,
+    inspect,
+    ledger_commands,
+    proofs,
+    serve,
+    sweep,
+)
 from agent_custody_state.cli.common import CliError
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
@@ -26,7 +34,7 @@ from agent_custody_state.version import __version__
 __all__ = ["CliError", "build_parser", "main"]
 
 #: The command groups, in the order ``--help`` lists them.
-COMMAND_GROUPS = (inspect, ledger_commands, sweep, proofs, serve, extras)
+COMMAND_GROUPS = (inspect, ledger_commands, sweep, certificates, proofs, serve, extras)
 
 _EPILOG = """\
 a ledger is a .jsonl file, a .sqlite/.db file or a postgresql://... URL; times are RFC 3339

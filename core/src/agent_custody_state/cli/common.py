@@ -9,6 +9,7 @@ reported "exported 0 events".
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,31 @@ def time_option(value: str | None, flag: str) -> str | None:
         return normalize_time(value)
     except TimeFormatError as exc:
         raise CliError(f"{flag}: {exc}") from None
+
+
+# -- erasure certificates (``forget --certificate``, ``sweep --certificates``) --
+
+
+def certificate_key(args: argparse.Namespace, config: Any) -> str | None:
+    """``--key``, else the config file's ``key`` (the key that signs results)."""
+    return args.key or (config.key if config is not None else None)
+
+
+def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
+    """Refuse an output that exists (a file) or whose folder is missing, before any work."""
+    out = Path(path)
+    if folder:
+        if not out.is_dir():
+            raise CliError(f"{flag} {path}: no such folder; create it first")
+        return out
+    if out.exists():
+        raise CliError(f"{flag} {path} already exists; certificates are never overwritten")
+    if not out.parent.is_dir():
+        raise CliError(f"{flag} {path}: the folder {out.parent} does not exist")
+    return out
+
+
+def write_certificate(path: Path, envelope: dict[str, Any]) -> None:
+    """The envelope as pretty JSON, created exclusively (never over another file)."""
+    with open(path, "x", encoding="utf-8") as fh:
+        fh.write(json.dumps(envelope, indent=2) + "\n")

@@ -60,6 +60,7 @@ class Tour:
         self.step = 0
         self.last: Any = None
         self.public_key: Any = None
+        self.certificate: Any = None
 
     def title(self, text: str) -> None:
         self.step += 1
@@ -144,10 +145,10 @@ def _check_signature(tour: Tour) -> None:
 
 def _check_chain(ledger: str, tour: Tour) -> None:
     """Verify the ledger's hash chain after the forget (``agent-custody-memory verify``)."""
-    from agent_custody_state.cli.proofs import _stored
+    from agent_custody_state.cli.proofs import stored
     from agent_custody_state.ledger.verify import verify_lines
 
-    with _stored(ledger) as (lines, _notes):
+    with stored(ledger) as (lines, _notes):
         report = verify_lines(lines, checkpoints=[], public_key=None)
     mark = tour.paint("32", "✓ ") if report.ok else tour.paint("31", "✗ ")
     print(
@@ -158,6 +159,35 @@ def _check_chain(ledger: str, tour: Tour) -> None:
             if report.ok
             else f"the chain does not verify: {report}"
         )
+    )
+
+
+def _check_certificate(ledger: str, path: str, tour: Tour) -> None:
+    """Keep the certificate memory.forget returned and verify it as ``agent-custody-memory
+    certificate verify`` does: signature, shape, and against the ledger."""
+    from agent_custody_state.cli.proofs import stored
+    from agent_custody_state.keys import PublicKeyRef
+    from agent_custody_state.ledger.certverify import CertificateError, check_against
+    from agent_custody_state.ledger.certverify import check_certificate as check
+
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(tour.certificate, fh, indent=2)
+    try:
+        statement = check(tour.certificate, PublicKeyRef.of(tour.public_key))
+        with stored(ledger) as (lines, _notes):
+            check_against(statement, lines)
+    except CertificateError as exc:
+        print("   " + tour.paint("31", "✗ ") + f"the certificate does not verify: {exc}")
+        return
+    p = statement["predicate"]
+    scan = p["verification"]["byteScan"]
+    print(
+        "   "
+        + tour.paint("32", "✓ ")
+        + f"{path}: {p['sanitization']['category']}, outcome {p['outcome']}, "
+        f"{scan.get('hits', 0)} hits in {scan.get('filesScanned', 0)} ledger files, "
+        f"stores {[s['name'] + ': ' + s['verification'] for s in p['stores']['stores']]}, "
+        f"chain {p['chain']['before']['size']} -> {p['chain']['after']['size']} events"
     )
 
 
@@ -278,13 +308,14 @@ async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> N
     await tour.call(
         gateway,
         "memory.forget",
-        {"factId": pro, "reason": "customer request"},
+        {"factId": pro, "reason": "customer request", "certificate": True},
         show=lambda d: (
             f"erased; {d['digestKind']} digest "
             f"{(d['valueDigest'] or '')[:16]}…, receipt {d['source']['receiptId']}; stores: "
             f"{json.dumps(d['verification'])}"
         ),
     )
+    tour.certificate = (tour.last.structured_content or {}).get("certificate")
     await tour.call(
         gateway,
         "memory.get",
@@ -334,6 +365,8 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
                 raise
         tour.title("The ledger is tamper-evident: its hash chain verifies after the forget")
         _check_chain(ledger, tour)
+        tour.title("The forget's signed erasure certificate verifies against the ledger")
+        _check_certificate(ledger, os.path.join(folder, "certificate.json"), tour)
         print("\n" + paint("1;32", "done.") + " Every step above is an event in the ledger:")
         from agent_custody_state.ledger.ledger import Ledger
 

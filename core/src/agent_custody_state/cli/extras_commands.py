@@ -17,23 +17,24 @@ from typing import Any
 from agent_custody_state.cli.common import CliError, check_location, open_ledger
 from agent_custody_state.extras.jsview import pretty
 from agent_custody_state.extras.verify import VerifyOptions
-from agent_custody_state.signing import KeyFileError, KeyPair, PublicKeyRef, js_parse
+from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
+from agent_custody_state.signing import js_parse
 
 
 def _public(paths: list[str] | None) -> list[PublicKeyRef]:
-    from agent_custody_state.signing import load_public_key
+    from agent_custody_state.keys import load_public_ref
 
     try:
-        return [load_public_key(p) for p in paths or []]
+        return [load_public_ref(p) for p in paths or []]
     except KeyFileError as exc:
         raise CliError(str(exc)) from None
 
 
 def _private(path: str) -> KeyPair:
-    from agent_custody_state.signing import load_private_key
+    from agent_custody_state.keys import load_key_pair
 
     try:
-        return load_private_key(path)
+        return load_key_pair(path)
     except KeyFileError as exc:
         raise CliError(str(exc)) from None
 

@@ -69,7 +69,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         public_key = load_public_key(args.key) if args.key else None
     except SigningKeyError as exc:
         raise CliError(f"--key: {exc}") from None
-    with _stored(args.ledger) as (lines, own_notes):
+    with stored(args.ledger) as (lines, own_notes):
         notes: list[str] = []
         if args.checkpoint:
             for name in args.checkpoint:
@@ -92,7 +92,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _stored(location: str) -> Iterator[tuple[Any, Any]]:
+def stored(location: str) -> Iterator[tuple[Any, Any]]:
     """The ledger's stored events and a callable giving its own checkpoint notes."""
     from agent_custody_state.plugins import get_plugin_manager
 

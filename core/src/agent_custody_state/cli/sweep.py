@@ -87,12 +87,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 lambda: custody.plan_sweep(before=before, space=args.space, holders=holders)
             )
         return _print_preview(preview, args.json)
+    from agent_custody_state.cli.common import certificate_key, check_output
+
+    key = certificate_key(args, config)
+    folder = (
+        check_output(args.certificates, "--certificates", folder=True)
+        if args.certificates
+        else None
+    )
+    if folder is not None and key is None:
+        raise CliError("--certificates needs --key K (or key = ... in the --config file)")
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
     with Ledger(location, forget_key=forget_key, **mode) as ledger:
         from agent_custody_state.cli.progress import progress_bars
 
-        custody = Custody(ledger, stores, retention=retention, verify=verify)
+        custody = Custody(ledger, stores, retention=retention, verify=verify, certificate_key=key)
         with progress_bars() as bars:
             progress = bars.stages({"ledger": "forgetting", "stores": "removing from stores"})
             report = anyio.run(
@@ -103,8 +113,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     reason=args.reason,
                     keep_digest=not args.no_digest,
                     progress=progress,
+                    certificates=folder is not None,
                 )
             )
+    if folder is not None:
+        from agent_custody_state.cli.common import write_certificate
+
+        for swept in report.forgotten:
+            if swept.certificate is not None:
+                write_certificate(folder / f"{swept.event.fact_id}.json", swept.certificate)
     if args.json:
         from agent_custody_state.cli.render import print_json
         from agent_custody_state.server.shapes import sweep_shape
@@ -242,6 +259,12 @@ def add_commands(sub: Any) -> None:
         action="store_true",
         help="list what would be forgotten and kept; change nothing, contact no store",
     )
+    p.add_argument(
+        "--certificates",
+        metavar="DIR",
+        help="write a signed erasure certificate per forgotten fact, DIR/<factId>.json",
+    )
+    p.add_argument("--key", metavar="K", help="Ed25519 private key that signs the certificates")
     add_json_argument(p, "memory.sweep's JSON (with --dry-run: the facts that would go)")
     add_forget_mode_flags(p)
     p.set_defaults(func=cmd_sweep)

@@ -206,6 +206,15 @@ class EventBackend(abc.ABC):
         for event in self.iter_events():
             yield event.to_json()
 
+    def local_files(self) -> list[str] | None:
+        """The files on this machine that hold this ledger's events, for the byte scan of an
+        erasure certificate (``ledger.bytescan``): the event files and every temporary, journal
+        or write-ahead log of them the backend itself manages, with pages it caches written out
+        first. Files that may not exist yet are fine (the scan skips them). Default: None, "not
+        scannable" (the bytes live on another machine, in memory, or where only the backend
+        knows); the certificate then says so instead of claiming a scan."""
+        return None
+
     def checkpoint_log(self) -> CheckpointLog | None:
         """Where this ledger's signed checkpoints are kept by default, or None (a location
         must then be given: ``Ledger(..., checkpoints=PATH)``)."""

@@ -24,6 +24,7 @@ Code = Literal[
     "crypto_shred",  # a plain-mode forget of a value written in crypto-shred mode
     "key_missing",  # crypto-shred: the value's key is gone, so no digest can be computed
     "bad_ciphertext",  # crypto-shred: an envelope does not authenticate with its key
+    "no_signing_key",  # an erasure certificate was asked for and there is no key to sign it
 ]
 
 

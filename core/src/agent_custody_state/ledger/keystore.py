@@ -72,6 +72,11 @@ class KeyStore(abc.ABC):
     def doomed(self) -> dict[str, str]:
         """Every recorded intent: key id -> fact id."""
 
+    def local_files(self) -> list[str] | None:
+        """The files on this machine holding the keys (``EventBackend.local_files``); None:
+        not scannable."""
+        return None
+
     def compact(self) -> None:  # noqa: B027 - optional hook
         """Erase what ``destroy`` left for later (dead row versions); run after forgets."""
 

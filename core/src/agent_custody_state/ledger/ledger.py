@@ -14,21 +14,19 @@ from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
 
-from agent_custody_state.canonical import value_digest
 from agent_custody_state.ledger.arguments import (
     ACTION_WIRE_KEYS,
-    FORGET_WIRE_KEYS,
     build_assert,
     extra_arg,
     new_id,
     text_arg,
-    time_arg,
 )
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.bulk import LedgerBulk
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.forgetting import LedgerForgetting
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.locking import assert_keys, fact_keys, section
@@ -36,18 +34,16 @@ from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
     Event,
-    ForgetEvent,
-    Forgotten,
     HoldEvent,
     ReleaseEvent,
     RetractEvent,
     Source,
 )
-from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
+from agent_custody_state.ledger.queries import FactState, fact_states
 from agent_custody_state.ledger.reading import LedgerReads
-from agent_custody_state.ledger.requests import AssertRequest, TimeLike
+from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import Action, check_assert, check_known, refuse
-from agent_custody_state.ledger.shred import check_plain_forget, forget_mode_arg, shredding
+from agent_custody_state.ledger.shred import forget_mode_arg, shredding
 from agent_custody_state.timeutil import TimeFormatError, format_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -62,7 +58,7 @@ E = TypeVar("E", bound=Event)
 Precondition = Callable[[FactState], None]
 
 
-class Ledger(LedgerBulk, LedgerReads):
+class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     """A bitemporal, append-only ledger of facts over an ``EventBackend``.
 
     ``Ledger("ledger.jsonl")``, ``Ledger("ledger.sqlite")``, ``Ledger("postgresql://...")`` or
@@ -289,104 +285,6 @@ class Ledger(LedgerBulk, LedgerReads):
             fact_id,
             lambda eid, tx: ReleaseEvent(eid, tx, fact_id, actor, reason, Source(receipt_id)),
         )
-
-    def forget(
-        self,
-        *,
-        fact_id: str,
-        actor: str,
-        reason: str,
-        receipt_id: str | None = None,
-        keep_digest: bool = True,
-        extra: Mapping[str, Any] | None = None,
-        precondition: Precondition | None = None,
-    ) -> ForgetEvent:
-        """Erase a fact's value, keeping its digest (SPEC 2.5); rewrite and record are atomic.
-
-        ``extra``: additional keys recorded on the forget event; ``precondition``: as for
-        ``retract``.
-        """
-        more = extra_arg(extra, FORGET_WIRE_KEYS)
-        event = self._forget(fact_id, actor, reason, receipt_id, keep_digest, more, precondition)
-        self.backend.compact()
-        self._appended([event])
-        return event
-
-    def _forget(
-        self,
-        fact_id: str,
-        actor: str,
-        reason: str,
-        receipt_id: str | None,
-        keep_digest: bool,
-        extra: dict[str, Any] | None = None,
-        precondition: Precondition | None = None,
-    ) -> ForgetEvent:
-        _texts(actor=actor, reason=reason)
-        with section(self.backend, fact_keys(self.backend, fact_id)):
-            state = self._state(fact_id, "forget")
-            if precondition is not None:
-                precondition(state)
-            error = refuse("forget", state)
-            if error is not None:
-                raise error
-            check_plain_forget(self.forget_mode, state.assert_event)
-            digest, kind = value_digest(
-                state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
-            )
-            tx = self.now()
-            event = ForgetEvent(
-                new_id(),
-                tx,
-                fact_id,
-                actor,
-                reason,
-                Source(receipt_id),
-                digest,
-                kind,
-                dict(extra or {}),
-            )
-            [event] = self._chain.seal(self.backend, [event])
-            self.backend.forget(fact_id, Forgotten(digest, kind, tx), event)
-        return event
-
-    def sweep(
-        self,
-        *,
-        before: TimeLike,
-        actor: str,
-        reason: str,
-        space: str | None = None,
-        receipt_id: str | None = None,
-        keep_digest: bool = True,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> SweepResult:
-        """Forget every fact learned before ``before`` (transaction time), skipping held ones.
-
-        ``progress(done, total)`` is called after each fact (a command line's progress bar)."""
-        cutoff = time_arg(before, "before")
-        assert cutoff is not None
-        if space is not None:
-            text_arg(space, "space")
-        forgotten: list[ForgetEvent] = []
-        held: list[str] = []
-        candidates = self.learned_before(cutoff, space)
-        for done, fact in enumerate(candidates):
-            if progress is not None:
-                progress(done, len(candidates))
-            try:
-                forgotten.append(self._forget(fact.fact_id, actor, reason, receipt_id, keep_digest))
-            except LedgerError as exc:
-                if exc.code == "on_hold":
-                    held.append(fact.fact_id)
-                elif exc.code != "already_forgotten":  # else another process swept it first
-                    raise
-        if progress is not None and candidates:
-            progress(len(candidates), len(candidates))
-        if forgotten:
-            self.backend.compact()
-        self._appended(forgotten)
-        return SweepResult(forgotten=forgotten, held=held)
 
 
 def _texts(**values: object) -> None:

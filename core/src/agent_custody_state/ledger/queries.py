@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.model import (
@@ -35,10 +36,12 @@ class FactState:
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
-    """What a sweep did: the forget events written and the held facts it skipped."""
+    """What a sweep did: the forget events written and the held facts it skipped; with
+    ``certificates=``, each forgotten fact's ``CertifiedForget`` by fact id."""
 
     forgotten: list[ForgetEvent] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    certificates: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -324,6 +324,10 @@ class ShreddingBackend(EventBackend):
     def keystore(self, location: str | None = None) -> KeyStore:
         return self.keys
 
+    def local_files(self) -> list[str] | None:
+        """The events' files only: the key store's are its own (``KeyStore.local_files``)."""
+        return self.inner.local_files()
+
     def describe(self) -> dict[str, Any]:
         return {
             **self.inner.describe(),

@@ -21,14 +21,17 @@ from agent_custody_state.server.policy import FactGuard, guard_fact, is_direct
 from agent_custody_state.server.results import ToolResult, rendered, rendered_partial
 from agent_custody_state.server.scopes import allows, check_space, visible_events, visible_facts
 from agent_custody_state.server.shapes import (
+    NO_SIGNING_KEY,
     forget_shape,
     hidden_claimed_hint,
     policy_shape,
     retract_shape,
     still_held_text,
     sweep_shape,
+    with_certificates,
     write_shape,
 )
+from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.trust import FACTS_KEY, CallContext
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores.flows import Custody
@@ -40,6 +43,7 @@ class Services(Protocol):
     ledger: Ledger
     worker: LedgerWorker
     custody: Custody
+    identity: SigningIdentity | None
 
 
 Args = dict[str, Any]
@@ -159,6 +163,9 @@ async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
 
 
 async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
+    certify = bool(args.get("certificate"))
+    if certify and svc.identity is None:
+        return ToolResult.error(NO_SIGNING_KEY.format(what="certificate"), "no_signing_key")
     guard = await _guard(svc, call, args["factId"], "forget")
     done = await svc.custody.forget(
         fact_id=args["factId"],
@@ -167,13 +174,18 @@ async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
         receipt_id=call.receipt_id,
         keep_digest=args.get("keepDigest", True),
         precondition=guard.precondition,
+        certificate=certify,
     )
     if done.removal.still_held:
-        return await rendered_partial(
+        result = await rendered_partial(
             f"erased from the ledger, but still held by {still_held_text(done.removal)}",
             forget_shape(done),
         )
-    return await rendered(forget_shape(done))
+    else:
+        result = await rendered(forget_shape(done))
+    if done.certificate is not None:
+        with_certificates(result, done.certificate)
+    return result
 
 
 async def hold(svc: Services, call: CallContext, args: Args) -> ToolResult:
@@ -203,6 +215,9 @@ async def release(svc: Services, call: CallContext, args: Args) -> ToolResult:
 async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
     if args.get("space") is not None:
         check_space(call.spaces, args["space"])
+    certify = bool(args.get("certificates"))
+    if certify and svc.identity is None:
+        return ToolResult.error(NO_SIGNING_KEY.format(what="certificates"), "no_signing_key")
     report = await svc.custody.sweep(
         within=call.spaces.allows if call.spaces is not None else None,
         before=args.get("before"),
@@ -211,13 +226,18 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
         reason=args["reason"],
         receipt_id=call.receipt_id,
         keep_digest=args.get("keepDigest", True),
+        certificates=certify,
     )
     problems = report.problems()
     if problems:
-        return await rendered_partial(
+        result = await rendered_partial(
             f"erased from the ledger, but still held by {'; '.join(problems)}", sweep_shape(report)
         )
-    return await rendered(sweep_shape(report))
+    else:
+        result = await rendered(sweep_shape(report))
+    if certify:
+        with_certificates(result, {s.event.fact_id: s.certificate for s in report.forgotten})
+    return result
 
 
 async def get(svc: Services, call: CallContext, args: Args) -> ToolResult:

@@ -109,6 +109,13 @@ _RESTORED = {
     },
     "required": ["factId", "external", "failed"],
 }
+_CERTIFICATE = {
+    "type": "object",
+    "description": "The signed erasure certificate (a DSSE envelope over an in-toto statement; "
+    "docs/proofs.md), when asked for. Also the last text item, as {certificate}.",
+    "properties": {"payloadType": _STR, "payload": _STR, "signatures": {"type": "array"}},
+    "required": ["payloadType", "payload", "signatures"],
+}
 _REMOVAL: dict[str, Any] = {
     "removedFrom": _STR_LIST,
     "verification": _VERIFICATION,
@@ -177,6 +184,7 @@ _SUCCESS: dict[str, dict[str, Any]] = {
             "source": _SOURCE,
             "erasedFromLedger": {"const": True},
             "stillHeld": _STR_LIST,
+            "certificate": _CERTIFICATE,
             **_REMOVAL,
         },
         "required": ["factId", "digestKind", "txTime", "erasedFromLedger", "removedFrom"],
@@ -199,6 +207,7 @@ _SUCCESS: dict[str, dict[str, Any]] = {
                         "digestKind": _STR,
                         "removedFrom": _STR_LIST,
                         "verification": _VERIFICATION,
+                        "certificate": _CERTIFICATE,
                     },
                     "required": ["factId", "digestKind", "removedFrom"],
                 },

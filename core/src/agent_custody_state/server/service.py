@@ -88,6 +88,8 @@ class MemoryService:
             retention=self.retention,
             run=self.worker.run,
             append=self.appender.assert_fact,
+            # Erasure certificates are signed with the key that signs results.
+            certificate_key=self.identity.private_key if self.identity is not None else None,
         )
 
     @classmethod

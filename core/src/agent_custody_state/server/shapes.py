@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.chain import public_fact
 from agent_custody_state.ledger.model import Fact
+from agent_custody_state.server.results import ToolResult
 from agent_custody_state.stores.flows import Removal, SweepReport, WriteReport
 from agent_custody_state.stores.storeset import RemovalReport
 
@@ -115,3 +117,27 @@ def hidden_claimed_hint(hidden: int) -> str:
         f"hiddenClaimed: {hidden} quarantined (claimed) {facts} left out; "
         "read again with includeClaimed: true to see them"
     )
+
+
+NO_SIGNING_KEY = (
+    "an erasure {what} is signed with the server's key, and this server has none: start it "
+    "with --key (or key = ... in its config; agent-custody-memory keygen makes one); nothing "
+    "was forgotten"
+)
+
+
+def with_certificates(result: ToolResult, certificate: dict[str, Any]) -> None:
+    """Add a forget's certificate (or a sweep's, by fact id) to ``result`` without changing the
+    original's text: into the structured content (inside ``partial`` for a half-done removal)
+    and as one more text item, ``{"certificate": ...}`` or ``{"certificates": {factId: ...}}``,
+    after every item the TypeScript server writes."""
+    data = result.structured or {}
+    data = data.get("partial", data) if result.is_error else data
+    sweep = "forgotten" in data
+    if sweep:
+        for item in data["forgotten"]:
+            if certificate.get(item["factId"]) is not None:
+                item["certificate"] = certificate[item["factId"]]
+    else:
+        data["certificate"] = certificate
+    result.texts.append(js_json({"certificates" if sweep else "certificate": certificate}))

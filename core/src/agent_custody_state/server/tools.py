@@ -104,6 +104,10 @@ FORGET_SCHEMA: dict[str, Any] = {
             "type": "boolean",
             "description": "Keep a digest of the erased value (default true).",
         },
+        "certificate": {
+            "type": "boolean",
+            "description": "Also return a signed erasure certificate (needs the server's key).",
+        },
     },
     "required": ["factId", "reason"],
 }
@@ -115,6 +119,11 @@ SWEEP_SCHEMA: dict[str, Any] = {
         "before": _time("Forget every fact the ledger learned before this instant."),
         "space": _text("Only this space."),
         "keepDigest": {"type": "boolean", "description": "Keep digests (default true)."},
+        "certificates": {
+            "type": "boolean",
+            "description": "Also return a signed erasure certificate per forgotten fact (needs "
+            "the server's key).",
+        },
     },
     "required": ["reason"],
 }

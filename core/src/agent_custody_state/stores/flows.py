@@ -10,9 +10,11 @@ with ``Custody(ledger, stores)`` and ``await custody.write(...)``.
   mirroring stores.
 - **retract / forget**: the ledger first, then removal from each store holding the fact, verified;
   what the retraction makes current again is put back first (``mirror``).
-- **sweep**: the ledger forgets what is older than ``before`` (or each space's retention window),
-  then each forgotten fact leaves the stores. ``plan_sweep`` answers what a sweep would do,
-  changing nothing (``sweep --dry-run``).
+- **sweep** (``sweeping``): the ledger forgets what is older than ``before`` (or each space's
+  retention window), then each forgotten fact leaves the stores. ``plan_sweep`` answers what a
+  sweep would do, changing nothing (``sweep --dry-run``).
+- a forget (and each fact of a sweep) can carry a signed erasure certificate, the stores'
+  removal included (``certificate``).
 
 Each flow runs shielded from cancellation: a caller that hangs up between the ledger and the
 stores must not leave the two disagreeing. Ledger calls go through ``run`` (the server passes its
@@ -24,17 +26,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
 
 from agent_custody_state.ledger.arguments import new_id
+from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget, options_of
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.forgetting import Certify
 from agent_custody_state.ledger.ledger import Ledger, Precondition
 from agent_custody_state.ledger.model import AssertEvent, Fact, ForgetEvent, RetractEvent
-from agent_custody_state.ledger.requests import AssertRequest, TimeLike
+from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.base import Store
+from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.mirror import (
     E,
     Removal,
@@ -55,16 +61,11 @@ from agent_custody_state.stores.storeset import (
     VerifyPolicy,
     describe_compensation,
 )
-from agent_custody_state.timeutil import format_time, parse_time
+from agent_custody_state.stores.sweeping import SWEEP_NEEDS_BEFORE, CustodySweep, SweepProgress
 
 T = TypeVar("T")
 Runner = Callable[..., Awaitable[Any]]
 Append = Callable[[AssertRequest], Awaitable[AssertEvent]]
-#: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
-#: (removing from the stores); a command line draws its progress bar from it.
-SweepProgress = Callable[[str, int, int], None]
-
-SWEEP_NEEDS_BEFORE = "sweep needs `before`, or a server started with retention windows"
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ async def run_inline(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return fn(*args, **kwargs)
 
 
-class Custody:
+class Custody(CustodySweep):
     """A ledger and its write-through stores, moved together by the flows above."""
 
     def __init__(
@@ -98,8 +99,11 @@ class Custody:
         verify: VerifyPolicy | None = None,
         run: Runner = run_inline,
         append: Append | None = None,
+        certificate_key: Any = None,
     ) -> None:
         self.ledger = ledger
+        #: signs erasure certificates (the server's key); None: the ledger's checkpoint key
+        self.certificate_key = certificate_key
         self.stores = stores if isinstance(stores, StoreSet) else StoreSet(list(stores), verify)
         self.retention = retention
         self.run = run
@@ -203,13 +207,18 @@ class Custody:
         receipt_id: str | None = None,
         keep_digest: bool = True,
         precondition: Precondition | None = None,
+        certificate: Certify = False,
     ) -> Removal[ForgetEvent]:
         """Forget in the ledger, then remove from every store: the removal and its check use
         the value taken before the erasure (the ledger no longer has it).
-        ``precondition``: as for ``retract``."""
+        ``precondition``: as for ``retract``. ``certificate``: True or ``CertificateOptions``
+        puts a signed erasure certificate, stores included, on the result (``stores.certificate``);
+        without a key to sign it the call is refused before anything changes."""
+        options = self._certificate_options(certificate)
+        certified: list[CertifiedForget] = []
 
         def mutate(extra: dict[str, Any] | None) -> ForgetEvent:
-            return self.ledger.forget(
+            done = self.ledger.forget(
                 fact_id=fact_id,
                 actor=actor,
                 reason=reason,
@@ -217,9 +226,29 @@ class Custody:
                 keep_digest=keep_digest,
                 extra=extra,
                 precondition=precondition,
+                certificate=options or False,
             )
+            if isinstance(done, CertifiedForget):
+                certified.append(done)
+                return done.event
+            return done
 
-        return await self._leave_present(fact_id, mutate, forgetting=True)
+        removal = await self._leave_present(fact_id, mutate, forgetting=True)
+        if certified:
+            held_by = list(removal.held_by)
+            removal.certificate = certify_removal(certified[0], removal.removal, held_by)
+        return removal
+
+    def _certificate_options(self, certificate: Certify) -> CertificateOptions | None:
+        """``certificate=`` with its key resolved now (the custody's, else the ledger's), so a
+        missing key refuses the call before the stores or the ledger are touched."""
+        options = options_of(certificate)
+        if options is None:
+            return None
+        if options.key is None and self.certificate_key is not None:
+            options = replace(options, key=self.certificate_key)
+        _, key = self.ledger.certifying(options)
+        return replace(options, key=key)
 
     async def _leave_present(
         self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E], *, forgetting: bool
@@ -246,143 +275,5 @@ class Custody:
             raise
         if plan.fact is None or not plan.fact.external:
             return Removal(event, RemovalReport(), restore)
-        return Removal(event, await self.stores.remove_all(plan.fact), restore)
-
-    # -- sweep ---------------------------------------------------------------------------------
-
-    async def sweep(
-        self,
-        *,
-        actor: str,
-        reason: str,
-        before: TimeLike | None = None,
-        space: str | None = None,
-        receipt_id: str | None = None,
-        keep_digest: bool = True,
-        progress: SweepProgress | None = None,
-        within: Callable[[str], bool] | None = None,
-    ) -> SweepReport:
-        """Forget what was learned before ``before`` (or, without it, before each space's
-        retention window), then remove each forgotten fact from the stores holding it.
-        ``within``: without ``space``, sweep only the spaces it accepts (a scoped caller's)."""
-        if before is None and self.retention is None:
-            raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
-        with anyio.CancelScope(shield=True):
-            forgotten, held, copies = await self.run(
-                self._sweep_ledger,
-                before,
-                space,
-                actor,
-                reason,
-                receipt_id,
-                keep_digest,
-                progress,
-                within,
-            )
-            report = SweepReport(
-                before=_time_text(before),
-                retention=self.retention if before is None else None,
-                space=space,
-                held=held,
-            )
-            leaving = sum(1 for e in forgotten if e.fact_id in copies)
-            done = 0
-            for event in forgotten:
-                fact = copies.get(event.fact_id)
-                removal = RemovalReport()
-                if fact is not None:
-                    if progress is not None:
-                        progress("stores", done, leaving)
-                    removal = await self.stores.remove_all(fact)
-                    done += 1
-                report.forgotten.append(SweptFact(event, removal))
-            if progress is not None and leaving:
-                progress("stores", leaving, leaving)
-        return report
-
-    async def plan_sweep(
-        self, *, before: TimeLike | None = None, space: str | None = None, holders: bool = False
-    ) -> SweepPreview:
-        """What ``sweep`` with these arguments would forget and keep, changing nothing.
-        ``holders``: also name the stores holding each fact now (a query per fact)."""
-        if before is None and self.retention is None:
-            raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
-
-        def plan() -> SweepPreview:
-            preview = SweepPreview(
-                _time_text(before), self.retention if before is None else None, space
-            )
-            for where, cutoff in self._cutoffs(before, space):
-                found = self.ledger.plan_sweep(cutoff, where)
-                preview.forget.extend(found.forget)
-                preview.held.extend(found.held)
-            if holders:
-                for event in preview.forget:
-                    preview.holders[event.fact_id] = sorted(
-                        self.ledger.current_external(event.fact_id)
-                    )
-            return preview
-
-        preview: SweepPreview = await self.run(plan)
-        return preview
-
-    def _cutoffs(
-        self,
-        before: TimeLike | None,
-        space: str | None,
-        within: Callable[[str], bool] | None = None,
-    ) -> list[tuple[str | None, Any]]:
-        names: list[str] | None = [space] if space is not None else None
-        if names is None and within is not None:
-            names = [name for name in self.ledger.spaces() if within(name)]
-        if before is not None:
-            return [(space, before)] if names is None else [(name, before) for name in names]
-        assert self.retention is not None
-        now = parse_time(self.ledger.now())
-        plan: list[tuple[str | None, Any]] = []
-        for name in names if names is not None else self.ledger.spaces():
-            window = self.retention.window_for(name)
-            if window is not None:
-                plan.append((name, format_time(window[1].before(now))))
-        return plan
-
-    def _sweep_ledger(
-        self,
-        before: TimeLike | None,
-        space: str | None,
-        actor: str,
-        reason: str,
-        receipt_id: str | None,
-        keep_digest: bool,
-        progress: SweepProgress | None = None,
-        within: Callable[[str], bool] | None = None,
-    ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact]]:
-        forgotten: list[ForgetEvent] = []
-        held: list[str] = []
-        copies: dict[str, Fact] = {}
-        for where, cutoff in self._cutoffs(before, space, within):
-            if self.stores:
-                # Keep the values the stores must find again to remove and verify, with the ids
-                # the stores hold them under now (a fact put back has new ones).
-                for f in self.ledger.learned_before(cutoff, where):
-                    external = self.ledger.current_external(f.fact_id)
-                    if external:
-                        copies[f.fact_id] = f.with_(external=external)
-            result = self.ledger.sweep(
-                before=cutoff,
-                space=where,
-                actor=actor,
-                reason=reason,
-                receipt_id=receipt_id,
-                keep_digest=keep_digest,
-                progress=(lambda done, total: progress("ledger", done, total))
-                if progress
-                else None,
-            )
-            forgotten.extend(result.forgotten)
-            held.extend(result.held)
-        return forgotten, held, copies
-
-
-def _time_text(value: TimeLike | None) -> str | None:
-    return value if isinstance(value, str) or value is None else format_time(value)
+        held_by = list(plan.fact.external)
+        return Removal(event, await self.stores.remove_all(plan.fact), restore, held_by=held_by)

@@ -64,11 +64,15 @@ class Restore:
 
 @dataclass
 class Removal(Generic[E]):
-    """What a retraction or forget did: the event, the removal from the stores, any restore."""
+    """What a retraction or forget did: the event, the removal from the stores, any restore;
+    ``held_by``: the stores that held the fact; ``certificate``: a forget's signed erasure
+    certificate, when one was asked for."""
 
     event: E
     removal: RemovalReport
     restored: Restore | None = None
+    held_by: list[str] = field(default_factory=list)
+    certificate: dict[str, Any] | None = None
 
 
 def current_fact(ledger: Ledger, fact_id: str) -> Fact | None:

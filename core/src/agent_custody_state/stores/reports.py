@@ -5,6 +5,7 @@ prints them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.ledger.retention import RetentionPolicy
@@ -22,10 +23,12 @@ class WriteReport:
 
 @dataclass
 class SweptFact:
-    """One fact a sweep forgot, and its removal from the stores that held it."""
+    """One fact a sweep forgot, its removal from the stores that held it, and its signed
+    erasure certificate when the sweep was asked for them."""
 
     event: ForgetEvent
     removal: RemovalReport = field(default_factory=RemovalReport)
+    certificate: dict[str, Any] | None = None
 
 
 @dataclass

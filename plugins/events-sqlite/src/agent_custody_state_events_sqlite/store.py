@@ -174,6 +174,10 @@ class SqliteBackend(SqlEventBackend):
             self.path,
         )
 
+    def local_files(self) -> list[str]:
+        """The database, its ``-wal``, ``-shm`` and (outside WAL mode) ``-journal``."""
+        return [str(self.path)] + [f"{self.path}-{x}" for x in ("wal", "shm", "journal")]
+
     def keystore(self, location: str | None = None) -> FileKeyStore:
         """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``: never
         a table of this file, which every backup of the ledger copies whole."""

@@ -1,0 +1,149 @@
+"""``forget`` and ``certificate verify``: erase one fact, with a signed erasure certificate, and
+check one (``docs/proofs.md``, "Certificates").
+
+``forget`` runs the flow memory.forget runs (``Custody.forget``): with ``--config`` the ledger,
+forget key, stores and signing key come from the server's configuration file. ``--certificate
+FILE`` writes the certificate; every check (the key, the file) comes before the forget, so a
+refused command changes nothing. ``certificate verify`` exits 0 with ``ok: ...`` or 1 with
+``FAILED: FILE: <the first reason>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from agent_custody_state.cli.common import (
+    LEDGER_HELP,
+    CliError,
+    add_forget_mode_flags,
+    add_json_argument,
+    certificate_key,
+    check_location,
+    check_output,
+    write_certificate,
+)
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    import anyio
+
+    from agent_custody_state.cli.sweep import _forget_key, _forget_mode, _load, _stores
+    from agent_custody_state.ledger.ledger import Ledger
+    from agent_custody_state.stores.flows import Custody
+
+    config, location = _load(args)
+    check_location(location, must_exist=True)
+    key = certificate_key(args, config)
+    out = check_output(args.certificate, "--certificate") if args.certificate else None
+    if out is not None and key is None:
+        raise CliError("--certificate needs --key K (or key = ... in the --config file)")
+    forget_key = _forget_key(args, config)
+    stores, verify = _stores(config)
+    with Ledger(location, forget_key=forget_key, **_forget_mode(args, config)) as ledger:
+        custody = Custody(ledger, stores, verify=verify, certificate_key=key)
+        done = anyio.run(
+            lambda: custody.forget(
+                fact_id=args.fact,
+                actor=args.actor,
+                reason=args.reason,
+                keep_digest=not args.no_digest,
+                certificate=out is not None,
+            )
+        )
+    if out is not None and done.certificate is not None:
+        write_certificate(out, done.certificate)
+    if args.json:
+        from agent_custody_state.cli.render import print_json
+        from agent_custody_state.server.shapes import forget_shape
+
+        print_json(forget_shape(done))
+    else:
+        line = f"forgot {done.event.fact_id} ({done.event.digest_kind} digest kept)"
+        if done.removal.removed_from:
+            line += f"; removed from {', '.join(done.removal.removed_from)}"
+        if out is not None:
+            line += f"; certificate in {out}"
+        print(line)
+    if done.removal.still_held:
+        from agent_custody_state.server.shapes import still_held_text
+
+        raise CliError(f"erased from the ledger, but still held by {still_held_text(done.removal)}")
+    return 0
+
+
+def cmd_verify_certificate(args: argparse.Namespace) -> int:
+    from agent_custody_state.keys import KeyFileError, load_public_ref
+    from agent_custody_state.ledger.certverify import (
+        CertificateError,
+        check_against,
+        check_certificate,
+    )
+
+    try:
+        key = load_public_ref(args.key)
+    except KeyFileError as exc:
+        raise CliError(f"--key: {exc}") from None
+    if args.ledger:
+        check_location(args.ledger, must_exist=True)
+    try:
+        envelope = json.loads(Path(args.file).read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise CliError(f"{args.file}: not JSON ({exc})") from None
+    try:
+        statement = check_certificate(envelope, key)
+        if args.ledger:
+            from agent_custody_state.cli.proofs import stored
+
+            with stored(args.ledger) as (lines, _notes):
+                check_against(statement, lines)
+    except CertificateError as exc:
+        print(f"FAILED: {args.file}: {exc}")
+        return 1
+    predicate = statement["predicate"]
+    fact = statement["subject"][0]["name"]
+    where = f"; in {args.ledger}: chain verifies, fact forgotten" if args.ledger else ""
+    print(
+        f"ok: {args.file}: fact {fact} erased ({predicate['sanitization']['category']}), "
+        f"outcome {predicate['outcome']}, signed by {key.keyid[:16]}{where}"
+    )
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``forget`` and ``certificate`` to the parser."""
+    p = sub.add_parser(
+        "forget",
+        help="erase one fact's value (ledger and stores), optionally with a signed certificate",
+        description="Forget (erase the value of) one fact, as memory.forget does: the ledger "
+        "first, then every configured store, verified. --certificate FILE writes a signed "
+        "erasure certificate (docs/proofs.md). Exit 1 if a store could not remove the fact.",
+    )
+    p.add_argument("--ledger", metavar="LOCATION", help=LEDGER_HELP + "; default: the config's")
+    p.add_argument(
+        "--config", metavar="FILE", help="the server's TOML config (ledger, stores, key)"
+    )
+    p.add_argument("--fact", required=True, metavar="ID", help="the fact's id")
+    p.add_argument("--reason", required=True, help="recorded on the forget event")
+    p.add_argument("--actor", default="agent-custody-memory", help="recorded on the forget event")
+    p.add_argument("--no-digest", action="store_true", help="keep no digest (digestKind none)")
+    p.add_argument("--forget-key-env", metavar="NAME", help="variable holding the forget key")
+    p.add_argument("--certificate", metavar="FILE", help="write the signed certificate here")
+    p.add_argument("--key", metavar="K", help="Ed25519 private key that signs it (PKCS8 PEM)")
+    add_json_argument(p, "memory.forget's JSON")
+    add_forget_mode_flags(p)
+    p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser("certificate", help="check an erasure certificate")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB", help="verify")
+    v = verbs.add_parser(
+        "verify",
+        help="check a certificate's signature and shape, and with --ledger its ledger",
+        description="Exit 0 and print ok: ..., or exit 1 and print FAILED: FILE: <first reason>.",
+    )
+    v.add_argument("file", metavar="FILE", help="the certificate (a DSSE envelope, JSON)")
+    v.add_argument("--key", required=True, metavar="PUB", help="the signer's public key")
+    v.add_argument("--ledger", metavar="LOCATION", help="also check it against this ledger")
+    v.set_defaults(func=cmd_verify_certificate)

@@ -1,0 +1,154 @@
+"""The byte scan of an erasure certificate: is a forgotten value still in the ledger's own files?
+
+After a forget (and its ``compact``) the certificate reads every file the backend names as its
+own (``EventBackend.local_files``, and ``KeyStore.local_files`` in crypto-shred mode) and counts
+the places where the value's bytes still occur, in the forms a value takes on disk or in transit:
+
+- ``utf-8``: the value as JSON text, as the ledger writes it (a string with its quotes), and for
+  a string of at least ``MIN_RAW`` bytes its characters alone (a JSONB column, a log line);
+- ``json-escaped``: that JSON text escaped once more, as it sits inside another JSON string, and
+  its ASCII-only spelling (``\\uXXXX``) where that differs;
+- ``base64``: the UTF-8 forms in base64, at each of the three byte alignments a value can have
+  inside a longer base64 text (only the characters every alignment fixes are searched).
+
+A hit counts any copy of those bytes, also one belonging to another fact with the same value:
+the scan can only say that the bytes are gone, never which fact a copy belongs to, so a hit is
+reported as such and never explained away. Short values are searched only with their quotes
+(``"pro"``), or every ``provenance`` would count.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_custody_state.canonical import js_json
+
+#: A string shorter than this (in UTF-8 bytes) is searched only as quoted JSON.
+MIN_RAW = 8
+#: Bytes read at a time: files of any size are scanned in constant memory.
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Needle:
+    """One form of a value: its name (``utf-8``, ``json-escaped``, ``base64``) and bytes."""
+
+    form: str
+    data: bytes
+
+
+def _base64_forms(data: bytes) -> list[bytes]:
+    """The base64 characters ``data`` fixes at each alignment inside a longer encoded text."""
+    forms = []
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + data)
+        start = 4 if pad else 0  # the first group mixes the unknown bytes before it
+        end = 4 * ((pad + len(data)) // 3)  # a partial last group depends on what follows
+        if end - start >= 4:
+            forms.append(encoded[start:end])
+    return forms
+
+
+def needles(value: Any) -> list[Needle]:
+    """The forms of ``value`` the scan looks for (deduplicated, in a stable order)."""
+    as_json = js_json(value)
+    utf8 = [as_json.encode("utf-8")]
+    if isinstance(value, str) and len(value.encode("utf-8")) >= MIN_RAW:
+        utf8.append(value.encode("utf-8"))
+    escaped = js_json(as_json)[1:-1]
+    found: list[Needle] = [Needle("utf-8", d) for d in utf8]
+    found.append(Needle("json-escaped", escaped.encode("utf-8")))
+    found.append(Needle("json-escaped", json.dumps(as_json)[1:-1].encode("ascii")))
+    found.append(Needle("json-escaped", json.dumps(value, ensure_ascii=True).encode("ascii")))
+    found += [Needle("base64", b) for d in utf8 for b in _base64_forms(d)]
+    unique: dict[bytes, Needle] = {}
+    for needle in found:
+        unique.setdefault(needle.data, needle)
+    return list(unique.values())
+
+
+@dataclass
+class FileScan:
+    """One file: its size and the hits in it (``error`` when it could not be read)."""
+
+    path: str
+    size: int = 0
+    hits: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"path": self.path, "bytes": self.size, "hits": self.hits}
+        if self.error is not None:
+            data = {"path": self.path, "error": self.error}
+        return data
+
+
+@dataclass
+class ScanResult:
+    """What one value's scan found: every file read, and the hits in all of them."""
+
+    forms: list[str] = field(default_factory=list)
+    files: list[FileScan] = field(default_factory=list)
+
+    @property
+    def hits(self) -> int:
+        return sum(f.hits for f in self.files)
+
+    @property
+    def complete(self) -> bool:
+        """Every file named could be read."""
+        return all(f.error is None for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "forms": self.forms,
+            "files": [f.to_dict() for f in self.files],
+            "filesScanned": sum(1 for f in self.files if f.error is None),
+            "hits": self.hits,
+        }
+
+
+def _count(buffer: bytes, needle: bytes, fresh_from: int) -> int:
+    """Occurrences of ``needle`` in ``buffer`` that end at or after ``fresh_from`` (those
+    ending before it were counted with the previous chunk)."""
+    count, at = 0, buffer.find(needle)
+    while at != -1:
+        if at + len(needle) > fresh_from:
+            count += 1
+        at = buffer.find(needle, at + 1)
+    return count
+
+
+def scan_files(paths: Iterable[str], values: Mapping[str, Any]) -> dict[str, ScanResult]:
+    """Scan each existing file of ``paths`` once for every value of ``values`` (keyed by, say,
+    fact id); a path that does not exist is skipped, one that cannot be read is recorded."""
+    forms = {key: needles(value) for key, value in values.items()}
+    results = {
+        key: ScanResult(forms=sorted({n.form for n in found})) for key, found in forms.items()
+    }
+    longest = max((len(n.data) for found in forms.values() for n in found), default=1)
+    for path in dict.fromkeys(paths):
+        if not os.path.isfile(path):
+            continue
+        counts = dict.fromkeys(forms, 0)
+        size, error = 0, None
+        try:
+            with open(path, "rb") as fh:
+                tail = b""
+                while chunk := fh.read(CHUNK):
+                    size += len(chunk)
+                    buffer = tail + chunk
+                    for key, found in forms.items():
+                        counts[key] += sum(_count(buffer, n.data, len(tail)) for n in found)
+                    tail = buffer[-(longest - 1) :] if longest > 1 else b""
+        except OSError as exc:
+            error = exc.strerror or str(exc)
+        for key, result in results.items():
+            scanned = FileScan(path, size, counts[key], error)
+            result.files.append(scanned)
+    return results

@@ -1,0 +1,179 @@
+"""Checking an erasure certificate (``certificate``): its signature, its shape, and its ledger.
+
+``check_certificate`` verifies the DSSE signature with the given public key, then the in-toto
+statement's shape (the predicate type, one subject, the predicate's fields and types, an outcome
+that agrees with its own scan and stores). With the ledger's stored events (``check_against``)
+it also checks that the ledger is the certificate's (its origin), that the chain head after the
+forget is the one the ledger records at that position (and the head before, at its own), that
+the ledger's chain verifies (``verify.verify_lines``), and that the fact's assert is forgotten
+with the subject's digest. The first failure is the reason; docs/proofs.md lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from agent_custody_state.keys import PublicKeyRef
+from agent_custody_state.ledger.certificate import PREDICATE_TYPE
+from agent_custody_state.ledger.checkpoints import ORIGIN_PREFIX
+from agent_custody_state.ledger.verify import verify_lines
+from agent_custody_state.signing import IN_TOTO_TYPE, STATEMENT_TYPE, dsse_verify
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_FIELDS = (
+    "media",
+    "confidentiality",
+    "sanitization",
+    "tool",
+    "verification",
+    "destination",
+    "sanitizer",
+    "verifier",
+    "request",
+    "legalHolds",
+    "chain",
+    "residualWindows",
+    "stores",
+    "outcome",
+    "incomplete",
+)
+
+
+class CertificateError(ValueError):
+    """The certificate does not hold; the message is the first reason."""
+
+
+def _head(predicate: dict[str, Any], which: str) -> tuple[int, str]:
+    head = predicate["chain"].get(which) if isinstance(predicate["chain"], dict) else None
+    size = head.get("size") if isinstance(head, dict) else None
+    value = head.get("head") if isinstance(head, dict) else None
+    if not isinstance(size, int) or not isinstance(value, str) or not _HEX64.fullmatch(value):
+        raise CertificateError(f"chain.{which} is not {{size, head}} with a 64-hex head")
+    return size, value
+
+
+def check_certificate(envelope: Any, key: PublicKeyRef) -> dict[str, Any]:
+    """The statement of a good certificate; ``CertificateError`` with the first reason."""
+    checked = dsse_verify(envelope, [key])
+    if not checked.ok:
+        raise CertificateError(f"signature: {checked.error}")
+    if envelope.get("payloadType") != IN_TOTO_TYPE:
+        raise CertificateError(f"payloadType is not {IN_TOTO_TYPE}")
+    statement = checked.payload
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise CertificateError(f"the payload is not an in-toto statement ({STATEMENT_TYPE})")
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        raise CertificateError(f"predicateType is not {PREDICATE_TYPE}")
+    subject = statement.get("subject")
+    if not (
+        isinstance(subject, list)
+        and len(subject) == 1
+        and isinstance(subject[0], dict)
+        and isinstance(subject[0].get("name"), str)
+        and isinstance(subject[0].get("digest"), dict)
+    ):
+        raise CertificateError("subject is not one {name: factId, digest}")
+    predicate = statement.get("predicate")
+    if not isinstance(predicate, dict):
+        raise CertificateError("predicate is not an object")
+    missing = [name for name in _FIELDS if name not in predicate]
+    if missing:
+        raise CertificateError(f"predicate lacks {', '.join(missing)}")
+    before, after = _head(predicate, "before"), _head(predicate, "after")
+    if after[0] <= before[0]:
+        raise CertificateError("chain.after does not come after chain.before")
+    if predicate["sanitization"].get("category") not in ("Clear", "Purge"):
+        raise CertificateError("sanitization.category is neither Clear nor Purge")
+    _check_outcome(predicate)
+    return statement
+
+
+def _check_outcome(predicate: dict[str, Any]) -> None:
+    """``complete`` only with a clean scan and every store verified (never a false complete)."""
+    outcome = predicate["outcome"]
+    if outcome not in ("complete", "partial"):
+        raise CertificateError("outcome is neither complete nor partial")
+    scan = predicate["verification"].get("byteScan", {})
+    stores = predicate["stores"].get("stores", []) if isinstance(predicate["stores"], dict) else []
+    dirty = bool(scan.get("hits")) or any(
+        not isinstance(s, dict) or s.get("verification") != "verified" for s in stores
+    )
+    if outcome == "complete" and dirty:
+        raise CertificateError("outcome is complete, but the scan or a store says otherwise")
+    if outcome == "partial" and not predicate["incomplete"]:
+        raise CertificateError("outcome is partial but names nothing incomplete")
+
+
+def _watch(
+    lines: Iterable[str | bytes], seen: dict[int, Any], at: set[int], fact_id: str
+) -> Iterator[str | bytes]:
+    """Pass the stored events through to the chain verifier, keeping only what the certificate
+    needs: the first event, the events at the positions ``at``, and the fact's assert."""
+    needle = json.dumps(fact_id).encode("utf-8")
+    for n, line in enumerate(lines, 1):
+        yield line
+        raw = line.encode("utf-8") if isinstance(line, str) else line
+        if n == 1 or n in at or needle in raw:
+            try:
+                seen[n] = json.loads(line)
+            except ValueError:
+                seen[n] = None
+
+
+def check_against(statement: dict[str, Any], lines: Iterable[str | bytes]) -> None:
+    """Check the certificate against the ledger's stored events (in append order)."""
+    predicate = statement["predicate"]
+    fact_id = statement["subject"][0]["name"]
+    digest = statement["subject"][0]["digest"]
+    events: dict[int, Any] = {}
+    at = {_head(predicate, "before")[0], _head(predicate, "after")[0]}
+    report = verify_lines(_watch(lines, events, at, fact_id))
+    if not report.ok and report.first is not None:
+        first = report.first
+        raise CertificateError(f"the ledger's chain fails at event {first.seq}: {first.reason}")
+    first_event = events.get(1)
+    origin = ORIGIN_PREFIX + str(first_event.get("eventId") if first_event else "-")
+    if predicate["media"].get("ledgerId") != origin:
+        raise CertificateError(f"the ledger is {origin}, not the certificate's ledger")
+    for which in ("before", "after"):
+        size, head = _head(predicate, which)
+        if size == 0 and head == "0" * 64:
+            continue
+        stored = (events.get(size) or {}).get("chain") if size in events else None
+        if not isinstance(stored, dict) or stored.get("head") != head:
+            raise CertificateError(
+                f"the chain head {which} the forget (event {size}) is not in this ledger's chain"
+            )
+    _check_forgotten(events, fact_id, digest, predicate)
+
+
+def _check_forgotten(
+    events: dict[int, Any], fact_id: str, digest: dict[str, Any], predicate: dict[str, Any]
+) -> None:
+    size, _ = _head(predicate, "after")
+    forget = events.get(size) or {}
+    if forget.get("kind") != "forget" or forget.get("factId") != fact_id:
+        raise CertificateError(f"event {size} is not the forget of fact {fact_id}")
+    if forget.get("eventId") != predicate["request"].get("forgetEventId"):
+        raise CertificateError("the forget event's id is not the certificate's")
+    kind, value = forget.get("digestKind"), forget.get("valueDigest")
+    if value is not None and digest != {kind: value}:
+        raise CertificateError("the forget event's digest is not the subject's digest")
+    for event in events.values():
+        fact = event.get("fact") if isinstance(event, dict) else None
+        if (
+            event
+            and event.get("kind") == "assert"
+            and isinstance(fact, dict)
+            and fact.get("factId") == fact_id
+        ):
+            forgotten = fact.get("forgotten")
+            if fact.get("value") is not None or not isinstance(forgotten, dict):
+                raise CertificateError(f"fact {fact_id} is not forgotten in this ledger")
+            if (forgotten.get("digestKind"), forgotten.get("valueDigest")) != (kind, value):
+                raise CertificateError(f"fact {fact_id} is forgotten with another digest")
+            return
+    raise CertificateError(f"fact {fact_id} is not in this ledger")

@@ -1,0 +1,265 @@
+"""Forget and sweep (SPEC 2.5, 2.6), with their erasure certificates: a mixin of ``Ledger``.
+
+A forget erases one value; a sweep forgets everything learned before a cutoff. With
+``certificate=`` (``certificates=`` for a sweep) each forgotten fact also gets a signed
+certificate (``certificate``): the chain head is read just before and just after the forget
+inside its write section, and after the backend's ``compact`` the ledger's own files are scanned
+for the value (``bytescan``). The signing key is resolved before anything is forgotten, so a
+missing key refuses the call and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from agent_custody_state.canonical import value_digest
+from agent_custody_state.ledger.arguments import (
+    FORGET_WIRE_KEYS,
+    extra_arg,
+    new_id,
+    text_arg,
+    time_arg,
+)
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.bytescan import scan_files
+from agent_custody_state.ledger.certificate import (
+    CertificateOptions,
+    CertifiedForget,
+    Forgetting,
+    draft,
+    options_of,
+    sign,
+    signing_key,
+)
+from agent_custody_state.ledger.chain import ChainWriter
+from agent_custody_state.ledger.checkpoints import ledger_origin
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.locking import fact_keys, section
+from agent_custody_state.ledger.model import Event, ForgetEvent, Forgotten, Source
+from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
+from agent_custody_state.ledger.requests import TimeLike
+from agent_custody_state.ledger.rules import check_known, refuse
+from agent_custody_state.ledger.shred import check_plain_forget
+from agent_custody_state.timeutil import format_time, utc_now
+
+if TYPE_CHECKING:
+    from agent_custody_state.keys import KeyPair
+
+Certify = bool | CertificateOptions
+
+
+class LedgerForgetting:
+    """``forget`` and ``sweep``; ``Ledger`` provides the rest."""
+
+    backend: EventBackend
+    forget_key: str | None
+    forget_mode: str
+    _chain: ChainWriter
+
+    def now(self) -> str:
+        raise NotImplementedError
+
+    def _appended(self, events: Sequence[Event]) -> None:
+        raise NotImplementedError
+
+    learned_before: Callable[..., list[Any]]  # LedgerReads'
+
+    @overload
+    def forget(
+        self,
+        *,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+        extra: Mapping[str, Any] | None = None,
+        precondition: Callable[[FactState], None] | None = None,
+        certificate: Literal[False] = False,
+    ) -> ForgetEvent: ...
+
+    @overload
+    def forget(
+        self,
+        *,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+        extra: Mapping[str, Any] | None = None,
+        precondition: Callable[[FactState], None] | None = None,
+        certificate: Literal[True] | CertificateOptions,
+    ) -> CertifiedForget: ...
+
+    def forget(
+        self,
+        *,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+        extra: Mapping[str, Any] | None = None,
+        precondition: Callable[[FactState], None] | None = None,
+        certificate: Certify = False,
+    ) -> ForgetEvent | CertifiedForget:
+        """Erase a fact's value, keeping its digest (SPEC 2.5); rewrite and record are atomic.
+
+        ``extra``: additional keys recorded on the forget event; ``precondition``: as for
+        ``retract``. ``certificate``: True or ``CertificateOptions`` to get a
+        ``CertifiedForget`` (the event and its signed erasure certificate) instead of the event.
+        """
+        more = extra_arg(extra, FORGET_WIRE_KEYS)
+        options, key = self.certifying(certificate)
+        event, done = self._forget(
+            fact_id, actor, reason, receipt_id, keep_digest, more, precondition, options is not None
+        )
+        self.backend.compact()
+        self._appended([event])
+        if options is None or key is None or done is None:
+            return event
+        [certified] = self._certify([done], options, key)
+        return certified
+
+    def certifying(self, certificate: Certify) -> tuple[CertificateOptions | None, KeyPair | None]:
+        """The options and signing key a ``certificate=`` argument stands for (None, None for
+        no certificate); ``LedgerError`` (code ``no_signing_key``) when there is no key."""
+        options = options_of(certificate)
+        if options is None:
+            return None, None
+        checkpointer = self._chain.checkpointer
+        try:
+            key = signing_key(options, checkpointer.key if checkpointer is not None else None)
+        except ValueError as exc:
+            raise LedgerError(str(exc), field="certificate", code="no_signing_key") from None
+        return options, key
+
+    def _certify(
+        self, done: list[Forgetting], options: CertificateOptions, key: KeyPair
+    ) -> list[CertifiedForget]:
+        """Scan the ledger's files once for every value, then build and sign each certificate."""
+        files = self.backend.local_files()
+        scans = None
+        if files is not None:
+            keys = getattr(self.backend, "keys", None)  # crypto-shred: the key store's files too
+            key_files = keys.local_files() if keys is not None else None
+            values = {d.event.fact_id: d.assert_event.fact.value for d in done}
+            scans = scan_files([*files, *(key_files or [])], values)
+        origin = ledger_origin(self.backend)
+        now = format_time(utc_now())
+        certified = []
+        for forgetting in done:
+            predicate = draft(
+                forgetting,
+                backend=self.backend.kind,
+                ledger_id=origin,
+                location=self.backend.location,
+                forget_mode=self.forget_mode,
+                scan=scans[forgetting.event.fact_id] if scans is not None else None,
+                options=options,
+                now=now,
+            )
+            envelope = sign(predicate, forgetting, key)
+            certified.append(
+                CertifiedForget(forgetting.event, envelope, forgetting, predicate, key)
+            )
+        return certified
+
+    def _forget(
+        self,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None,
+        keep_digest: bool,
+        extra: dict[str, Any] | None = None,
+        precondition: Callable[[FactState], None] | None = None,
+        certify: bool = False,
+    ) -> tuple[ForgetEvent, Forgetting | None]:
+        for name, value in (("actor", actor), ("reason", reason)):
+            text_arg(value, name, empty_ok=True)
+        with section(self.backend, fact_keys(self.backend, fact_id)):
+            text_arg(fact_id, "fact_id")
+            state = check_known(fact_states(self.backend, [fact_id]), fact_id, "forget")
+            if precondition is not None:
+                precondition(state)
+            error = refuse("forget", state)
+            if error is not None:
+                raise error
+            check_plain_forget(self.forget_mode, state.assert_event)
+            digest, kind = value_digest(
+                state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
+            )
+            before = self.backend.chain_head() if certify else None
+            tx = self.now()
+            event = ForgetEvent(
+                new_id(),
+                tx,
+                fact_id,
+                actor,
+                reason,
+                Source(receipt_id),
+                digest,
+                kind,
+                dict(extra or {}),
+            )
+            [event] = self._chain.seal(self.backend, [event])
+            self.backend.forget(fact_id, Forgotten(digest, kind, tx), event)
+            if before is None:
+                return event, None
+            after = self.backend.chain_head()
+        return event, Forgetting(state.assert_event, event, before, after)
+
+    def sweep(
+        self,
+        *,
+        before: TimeLike,
+        actor: str,
+        reason: str,
+        space: str | None = None,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+        progress: Callable[[int, int], None] | None = None,
+        certificates: Certify = False,
+    ) -> SweepResult:
+        """Forget every fact learned before ``before`` (transaction time), skipping held ones.
+
+        ``progress(done, total)`` is called after each fact (a command line's progress bar);
+        ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact, in the
+        result's ``certificates`` (fact id to ``CertifiedForget``)."""
+        cutoff = time_arg(before, "before")
+        assert cutoff is not None
+        if space is not None:
+            text_arg(space, "space")
+        options, key = self.certifying(certificates)
+        forgotten: list[ForgetEvent] = []
+        done: list[Forgetting] = []
+        held: list[str] = []
+        candidates = self.learned_before(cutoff, space)
+        for count, fact in enumerate(candidates):
+            if progress is not None:
+                progress(count, len(candidates))
+            try:
+                event, forgetting = self._forget(
+                    fact.fact_id, actor, reason, receipt_id, keep_digest, certify=key is not None
+                )
+            except LedgerError as exc:
+                if exc.code == "on_hold":
+                    held.append(fact.fact_id)
+                elif exc.code != "already_forgotten":  # else another process swept it first
+                    raise
+                continue
+            forgotten.append(event)
+            if forgetting is not None:
+                done.append(forgetting)
+        if progress is not None and candidates:
+            progress(len(candidates), len(candidates))
+        if forgotten:
+            self.backend.compact()
+        self._appended(forgotten)
+        certified = {}
+        if options is not None and key is not None and done:
+            certified = {c.event.fact_id: c for c in self._certify(done, options, key)}
+        return SweepResult(forgotten=forgotten, held=held, certificates=certified)

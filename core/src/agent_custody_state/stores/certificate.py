@@ -1,0 +1,46 @@
+"""The stores' part of an erasure certificate: each write-through store's removal, verified.
+
+``Custody.forget(..., certificate=...)`` (and each fact of a sweep) has the ledger build and
+sign its part (``ledger.certificate``), removes the fact from the stores, then adds one entry
+per store that held it and signs again. An entry is ``{name, acknowledged, verification}``:
+``acknowledged`` is whether the store's removal call returned, ``verification`` what
+``StoreSet`` found afterwards (``verified``, ``stillIndexed``, ``unverified``, ``failed``), plus
+``error`` when the removal failed. A store the ledger records as holding the fact but that is no
+longer configured is listed as ``notConfigured``. Only ``verified`` counts towards a
+``complete`` outcome: a store that timed out, acknowledged without removing, or answered "ok"
+for an id it never had is named in ``incomplete``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from agent_custody_state.ledger.certificate import CertifiedForget, sign, with_stores
+from agent_custody_state.stores.storeset import RemovalReport
+from agent_custody_state.timeutil import format_time, utc_now
+
+
+def store_entries(report: RemovalReport, held_by: Collection[str]) -> list[dict[str, Any]]:
+    """One entry per store in ``held_by`` (the stores the ledger says hold the fact)."""
+    entries = []
+    for name in held_by:
+        verification = report.verification.get(name)
+        entry: dict[str, Any] = {
+            "name": name,
+            "acknowledged": name in report.removed_from,
+            "verification": verification or "notConfigured",
+        }
+        if name in report.still_held:
+            entry["error"] = report.still_held[name]
+        entries.append(entry)
+    return entries
+
+
+def certify_removal(
+    certified: CertifiedForget, report: RemovalReport, held_by: Collection[str]
+) -> dict[str, Any]:
+    """The certificate of ``certified`` with the stores' removal, signed again."""
+    now = format_time(utc_now())
+    predicate = with_stores(certified.predicate, store_entries(report, held_by), now)
+    return sign(predicate, certified.forgetting, certified.key)

@@ -1,0 +1,191 @@
+"""The sweep flow of ``Custody`` (``flows``): the ledger forgets what is older than a cutoff or
+each space's retention window, then each forgotten fact leaves the stores holding it, each with
+its erasure certificate when asked. ``plan_sweep`` answers what a sweep would do, changing
+nothing (``sweep --dry-run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.forgetting import Certify
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import Fact, ForgetEvent
+from agent_custody_state.ledger.requests import TimeLike
+from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.stores.certificate import certify_removal
+from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptFact
+from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+from agent_custody_state.timeutil import format_time, parse_time
+
+#: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
+#: (removing from the stores); a command line draws its progress bar from it.
+SweepProgress = Callable[[str, int, int], None]
+
+SWEEP_NEEDS_BEFORE = "sweep needs `before`, or a server started with retention windows"
+
+
+class CustodySweep:
+    """``sweep`` and ``plan_sweep``; ``flows.Custody`` provides the rest."""
+
+    ledger: Ledger
+    stores: StoreSet
+    retention: RetentionPolicy | None
+    run: Any
+
+    def _certificate_options(self, certificate: Any) -> CertificateOptions | None:
+        raise NotImplementedError
+
+    async def sweep(
+        self,
+        *,
+        actor: str,
+        reason: str,
+        before: TimeLike | None = None,
+        space: str | None = None,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+        progress: SweepProgress | None = None,
+        certificates: Certify = False,
+        within: Callable[[str], bool] | None = None,
+    ) -> SweepReport:
+        """Forget what was learned before ``before`` (or, without it, before each space's
+        retention window), then remove each forgotten fact from the stores holding it.
+        ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact.
+        ``within``: without ``space``, sweep only the spaces it accepts (a scoped caller's)."""
+        if before is None and self.retention is None:
+            raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
+        options = self._certificate_options(certificates)
+        with anyio.CancelScope(shield=True):
+            forgotten, held, copies, certified = await self.run(
+                self._sweep_ledger,
+                before,
+                space,
+                actor,
+                reason,
+                receipt_id,
+                keep_digest,
+                progress,
+                options,
+                within,
+            )
+            report = SweepReport(
+                before=_time_text(before),
+                retention=self.retention if before is None else None,
+                space=space,
+                held=held,
+            )
+            leaving = sum(1 for e in forgotten if e.fact_id in copies)
+            done = 0
+            for event in forgotten:
+                fact = copies.get(event.fact_id)
+                removal = RemovalReport()
+                if fact is not None:
+                    if progress is not None:
+                        progress("stores", done, leaving)
+                    removal = await self.stores.remove_all(fact)
+                    done += 1
+                swept = SweptFact(event, removal)
+                if event.fact_id in certified:
+                    held_by = list(fact.external or {}) if fact is not None else []
+                    swept.certificate = certify_removal(certified[event.fact_id], removal, held_by)
+                report.forgotten.append(swept)
+            if progress is not None and leaving:
+                progress("stores", leaving, leaving)
+        return report
+
+    async def plan_sweep(
+        self, *, before: TimeLike | None = None, space: str | None = None, holders: bool = False
+    ) -> SweepPreview:
+        """What ``sweep`` with these arguments would forget and keep, changing nothing.
+        ``holders``: also name the stores holding each fact now (a query per fact)."""
+        if before is None and self.retention is None:
+            raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
+
+        def plan() -> SweepPreview:
+            preview = SweepPreview(
+                _time_text(before), self.retention if before is None else None, space
+            )
+            for where, cutoff in self._cutoffs(before, space):
+                found = self.ledger.plan_sweep(cutoff, where)
+                preview.forget.extend(found.forget)
+                preview.held.extend(found.held)
+            if holders:
+                for event in preview.forget:
+                    preview.holders[event.fact_id] = sorted(
+                        self.ledger.current_external(event.fact_id)
+                    )
+            return preview
+
+        preview: SweepPreview = await self.run(plan)
+        return preview
+
+    def _cutoffs(
+        self,
+        before: TimeLike | None,
+        space: str | None,
+        within: Callable[[str], bool] | None = None,
+    ) -> list[tuple[str | None, Any]]:
+        names: list[str] | None = [space] if space is not None else None
+        if names is None and within is not None:
+            names = [name for name in self.ledger.spaces() if within(name)]
+        if before is not None:
+            return [(space, before)] if names is None else [(name, before) for name in names]
+        assert self.retention is not None
+        now = parse_time(self.ledger.now())
+        plan: list[tuple[str | None, Any]] = []
+        for name in names if names is not None else self.ledger.spaces():
+            window = self.retention.window_for(name)
+            if window is not None:
+                plan.append((name, format_time(window[1].before(now))))
+        return plan
+
+    def _sweep_ledger(
+        self,
+        before: TimeLike | None,
+        space: str | None,
+        actor: str,
+        reason: str,
+        receipt_id: str | None,
+        keep_digest: bool,
+        progress: SweepProgress | None = None,
+        options: CertificateOptions | None = None,
+        within: Callable[[str], bool] | None = None,
+    ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact], dict[str, CertifiedForget]]:
+        certified: dict[str, CertifiedForget] = {}
+        forgotten: list[ForgetEvent] = []
+        held: list[str] = []
+        copies: dict[str, Fact] = {}
+        for where, cutoff in self._cutoffs(before, space, within):
+            if self.stores:
+                # Keep the values the stores must find again to remove and verify, with the ids
+                # the stores hold them under now (a fact put back has new ones).
+                for f in self.ledger.learned_before(cutoff, where):
+                    external = self.ledger.current_external(f.fact_id)
+                    if external:
+                        copies[f.fact_id] = f.with_(external=external)
+            result = self.ledger.sweep(
+                before=cutoff,
+                space=where,
+                actor=actor,
+                reason=reason,
+                receipt_id=receipt_id,
+                keep_digest=keep_digest,
+                progress=(lambda done, total: progress("ledger", done, total))
+                if progress
+                else None,
+                certificates=options or False,
+            )
+            forgotten.extend(result.forgotten)
+            held.extend(result.held)
+            certified.update(result.certificates)
+        return forgotten, held, copies, certified
+
+
+def _time_text(value: TimeLike | None) -> str | None:
+    return value if isinstance(value, str) or value is None else format_time(value)

@@ -24,15 +24,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import logging
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent_custody_state.canonical import canonical_json
+from agent_custody_state.canonical import canonical_utf8
 from agent_custody_state.ledger.model import VALUE_SALT_KEY, AssertEvent, Event, Fact
 
 if TYPE_CHECKING:
@@ -61,62 +59,6 @@ class ChainHead:
     seq: int
     hash: str
     chained: bool = True
-
-
-# -- canonical JSON at C speed where it provably agrees with ``canonical_json`` ----------------
-
-_SORTED = json.JSONEncoder(
-    sort_keys=True, ensure_ascii=False, separators=(",", ":"), check_circular=False
-).encode
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_INDEX_KEY = re.compile(rb'"[0-9]{1,10}":')
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
-
-
-def _maybe_odd(data: bytes) -> bool:
-    """Whether ``json.dumps`` may have written this unlike JavaScript: NaN or Infinity
-    (JavaScript: null), an integral float (``1.0``; JavaScript ``1``), an exponent (``1e-05``,
-    ``1e+16``; JavaScript ``0.00001``, ``10000000000000000``), 16 digits in a row (an integer
-    JavaScript may round), a key that is an array index (JavaScript lists those first). Plain
-    substring tests (digits mapped to 0 first), since ``re`` scans are several times slower; a
-    match inside a string only costs the exact encoder."""
-    if b"NaN" in data or b"Infinity" in data:
-        return True
-    if b"." in data and (
-        b".0," in data or b".0]" in data or b".0}" in data or data.endswith(b".0")
-    ):
-        return True
-    zeros = data.translate(_ZEROS)
-    return (
-        b"0e+" in zeros
-        or b"0e-" in zeros
-        or b"0000000000000000" in zeros
-        or (b'0":' in zeros and _INDEX_KEY.search(data) is not None)
-    )
-
-
-def canonical_utf8(value: Any) -> bytes:
-    """``canonical_json(value)`` as UTF-8, for values whose object keys are strings (parsed
-    JSON, the ledger's own dicts): ``json.dumps(sort_keys=True)`` (C speed) when its output
-    shows none of the forms it writes unlike JavaScript (``_maybe_odd``; and Python sorts keys
-    by code point, JavaScript by UTF-16 unit, which differ only beyond the BMP), else the exact
-    encoder."""
-    if type(value) is str:  # written alike, a lone surrogate aside (which cannot be encoded)
-        try:
-            return _SORTED(value).encode("utf-8")
-        except UnicodeEncodeError:
-            return canonical_json(value).encode("utf-8")
-    try:
-        text = _SORTED(value)
-    except (TypeError, ValueError, RecursionError):
-        return canonical_json(value).encode("utf-8")
-    if text.isascii():
-        data = text.encode("ascii")
-    elif max(text) > "\uffff" or _SURROGATE.search(text):
-        return canonical_json(value).encode("utf-8")
-    else:
-        data = text.encode("utf-8")
-    return canonical_json(value).encode("utf-8") if _maybe_odd(data) else data
 
 
 def value_commitment(salt: bytes, value: Any) -> str:

@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_custody_state import fastjson
-from agent_custody_state.canonical import _encode, canonical_json, canonical_utf8, js_json
+from agent_custody_state.canonical import (
+    _encode,
+    canonical_json,
+    canonical_utf8,
+    js_json,
+    js_number,
+)
+from agent_custody_state.ledger import chain
 
 pytest.importorskip("orjson", reason="the fast path is orjson; the test group installs it")
 
@@ -185,3 +192,44 @@ def test_loads_reads_as_json_loads_does(text: str) -> None:
                 json.loads(raw)
         else:
             assert canonical_json(again) == canonical_json(expected)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats() | st.integers(-(2**60), 2**60) | st.sampled_from(EDGE_FLOATS + EDGE_INTS))
+def test_safe_numbers_are_written_as_javascript_writes_them(number: float | int) -> None:
+    if fastjson.safe_number(number):
+        assert fastjson.sorted_unchecked(number) == js_number(number).encode()
+
+
+event_keys = st.sampled_from(sorted(chain._EVENT_KEYS)) | keys
+fact_keys = st.sampled_from(sorted(chain._FACT_KEYS)) | keys
+leaves = st.none() | strings | numbers | st.booleans()
+sources = st.dictionaries(st.just("receiptId") | keys, leaves, max_size=2)
+facts = st.dictionaries(fact_keys, leaves | sources | json_values, max_size=12)
+redacted_forms = st.dictionaries(event_keys, leaves | sources | facts | json_values, max_size=12)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(redacted_forms)
+def test_leaf_bytes_of_any_redacted_form_are_the_reference_bytes(red: dict[str, Any]) -> None:
+    """The shape check that skips the scan must never let an odd form through."""
+    assert chain.leaf_bytes(red) == _reference(red, sort=True).encode("utf-8")
+
+
+def test_leaf_bytes_skip_the_scan_for_the_ledgers_own_events() -> None:
+    event = {
+        "eventId": "0e3f1c2a-9b1e-4e7a-8c8e-1e5e0e9e2e1e",
+        "kind": "assert",
+        "txTime": "2026-01-01T00:00:00.000Z",
+        "fact": {
+            "factId": "5e1e0e2e-3e4e-4e5e-8e6e-7e8e9e0e1e2e",
+            "subject": "acct:42",
+            "source": {"receiptId": None},
+            "confidence": 0.9,
+            "valueCommitment": "3e5e" * 16,
+        },
+        "supersedes": None,
+    }
+    assert chain._ledger_shaped(event)
+    assert not chain._ledger_shaped({**event, "fact": {**event["fact"], "confidence": 1.0}})
+    assert not chain._ledger_shaped({**event, "actor": {"1": 1}})

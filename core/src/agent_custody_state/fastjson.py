@@ -37,30 +37,36 @@ try:  # the core's optional ``fast`` extra
 except ImportError:  # pragma: no cover - exercised by the test that hides orjson
     orjson = None  # type: ignore[assignment]
 
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
-# A number with an exponent, on text whose digits were all mapped to 0 (``_ZEROS``): it starts a
-# value (the text, or after ``:`` ``,`` ``[``), so a hash or UUID inside a string never matches.
-_EXPONENT = re.compile(rb"(?:^|[:,\[])-?0+(?:\.0+)?[eE]")
-_LONG_INT = re.compile(rb"(?:^|[:,\[])-?0{16}")
+# Two views of an output, each one C pass: ``]`` and ``}`` read as ``,`` (one test then finds a
+# value's end); and also every digit as ``0`` and ``+`` as ``-`` (one test finds every number of
+# a shape). A trailing ``,`` is added, so a value at the very end ends like any other.
+_ENDS = bytes.maketrans(b"]}", b",,")
+_SHAPES = bytes.maketrans(b"123456789+", b"000000000-")
+# An exponent: ``e``, a sign, 1 to 3 digits, the end of the number. A hash or UUID inside a
+# string never has that shape (``…0e-4a1b-…``); a string that does only costs the exact encoder.
+_EXPONENTS = (b"0e-0,", b"0e-00,", b"0e-000,")
+# 16 digits or more starting a value (after ``:`` ``,`` ``[``, or at the start), not inside a hash.
+_LONG_INT = re.compile(rb"[:,\[]-?0{16}")
+_LONG_START = re.compile(rb"-?0{16}")
 _INDEX_KEY = re.compile(rb'"[0-9]{1,10}":')
 _ASTRAL = re.compile(rb"[\xf0-\xf4]")  # the lead byte of a 4-byte UTF-8 sequence
 
 
 def odd(data: bytes, *, sort: bool) -> bool:
     """Whether a C encoder's output ``data`` may differ from JavaScript's (the list above).
-    Plain substring tests first (digits mapped to 0), since ``re`` scans are slower."""
-    if b"." in data and (
-        b".0," in data or b".0]" in data or b".0}" in data or data.endswith(b".0")
+    Plain substring tests on translated copies, since ``re`` scans cost several times more; a
+    regular expression only confirms the rare candidates."""
+    ends = data.translate(_ENDS) + b","
+    if b".0," in ends or b"NaN" in data or b"Infinity" in data:
+        return True
+    shapes = ends.translate(_SHAPES)
+    if _EXPONENTS[0] in shapes or _EXPONENTS[1] in shapes or _EXPONENTS[2] in shapes:
+        return True
+    if b"0000000000000000" in shapes and (
+        _LONG_INT.search(shapes) is not None or _LONG_START.match(shapes) is not None
     ):
         return True
-    if b"NaN" in data or b"Infinity" in data:
-        return True
-    zeros = data.translate(_ZEROS)
-    if (b"0e" in zeros or b"0E" in zeros) and _EXPONENT.search(zeros) is not None:
-        return True
-    if b"0000000000000000" in zeros and _LONG_INT.search(zeros) is not None:
-        return True
-    if b'0":' in zeros and _INDEX_KEY.search(data) is not None:
+    if b'0":' in shapes and _INDEX_KEY.search(data) is not None:
         return True
     return sort and not data.isascii() and _ASTRAL.search(data) is not None
 
@@ -75,6 +81,10 @@ if orjson is not None:
     _dumps: Callable[..., bytes] | None = orjson.dumps
     _loads: Callable[[str | bytes], Any] | None = orjson.loads
     _Refused: tuple[type[BaseException], ...] = (TypeError, ValueError, RecursionError)
+    # ``odd`` knows the signed exponents of orjson 3.10 on (``1e+16``, ``1e-7``); an orjson
+    # writing them another way is not used.
+    if _dumps(1e16) != b"1e+16" or _dumps(1e-7) != b"1e-7" or _dumps(1.0) != b"1.0":
+        _dumps = _loads = None
 else:  # pragma: no cover - exercised by the test that hides orjson
     _PASS = _SORT = 0
     _dumps = _loads = None
@@ -95,6 +105,27 @@ def sorted_bytes(value: Any) -> bytes | None:
     except _Refused:
         return None
     return None if odd(data, sort=True) else data
+
+
+def sorted_unchecked(value: Any) -> bytes | None:
+    """``sorted_bytes`` without ``odd``'s scan, for a caller that has checked the value's shape
+    itself (no float, integer, key or character that ``odd`` looks for: ``chain.leaf_bytes``);
+    ``None`` when orjson is missing or refuses the value."""
+    if _dumps is None:
+        return None
+    try:
+        return _dumps(value, _refuse, _SORT)
+    except _Refused:
+        return None
+
+
+def safe_number(number: Any) -> bool:
+    """Whether orjson writes ``number`` as JavaScript does: an integer within 2**53, or a float
+    that is not integral and lies where both write it positionally (1e-5 to 1e15)."""
+    kind = type(number)
+    if kind is int:
+        return -(2**53) < number < 2**53
+    return kind is float and 1e-5 <= abs(number) < 1e15 and not number.is_integer()
 
 
 def ordered_bytes(value: Any) -> bytes | None:

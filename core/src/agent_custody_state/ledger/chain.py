@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agent_custody_state import fastjson
 from agent_custody_state.canonical import canonical_utf8
 from agent_custody_state.ledger.model import VALUE_SALT_KEY, AssertEvent, Event, Fact
 
@@ -66,6 +67,61 @@ def value_commitment(salt: bytes, value: Any) -> str:
     return hmac.digest(salt, canonical_utf8(value), "sha256").hex()
 
 
+# The keys of the redacted form of an event the ledger writes (every kind), and of its fact.
+_EVENT_KEYS = frozenset(
+    ("eventId", "kind", "txTime", "fact", "supersedes", "factId", "actor", "reason", "source")
+    + ("valueDigest", "digestKind")
+)
+_FACT_KEYS = frozenset(
+    ("factId", "subject", "predicate", "space", "actor", "source", "provenance", "validFrom")
+    + ("validTo", "confidence", COMMITMENT_KEY)
+)
+_TEXT = frozenset((str, type(None)))
+_TEXT_OR_DICT = frozenset((str, type(None), dict))
+_FACT_TYPES = frozenset((str, type(None), dict, int, float))
+
+
+def _plain_source(source: Any) -> bool:
+    return source.keys() <= {"receiptId"} and type(source.get("receiptId")) in _TEXT
+
+
+def _ledger_shaped(red: dict[str, Any]) -> bool:
+    """Whether a redacted form has the ledger's own shape: known keys only, text or null
+    everywhere but the sources, the fact and a ``confidence`` that ``fastjson.safe_number``
+    accepts. Such a form holds nothing ``fastjson.odd`` looks for, so its scan is skipped (a few
+    C-level set and count operations instead of a pass over the text). Anything else (unknown
+    keys, external ids, other numbers, a dict where text belongs) takes the checked path."""
+    kinds = list(map(type, red.values()))
+    if not red.keys() <= _EVENT_KEYS or not set(kinds) <= _TEXT_OR_DICT:
+        return False
+    fact, source = red.get("fact"), red.get("source")
+    if kinds.count(dict) != (type(fact) is dict) + (type(source) is dict):
+        return False
+    if type(source) is dict and not _plain_source(source):
+        return False
+    if fact is None:
+        return True
+    if type(fact) is not dict or not fact.keys() <= _FACT_KEYS:
+        return False
+    kinds = list(map(type, fact.values()))
+    source = fact.get("source")
+    confidence = fact.get("confidence")
+    special = kinds.count(dict) + kinds.count(float) + kinds.count(int)
+    expected = (type(source) is dict) + fastjson.safe_number(confidence)
+    if not set(kinds) <= _FACT_TYPES or special != expected:
+        return False
+    return type(source) is not dict or _plain_source(source)
+
+
+def leaf_bytes(red: dict[str, Any]) -> bytes:
+    """``canonical(red)`` for a redacted form (the message of its leaf hash)."""
+    if _ledger_shaped(red):
+        fast = fastjson.sorted_unchecked(red)
+        if fast is not None:
+            return fast
+    return canonical_utf8(red)
+
+
 def redacted(data: dict[str, Any]) -> dict[str, Any]:
     """The redacted form of an event's wire dict (a new dict; ``data`` is not changed)."""
     out = {k: v for k, v in data.items() if k != CHAIN_KEY}
@@ -77,7 +133,7 @@ def redacted(data: dict[str, Any]) -> dict[str, Any]:
 
 def leaf_of(data: dict[str, Any]) -> bytes:
     """The leaf hash of an event given as its wire dict."""
-    return hashlib.sha256(b"\x00" + canonical_utf8(redacted(data))).digest()
+    return hashlib.sha256(b"\x00" + leaf_bytes(redacted(data))).digest()
 
 
 def link(previous: bytes, leaf: bytes) -> bytes:
@@ -167,7 +223,7 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
             for key in REDACTED_FACT_KEYS:
                 red.pop(key, None)
             red[COMMITMENT_KEY] = commitment
-        leaf = hashlib.sha256(b"\x00" + canonical_utf8(data)).digest()
+        leaf = hashlib.sha256(b"\x00" + leaf_bytes(data)).digest()
         previous = hashlib.sha256(b"\x01" + previous + leaf).digest()
         seq += 1
         record: dict[str, Any] = {"seq": seq}

@@ -69,12 +69,16 @@ def value_commitment(salt: bytes, value: Any) -> str:
 
 # The keys of the redacted form of an event the ledger writes (every kind), and of its fact.
 _EVENT_KEYS = frozenset(
-    ("eventId", "kind", "txTime", "fact", "supersedes", "factId", "actor", "reason", "source")
-    + ("valueDigest", "digestKind")
+    {
+        *("eventId", "kind", "txTime", "fact", "supersedes", "factId", "actor", "reason"),
+        *("source", "valueDigest", "digestKind"),
+    }
 )
 _FACT_KEYS = frozenset(
-    ("factId", "subject", "predicate", "space", "actor", "source", "provenance", "validFrom")
-    + ("validTo", "confidence", COMMITMENT_KEY)
+    {
+        *("factId", "subject", "predicate", "space", "actor", "source", "provenance"),
+        *("validFrom", "validTo", "confidence", COMMITMENT_KEY),
+    }
 )
 _TEXT = frozenset((str, type(None)))
 _TEXT_OR_DICT = frozenset((str, type(None), dict))

@@ -4,6 +4,7 @@ cannot vouch for theirs. Node.js agreement of the reference is in ``test_canonic
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
@@ -21,6 +22,7 @@ from agent_custody_state.canonical import (
     js_number,
 )
 from agent_custody_state.ledger import chain
+from agent_custody_state.ledger.model import AssertEvent, Fact
 
 pytest.importorskip("orjson", reason="the fast path is orjson; the test group installs it")
 
@@ -233,3 +235,29 @@ def test_leaf_bytes_skip_the_scan_for_the_ledgers_own_events() -> None:
     assert chain._ledger_shaped(event)
     assert not chain._ledger_shaped({**event, "fact": {**event["fact"], "confidence": 1.0}})
     assert not chain._ledger_shaped({**event, "actor": {"1": 1}})
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.none() | numbers,
+    st.dictionaries(keys.filter(lambda k: k != "chain"), json_values, max_size=2),
+    st.none() | st.dictionaries(keys, strings, max_size=2),
+)
+def test_sealed_leaves_are_the_reference_leaves(
+    confidence: Any, extra: dict[str, Any], external: dict[str, str] | None
+) -> None:
+    """``seal`` skips the shape check for what the ledger builds; an event with a confidence,
+    extra keys or external ids it cannot vouch for must still get the reference leaf."""
+    fact = Fact("f1", "acct:1", "plan", {"n": 1.0}, "org", "a", confidence=confidence)
+    fact = Fact(**{**{s: getattr(fact, s) for s in fact.__slots__}, "external": external or None})
+    [sealed] = chain.seal(
+        chain.ChainHead(0, chain.ZERO_HEAD, False), [AssertEvent("e1", "t", fact)]
+    )
+    [again] = chain.seal(
+        chain.ChainHead(0, chain.ZERO_HEAD, False),
+        [AssertEvent("e1", "t", fact, extra=extra)],
+    )
+    for event in (sealed, again):
+        red = chain.redacted(event.to_dict())
+        expected = hashlib.sha256(b"\x00" + _reference(red, sort=True).encode()).hexdigest()
+        assert event.extra["chain"]["leaf"] == expected

@@ -80,6 +80,8 @@ _FACT_KEYS = frozenset(
         *("validFrom", "validTo", "confidence", COMMITMENT_KEY),
     }
 )
+_CHAIN_ONLY = frozenset((CHAIN_KEY,))
+_OURS = frozenset((SALT_KEY, COMMITMENT_KEY))
 _TEXT = frozenset((str, type(None)))
 _TEXT_OR_DICT = frozenset((str, type(None), dict))
 _FACT_TYPES = frozenset((str, type(None), dict, int, float))
@@ -202,7 +204,11 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     its chain record (the first with a genesis when ``head`` is not chained).
 
     Written for speed (it runs on every append): one ``to_dict`` per event, reused as the
-    redacted form, and events rebuilt with their constructors rather than ``replace``.
+    redacted form, and events rebuilt with their constructors rather than ``replace``. The
+    ledger built these events from validated arguments (text where text belongs), so their
+    redacted form has the ledger's shape unless they carry extra keys, external ids or a
+    confidence ``fastjson.safe_number`` refuses: only then is the shape checked in full
+    (``leaf_bytes``).
     """
     out: list[Any] = []
     previous = bytes.fromhex(head.hash)
@@ -215,8 +221,15 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
         data = event.to_dict()  # a fresh dict, turned into the redacted form in place
         data.pop(CHAIN_KEY, None)
         fact = None
+        shaped = not event.extra or event.extra.keys() <= _CHAIN_ONLY
         if isinstance(event, AssertEvent):
             fact = event.fact
+            shaped = (
+                shaped
+                and fact.external is None
+                and fact.extra.keys() <= _OURS
+                and (fact.confidence is None or fastjson.safe_number(fact.confidence))
+            )
             salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
             more = dict(fact.extra)
             more.pop(SALT_KEY, None)
@@ -227,7 +240,8 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
             for key in REDACTED_FACT_KEYS:
                 red.pop(key, None)
             red[COMMITMENT_KEY] = commitment
-        leaf = hashlib.sha256(b"\x00" + leaf_bytes(data)).digest()
+        message = fastjson.sorted_unchecked(data) if shaped else None
+        leaf = hashlib.sha256(b"\x00" + (message or leaf_bytes(data))).digest()
         previous = hashlib.sha256(b"\x01" + previous + leaf).digest()
         seq += 1
         record: dict[str, Any] = {"seq": seq}

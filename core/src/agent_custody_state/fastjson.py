@@ -83,7 +83,11 @@ if orjson is not None:
     _Refused: tuple[type[BaseException], ...] = (TypeError, ValueError, RecursionError)
     # ``odd`` knows the signed exponents of orjson 3.10 on (``1e+16``, ``1e-7``); an orjson
     # writing them another way is not used.
-    if _dumps(1e16) != b"1e+16" or _dumps(1e-7) != b"1e-7" or _dumps(1.0) != b"1.0":
+    if (
+        orjson.dumps(1e16) != b"1e+16"
+        or orjson.dumps(1e-7) != b"1e-7"
+        or orjson.dumps(1.0) != b"1.0"
+    ):
         _dumps = _loads = None
 else:  # pragma: no cover - exercised by the test that hides orjson
     _PASS = _SORT = 0
@@ -124,7 +128,7 @@ def safe_number(number: Any) -> bool:
     that is not integral and lies where both write it positionally (1e-5 to 1e15)."""
     kind = type(number)
     if kind is int:
-        return -(2**53) < number < 2**53
+        return bool(-(2**53) < number < 2**53)
     return kind is float and 1e-5 <= abs(number) < 1e15 and not number.is_integer()
 
 

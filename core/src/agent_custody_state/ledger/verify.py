@@ -22,12 +22,12 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent_custody_state import fastjson
+from agent_custody_state.canonical import canonical_utf8
 from agent_custody_state.ledger.chain import (
     CHAIN_KEY,
     COMMITMENT_KEY,
     SALT_KEY,
     ZERO_HEAD,
-    canonical_utf8,
     leaf_bytes,
 )
 from agent_custody_state.ledger.checkpoints import Checkpoint

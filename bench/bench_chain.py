@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -374,6 +375,7 @@ def main() -> None:
     finally:
         if pg is not None:
             pg.stop()
+        shutil.rmtree(workdir, ignore_errors=True)  # the 1M-event file is half a gigabyte
     OUT.mkdir(exist_ok=True)
     name = "quick" if quick else "-".join([*args.parts, *args.backend])
     (OUT / f"chain-{name}.json").write_text(json.dumps(results, indent=2))

@@ -36,7 +36,8 @@ from typing import Any
 from agent_custody_state import Ledger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_backends import BATCH, PREDICATES, SPACES, _pct, generate
+from benchkit.backend_figures import _pct
+from benchkit.history import BATCH, PREDICATES, SPACES, generate
 
 OUT = Path(__file__).resolve().parent / "out"
 # Large JSONL ledgers are built on purpose here: past the backend's default open limit.

@@ -21,6 +21,8 @@ import re
 from decimal import Decimal
 from typing import Any, Literal
 
+from agent_custody_state.fastjson import odd, ordered_bytes, sorted_bytes
+
 DigestKind = Literal["sha256", "hmac-sha256", "none"]
 
 _ESCAPES = {
@@ -124,10 +126,14 @@ def js_key_order(obj: dict[str, Any], *, sort: bool) -> list[str]:
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of a JSON value, byte-compatible with the TypeScript side.
 
-    ``json.dumps(sort_keys=True)`` (C speed) is used when it provably agrees: the conditions of
-    ``js_json``'s fast path, and no character outside the Basic Multilingual Plane (Python sorts
-    keys by code point, JavaScript by UTF-16 code unit; the two orders differ only there).
+    A C encoder is used when it provably agrees: orjson where ``fastjson`` vouches for its output;
+    else ``json.dumps(sort_keys=True)`` under the conditions of ``js_json``'s fast path, and no
+    character outside the Basic Multilingual Plane (Python sorts keys by code point, JavaScript
+    by UTF-16 code unit; the two orders differ only there).
     """
+    fast = sorted_bytes(value)
+    if fast is not None:
+        return fast.decode("utf-8")
     if _plain(value):
         text = _SORTED(value)
         if not _SURROGATE.search(text) and (text.isascii() or max(text) <= "\uffff"):
@@ -142,10 +148,13 @@ def js_json(value: Any) -> str:
 
     Keys come in JavaScript's property order: array-index keys first, ascending, then the rest
     in insertion order. Used for JSONL lines and tool results, so a line written here is
-    byte-identical to one written by the TypeScript implementation. ``json.dumps`` (C speed) is
-    used when it provably agrees: no floats, no integers past 2**53, no array-index keys, no lone
-    surrogates.
+    byte-identical to one written by the TypeScript implementation. orjson is used where
+    ``fastjson`` vouches for its output, else ``json.dumps`` (C speed) when it provably agrees:
+    no floats, no integers past 2**53, no array-index keys, no lone surrogates.
     """
+    fast = ordered_bytes(value)
+    if fast is not None:
+        return fast.decode("utf-8")
     if _plain(value):
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         # Lone surrogates are looked for once in the output, not in every string of the input.
@@ -236,6 +245,26 @@ def _encode(value: Any, out: list[str], sort: bool) -> None:
 def canonical_bytes(value: Any) -> bytes:
     """The UTF-8 bytes that are digested; lone surrogates are already escaped, so this cannot fail."""
     return canonical_json(value).encode("utf-8")
+
+
+def canonical_utf8(value: Any) -> bytes:
+    """``canonical_bytes(value)``, fastest, for values whose object keys are strings (parsed
+    JSON, the ledger's own dicts: the chain's leaves and commitments). orjson where ``fastjson``
+    vouches for it; else ``json.dumps(sort_keys=True)`` when its output shows none of the forms
+    it writes unlike JavaScript (``fastjson.odd``) and no lone surrogate; else the exact encoder.
+    Unlike ``canonical_json`` it does not walk the value first (the key types are trusted)."""
+    fast = sorted_bytes(value)
+    if fast is not None:
+        return fast
+    try:
+        text = _SORTED(value)
+    except (TypeError, ValueError, RecursionError):
+        return canonical_bytes(value)
+    try:
+        data = text.encode("utf-8")  # a lone surrogate cannot be encoded: the exact encoder
+    except UnicodeEncodeError:
+        return canonical_bytes(value)
+    return canonical_bytes(value) if odd(data, sort=True) else data
 
 
 def value_digest(

@@ -24,15 +24,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import logging
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agent_custody_state.canonical import canonical_json
+from agent_custody_state import fastjson
+from agent_custody_state.canonical import canonical_utf8
 from agent_custody_state.ledger.model import VALUE_SALT_KEY, AssertEvent, Event, Fact
 
 if TYPE_CHECKING:
@@ -63,65 +62,70 @@ class ChainHead:
     chained: bool = True
 
 
-# -- canonical JSON at C speed where it provably agrees with ``canonical_json`` ----------------
-
-_SORTED = json.JSONEncoder(
-    sort_keys=True, ensure_ascii=False, separators=(",", ":"), check_circular=False
-).encode
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_INDEX_KEY = re.compile(rb'"[0-9]{1,10}":')
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
-
-
-def _maybe_odd(data: bytes) -> bool:
-    """Whether ``json.dumps`` may have written this unlike JavaScript: NaN or Infinity
-    (JavaScript: null), an integral float (``1.0``; JavaScript ``1``), an exponent (``1e-05``,
-    ``1e+16``; JavaScript ``0.00001``, ``10000000000000000``), 16 digits in a row (an integer
-    JavaScript may round), a key that is an array index (JavaScript lists those first). Plain
-    substring tests (digits mapped to 0 first), since ``re`` scans are several times slower; a
-    match inside a string only costs the exact encoder."""
-    if b"NaN" in data or b"Infinity" in data:
-        return True
-    if b"." in data and (
-        b".0," in data or b".0]" in data or b".0}" in data or data.endswith(b".0")
-    ):
-        return True
-    zeros = data.translate(_ZEROS)
-    return (
-        b"0e+" in zeros
-        or b"0e-" in zeros
-        or b"0000000000000000" in zeros
-        or (b'0":' in zeros and _INDEX_KEY.search(data) is not None)
-    )
-
-
-def canonical_utf8(value: Any) -> bytes:
-    """``canonical_json(value)`` as UTF-8, for values whose object keys are strings (parsed
-    JSON, the ledger's own dicts): ``json.dumps(sort_keys=True)`` (C speed) when its output
-    shows none of the forms it writes unlike JavaScript (``_maybe_odd``; and Python sorts keys
-    by code point, JavaScript by UTF-16 unit, which differ only beyond the BMP), else the exact
-    encoder."""
-    if type(value) is str:  # written alike, a lone surrogate aside (which cannot be encoded)
-        try:
-            return _SORTED(value).encode("utf-8")
-        except UnicodeEncodeError:
-            return canonical_json(value).encode("utf-8")
-    try:
-        text = _SORTED(value)
-    except (TypeError, ValueError, RecursionError):
-        return canonical_json(value).encode("utf-8")
-    if text.isascii():
-        data = text.encode("ascii")
-    elif max(text) > "\uffff" or _SURROGATE.search(text):
-        return canonical_json(value).encode("utf-8")
-    else:
-        data = text.encode("utf-8")
-    return canonical_json(value).encode("utf-8") if _maybe_odd(data) else data
-
-
 def value_commitment(salt: bytes, value: Any) -> str:
     """``HMAC-SHA256(salt, canonical_json(value))`` as lowercase hex."""
     return hmac.digest(salt, canonical_utf8(value), "sha256").hex()
+
+
+# The keys of the redacted form of an event the ledger writes (every kind), and of its fact.
+_EVENT_KEYS = frozenset(
+    {
+        *("eventId", "kind", "txTime", "fact", "supersedes", "factId", "actor", "reason"),
+        *("source", "valueDigest", "digestKind"),
+    }
+)
+_FACT_KEYS = frozenset(
+    {
+        *("factId", "subject", "predicate", "space", "actor", "source", "provenance"),
+        *("validFrom", "validTo", "confidence", COMMITMENT_KEY),
+    }
+)
+_CHAIN_ONLY = frozenset((CHAIN_KEY,))
+_OURS = frozenset((SALT_KEY, COMMITMENT_KEY))
+_TEXT = frozenset((str, type(None)))
+_TEXT_OR_DICT = frozenset((str, type(None), dict))
+_FACT_TYPES = frozenset((str, type(None), dict, int, float))
+
+
+def _plain_source(source: Any) -> bool:
+    return source.keys() <= {"receiptId"} and type(source.get("receiptId")) in _TEXT
+
+
+def _ledger_shaped(red: dict[str, Any]) -> bool:
+    """Whether a redacted form has the ledger's own shape: known keys only, text or null
+    everywhere but the sources, the fact and a ``confidence`` that ``fastjson.safe_number``
+    accepts. Such a form holds nothing ``fastjson.odd`` looks for, so its scan is skipped (a few
+    C-level set and count operations instead of a pass over the text). Anything else (unknown
+    keys, external ids, other numbers, a dict where text belongs) takes the checked path."""
+    kinds = list(map(type, red.values()))
+    if not red.keys() <= _EVENT_KEYS or not set(kinds) <= _TEXT_OR_DICT:
+        return False
+    fact, source = red.get("fact"), red.get("source")
+    if kinds.count(dict) != (type(fact) is dict) + (type(source) is dict):
+        return False
+    if type(source) is dict and not _plain_source(source):
+        return False
+    if fact is None:
+        return True
+    if type(fact) is not dict or not fact.keys() <= _FACT_KEYS:
+        return False
+    kinds = list(map(type, fact.values()))
+    source = fact.get("source")
+    confidence = fact.get("confidence")
+    special = kinds.count(dict) + kinds.count(float) + kinds.count(int)
+    expected = (type(source) is dict) + fastjson.safe_number(confidence)
+    if not set(kinds) <= _FACT_TYPES or special != expected:
+        return False
+    return type(source) is not dict or _plain_source(source)
+
+
+def leaf_bytes(red: dict[str, Any]) -> bytes:
+    """``canonical(red)`` for a redacted form (the message of its leaf hash)."""
+    if _ledger_shaped(red):
+        fast = fastjson.sorted_unchecked(red)
+        if fast is not None:
+            return fast
+    return canonical_utf8(red)
 
 
 def redacted(data: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +139,7 @@ def redacted(data: dict[str, Any]) -> dict[str, Any]:
 
 def leaf_of(data: dict[str, Any]) -> bytes:
     """The leaf hash of an event given as its wire dict."""
-    return hashlib.sha256(b"\x00" + canonical_utf8(redacted(data))).digest()
+    return hashlib.sha256(b"\x00" + leaf_bytes(redacted(data))).digest()
 
 
 def link(previous: bytes, leaf: bytes) -> bytes:
@@ -200,7 +204,11 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     its chain record (the first with a genesis when ``head`` is not chained).
 
     Written for speed (it runs on every append): one ``to_dict`` per event, reused as the
-    redacted form, and events rebuilt with their constructors rather than ``replace``.
+    redacted form, and events rebuilt with their constructors rather than ``replace``. The
+    ledger built these events from validated arguments (text where text belongs), so their
+    redacted form has the ledger's shape unless they carry extra keys, external ids or a
+    confidence ``fastjson.safe_number`` refuses: only then is the shape checked in full
+    (``leaf_bytes``).
     """
     out: list[Any] = []
     previous = bytes.fromhex(head.hash)
@@ -213,8 +221,15 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
         data = event.to_dict()  # a fresh dict, turned into the redacted form in place
         data.pop(CHAIN_KEY, None)
         fact = None
+        shaped = not event.extra or event.extra.keys() <= _CHAIN_ONLY
         if isinstance(event, AssertEvent):
             fact = event.fact
+            shaped = (
+                shaped
+                and fact.external is None
+                and fact.extra.keys() <= _OURS
+                and (fact.confidence is None or fastjson.safe_number(fact.confidence))
+            )
             salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
             more = dict(fact.extra)
             more.pop(SALT_KEY, None)
@@ -225,7 +240,8 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
             for key in REDACTED_FACT_KEYS:
                 red.pop(key, None)
             red[COMMITMENT_KEY] = commitment
-        leaf = hashlib.sha256(b"\x00" + canonical_utf8(data)).digest()
+        message = fastjson.sorted_unchecked(data) if shaped else None
+        leaf = hashlib.sha256(b"\x00" + (message or leaf_bytes(data))).digest()
         previous = hashlib.sha256(b"\x01" + previous + leaf).digest()
         seq += 1
         record: dict[str, Any] = {"seq": seq}

@@ -1,0 +1,157 @@
+"""JSON text at C speed, used only where it provably equals what JavaScript writes.
+
+``canonical`` defines the bytes (SPEC 2.5: ``JSON.stringify`` of a copy with sorted keys, and
+plain ``JSON.stringify`` for lines); this module offers the same bytes faster, or ``None`` when it
+cannot vouch for them, and the caller then runs the reference encoder. Two C encoders are used:
+``orjson`` when it is installed (the core's ``fast`` extra), else the standard library's.
+
+Both write strings and key order as JavaScript does for the inputs they accept: only ``"``,
+``\\`` and control characters escaped, the short escapes ``\\b \\f \\n \\r \\t`` and lowercase
+``\\u00XX`` for the rest, everything else as UTF-8; keys in insertion order, or sorted by code
+point. Where they may differ, the output shows it, and ``odd`` looks for exactly those marks:
+
+* a float written as an integer (``1.0``, ``-0.0``; JavaScript ``1``, ``0``) or with an exponent
+  (``1e+16``, ``1e16``, ``1e-6``; JavaScript ``10000000000000000``, ``0.000001``);
+* NaN or Infinity (the standard library writes them bare; JavaScript ``null``);
+* a number of 16 digits or more: an integer that may lie beyond 2**53, which JavaScript rounds;
+* a key that is an array index (``"7":``), which JavaScript lists first;
+* when keys are sorted, a character beyond the Basic Multilingual Plane: code-point order and
+  JavaScript's UTF-16 order differ only there.
+
+Lone surrogates cannot be encoded as UTF-8, and orjson refuses keys that are not strings, integers
+beyond 64 bits, and types that are not JSON (dataclasses, dates and subclasses are passed through
+to refuse them); every refusal falls back to the reference encoder, which escapes or raises as
+JavaScript would. A mark inside a string (``"version 1.0, then"``) only costs the exact encoder.
+``tests/core/test_fastjson.py`` checks the equivalence on generated JSON, edge numbers included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+try:  # the core's optional ``fast`` extra
+    import orjson
+except ImportError:  # pragma: no cover - exercised by the test that hides orjson
+    orjson = None  # type: ignore[assignment]
+
+# Two views of an output, each one C pass: ``]`` and ``}`` read as ``,`` (one test then finds a
+# value's end); and also every digit as ``0`` and ``+`` as ``-`` (one test finds every number of
+# a shape). A trailing ``,`` is added, so a value at the very end ends like any other.
+_ENDS = bytes.maketrans(b"]}", b",,")
+_SHAPES = bytes.maketrans(b"123456789+", b"000000000-")
+# An exponent: ``e``, a sign, 1 to 3 digits, the end of the number. A hash or UUID inside a
+# string never has that shape (``…0e-4a1b-…``); a string that does only costs the exact encoder.
+_EXPONENTS = (b"0e-0,", b"0e-00,", b"0e-000,")
+# 16 digits or more starting a value (after ``:`` ``,`` ``[``, or at the start), not inside a hash.
+_LONG_INT = re.compile(rb"[:,\[]-?0{16}")
+_LONG_START = re.compile(rb"-?0{16}")
+_INDEX_KEY = re.compile(rb'"[0-9]{1,10}":')
+_ASTRAL = re.compile(rb"[\xf0-\xf4]")  # the lead byte of a 4-byte UTF-8 sequence
+
+
+def odd(data: bytes, *, sort: bool) -> bool:
+    """Whether a C encoder's output ``data`` may differ from JavaScript's (the list above).
+    Plain substring tests on translated copies, since ``re`` scans cost several times more; a
+    regular expression only confirms the rare candidates."""
+    ends = data.translate(_ENDS) + b","
+    if b".0," in ends or b"NaN" in data or b"Infinity" in data:
+        return True
+    shapes = ends.translate(_SHAPES)
+    if _EXPONENTS[0] in shapes or _EXPONENTS[1] in shapes or _EXPONENTS[2] in shapes:
+        return True
+    if b"0000000000000000" in shapes and (
+        _LONG_INT.search(shapes) is not None or _LONG_START.match(shapes) is not None
+    ):
+        return True
+    if b'0":' in shapes and _INDEX_KEY.search(data) is not None:
+        return True
+    return sort and not data.isascii() and _ASTRAL.search(data) is not None
+
+
+if orjson is not None:
+    _PASS = (
+        orjson.OPT_PASSTHROUGH_DATACLASS
+        | orjson.OPT_PASSTHROUGH_DATETIME
+        | orjson.OPT_PASSTHROUGH_SUBCLASS
+    )
+    _SORT = _PASS | orjson.OPT_SORT_KEYS
+    _dumps: Callable[..., bytes] | None = orjson.dumps
+    _loads: Callable[[str | bytes], Any] | None = orjson.loads
+    _Refused: tuple[type[BaseException], ...] = (TypeError, ValueError, RecursionError)
+    # ``odd`` knows the signed exponents of orjson 3.10 on (``1e+16``, ``1e-7``); an orjson
+    # writing them another way is not used.
+    if (
+        orjson.dumps(1e16) != b"1e+16"
+        or orjson.dumps(1e-7) != b"1e-7"
+        or orjson.dumps(1.0) != b"1.0"
+    ):
+        _dumps = _loads = None
+else:  # pragma: no cover - exercised by the test that hides orjson
+    _PASS = _SORT = 0
+    _dumps = _loads = None
+    _Refused = ()
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def sorted_bytes(value: Any) -> bytes | None:
+    """``canonical_json(value)`` as UTF-8 through orjson, or ``None`` (no orjson, or it cannot
+    vouch for the output: the caller runs the reference encoder)."""
+    if _dumps is None:
+        return None
+    try:
+        data = _dumps(value, _refuse, _SORT)
+    except _Refused:
+        return None
+    return None if odd(data, sort=True) else data
+
+
+def sorted_unchecked(value: Any) -> bytes | None:
+    """``sorted_bytes`` without ``odd``'s scan, for a caller that has checked the value's shape
+    itself (no float, integer, key or character that ``odd`` looks for: ``chain.leaf_bytes``);
+    ``None`` when orjson is missing or refuses the value."""
+    if _dumps is None:
+        return None
+    try:
+        return _dumps(value, _refuse, _SORT)
+    except _Refused:
+        return None
+
+
+def safe_number(number: Any) -> bool:
+    """Whether orjson writes ``number`` as JavaScript does: an integer within 2**53, or a float
+    that is not integral and lies where both write it positionally (1e-5 to 1e15)."""
+    kind = type(number)
+    if kind is int:
+        return bool(-(2**53) < number < 2**53)
+    return kind is float and 1e-5 <= abs(number) < 1e15 and not number.is_integer()
+
+
+def ordered_bytes(value: Any) -> bytes | None:
+    """``js_json(value)`` (``JSON.stringify``: insertion order) as UTF-8 through orjson, or
+    ``None`` as for ``sorted_bytes``."""
+    if _dumps is None:
+        return None
+    try:
+        data = _dumps(value, _refuse, _PASS)
+    except _Refused:
+        return None
+    return None if odd(data, sort=False) else data
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` at orjson's speed where both read the text alike, else ``json.loads`` (so
+    errors, NaN, huge numbers and lone surrogates behave exactly as before). Both keep the last
+    of duplicate keys and round floats correctly; an integer beyond 64 bits orjson reads as a
+    float, which canonical JSON writes alike (JavaScript numbers are doubles)."""
+    if _loads is not None:
+        try:
+            return _loads(text)
+        except ValueError:
+            pass
+    return json.loads(text)

@@ -202,3 +202,46 @@ def test_config_and_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     with Ledger(ledger, forget_mode="crypto-shred", key_store=str(keys)) as book:
         assert book.facts()[0].forgotten is not None
         assert book.backend.keystore().doomed() == {}
+
+
+def test_verify_checks_sealed_values_with_the_key_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "l.jsonl"
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        kept = ledger.assert_fact(subject="s", predicate="p", value=SECRET, space="o", actor="a")
+        gone = ledger.assert_fact(subject="t", predicate="p", value="bye", space="o", actor="a")
+        ledger.forget(fact_id=gone.fact_id, actor="a", reason="gdpr")
+    assert main(["verify", "--ledger", str(path)]) == 0  # leaves and links; values noted
+    assert "1 value(s) sealed by crypto-shred mode" in capsys.readouterr().err
+    assert main(["verify", "--ledger", str(path), "--key-store", "default"]) == 0
+    assert "sealed" not in capsys.readouterr().err
+    # An envelope edited in place keeps its leaf (the value is not part of it): only opening
+    # it with its key shows the edit.
+    lines = path.read_text("utf-8").splitlines()
+    event = json.loads(lines[0])
+    assert event["fact"]["factId"] == kept.fact_id
+    ct = event["fact"]["value"]["ct"]
+    event["fact"]["value"]["ct"] = ("A" if ct[0] != "A" else "B") + ct[1:]
+    lines[0] = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    assert main(["verify", "--ledger", str(path), "--key-store", "default"]) == 1
+    assert "first bad event 1: the sealed value does not open with its key" in (
+        capsys.readouterr().out
+    )
+
+
+def test_appends_read_only_the_last_event_not_the_whole_ledger(tmp_path: Path) -> None:
+    # The chain links each append to the last event; in crypto-shred mode that must be the
+    # inner backend's indexed read, not a walk opening every envelope (once +400% per append).
+    with Ledger(tmp_path / "l.jsonl", forget_mode="crypto-shred") as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
+        backend = ledger.backend
+        assert isinstance(backend, ShreddingBackend)
+
+        def walked() -> None:
+            raise AssertionError("an append walked every event")
+
+        backend.inner.iter_events = walked  # type: ignore[method-assign]
+        ledger.assert_fact(subject="s", predicate="q", value=2, space="o", actor="a")
+        assert backend.last_event().fact.value == 2  # type: ignore[union-attr]

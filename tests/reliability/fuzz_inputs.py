@@ -26,6 +26,8 @@ CLEAR = re.compile(
     r'|no fact named ".*" was fetched by the gateway for this call; .*'
     r'|value differs from what the gateway observed in ".*"; write refused'
     r"|sweep needs `before`, or a server started with retention windows"
+    r"|(an erasure certificate is|erasure certificates are) signed with the server's key, "
+    r"and this server has none: .*"
     r"|cannot (supersede|retract|confirm|forget|hold|release) unknown fact .*"
     r"|fact .* is (already superseded|retracted|already retracted|already attested"
     r"|already forgotten|already on hold|not on hold|on legal hold; release it first)"

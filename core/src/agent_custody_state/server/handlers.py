@@ -165,7 +165,9 @@ async def retract(svc: Services, call: CallContext, args: Args) -> ToolResult:
 async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
     certify = bool(args.get("certificate"))
     if certify and svc.identity is None:
-        return ToolResult.error(NO_SIGNING_KEY.format(what="certificate"), "no_signing_key")
+        return ToolResult.error(
+            NO_SIGNING_KEY.format(what="an erasure certificate is"), "no_signing_key"
+        )
     guard = await _guard(svc, call, args["factId"], "forget")
     done = await svc.custody.forget(
         fact_id=args["factId"],
@@ -217,7 +219,9 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
         check_space(call.spaces, args["space"])
     certify = bool(args.get("certificates"))
     if certify and svc.identity is None:
-        return ToolResult.error(NO_SIGNING_KEY.format(what="certificates"), "no_signing_key")
+        return ToolResult.error(
+            NO_SIGNING_KEY.format(what="erasure certificates are"), "no_signing_key"
+        )
     report = await svc.custody.sweep(
         within=call.spaces.allows if call.spaces is not None else None,
         before=args.get("before"),

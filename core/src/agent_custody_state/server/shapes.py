@@ -120,7 +120,7 @@ def hidden_claimed_hint(hidden: int) -> str:
 
 
 NO_SIGNING_KEY = (
-    "an erasure {what} is signed with the server's key, and this server has none: start it "
+    "{what} signed with the server's key, and this server has none: start it "
     "with --key (or key = ... in its config; agent-custody-memory keygen makes one); nothing "
     "was forgotten"
 )

@@ -80,10 +80,10 @@ class JwksCache:
         return None
 
     async def key_data(self, kid: str | None) -> dict[str, Any]:
-        reason = self._due(kid, time.monotonic())
-        if reason is not None:
+        if self._find(kid) is None or self._due(kid, time.monotonic()) is not None:
+            # Also when no fetch is due: one may be under way (a rotation seen by a
+            # concurrent request), and its keys are the ones to check against.
             async with self._lock:
-                # Another request may have fetched while this one waited for the lock.
                 reason = self._due(kid, time.monotonic())
                 if reason is not None:
                     await self._refresh(reason)

@@ -59,4 +59,8 @@ class OAuthConfig(BaseModel):
     algorithms: list[str] | None = None
     leeway: float = Field(default=30, ge=0, le=300)
     jwks_cache_seconds: float = Field(default=300, gt=0)
+    #: longest wait for the JWKS URL; a request never waits longer for a key
+    jwks_timeout_seconds: float = Field(default=5, gt=0, le=60)
+    #: fewest seconds between two fetches caused by unknown key ids or after a failed fetch
+    jwks_min_refresh_seconds: float = Field(default=10, ge=0, le=3600)
     authorization_servers: list[str] = Field(default_factory=list)

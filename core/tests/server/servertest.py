@@ -13,10 +13,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 CLI = [sys.executable, "-m", "agent_custody_state"]
 GATEWAY_TOKEN = "gw-" + uuid.uuid4().hex
 DIRECT_TOKEN = "direct-" + uuid.uuid4().hex
 TOKEN_ENV = {"MEMORY_TOKEN": GATEWAY_TOKEN, "AGENT_TOKEN": DIRECT_TOKEN}
+#: What a Streamable HTTP client sends with every POST, and its first request.
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+
+
+def post(url: str, token: str | None, body: Any = INIT, **headers: str) -> httpx.Response:
+    """One raw JSON-RPC POST to ``url`` (``initialize`` by default), with ``token`` if given."""
+    sent = {**HEADERS, **headers}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    return httpx.post(url, json=body, headers=sent, timeout=10)
 
 
 def unique(prefix: str = "s") -> str:

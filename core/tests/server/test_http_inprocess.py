@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from servertest import HEADERS, INIT
 
 from agent_custody_state import Ledger, serve_memory_http
 from agent_custody_state.server.signing import SigningIdentity
@@ -18,17 +19,6 @@ from agent_custody_state_conformance.gateway import SIGNATURE_KEY, GatewayClient
 
 pytestmark = pytest.mark.anyio
 TOKENS = {"gw-token": "gateway", "direct-token": "direct"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ sees the request:
 - Missing or wrong bearer token → 401 ``{"error":"unauthorized"}``; with OAuth configured
   (``oauth.py``) a token that is no static one is checked as a JWT access token, and the
   ``WWW-Authenticate`` challenge names the resource metadata and the scopes (a valid token
-  granting no role here → 403 ``insufficient_scope``). Tokens are compared with
+  granting no role here → 403 ``insufficient_scope``; so is a tool call the OAuth token lacks a
+  scope for, naming the scopes it needs: ``stepup.py``). Tokens are compared with
   ``hmac.compare_digest`` against every configured token, so timing reveals neither a token nor
   which one matched. The matched token's role (``gateway`` or ``direct``) goes into the request
   scope for the tool handler, and an ``AuthenticatedUser`` binds each MCP session to the token
@@ -37,10 +38,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_custody_state.server.oauth import InsufficientScope, InvalidToken, JwtVerifier
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
+from agent_custody_state.server.stepup import missing_scopes, tool_call
 from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, SCOPE_SPACES_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
+INSUFFICIENT_SCOPE = -32003  # the same range: MCP names no code for a scope refusal
 DEFAULT_BODY_TIMEOUT = 30.0
 
 
@@ -53,6 +56,7 @@ class BearerToken:
     role: Role = "gateway"
     label: str = ""
     spaces: SpaceScope | None = None
+    oauth: bool = False  # an OAuth principal's grant (a step-up may widen it)
 
 
 _ANONYMOUS = BearerToken("-", "direct", "anonymous")
@@ -163,9 +167,9 @@ async def _respond(
     await send({"type": "http.response.body", "body": data})
 
 
-def _quotable(exc: Exception) -> str:
+def _quotable(text: object) -> str:
     """A message fit for a quoted header parameter (RFC 6750 allows no quotes or backslashes)."""
-    return "".join(c for c in str(exc) if c not in '"\\' and 32 <= ord(c) < 127)
+    return "".join(c for c in str(text) if c not in '"\\' and 32 <= ord(c) < 127)
 
 
 def _rpc_error(code: int, message: str) -> dict[str, Any]:
@@ -229,28 +233,57 @@ class HttpGuard:
                 send, f'error="insufficient_scope", error_description="{_quotable(exc)}"'
             )
             return None
-        token = BearerToken("", principal.role, principal.label, principal.spaces)
+        token = BearerToken("", principal.role, principal.label, principal.spaces, oauth=True)
         if token not in self._users:
             access = AccessToken(token="", client_id=token.label, scopes=[token.role])
             self._users[token] = AuthenticatedUser(access)
         return token
 
-    async def _challenge(self, send: Send, error: str | None) -> None:
+    async def _challenge(
+        self, send: Send, error: str | None, scopes: Sequence[str] = (), body: Any = None
+    ) -> None:
         """401 (403 for insufficient_scope) with the ``WWW-Authenticate`` challenge: bare
-        ``Bearer`` for static tokens only, else the MCP authorization spec's parameters."""
+        ``Bearer`` for static tokens only, else the MCP authorization spec's parameters;
+        ``scopes``: the ones this operation needs (default: every scope this server knows)."""
         parts = [error] if error else []
         if self.oauth is not None:
             settings = self.oauth.settings
             parts.append(f'resource_metadata="{settings.metadata_url}"')
-            parts.append(f'scope="{" ".join(settings.scopes_supported())}"')
+            parts.append(f'scope="{" ".join(scopes or settings.scopes_supported())}"')
         challenge = "Bearer" + (" " + ", ".join(parts) if parts else "")
         insufficient = error is not None and "insufficient_scope" in error
         await _respond(
             send,
             403 if insufficient else 401,
-            {"error": "insufficient_scope" if insufficient else "unauthorized"},
+            body or {"error": "insufficient_scope" if insufficient else "unauthorized"},
             [(b"www-authenticate", challenge.encode())],
         )
+
+    async def _step_up(self, send: Send, token: BearerToken, body: bytes) -> bool:
+        """Answer 403 ``insufficient_scope`` to a tool call the OAuth token lacks a scope for
+        (``stepup.py``); True once answered."""
+        if self.oauth is None or not token.oauth:
+            return False
+        if token.role != "reader" and token.spaces is None:
+            return False  # nothing a scope could add: no parse
+        call = tool_call(body)
+        if call is None:
+            return False
+        request_id, tool, arguments = call
+        missing = missing_scopes(self.oauth.settings, token.role, token.spaces, tool, arguments)
+        if missing is None:
+            return False
+        error = _rpc_error(INSUFFICIENT_SCOPE, f"insufficient scope: {missing.reason}")
+        error["id"] = request_id
+        error["error"]["data"] = {"scope": " ".join(missing.scopes)}
+        description = _quotable(missing.reason)
+        await self._challenge(
+            send,
+            f'error="insufficient_scope", error_description="{description}"',
+            missing.scopes,
+            error,
+        )
+        return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -305,6 +338,8 @@ class HttpGuard:
                 ),
                 [(b"connection", b"close")],
             )
+            return
+        if await self._step_up(send, token, bytes(body)):
             return
         if self.in_flight >= self.max_concurrency:
             self.refused_overload += 1

@@ -5,8 +5,9 @@ where its tokens come from (RFC 9728 protected resource metadata, ``metadata()``
 each access token it is handed. ``JwtVerifier.verify`` checks, with PyJWT:
 
 - the signature, with a key from the issuer's JWKS (a file, or a URL fetched with a short
-  timeout and cached; an unknown ``kid`` refetches at most once every ``MIN_REFRESH`` seconds,
-  so a flood of made-up key ids cannot turn the server into a JWKS-fetching loop);
+  timeout and cached: ``jwks.py``; an unknown ``kid`` refetches at once, at most once every
+  ``min_refresh`` seconds, so a flood of made-up key ids cannot turn the server into a
+  JWKS-fetching loop);
 - the algorithm: only the asymmetric ones configured (never ``none``, never an HMAC one, so a
   public key can never be used as an HMAC secret);
 - ``iss`` (the issuer), ``aud`` (this server's resource URL), ``exp`` and ``nbf`` with a small
@@ -21,23 +22,17 @@ kept nowhere: only its principal (issuer, subject, client) and what it grants go
 
 from __future__ import annotations
 
-import json
-import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import jwt
 from jwt import PyJWK
 
+from agent_custody_state.server.jwks import JwksCache, JwksError
 from agent_custody_state.server.scopes import SpaceScope
 from agent_custody_state.server.trust import ROLES, Role
-
-log = logging.getLogger(__name__)
 
 #: The algorithms a token may be signed with: asymmetric only.
 ASYMMETRIC: tuple[str, ...] = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
@@ -75,6 +70,8 @@ class OAuthSettings:
     algorithms: tuple[str, ...] = ASYMMETRIC
     leeway: float = 30.0
     cache_seconds: float = 300.0
+    min_refresh: float = MIN_REFRESH
+    jwks_timeout: float = 5.0
     authorization_servers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -86,6 +83,8 @@ class OAuthSettings:
                 f"server.oauth.algorithms: only asymmetric algorithms ({', '.join(ASYMMETRIC)}); "
                 f"not {', '.join(bad) or 'an empty list'}"
             )
+        if self.jwks_timeout <= 0 or self.min_refresh < 0:
+            raise ValueError("server.oauth: the JWKS timeout must be positive")
         if not self.resource.startswith(("https://", "http://")):
             raise ValueError("server.oauth.resource: this server's URL, as https://host/mcp")
         for name, (role, _spaces) in self.grants.items():
@@ -133,71 +132,18 @@ class Principal:
         return f"oauth:{self.subject}" + (f"/{self.client_id}" if self.client_id else "")
 
 
-class JwksCache:
-    """The issuer's signing keys by ``kid``, from a file or a URL, refreshed when stale or
-    when a token names a key not seen yet (at most every ``MIN_REFRESH`` seconds)."""
-
-    def __init__(self, settings: OAuthSettings, client: httpx.AsyncClient | None = None) -> None:
-        self.settings = settings
-        self._client = client
-        self._keys: dict[str | None, dict[str, Any]] = {}
-        self._loaded = float("-inf")
-        self._lock = anyio.Lock()
-        self.fetches = 0
-
-    async def key_data(self, kid: str | None) -> dict[str, Any]:
-        now = time.monotonic()
-        if now - self._loaded > self.settings.cache_seconds:
-            await self._refresh(now)
-        elif kid not in self._keys and now - self._loaded > MIN_REFRESH:
-            await self._refresh(now)  # the issuer may have rotated its keys
-        data = self._keys.get(kid)
-        if data is None and kid is None and len(self._keys) == 1:
-            data = next(iter(self._keys.values()))
-        if data is None:
-            raise InvalidToken("the token's signing key is not among the issuer's keys")
-        return data
-
-    async def _refresh(self, now: float) -> None:
-        async with self._lock:
-            if self._loaded >= now:
-                return  # another request refreshed meanwhile
-            try:
-                document = await self._load()
-                keys = document["keys"]
-                if not isinstance(keys, list):
-                    raise ValueError("keys is not a list")
-            except Exception as exc:
-                if self._keys:  # keep serving with the keys we have
-                    log.warning("JWKS refresh failed, keeping the cached keys: %s", exc)
-                    self._loaded = time.monotonic()
-                    return
-                raise InvalidToken(f"the issuer's keys cannot be loaded: {exc}") from None
-            self._keys = {k.get("kid"): k for k in keys if isinstance(k, dict)}
-            self._loaded = time.monotonic()
-            self.fetches += 1
-
-    async def _load(self) -> Any:
-        if self.settings.jwks_file is not None:
-            text = await anyio.to_thread.run_sync(Path(self.settings.jwks_file).read_text)
-            return json.loads(text)
-        assert self.settings.jwks_url is not None
-        client = self._client or httpx.AsyncClient(timeout=5.0)
-        try:
-            response = await client.get(self.settings.jwks_url)
-            response.raise_for_status()
-            return response.json()
-        finally:
-            if self._client is None:
-                await client.aclose()
-
-
 class JwtVerifier:
     """Checks access tokens (see the module docstring)."""
 
     def __init__(self, settings: OAuthSettings, jwks: JwksCache | None = None) -> None:
         self.settings = settings
-        self.jwks = jwks or JwksCache(settings)
+        self.jwks = jwks or JwksCache(
+            file=settings.jwks_file,
+            url=settings.jwks_url,
+            cache_seconds=settings.cache_seconds,
+            min_refresh=settings.min_refresh,
+            timeout=settings.jwks_timeout,
+        )
 
     async def verify(self, token: str) -> Principal:
         try:
@@ -208,7 +154,10 @@ class JwtVerifier:
         if alg not in self.settings.algorithms:
             raise InvalidToken(f"signing algorithm {alg!r} is not accepted")
         kid = header.get("kid")
-        data = await self.jwks.key_data(kid if isinstance(kid, str) else None)
+        try:
+            data = await self.jwks.key_data(kid if isinstance(kid, str) else None)
+        except JwksError as exc:
+            raise InvalidToken(str(exc)) from None
         try:
             key = PyJWK(data, algorithm=alg)
             claims = jwt.decode(

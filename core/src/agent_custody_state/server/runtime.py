@@ -147,6 +147,8 @@ def oauth_settings(table: OAuthConfig) -> OAuthSettings:
             space_prefix=table.space_scope_prefix,
             leeway=table.leeway,
             cache_seconds=table.jwks_cache_seconds,
+            min_refresh=table.jwks_min_refresh_seconds,
+            jwks_timeout=table.jwks_timeout_seconds,
             authorization_servers=tuple(table.authorization_servers),
             **given,
         )

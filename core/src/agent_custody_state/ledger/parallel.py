@@ -121,15 +121,17 @@ def verify_parallel(
     public_key: Ed25519PublicKey | None = None,
     open_value: OpenValue | None = None,
     executor: Executor | None = None,
-    chunk: int = CHUNK,
+    chunk: int | None = None,
     stats: dict[str, int] | None = None,
 ) -> VerifyReport:
     """``verify_lines`` in ``jobs`` worker processes (default: one per processor; 1, a ledger
-    of one chunk or less, or ``open_value``: in this process). The report is the one
+    of one chunk or less, or ``open_value``: in this process; ``chunk`` events per chunk, default
+    ``CHUNK``). The report is the one
     ``verify_lines`` gives. ``executor`` lends a pool to reuse; ``stats`` (when given) receives
     the number of chunks taken from the workers (``merged``) and verified again (``rerun``)."""
     checkpoints = list(checkpoints)
     jobs = default_jobs() if jobs is None else jobs
+    chunk = chunk or CHUNK
     stream = iter(lines)
     head = list(islice(stream, chunk))
     if open_value is not None or (executor is None and jobs <= 1) or len(head) < chunk:
@@ -208,4 +210,3 @@ class _Merge:
             report.genesis = result.genesis
         verifier.sealed += result.sealed
         verifier.resume(result.end)
-

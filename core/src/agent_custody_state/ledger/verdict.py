@@ -64,6 +64,7 @@ class State(NamedTuple):
 #: Before the first event.
 START = State(bytes(32), False, None, False)
 
+
 def signatures(
     report: VerifyReport, checkpoints: list[Checkpoint], public_key: Ed25519PublicKey | None
 ) -> VerifyReport:

@@ -26,7 +26,6 @@ from agent_custody_state.ledger.chain import (
     CHAIN_KEY,
     COMMITMENT_KEY,
     SALT_KEY,
-    ZERO_HEAD,
     leaf_bytes,
 )
 from agent_custody_state.ledger.checkpoints import Checkpoint

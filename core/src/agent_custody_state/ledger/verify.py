@@ -11,7 +11,6 @@ What each problem means is in ``docs/proofs.md`` ("What verify checks").
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import hmac
@@ -113,13 +112,12 @@ class Verifier:
             salt = fact.pop(SALT_KEY, None)
             forgotten = fact.pop("forgotten", None)
         leaf = hashlib.sha256(b"\x00" + leaf_bytes(data)).digest()
+        leaf_hex = leaf.hex()
         if isinstance(fact, dict) and COMMITMENT_KEY in fact:
             self._commitment(seq, fact, value, salt, forgotten)
         elif data.get("kind") == "forget":
             # Only an intact forget event can tell its assert's certificate was edited.
-            intact = record is None or (
-                isinstance(record, dict) and record.get("leaf") == leaf.hex()
-            )
+            intact = record is None or (isinstance(record, dict) and record.get("leaf") == leaf_hex)
             self._forget(seq, data, intact)
         if (
             # The common case, decided without parsing the hashes: a well-formed record that
@@ -131,7 +129,7 @@ class Verifier:
             and type(record.get("seq")) is int
             and record["seq"] == seq
             and "genesis" not in record
-            and record.get("leaf") == leaf.hex()
+            and record.get("leaf") == leaf_hex
         ):
             head = hashlib.sha256(b"\x01" + self.running + leaf).digest()
             if record.get("head") == head.hex():
@@ -261,10 +259,10 @@ class Verifier:
                 report.add(seq, "the sealed value does not open with its key: it was edited")
                 return
         try:
-            key = base64.b64decode(salt, validate=True)
+            key = binascii.a2b_base64(salt, strict_mode=True)
         except (ValueError, binascii.Error):
             key = b""
-        if base64.b64encode(key).decode("ascii") != salt:  # another spelling is an edit too
+        if binascii.b2a_base64(key, newline=False) != salt.encode():  # another spelling too
             report.add(seq, "the value salt is not the base64 the chain writes")
             return
         if hmac.digest(key, canonical_utf8(value), "sha256").hex() != fact[COMMITMENT_KEY]:

@@ -9,8 +9,10 @@
     character of one row's JSON with another printable ASCII character, since PostgreSQL text
     must stay valid UTF-8). Each must fail ``verify`` with the first bad event at the position
     mutated.
+    Each mutated ledger is also verified in parallel (chunks of 32 events, two workers): the
+    report must be the sequential one.
 (b) **Verify throughput** (events/s) over a generated, chained ledger of 1M events (JSONL file
-    and SQLite table), single process.
+    and SQLite table), in one process and with ``--jobs`` workers (default: one per processor).
 (c) **Append cost** of the chain: ``Ledger(chain=True)`` against ``Ledger(chain=False)`` on the
     same backend, durable single appends (``assert_fact``) and batched ingest (``assert_many``
     of 1,000), the two ledgers written in turns so load and drift hit both alike; medians.
@@ -45,13 +47,19 @@ from agent_custody_state.backends.jsonl_lines import stored_lines
 from agent_custody_state.ledger.chain import ZERO_HEAD, ChainHead, seal
 from agent_custody_state.ledger.checkpoints import Checkpoint, read_checkpoints
 from agent_custody_state.ledger.model import AssertEvent, Fact, RetractEvent, Source
+from agent_custody_state.ledger.parallel import default_jobs, verify_parallel, worker_pool
 from agent_custody_state.ledger.verify import verify_lines
+from benchkit.mutations import (
+    jsonl_trials,
+    mutation_test,
+    postgres_runner,
+    sql_trials,
+    sqlite_runner,
+)
 
 OUT = Path(__file__).resolve().parent / "out"
 # Large JSONL ledgers are built on purpose here: past the backend's default open limit.
 os.environ.setdefault("AGENT_CUSTODY_JSONL_MAX_MB", "0")
-KINDS = ("byte", "delete", "swap", "truncate")
-PRINTABLE = [chr(c) for c in range(0x20, 0x7F)]
 
 
 # -- building ledgers ----------------------------------------------------------------------------
@@ -90,124 +98,6 @@ def build(location: str, n: int, key: Ed25519PrivateKey, rng: random.Random) -> 
         return read_checkpoints("\n".join(log.notes()))
 
 
-# -- (a) mutations -------------------------------------------------------------------------------
-
-Trial = Callable[[str, random.Random], tuple[list[Any], int]]
-
-
-def jsonl_trials(path: Path, scratch: Path) -> Trial:
-    data = path.read_bytes()
-    lock = os.open(scratch.with_suffix(".lock"), os.O_RDWR | os.O_CREAT)
-
-    def trial(kind: str, rng: random.Random) -> tuple[list[Any], int]:
-        lines = data.split(b"\n")[:-1]
-        if kind == "byte":  # any byte but the final newline, replaced by a different byte
-            at = rng.randrange(len(data) - 1)
-            new = rng.choice([b for b in range(256) if b != data[at]])
-            out, expected = data[:at] + bytes([new]) + data[at + 1 :], data.count(b"\n", 0, at) + 1
-        elif kind == "delete":
-            i = rng.randrange(len(lines))
-            out, expected = b"".join(x + b"\n" for j, x in enumerate(lines) if j != i), i + 1
-        elif kind == "swap":
-            i, j = sorted(rng.sample(range(len(lines)), 2))
-            lines[i], lines[j] = lines[j], lines[i]
-            out, expected = b"".join(x + b"\n" for x in lines), i + 1
-        else:
-            at = rng.randrange(len(data) - 1)
-            # A cut just before a newline keeps that whole line (a last line without its
-            # newline is read as complete): the first missing event is the next one.
-            whole = data[at] == 10
-            out, expected = data[:at], data.count(b"\n", 0, at) + 1 + whole
-        scratch.write_bytes(out)
-        return list(stored_lines(scratch, lock)), expected
-
-    return trial
-
-
-def sql_trials(run: Callable[[Callable[[Any], list[Any]]], list[Any]], param: str) -> Trial:
-    """Mutations of the events table inside a rolled-back transaction (``run`` provides it)."""
-    rows = run(lambda cur: cur.execute("SELECT seq, json FROM events ORDER BY seq").fetchall())
-    seqs = [r[0] for r in rows]
-    texts = [r[1] for r in rows]
-    update = f"UPDATE events SET json = {param} WHERE seq = {param}"
-
-    def trial(kind: str, rng: random.Random) -> tuple[list[Any], int]:
-        def mutate(cur: Any) -> list[Any]:
-            nonlocal expected
-            if kind == "byte":
-                i = rng.randrange(len(texts))
-                text = texts[i]
-                at = rng.randrange(len(text))
-                ch = rng.choice([c for c in PRINTABLE if c != text[at]])
-                cur.execute(update, (text[:at] + ch + text[at + 1 :], seqs[i]))
-                expected = i + 1
-            elif kind == "delete":
-                i = rng.randrange(len(seqs))
-                cur.execute(f"DELETE FROM events WHERE seq = {param}", (seqs[i],))
-                expected = i + 1
-            elif kind == "swap":
-                i, j = sorted(rng.sample(range(len(seqs)), 2))
-                cur.execute(update, (texts[j], seqs[i]))
-                cur.execute(update, (texts[i], seqs[j]))
-                expected = i + 1
-            else:
-                k = rng.randrange(len(seqs))
-                cur.execute(f"DELETE FROM events WHERE seq > {param}", (seqs[k - 1] if k else 0,))
-                expected = k + 1
-            return [r[0] for r in cur.execute("SELECT json FROM events ORDER BY seq").fetchall()]
-
-        expected = 0
-        stored = run(mutate)
-        return stored, expected
-
-    return trial
-
-
-def sqlite_runner(path: Path) -> Callable[[Callable[[Any], list[Any]]], list[Any]]:
-    conn = sqlite3.connect(path, isolation_level=None)
-
-    def run(fn: Callable[[Any], list[Any]]) -> list[Any]:
-        conn.execute("BEGIN")
-        try:
-            return fn(conn)
-        finally:
-            conn.execute("ROLLBACK")
-
-    return run
-
-
-def postgres_runner(url: str) -> Callable[[Callable[[Any], list[Any]]], list[Any]]:
-    import psycopg
-
-    conn = psycopg.connect(url, autocommit=True)
-
-    def run(fn: Callable[[Any], list[Any]]) -> list[Any]:
-        with conn.transaction(force_rollback=True), conn.cursor() as cur:
-            return fn(cur)
-
-    return run
-
-
-def mutation_test(trial: Trial, cps: list[Checkpoint], count: int, seed: int) -> dict[str, Any]:
-    rng = random.Random(seed)
-    out: dict[str, Any] = {}
-    for kind in KINDS:
-        detected = named = 0
-        misses: list[str] = []
-        for _ in range(count):
-            stored, expected = trial(kind, rng)
-            report = verify_lines(stored, checkpoints=cps)
-            first = report.first
-            detected += not report.ok
-            named += first is not None and first.seq == expected
-            if (first is None or first.seq != expected) and len(misses) < 5:
-                misses.append(f"expected {expected}, got {first}")
-        out[kind] = {"trials": count, "detected": detected, "first_bad_named": named}
-        if misses:
-            out[kind]["misses"] = misses
-    return out
-
-
 # -- (b) verify throughput -----------------------------------------------------------------------
 
 
@@ -233,17 +123,13 @@ def generated(n: int, seed: int = 7) -> Iterator[str]:
         yield from (e.to_json() for e in sealed)
 
 
-def throughput(workdir: Path, n: int) -> dict[str, Any]:
+def throughput(workdir: Path, n: int, jobs: int) -> dict[str, Any]:
     path = workdir / f"big-{n}.jsonl"
     with open(path, "w", encoding="utf-8") as fh:
         fh.writelines(line + "\n" for line in generated(n))
     lock = os.open(workdir / "big.lock", os.O_RDWR | os.O_CREAT)
-    out: dict[str, Any] = {"events": n, "bytes": path.stat().st_size}
-    started = time.perf_counter()
-    report = verify_lines(stored_lines(path, lock))
-    elapsed = time.perf_counter() - started
-    assert report.ok and report.events == n, report.problems[:3]
-    out["jsonl_events_per_s"] = round(n / elapsed)
+    out: dict[str, Any] = {"events": n, "bytes": path.stat().st_size, "jobs": jobs}
+    out["jsonl"] = _rates(lambda: stored_lines(path, lock), n, jobs)
     db = workdir / f"big-{n}.sqlite"
     db.unlink(missing_ok=True)
     with Ledger(db, chain=False) as ledger:  # creates the table; rows loaded directly
@@ -257,13 +143,29 @@ def throughput(workdir: Path, n: int) -> dict[str, Any]:
     conn.commit()
     conn.close()
     with Ledger(db) as ledger:
-        started = time.perf_counter()
-        report = verify_lines(ledger.backend.stored_events())
-        elapsed = time.perf_counter() - started
-    assert report.ok and report.events == n, report.problems[:3]
-    out["sqlite_events_per_s"] = round(n / elapsed)
+        out["sqlite"] = _rates(ledger.backend.stored_events, n, jobs)
     db.unlink()
     return out
+
+
+def _rates(stored: Callable[[], Any], n: int, jobs: int) -> dict[str, Any]:
+    """Events/s verifying ``stored()`` in this process, then with ``jobs`` workers, in turns
+    (twice each, the better of two kept), with the CPU seconds of this process and the
+    machine's load at the start."""
+    best: dict[str, float] = {}
+    for _ in range(2):
+        for name, workers in (("single", 1), ("parallel", jobs)):
+            started = time.perf_counter()
+            report = verify_parallel(stored(), jobs=workers)
+            elapsed = time.perf_counter() - started
+            assert report.ok and report.events == n, report.problems[:3]
+            best[name] = min(best.get(name, elapsed), elapsed)
+    return {
+        "single_events_per_s": round(n / best["single"]),
+        "parallel_events_per_s": round(n / best["parallel"]),
+        "speedup": round(best["single"] / best["parallel"], 2),
+        "load_1min": os.getloadavg()[0],
+    }
 
 
 # -- (c) append cost -----------------------------------------------------------------------------
@@ -326,6 +228,9 @@ def main() -> None:
         default=["mutations", "append", "verify"],
         choices=["mutations", "append", "verify"],
     )
+    parser.add_argument(
+        "--jobs", type=int, default=default_jobs(), help="workers of the parallel verify"
+    )
     args = parser.parse_args()
     quick = args.quick
     mutations = args.mutations or (250 if quick else 2_500)
@@ -361,7 +266,10 @@ def main() -> None:
                     trial = sql_trials(sqlite_runner(Path(location)), "?")
             assert all(cp.check_signature(key.public_key()) is None for cp in cps)
             if "mutations" in args.parts:
-                results["mutations"][backend] = mutation_test(trial, cps, mutations, seed=5)
+                with worker_pool(2) as workers:
+                    results["mutations"][backend] = mutation_test(
+                        trial, cps, mutations, seed=5, pool=workers
+                    )
                 print(backend, "mutations", json.dumps(results["mutations"][backend]), flush=True)
             if "append" in args.parts:
                 singles, batches = (60, 6) if quick else (1000, 60)
@@ -370,7 +278,7 @@ def main() -> None:
                 )
                 print(backend, "append", json.dumps(results["append"][backend]), flush=True)
         if "verify" in args.parts:
-            results["verify"] = throughput(workdir, events)
+            results["verify"] = throughput(workdir, events, args.jobs)
             print("verify", json.dumps(results["verify"]), flush=True)
     finally:
         if pg is not None:

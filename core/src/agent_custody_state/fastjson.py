@@ -104,6 +104,14 @@ def sorted_bytes(value: Any) -> bytes | None:
     vouch for the output: the caller runs the reference encoder)."""
     if _dumps is None:
         return None
+    kind = type(value)
+    if kind is str or (kind is int and -(2**53) < value < 2**53):
+        # A lone string or safe integer (most fact values) holds no mark ``odd`` looks for but
+        # the astral characters, which matter only to the order of keys: no scan.
+        try:
+            return _dumps(value)
+        except _Refused:  # a lone surrogate
+            return None
     try:
         data = _dumps(value, _refuse, _SORT)
     except _Refused:

@@ -10,6 +10,7 @@ one, must keep every note in order across reopening.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.checkpoints import read_checkpoints
 from agent_custody_state.ledger.model import event_from_dict
+from agent_custody_state.ledger.parallel import verify_parallel, worker_pool
 from agent_custody_state.ledger.verify import verify_lines
 
 from ..clock import StepClock
@@ -171,6 +173,31 @@ class ChainRules(BackendRules):
                 again.backend.stored_events(), checkpoints=cps, public_key=key.public_key()
             )
             assert report.ok and report.checkpoints_checked == 3, report.problems
+
+    @rule("CH-6")
+    def test_parallel_verify(self, ledger: Ledger) -> None:
+        """``verify`` in worker processes, over chunks of the stored events, gives the report
+        of the sequential pass: on the intact chain (every chunk taken from its worker) and
+        with one event edited, its forget in a later chunk than its assert.
+
+        Troubleshooting: ``stored_events`` must give the same events, in the same order, each
+        time it is called, and as text a worker process can receive (``str`` or ``bytes``).
+        """
+        ids = [self._assert(ledger, subject=f"s{i}", value=i).fact_id for i in range(8)]
+        ledger.forget(fact_id=ids[1], actor="x", reason="r")
+        ledger.retract(fact_id=ids[2], actor="x", reason="r")
+        stored = list(ledger.backend.stored_events())
+        stats: dict[str, int] = {}
+        with worker_pool(2) as pool:
+            report = verify_parallel(stored, executor=pool, chunk=3, stats=stats)
+            assert asdict(report) == asdict(verify_lines(stored))
+            assert report.ok and stats == {"merged": 4, "rerun": 0}
+            edited = json.loads(stored[1])
+            edited["fact"]["forgotten"]["at"] = "2000-01-01T00:00:00.000Z"
+            stored[1] = json.dumps(edited, separators=(",", ":"))
+            report = verify_parallel(stored, executor=pool, chunk=3)
+        assert asdict(report) == asdict(verify_lines(stored))
+        assert report.first is not None and report.first.seq == 2
 
     def _args(self, **kw: object) -> dict[str, object]:
         args: dict[str, object] = {

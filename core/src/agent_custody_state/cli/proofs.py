@@ -43,6 +43,13 @@ def add_commands(sub: Any) -> None:
         help="a crypto-shred ledger's key store (`default`: the ledger's own), so the "
         "commitments of sealed values are checked too",
     )
+    p.add_argument(
+        "--jobs",
+        type=_jobs,
+        metavar="N",
+        help="processes verifying chunks of the ledger at once (default: one per processor; "
+        "1: in this process; with --key-store always 1); the report is the same",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_verify)
 
@@ -53,6 +60,16 @@ def add_commands(sub: Any) -> None:
         "--checkpoints", metavar="FILE", help="where to keep it (default: the ledger's own place)"
     )
     p.set_defaults(func=cmd_checkpoint)
+
+
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"a number of processes, 1 or more, not {text!r}")
+    return jobs
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
@@ -68,7 +85,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from agent_custody_state.keys import SigningKeyError, load_public_key
     from agent_custody_state.ledger.checkpoints import CheckpointError, read_checkpoints
-    from agent_custody_state.ledger.verify import verify_lines
+    from agent_custody_state.ledger.parallel import verify_parallel
 
     check_location(args.ledger, must_exist=True)
     try:
@@ -90,8 +107,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except CheckpointError as exc:
             raise CliError(f"a checkpoint cannot be read: {exc}") from None
         with _opener(args) as open_value:
-            report = verify_lines(
-                lines, checkpoints=checkpoints, public_key=public_key, open_value=open_value
+            report = verify_parallel(
+                lines,
+                jobs=args.jobs,
+                checkpoints=checkpoints,
+                public_key=public_key,
+                open_value=open_value,
             )
     if args.json:
         print(json.dumps(_as_json(report), indent=2))

@@ -11,12 +11,10 @@ What each problem means is in ``docs/proofs.md`` ("What verify checks").
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import hmac
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -27,50 +25,11 @@ from agent_custody_state.ledger.chain import (
     CHAIN_KEY,
     COMMITMENT_KEY,
     SALT_KEY,
-    ZERO_HEAD,
     leaf_bytes,
 )
 from agent_custody_state.ledger.checkpoints import Checkpoint
 from agent_custody_state.ledger.envelope import kid_of
-
-#: Problems kept in a report (the count goes on).
-MAX_PROBLEMS = 1000
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    """Event ``seq`` (1-based position in the ledger) is bad, and why."""
-
-    seq: int
-    reason: str
-
-
-@dataclass
-class VerifyReport:
-    """What ``verify_lines`` found."""
-
-    events: int = 0
-    genesis: int | None = None  # seq of the first chained event
-    head: str = ZERO_HEAD  # the head after the last event
-    problems: list[Problem] = field(default_factory=list)
-    problem_count: int = 0
-    notes: list[str] = field(default_factory=list)
-    checkpoints_checked: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.problem_count == 0
-
-    @property
-    def first(self) -> Problem | None:
-        # The lowest position; among problems there, the one found first.
-        return min(self.problems, key=lambda p: p.seq) if self.problems else None
-
-    def add(self, seq: int, reason: str) -> None:
-        self.problem_count += 1
-        if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append(Problem(seq, reason))
-
+from agent_custody_state.ledger.verdict import State, VerifyReport, signatures
 
 #: ``json.loads`` for text or UTF-8 bytes (invalid UTF-8 raises ``UnicodeDecodeError``).
 _loads = fastjson.loads
@@ -88,17 +47,36 @@ def _hex32(value: Any) -> bytes | None:
     return None
 
 
+def stored_head(text: str | bytes) -> bytes | None:
+    """The head recorded on a stored event, if it has a well-formed one."""
+    try:
+        data = _loads(text)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    record = data.get(CHAIN_KEY) if isinstance(data, dict) else None
+    return _hex32(record.get("head")) if isinstance(record, dict) else None
+
+
 #: Opens a crypto-shred envelope: ``(fact id, envelope) -> value``, raising ``LookupError`` when
 #: its key is gone (a forgotten fact's, or a key store that is not this ledger's).
 OpenValue = Callable[[str, Any], Any]
 
 
-class _Verifier:
+class Verifier:
+    """The checks of ``verify_lines``, one event at a time (``parallel`` runs them on chunks)."""
+
     def __init__(
-        self, checkpoints: Iterable[Checkpoint], open_value: OpenValue | None = None
+        self,
+        checkpoints: Iterable[Checkpoint],
+        open_value: OpenValue | None = None,
+        *,
+        log: bool = False,
     ) -> None:
         self.report = VerifyReport()
         self.open_value = open_value
+        # With a log (a chunk verified in a worker, ``parallel``): what touches ``pending`` is
+        # recorded in order instead, and replayed by the process that merges the chunks.
+        self.log: list[tuple[Any, ...]] | None = [] if log else None
         self.sealed = 0  # crypto-shred values whose commitment could not be checked
         self.running = bytes(32)  # head after the events seen so far (computed, re-anchored)
         self.started = False
@@ -134,13 +112,12 @@ class _Verifier:
             salt = fact.pop(SALT_KEY, None)
             forgotten = fact.pop("forgotten", None)
         leaf = hashlib.sha256(b"\x00" + leaf_bytes(data)).digest()
+        leaf_hex = leaf.hex()
         if isinstance(fact, dict) and COMMITMENT_KEY in fact:
             self._commitment(seq, fact, value, salt, forgotten)
         elif data.get("kind") == "forget":
             # Only an intact forget event can tell its assert's certificate was edited.
-            intact = record is None or (
-                isinstance(record, dict) and record.get("leaf") == leaf.hex()
-            )
+            intact = record is None or (isinstance(record, dict) and record.get("leaf") == leaf_hex)
             self._forget(seq, data, intact)
         if (
             # The common case, decided without parsing the hashes: a well-formed record that
@@ -152,7 +129,7 @@ class _Verifier:
             and type(record.get("seq")) is int
             and record["seq"] == seq
             and "genesis" not in record
-            and record.get("leaf") == leaf.hex()
+            and record.get("leaf") == leaf_hex
         ):
             head = hashlib.sha256(b"\x01" + self.running + leaf).digest()
             if record.get("head") == head.hex():
@@ -167,6 +144,13 @@ class _Verifier:
             self._chained(seq, record, leaf)
         for cp in self.by_size.get(seq, ()):
             self._checkpoint(seq, cp)
+
+    def state(self) -> State:
+        """What the next event's checks depend on, besides ``pending`` (``parallel``)."""
+        return State(self.running, self.started, self.gap, self._unknown_link)
+
+    def resume(self, state: State) -> None:
+        self.running, self.started, self.gap, self._unknown_link = state
 
     def _unchained(self, seq: int, leaf: bytes, ours: bool) -> None:
         if ours:
@@ -256,7 +240,7 @@ class _Verifier:
             if salt is not None:
                 report.notes.append(f"event {seq}: a forgotten fact kept its value salt")
             if isinstance(forgotten, dict):
-                self.pending[str(fact.get("factId"))] = (seq, forgotten)
+                self.remember(str(fact.get("factId")), seq, forgotten)
             else:
                 report.add(seq, "the forgotten certificate is not an object")
             return
@@ -275,25 +259,36 @@ class _Verifier:
                 report.add(seq, "the sealed value does not open with its key: it was edited")
                 return
         try:
-            key = base64.b64decode(salt, validate=True)
+            key = binascii.a2b_base64(salt, strict_mode=True)
         except (ValueError, binascii.Error):
             key = b""
-        if base64.b64encode(key).decode("ascii") != salt:  # another spelling is an edit too
+        if binascii.b2a_base64(key, newline=False) != salt.encode():  # another spelling too
             report.add(seq, "the value salt is not the base64 the chain writes")
             return
         if hmac.digest(key, canonical_utf8(value), "sha256").hex() != fact[COMMITMENT_KEY]:
             report.add(seq, "the value does not match its commitment: the value was edited")
 
+    def remember(self, fact_id: str, seq: int, forgotten: dict[str, Any]) -> None:
+        """An assert marked forgotten, waiting for its forget event."""
+        if self.log is not None:
+            self.log.append((fact_id, seq, forgotten))
+        else:
+            self.pending[fact_id] = (seq, forgotten)
+
     def _forget(self, seq: int, data: dict[str, Any], intact: bool) -> None:
-        found = self.pending.pop(str(data.get("factId")), None)
+        said = (data.get("valueDigest"), data.get("digestKind"), data.get("txTime"))
+        self.forgot(str(data.get("factId")), seq, said, intact)
+
+    def forgot(self, fact_id: str, seq: int, said: tuple[Any, Any, Any], intact: bool) -> None:
+        """A forget event at ``seq`` that states ``(valueDigest, digestKind, txTime)``."""
+        if self.log is not None:
+            self.log.append((fact_id, seq, said, intact))
+            return
+        found = self.pending.pop(fact_id, None)
         if found is None or not intact:
             return
         assert_seq, forgotten = found
-        if (
-            forgotten.get("valueDigest") != data.get("valueDigest")
-            or forgotten.get("digestKind") != data.get("digestKind")
-            or forgotten.get("at") != data.get("txTime")
-        ):
+        if (forgotten.get("valueDigest"), forgotten.get("digestKind"), forgotten.get("at")) != said:
             self.report.add(
                 assert_seq,
                 f"the fact's forgotten certificate differs from its forget event ({seq})",
@@ -356,17 +351,8 @@ def verify_lines(
     given, checkpoints of it; with ``public_key`` each checkpoint's signature is checked too.
     ``open_value`` opens crypto-shred envelopes, so their values' commitments are checked."""
     checkpoints = list(checkpoints)
-    verifier = _Verifier(checkpoints, open_value)
+    verifier = Verifier(checkpoints, open_value)
     seq = 0
     for seq, text in enumerate(lines, 1):
         verifier.event(seq, text)
-    report = verifier.finish(seq)
-    for cp in checkpoints:
-        if public_key is None:
-            continue
-        why = cp.check_signature(public_key)
-        if why is not None:
-            report.add(min(cp.size, seq + 1) or 1, f"the checkpoint of size {cp.size}: {why}")
-    if checkpoints and public_key is None:
-        report.notes.append("checkpoint signatures not checked: no public key given (--key)")
-    return report
+    return signatures(verifier.finish(seq), checkpoints, public_key)

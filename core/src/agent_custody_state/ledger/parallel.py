@@ -1,0 +1,212 @@
+"""Verifying a ledger's chain in several processes, with exactly the sequential report.
+
+The check of an event needs the state the verifier had after the event before it (``State``:
+the running head, whether the chain started, a run of events without a record, an unreadable
+event) and the asserts marked forgotten that wait for their forget event. When the ledger is
+intact, that state at any event is simply "started, head = the head stored on the event before".
+So the stored events are cut into chunks of ``CHUNK`` events, read once, in order, by this
+process; each chunk is verified by a worker that assumes that state (taken from the last event
+of the chunk before) and records, instead of settling them, the forgotten asserts and the forget
+events it meets. The chunks are then merged in order:
+
+* a chunk whose worker found nothing, and whose assumed state is the state the merge reached at
+  its first event, is taken as it is: its forgotten asserts and forget events are replayed, in
+  order, on the merge's own verifier (so a forget whose assert lies in an earlier chunk is
+  matched as the sequential pass matches it), and the merge moves to the chunk's end state;
+* any other chunk (a problem or a note in it, an unreadable or unchained event before it, a run
+  of unchained events across its start) is verified again here, event by event, from the state
+  the merge reached: the sequential verifier itself.
+
+Every chunk is thus either verified sequentially or proven to leave the sequential verifier in
+the state its worker computed, with no problem and no note, so the report (problems in order,
+notes, head, genesis, checkpoints) is the sequential one. Checkpoints are checked by the worker
+of the chunk holding their size; signatures and the end of the ledger, after the merge.
+
+Memory stays bounded: at most ``2 * jobs`` chunks are in flight, and the merge keeps only what
+the sequential verifier keeps. Crypto-shred values opened with a key store (``open_value``) are
+verified sequentially: the key store lives in this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from itertools import chain, islice
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from agent_custody_state.ledger.checkpoints import Checkpoint
+from agent_custody_state.ledger.verdict import START, State, VerifyReport, signatures
+from agent_custody_state.ledger.verify import OpenValue, Verifier, stored_head, verify_lines
+
+#: Events per chunk: large enough that sending a chunk costs little against verifying it.
+CHUNK = 10_000
+
+Text = str | bytes
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """A worker's verification of one chunk, from the state it assumed."""
+
+    start: State | None  # None: no state could be assumed (the event before has no head)
+    end: State
+    clean: bool  # no problem and no note
+    log: list[tuple[Any, ...]]  # forgotten asserts and forget events, in order
+    genesis: int | None
+    sealed: int
+    checkpoints_checked: int
+
+
+def verify_chunk(
+    first: int, lines: list[Text], before: Text | None, checkpoints: list[Checkpoint]
+) -> ChunkResult:
+    """Verify events ``first``, ``first + 1``, ... from the state an intact ledger has after
+    ``before`` (the event before the chunk; None: the chunk starts the ledger)."""
+    if before is None:
+        start: State | None = START
+    else:
+        head = stored_head(before)
+        start = State(head, True, None, False) if head is not None else None
+    if start is None:
+        return ChunkResult(None, START, False, [], None, 0, 0)
+    verifier = Verifier(checkpoints, log=True)
+    verifier.resume(start)
+    for seq, text in enumerate(lines, first):
+        verifier.event(seq, text)
+    report = verifier.report
+    assert verifier.log is not None
+    return ChunkResult(
+        start,
+        verifier.state(),
+        report.problem_count == 0 and not report.notes,
+        verifier.log,
+        report.genesis,
+        verifier.sealed,
+        report.checkpoints_checked,
+    )
+
+
+def default_jobs() -> int:
+    """The number of processors this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)  # pragma: no cover - macOS, Windows
+
+
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """Processes for ``verify_chunk``: forked when this process runs one thread (quick to
+    start, and the main module is not imported again), else from a fork server, since forking
+    a process with threads can copy a lock some thread holds (the main module must then be
+    importable without side effects: ``if __name__ == "__main__":``)."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        method = "fork"
+    else:
+        method = "forkserver" if "forkserver" in methods else "spawn"
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method))
+
+
+def verify_parallel(
+    lines: Iterable[Text],
+    *,
+    jobs: int | None = None,
+    checkpoints: Iterable[Checkpoint] = (),
+    public_key: Ed25519PublicKey | None = None,
+    open_value: OpenValue | None = None,
+    executor: Executor | None = None,
+    chunk: int | None = None,
+    stats: dict[str, int] | None = None,
+) -> VerifyReport:
+    """``verify_lines`` in ``jobs`` worker processes (default: one per processor; 1, a ledger
+    of one chunk or less, or ``open_value``: in this process; ``chunk`` events per chunk, default
+    ``CHUNK``). The report is the one
+    ``verify_lines`` gives. ``executor`` lends a pool to reuse; ``stats`` (when given) receives
+    the number of chunks taken from the workers (``merged``) and verified again (``rerun``)."""
+    checkpoints = list(checkpoints)
+    jobs = default_jobs() if jobs is None else jobs
+    chunk = chunk or CHUNK
+    stream = iter(lines)
+    head = list(islice(stream, chunk))
+    if open_value is not None or (executor is None and jobs <= 1) or len(head) < chunk:
+        report = verify_lines(
+            chain(head, stream),
+            checkpoints=checkpoints,
+            public_key=public_key,
+            open_value=open_value,
+        )
+        if stats is not None:
+            stats.update(merged=0, rerun=0)
+        return report
+    merge = _Merge(Verifier(checkpoints))
+    if executor is not None:
+        count = merge.run(executor, chain([head], _chunks(stream, chunk)), checkpoints, jobs)
+    else:
+        with worker_pool(jobs) as pool:
+            count = merge.run(pool, chain([head], _chunks(stream, chunk)), checkpoints, jobs)
+    if stats is not None:
+        stats.update(merged=merge.merged, rerun=merge.rerun)
+    return signatures(merge.verifier.finish(count), checkpoints, public_key)
+
+
+def _chunks(stream: Iterator[Text], size: int) -> Iterator[list[Text]]:
+    while part := list(islice(stream, size)):
+        yield part
+
+
+class _Merge:
+    """The chunks' results taken in order, or their events verified again (module docstring)."""
+
+    def __init__(self, verifier: Verifier) -> None:
+        self.verifier = verifier
+        self.merged = 0
+        self.rerun = 0
+
+    def run(
+        self,
+        pool: Executor,
+        chunks: Iterable[list[Text]],
+        checkpoints: list[Checkpoint],
+        jobs: int,
+    ) -> int:
+        inflight: deque[tuple[Future[ChunkResult], int, list[Text]]] = deque()
+        first = 1
+        before: Text | None = None
+        for part in chunks:
+            last = first + len(part) - 1
+            ours = [cp for cp in checkpoints if first <= cp.size <= last]
+            future = pool.submit(verify_chunk, first, part, before, ours)
+            inflight.append((future, first, part))
+            while len(inflight) >= 2 * max(jobs, 1):
+                self.take(*inflight.popleft())
+            first, before = last + 1, part[-1]
+        while inflight:
+            self.take(*inflight.popleft())
+        return first - 1
+
+    def take(self, future: Future[ChunkResult], first: int, part: list[Text]) -> None:
+        result = future.result()
+        verifier = self.verifier
+        if not result.clean or result.start is None or result.start != verifier.state():
+            self.rerun += 1
+            for seq, text in enumerate(part, first):
+                verifier.event(seq, text)
+            return
+        self.merged += 1
+        for entry in result.log:
+            if len(entry) == 3:
+                verifier.remember(*entry)
+            else:
+                verifier.forgot(*entry)
+        report = verifier.report
+        report.checkpoints_checked += result.checkpoints_checked
+        if report.genesis is None:
+            report.genesis = result.genesis
+        verifier.sealed += result.sealed
+        verifier.resume(result.end)

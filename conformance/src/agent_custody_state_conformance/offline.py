@@ -10,13 +10,14 @@ import json
 import re
 import sys
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization as ser
 
 PREDICATE = "https://agent-custody.dev/erasure-certificate/v0.1"
-INTS = {"parse_int": lambda s: int(s) if abs(int(s)) < 2**53 else float(s)}  # as JavaScript
+load = partial(json.loads, parse_int=lambda s: int(s) if abs(int(s)) < 2**53 else float(s))
 INDEX = re.compile("0|[1-9][0-9]*")  # an array index, which JavaScript orders first
 LONE = re.compile("[\ud800-\udfff]")  # a lone surrogate: JSON.stringify writes it as \uXXXX
 
@@ -67,7 +68,7 @@ def check_chain(path: str) -> list[dict[str, Any]]:
     head, events, started = bytes(32), list[dict[str, Any]](), False
     for n, line in enumerate(filter(bytes.strip, Path(path).read_bytes().split(b"\n")), 1):
         try:
-            event = json.loads(line.decode("utf-8"), **INTS)
+            event = load(line.decode("utf-8"))
         except ValueError:
             raise ValueError(f"event {n}: not a valid JSON event") from None
         previous, lf = head, leaf(event)
@@ -100,7 +101,7 @@ def check_certificate(envelope: dict[str, Any], pem: bytes) -> dict[str, Any]:
     need(sigs, "signature: no signature by this key")
     pae = b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
     key.verify(base64.b64decode(sigs[0]["sig"]), pae)  # type: ignore[union-attr, call-arg]
-    st = json.loads(payload.decode("utf-8"), **INTS)
+    st = load(payload.decode("utf-8"))
     p = st.get("predicate") or {}
     need(st.get("_type") == "https://in-toto.io/Statement/v1", "not an in-toto statement")
     need(st.get("predicateType") == PREDICATE, "not an erasure certificate")
@@ -126,7 +127,7 @@ def check_against(st: dict[str, Any], events: list[dict[str, Any]]) -> None:
     kind, value = forget.get("digestKind"), forget.get("valueDigest")
     need(value is None or digest == {kind: value}, "the forget's digest is not the subject's")
     asserts = (e["fact"] for e in events if e.get("kind") == "assert")
-    fact = next((f for f in asserts if f.get("factId") == fact_id), {})
+    fact: dict[str, Any] = next((f for f in asserts if f.get("factId") == fact_id), {})
     gone = fact and fact.get("value") is None and (fact.get("forgotten") or {}).get("valueDigest")
     need(gone == value, f"fact {fact_id} is not forgotten in this ledger with the subject's digest")
 

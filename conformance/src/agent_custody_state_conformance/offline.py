@@ -1,11 +1,7 @@
-"""An offline verifier of an erasure certificate and a JSONL ledger's chain, on its own.
-
-It needs the standard library and ``cryptography`` only, and follows the definitions of
-docs/proofs.md, not the package's code, so an auditor can read it in one sitting and check a
-certificate without installing agent-custody-state:
-``python -m agent_custody_state_conformance.offline CERT --key PUB [--ledger L.jsonl]``.
-Exit 0 and ``ok``, or exit 1 and ``FAILED: <first reason>``.
-"""
+"""An offline verifier of an erasure certificate and a JSONL ledger's chain: standard library
+and ``cryptography`` only, from docs/proofs.md (not the package's code), to read in one sitting.
+``python -m agent_custody_state_conformance.offline CERT --key PUB [--ledger L.jsonl]``: exit 0
+and ``ok``, or 1 and ``FAILED: <first reason>``."""
 
 import base64
 import hashlib
@@ -14,33 +10,28 @@ import json
 import re
 import sys
 from decimal import Decimal
+from functools import partial
+from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.serialization import (
-    Encoding,
-    PublicFormat,
-    load_pem_private_key,
-    load_pem_public_key,
-)
+from cryptography.hazmat.primitives import serialization as ser
 
 PREDICATE = "https://agent-custody.dev/erasure-certificate/v0.1"
-ESC = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+load = partial(json.loads, parse_int=lambda s: int(s) if abs(int(s)) < 2**53 else float(s))
+INDEX = re.compile("0|[1-9][0-9]*")  # an array index, which JavaScript orders first
+LONE = re.compile("[\ud800-\udfff]")  # a lone surrogate: JSON.stringify writes it as \uXXXX
 
 
 def number(x: float) -> str:  # JavaScript's Number.prototype.toString (ECMA-262 7.1.12.1)
-    if x == 0:
-        return "0"
     _, digit_tuple, exp = Decimal(repr(abs(float(x)))).normalize().as_tuple()
-    digits, sign = "".join(map(str, digit_tuple)), "-" if x < 0 else ""
-    k, point = len(digits), len(digit_tuple) + int(exp)
-    if k <= point <= 21:
-        return sign + digits + "0" * (point - k)
-    if 0 < point <= 21:
-        return sign + digits[:point] + "." + digits[point:]
+    ds, sign = "".join(map(str, digit_tuple)), "-" if x < 0 else ""
+    k, point = len(ds), len(digit_tuple) + int(exp)
+    if 0 < point <= 21:  # an integer, or a point among the digits
+        return sign + (ds + "0" * (point - k) if k <= point else f"{ds[:point]}.{ds[point:]}")
     if -6 < point <= 0:
-        return sign + "0." + "0" * -point + digits
-    e, rest = point - 1, "." + digits[1:] if k > 1 else ""
-    return f"{sign}{digits[0]}{rest}e{'+' if e > 0 else '-'}{abs(e)}"
+        return sign + "0." + "0" * -point + ds
+    e, rest = point - 1, "." + ds[1:] if k > 1 else ""
+    return f"{sign}{ds[0]}{rest}e{'+' if e > 0 else '-'}{abs(e)}"
 
 
 def need(ok: object, why: str) -> None:
@@ -48,60 +39,40 @@ def need(ok: object, why: str) -> None:
         raise ValueError(why)
 
 
-def key_order(key: str) -> tuple[int, int, bytes]:
-    index = key.isascii() and key.isdigit() and (key == "0" or key[0] != "0")
-    if index and int(key) < 2**32 - 1:
-        return (0, int(key), b"")
-    return (1, 0, key.encode("utf-16-be", "surrogatepass"))
-
-
-def escape(m: re.Match[str]) -> str:
-    return ESC.get(m[0], f"\\u{ord(m[0]):04x}")
+def key_order(key: str) -> tuple[int, int, bytes]:  # array indices first, then UTF-16 order
+    index = INDEX.fullmatch(key) and int(key) < 2**32 - 1
+    return (0, int(key), b"") if index else (1, 0, key.encode("utf-16-be", "surrogatepass"))
 
 
 def canonical(v: Any) -> str:  # SPEC 2.5: JavaScript's key order, JSON.stringify's forms
-    if v is None or isinstance(v, bool):
-        return json.dumps(v)
+    if v is None or isinstance(v, (bool, str)):  # JSON.stringify's escapes are Python's
+        return LONE.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(v, ensure_ascii=False))
     if isinstance(v, (int, float)):
         return number(v)
-    if isinstance(v, str):
-        return '"' + re.sub(r'["\\\x00-\x1f\ud800-\udfff]', escape, v) + '"'
     if isinstance(v, list):
         return "[" + ",".join(canonical(x) for x in v) + "]"
-    return (
-        "{" + ",".join(f"{canonical(k)}:{canonical(v[k])}" for k in sorted(v, key=key_order)) + "}"
-    )
+    keys = sorted(v, key=key_order)
+    return "{" + ",".join(f"{canonical(k)}:{canonical(v[k])}" for k in keys) + "}"
 
 
-def utf8(v: Any) -> bytes:
-    return canonical(v).encode("utf-8", "surrogatepass")
-
-
-def load(text: str) -> Any:
-    return json.loads(text, parse_int=lambda s: int(s) if abs(int(s)) < 2**53 else float(s))
-
-
-def leaf(event: dict[str, Any]) -> bytes:
+def leaf(event: dict[str, Any]) -> bytes:  # the redacted form: no chain record, no value
     form = {k: v for k, v in event.items() if k != "chain"}
     if event.get("kind") == "assert" and isinstance(event.get("fact"), dict):
         erased = ("value", "valueSalt", "forgotten")
         form["fact"] = {k: v for k, v in event["fact"].items() if k not in erased}
-    return hashlib.sha256(b"\0" + utf8(form)).digest()
+    return hashlib.sha256(b"\0" + canonical(form).encode("utf-8", "surrogatepass")).digest()
 
 
 def check_chain(path: str) -> list[dict[str, Any]]:
     """Every event's leaf, link, record, genesis and commitment; the events, parsed."""
     head, events, started = bytes(32), list[dict[str, Any]](), False
-    with open(path, "rb") as fh:
-        lines = [line for line in fh.read().split(b"\n") if line.strip()]
-    for n, line in enumerate(lines, 1):
+    for n, line in enumerate(filter(bytes.strip, Path(path).read_bytes().split(b"\n")), 1):
         try:
             event = load(line.decode("utf-8"))
         except ValueError:
             raise ValueError(f"event {n}: not a valid JSON event") from None
         previous, lf = head, leaf(event)
-        head = hashlib.sha256(b"\1" + previous + lf).digest()
-        record = event.get("chain")
+        head, record = hashlib.sha256(b"\1" + previous + lf).digest(), event.get("chain")
         need(isinstance(record, dict) or not started, f"event {n}: no chain record")
         if isinstance(record, dict):
             started, genesis = True, record.get("genesis", {"size": n - 1, "head": previous.hex()})
@@ -111,7 +82,8 @@ def check_chain(path: str) -> list[dict[str, Any]]:
         fact = event.get("fact") if event.get("kind") == "assert" else None
         if isinstance(fact, dict) and "valueCommitment" in fact and fact.get("forgotten") is None:
             salt = base64.b64decode(fact.get("valueSalt") or "")
-            mac = hmac.new(salt, utf8(fact.get("value")), "sha256").hexdigest()
+            value = canonical(fact.get("value")).encode("utf-8", "surrogatepass")
+            mac = hmac.new(salt, value, "sha256").hexdigest()
             need(salt and mac == fact["valueCommitment"], f"event {n}: value is not committed")
         events.append(event)
     return events
@@ -120,11 +92,11 @@ def check_chain(path: str) -> list[dict[str, Any]]:
 def check_certificate(envelope: dict[str, Any], pem: bytes) -> dict[str, Any]:
     """The statement, once the signature and shape hold."""
     try:
-        key = load_pem_public_key(pem)
-    except ValueError:
-        key = load_pem_private_key(pem, None).public_key()
+        key = ser.load_pem_public_key(pem)
+    except ValueError:  # the private key will do: its public half
+        key = ser.load_pem_private_key(pem, None).public_key()
     payload, kind = base64.b64decode(envelope["payload"]), envelope["payloadType"].encode()
-    spki = key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    spki = key.public_bytes(ser.Encoding.DER, ser.PublicFormat.SubjectPublicKeyInfo)
     sigs = [s for s in envelope["signatures"] if s["keyid"] == hashlib.sha256(spki).hexdigest()]
     need(sigs, "signature: no signature by this key")
     pae = b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
@@ -135,9 +107,8 @@ def check_certificate(envelope: dict[str, Any], pem: bytes) -> dict[str, Any]:
     need(st.get("predicateType") == PREDICATE, "not an erasure certificate")
     need(len(st.get("subject") or []) == 1, "the statement has not one subject")
     need(p.get("outcome") in ("complete", "partial"), "outcome is malformed")
-    dirty = p["verification"]["byteScan"].get("hits") or any(
-        s["verification"] != "verified" for s in p["stores"]["stores"]
-    )
+    stores = [s["verification"] != "verified" for s in p["stores"]["stores"]]
+    dirty = p["verification"]["byteScan"].get("hits") or any(stores)
     need(p["outcome"] == "partial" or not dirty, "outcome is complete, but it is not")
     need(p["chain"]["after"]["size"] > p["chain"]["before"]["size"], "chain heads out of order")
     return dict(st)
@@ -155,21 +126,17 @@ def check_against(st: dict[str, Any], events: list[dict[str, Any]]) -> None:
     need(forget.get("kind") == "forget" and forget.get("factId") == fact_id, "no such forget")
     kind, value = forget.get("digestKind"), forget.get("valueDigest")
     need(value is None or digest == {kind: value}, "the forget's digest is not the subject's")
-    asserts = [e["fact"] for e in events if e.get("kind") == "assert"]
+    asserts = (e["fact"] for e in events if e.get("kind") == "assert")
     fact: dict[str, Any] = next((f for f in asserts if f.get("factId") == fact_id), {})
-    forgotten = fact.get("forgotten") or {}
-    need(
-        fact and fact.get("value") is None and forgotten.get("valueDigest") == value,
-        f"fact {fact_id} is not forgotten in this ledger with the subject's digest",
-    )
+    gone = fact and fact.get("value") is None and (fact.get("forgotten") or {}).get("valueDigest")
+    need(gone == value, f"fact {fact_id} is not forgotten in this ledger with the subject's digest")
 
 
 def main(argv: list[str]) -> int:
     cert, key = argv[0], argv[argv.index("--key") + 1]
     ledger = argv[argv.index("--ledger") + 1] if "--ledger" in argv else None
     try:
-        with open(cert, encoding="utf-8") as fh, open(key, "rb") as kf:
-            st = check_certificate(json.load(fh), kf.read())
+        st = check_certificate(json.loads(Path(cert).read_text("utf-8")), Path(key).read_bytes())
         if ledger is not None:
             check_against(st, check_chain(ledger))
     except Exception as exc:  # every failure is a reason, printed on one line

@@ -1,7 +1,9 @@
 """What every group of event-backend rules shares: the fixtures a test gets and one helper.
 
 A plugin overrides ``store_factory``; ``clock`` (a :class:`~..clock.StepClock`, so transaction
-times are distinct and predictable) and ``ledger`` (a ledger on a fresh store) follow from it.
+times are distinct and predictable) and ``ledger`` (a ledger on a fresh store) follow from it;
+``shredded`` is a crypto-shred ledger on a fresh store, with the key store ``key_store_factory``
+gives (a plugin whose default key store needs preparing overrides that fixture).
 ``_assert`` asserts a fact with defaults for every argument the test does not care about.
 """
 
@@ -14,14 +16,19 @@ import pytest
 
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent
 
 from ..clock import StepClock
 from ..rules import ConformanceSuite
 
-__all__ = ["BackendRules", "StoreFactory", "fact_ids"]
+__all__ = ["BackendRules", "KeyStoreFactory", "StoreFactory", "fact_ids"]
 
 StoreFactory = Callable[..., EventBackend]
+
+#: ``factory(backend)``: the key store for a crypto-shred ledger over ``backend`` (a KeyStore,
+#: a location, or None for the backend's default).
+KeyStoreFactory = Callable[[EventBackend], KeyStore | str | None]
 
 
 def fact_ids(facts: list[Any]) -> list[str]:
@@ -43,6 +50,20 @@ class BackendRules(ConformanceSuite):
     @pytest.fixture
     def ledger(self, store_factory: StoreFactory, clock: StepClock) -> Iterator[Ledger]:
         with Ledger(store_factory(), clock=clock) as ledger:
+            yield ledger
+
+    @pytest.fixture
+    def key_store_factory(self) -> KeyStoreFactory:
+        return lambda backend: None
+
+    @pytest.fixture
+    def shredded(
+        self, store_factory: StoreFactory, clock: StepClock, key_store_factory: KeyStoreFactory
+    ) -> Iterator[Ledger]:
+        backend = store_factory("shred")
+        with Ledger(
+            backend, clock=clock, forget_mode="crypto-shred", key_store=key_store_factory(backend)
+        ) as ledger:
             yield ledger
 
     def _assert(self, ledger: Ledger, **kw: Any) -> AssertEvent:

@@ -4,7 +4,8 @@ A backend's part is one question, ``EventBackend.local_files()``: the files on t
 hold its events (None: not scannable). The rule holds the answer to account: the byte scan over
 those files must find a distinctive value before it is forgotten (a list that names the wrong
 files could never find anything) and nothing after, and the signed certificate must verify
-against the backend's stored events.
+against the backend's stored events. In crypto-shred mode (CE-2) the key store answers the same
+question (``KeyStore.local_files``), and the rule holds it to account with the fact's data key.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from agent_custody_state.keys import PublicKeyRef
 from agent_custody_state.ledger.bytescan import scan_files
 from agent_custody_state.ledger.certificate import CertificateOptions
 from agent_custody_state.ledger.certverify import check_against, check_certificate
+from agent_custody_state.ledger.envelope import kid_of
+from agent_custody_state.ledger.shred import ShreddingBackend
 
 from ..rules import rule
 from .base import BackendRules
@@ -63,3 +66,49 @@ class CertificateRules(BackendRules):
             assert scan["hits"] == 0 and scan["filesScanned"] >= 1
             assert predicate["outcome"] == "complete"
         check_against(statement, ledger.backend.stored_events())
+
+    @rule("CE-2")
+    def test_crypto_shred_certificate_is_purge_and_scans_the_key_store(
+        self, shredded: Ledger
+    ) -> None:
+        """In crypto-shred mode a forget's certificate is Purge / crypto-shred with no residual
+        windows, verifies against the stored events with outcome complete, and its byte scan
+        covers the key store's files too: ``KeyStore.local_files()`` is None (not scannable) or
+        names files that hold the fact's data key (raw, base64 or hex) before the forget and
+        not after; the scan records those files with 0 hits of the value and the key.
+
+        Troubleshooting: return the key store's files (journals and WAL included) with cached
+        pages written out, and erase a destroyed key's old bytes in ``compact``.
+        """
+        backend = shredded.backend
+        assert isinstance(backend, ShreddingBackend)
+        key = Ed25519PrivateKey.generate()
+        fact = self._assert(shredded, value=SECRET)
+        self._assert(shredded, subject="acct:43", value="kept")
+        stored = backend.inner.get_assert(fact.fact_id)
+        kid = kid_of(stored.fact.value) if stored is not None else None
+        assert kid is not None, "the value is not stored encrypted"
+        data_key = backend.keys.get([kid])[kid]
+        key_files = backend.keys.local_files()
+        if key_files is not None:
+            assert scan_files(key_files, {"k": data_key})["k"].hits > 0, (
+                f"the data key is in none of {key_files}"
+            )
+        options = CertificateOptions(key=key)
+        done = shredded.forget(fact_id=fact.fact_id, actor="x", reason="r", certificate=options)
+        if key_files is not None:
+            assert scan_files(backend.keys.local_files() or [], {"k": data_key})["k"].hits == 0
+        statement = check_certificate(done.certificate, PublicKeyRef.of(key.public_key()))
+        predicate = statement["predicate"]
+        assert predicate["sanitization"]["category"] == "Purge"
+        assert predicate["sanitization"]["method"] == "crypto-shred"
+        assert predicate["residualWindows"] == []
+        scan = predicate["verification"]["byteScan"]
+        if backend.local_files() is not None:
+            assert scan["hits"] == 0 and {"raw", "utf-8"} <= set(scan["forms"])
+            scanned = {f["path"] for f in scan["files"]}
+            existing = {f for f in key_files or [] if os.path.isfile(f)}
+            assert existing <= scanned, "the key store's files are not in the scan"
+        assert predicate["outcome"] == "complete"
+        assert not done.forgetting.keys, "the certificate kept the destroyed key"
+        check_against(statement, backend.stored_events())

@@ -11,7 +11,7 @@ key store needs preparing (the PostgreSQL one needs its key database) overrides
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pytest
@@ -27,13 +27,9 @@ from agent_custody_state.ledger.shred import ShreddingBackend
 
 from ..clock import StepClock
 from ..rules import rule
-from .base import BackendRules, StoreFactory
+from .base import BackendRules, KeyStoreFactory, StoreFactory
 
 __all__ = ["KeyStoreFactory", "ShredRules"]
-
-#: ``factory(backend)``: the key store for a crypto-shred ledger over ``backend`` (a KeyStore,
-#: a location, or None for the backend's default).
-KeyStoreFactory = Callable[[EventBackend], KeyStore | str | None]
 
 #: Values of every JSON shape; each string carries the marker the at-rest scans look for.
 MARK = "zq7-shred-marker"
@@ -103,20 +99,6 @@ class ShredRules(BackendRules):
     """Crypto-shred mode over the backend (docs/forget.md)."""
 
     __suite_root__ = True
-
-    @pytest.fixture
-    def key_store_factory(self) -> KeyStoreFactory:
-        return lambda backend: None
-
-    @pytest.fixture
-    def shredded(
-        self, store_factory: StoreFactory, clock: StepClock, key_store_factory: KeyStoreFactory
-    ) -> Iterator[Ledger]:
-        backend = store_factory("shred")
-        with Ledger(
-            backend, clock=clock, forget_mode="crypto-shred", key_store=key_store_factory(backend)
-        ) as ledger:
-            yield ledger
 
     def _open(self, backend: EventBackend, factory: KeyStoreFactory, **kw: Any) -> Ledger:
         key_store = kw.pop("key_store", None) or factory(backend)

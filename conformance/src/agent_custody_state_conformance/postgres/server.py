@@ -8,6 +8,8 @@ directory for bytes, so a test can show where a forgotten value left a copy (rel
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +136,24 @@ class EmbeddedPostgres:
         """
         with self._admin() as conn:
             conn.execute("CHECKPOINT")
+
+    @contextmanager
+    def scannable(self) -> Iterator[None]:
+        """While open, the application role may read ``data_directory`` and run ``CHECKPOINT``
+        (``pg_read_all_settings``, ``pg_checkpoint``), as a local operator's role would: what
+        ``local_files`` needs to name relation files. The grants are revoked on exit."""
+        roles = ("pg_read_all_settings", "pg_checkpoint")
+        with self._admin() as conn:
+            have = {r[0] for r in conn.execute("SELECT rolname FROM pg_roles").fetchall()}
+            granted = [r for r in roles if r in have]  # pg_checkpoint: PostgreSQL 15 and later
+            for role in granted:
+                conn.execute(f"GRANT {role} TO {self.user}")
+        try:
+            yield
+        finally:
+            with self._admin() as conn:
+                for role in granted:
+                    conn.execute(f"REVOKE {role} FROM {self.user}")
 
     def rotate_wal(self) -> None:
         """Retire every WAL segment written so far, so none of its bytes stay on disk.

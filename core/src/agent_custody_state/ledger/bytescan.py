@@ -11,6 +11,10 @@ the places where the value's bytes still occur, in the forms a value takes on di
 - ``base64``: the UTF-8 forms in base64, at each of the three byte alignments a value can have
   inside a longer base64 text (only the characters every alignment fixes are searched).
 
+A value given as ``bytes`` (a crypto-shred data key) is searched ``raw`` (a BLOB or ``bytea``
+column, a WAL record), in ``base64`` at the three alignments and in ``hex`` (PostgreSQL's text
+form of ``bytea``, a dump).
+
 A hit counts any copy of those bytes, also one belonging to another fact with the same value:
 the scan can only say that the bytes are gone, never which fact a copy belongs to, so a hit is
 reported as such and never explained away. Short values are searched only with their quotes
@@ -54,8 +58,16 @@ def _base64_forms(data: bytes) -> list[bytes]:
     return forms
 
 
+def _key_needles(data: bytes) -> list[Needle]:
+    """The forms of raw bytes (a key): as stored, in base64, in hex."""
+    found = [Needle("raw", data), *(Needle("base64", b) for b in _base64_forms(data))]
+    return [*found, Needle("hex", data.hex().encode("ascii"))]
+
+
 def needles(value: Any) -> list[Needle]:
     """The forms of ``value`` the scan looks for (deduplicated, in a stable order)."""
+    if isinstance(value, bytes):
+        return _key_needles(value)
     as_json = js_json(value)
     utf8 = [as_json.encode("utf-8")]
     if isinstance(value, str) and len(value.encode("utf-8")) >= MIN_RAW:
@@ -124,10 +136,17 @@ def _count(buffer: bytes, needle: bytes, fresh_from: int) -> int:
     return count
 
 
-def scan_files(paths: Iterable[str], values: Mapping[str, Any]) -> dict[str, ScanResult]:
+def scan_files(
+    paths: Iterable[str],
+    values: Mapping[str, Any],
+    secrets: Mapping[str, Iterable[bytes]] | None = None,
+) -> dict[str, ScanResult]:
     """Scan each existing file of ``paths`` once for every value of ``values`` (keyed by, say,
-    fact id); a path that does not exist is skipped, one that cannot be read is recorded."""
+    fact id), and for the raw ``secrets`` of the same key (its crypto-shred data keys: a hit of
+    either counts); a path that does not exist is skipped, one that cannot be read is recorded."""
     forms = {key: needles(value) for key, value in values.items()}
+    for key, raw in (secrets or {}).items():
+        forms[key] = [*forms.get(key, []), *(n for data in raw for n in needles(bytes(data)))]
     results = {
         key: ScanResult(forms=sorted({n.form for n in found})) for key, found in forms.items()
     }

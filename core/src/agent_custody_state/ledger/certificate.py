@@ -18,7 +18,7 @@ store verified its removal; otherwise ``partial``, naming what is missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.ledger.bytescan import ScanResult
@@ -99,12 +99,14 @@ def signing_key(options: CertificateOptions, fallback: Any) -> KeyPair:
 @dataclass(frozen=True)
 class Forgetting:
     """What the ledger saw while it forgot one fact: the assert (with its value, before the
-    erasure), the forget event, the chain before and after, and the key store's files."""
+    erasure), the forget event, the chain before and after, and in crypto-shred mode the data
+    keys it destroyed (for the byte scan only: ``_certify`` drops them once it has scanned)."""
 
     assert_event: AssertEvent
     event: ForgetEvent
     before: ChainHead
     after: ChainHead
+    keys: tuple[bytes, ...] = field(default=(), repr=False)
 
 
 def _head(head: ChainHead) -> dict[str, Any]:

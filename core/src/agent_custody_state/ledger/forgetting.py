@@ -11,6 +11,7 @@ missing key refuses the call and changes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from agent_custody_state.canonical import value_digest
@@ -34,19 +35,34 @@ from agent_custody_state.ledger.certificate import (
 )
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.checkpoints import ledger_origin
+from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.locking import fact_keys, section
-from agent_custody_state.ledger.model import Event, ForgetEvent, Forgotten, Source
+from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, Source
 from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.rules import check_known, refuse
-from agent_custody_state.ledger.shred import check_plain_forget
+from agent_custody_state.ledger.shred import ShreddingBackend, check_plain_forget
 from agent_custody_state.timeutil import format_time, utc_now
 
 if TYPE_CHECKING:
     from agent_custody_state.keys import KeyPair
 
 Certify = bool | CertificateOptions
+
+
+def _data_keys(backend: EventBackend, fact_id: str) -> tuple[bytes, ...]:
+    """In crypto-shred mode, the data keys of ``fact_id``'s value(s), read before the forget
+    destroys them so the certificate's byte scan can look for them in the key store's files."""
+    if not isinstance(backend, ShreddingBackend):
+        return ()
+    events = backend.inner.events_for([fact_id])
+    kids = {
+        kid
+        for e in events
+        if isinstance(e, AssertEvent) and (kid := kid_of(e.fact.value)) is not None
+    }
+    return tuple(backend.keys.get(kids).values()) if kids else ()
 
 
 class LedgerForgetting:
@@ -146,7 +162,9 @@ class LedgerForgetting:
             keys = getattr(self.backend, "keys", None)  # crypto-shred: the key store's files too
             key_files = keys.local_files() if keys is not None else None
             values = {d.event.fact_id: d.assert_event.fact.value for d in done}
-            scans = scan_files([*files, *(key_files or [])], values)
+            destroyed = {d.event.fact_id: d.keys for d in done}
+            scans = scan_files([*files, *(key_files or [])], values, destroyed)
+        done = [replace(d, keys=()) for d in done]  # the destroyed keys go no further
         origin = ledger_origin(self.backend)
         now = format_time(utc_now())
         certified = []
@@ -193,6 +211,7 @@ class LedgerForgetting:
                 state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
             )
             before = self.backend.chain_head() if certify else None
+            destroyed = _data_keys(self.backend, fact_id) if certify else ()
             tx = self.now()
             event = ForgetEvent(
                 new_id(),
@@ -210,7 +229,7 @@ class LedgerForgetting:
             if before is None:
                 return event, None
             after = self.backend.chain_head()
-        return event, Forgetting(state.assert_event, event, before, after)
+        return event, Forgetting(state.assert_event, event, before, after, destroyed)
 
     def sweep(
         self,

@@ -29,6 +29,7 @@ from psycopg import sql
 from agent_custody_state.plugin import KeyStore, KeyStoreError
 
 from .location import LocationError, PostgresLocation, parse_location
+from .relfiles import find_relations, relation_files
 
 T = TypeVar("T")
 
@@ -67,6 +68,7 @@ class PostgresKeyStore(KeyStore):
         self._timeout = connect_timeout
         names = where.qualified.split(".")
         self._keys = sql.Identifier(*names)
+        self._tables = [where.qualified, ".".join([*names[:-1], f"{names[-1]}_doomed"])]
         self._doomed = sql.Identifier(*names[:-1], f"{names[-1]}_doomed")
         self._schema = where.schema
         self._lock = threading.Lock()
@@ -204,6 +206,12 @@ class PostgresKeyStore(KeyStore):
     def doomed(self) -> dict[str, str]:
         query = sql.SQL("SELECT kid, fact_id FROM {}").format(self._doomed)
         return dict(self._run(lambda: self._execute(query)))
+
+    def local_files(self) -> list[str] | None:
+        """The relation files of the key tables (and their TOAST tables and indexes) when the
+        server's data directory is on this machine, as the event table answers (``relfiles``);
+        None otherwise: not scannable."""
+        return relation_files(self._run(lambda: find_relations(self._conn, self._tables)))
 
     def compact(self) -> None:
         """``VACUUM FULL`` both tables: the dead row versions of destroyed keys are rewritten

@@ -29,11 +29,7 @@ written through a cast to jsonb.
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import hashlib
-import logging
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -47,9 +43,7 @@ from agent_custody_state_sql import SqlEventBackend
 from agent_custody_state_sql.schema import ROW_COLUMNS
 
 from .location import LocationError, parse_location
-
-log = logging.getLogger(__name__)
-
+from .relfiles import find_relations, relation_files
 
 #: Appends of this many events or more are sent with ``COPY ... FROM STDIN`` (the bulk loading
 #: floor: one statement streaming every row) rather than a prepared INSERT per row.
@@ -59,18 +53,6 @@ COPY_MIN = 2
 #: lock is an entry in the server's shared lock table (``max_locks_per_transaction`` per
 #: connection on average), which a bulk ingest of thousands of facts would exhaust.
 MAX_KEYS = 64
-
-#: The file paths (relative to the data directory) of a table, its TOAST table and every index
-#: of either: where a row's bytes can be on disk.
-_RELATION_FILES = """
-WITH t AS (SELECT to_regclass(%s) AS oid),
-tables AS (
-  SELECT oid FROM t
-  UNION SELECT c.reltoastrelid FROM pg_class c JOIN t ON c.oid = t.oid WHERE c.reltoastrelid <> 0
-)
-SELECT pg_relation_filepath(oid) FROM tables
-UNION SELECT pg_relation_filepath(indexrelid) FROM pg_index WHERE indrelid IN (SELECT oid FROM tables)
-"""
 
 
 def advisory_key(qualified: str, *parts: str) -> int:
@@ -250,32 +232,10 @@ class PostgresBackend(SqlEventBackend):
     def local_files(self) -> list[str] | None:
         """The relation files of the table, its TOAST table and their indexes, when the server's
         data directory is on this machine (an embedded or local server); None otherwise, or when
-        the role may not read ``data_directory``. A ``CHECKPOINT`` first writes out the pages the
-        server caches (skipped when the role may not run it: the files may then lag behind)."""
+        the role may not read ``data_directory`` (``relfiles``)."""
         if self._depth:
             raise EventBackendError(f"{self.location}: local_files cannot run inside a transaction")
-
-        def find() -> tuple[str, list[str]] | None:
-            try:
-                with contextlib.suppress(Exception):
-                    self._raw.execute("CHECKPOINT")
-                where = self._raw.execute("SELECT current_setting('data_directory')").fetchone()
-                rows = self._raw.execute(_RELATION_FILES, (self._qualified,)).fetchall()
-            except Exception as exc:  # a role without pg_read_all_settings: not scannable
-                log.info("%s: relation files not found (%s)", self.location, exc)
-                return None
-            return str(where[0]), [str(r[0]) for r in rows if r[0]]
-
-        found = self._run(find)
-        if found is None or not os.path.isdir(found[0]):
-            return None
-        datadir, relations = found
-        files: list[str] = []
-        for rel in relations:
-            base = os.path.join(datadir, rel)
-            segments = glob.glob(glob.escape(base) + ".[0-9]*")  # 1 GB segments past the first
-            files += [base, *sorted(segments, key=lambda p: int(p.rsplit(".", 1)[1]))]
-        return files
+        return relation_files(self._run(lambda: find_relations(self._raw, [self._qualified])))
 
     def compact(self) -> None:
         """``VACUUM FULL`` the table (unless ``?vacuum=false``): dead row versions are erased."""

@@ -108,7 +108,7 @@ def sorted_bytes(value: Any) -> bytes | None:
         data = _dumps(value, _refuse, _SORT)
     except _Refused:
         return None
-    return None if odd(data, sort=True) else data
+    return data if exact(value, sort=True) or not odd(data, sort=True) else None
 
 
 def sorted_unchecked(value: Any) -> bytes | None:
@@ -141,7 +141,53 @@ def ordered_bytes(value: Any) -> bytes | None:
         data = _dumps(value, _refuse, _PASS)
     except _Refused:
         return None
-    return None if odd(data, sort=False) else data
+    return data if exact(value, sort=False) or not odd(data, sort=False) else None
+
+
+#: Key names of the ledger's own wire dicts (events, facts, sources, chain records,
+#: certificates): ASCII, none starting with a digit, so no key order question arises for them.
+_KNOWN_KEYS = frozenset(
+    {
+        *("eventId", "kind", "txTime", "fact", "supersedes", "factId", "actor", "reason"),
+        *("source", "valueDigest", "digestKind", "receiptId", "subject", "predicate"),
+        *("value", "space", "provenance", "external", "validFrom", "validTo", "confidence"),
+        *("forgotten", "at", "valueSalt", "valueCommitment", "chain", "seq", "leaf", "head"),
+        *("genesis", "size", "restored"),
+    }
+)
+_TEXTS = frozenset((str, type(None), bool))
+_DIGIT_KEY = re.compile("(?:^|\x00)[0-9]")
+_MAX_DEPTH = 64
+
+
+def exact(value: Any, *, sort: bool, depth: int = 0) -> bool:
+    """Whether orjson writes ``value`` exactly as JavaScript does, told from the value itself
+    (no scan of the output): text, booleans and null; integers within 2**53 and floats that
+    ``safe_number`` accepts; lists of such; dicts of such whose keys are strings, none of them
+    starting with a digit (which might be an array index), and, when ``sort``, no key with a
+    character beyond the Basic Multilingual Plane. The ledger's own dicts (known key names,
+    text values) cost a few C-level set operations. ``False`` only means "not shown": the
+    caller scans the output (``odd``)."""
+    kind = type(value)
+    if kind is dict:
+        if depth > _MAX_DEPTH:
+            return False
+        if not value.keys() <= _KNOWN_KEYS:
+            try:
+                keys = "\x00".join(value)
+            except TypeError:  # a key that is not a string
+                return False
+            if _DIGIT_KEY.search(keys) or (sort and not keys.isascii() and max(keys) > "\uffff"):
+                return False
+        values = value.values()
+        if set(map(type, values)) <= _TEXTS:
+            return True
+        return all(type(v) in _TEXTS or exact(v, sort=sort, depth=depth + 1) for v in values)
+    if kind in _TEXTS:
+        return True
+    if kind is list:
+        return depth <= _MAX_DEPTH and all(exact(v, sort=sort, depth=depth + 1) for v in value)
+    return safe_number(value)
 
 
 def loads(text: str | bytes) -> Any:

@@ -158,6 +158,7 @@ _KNOWN_KEYS = frozenset(
 _TEXTS = frozenset((str, type(None), bool))
 _DIGIT_KEY = re.compile("(?:^|\x00)[0-9]")
 _MAX_DEPTH = 64
+_SAFE_INT = 2**53
 
 
 def exact(value: Any, *, sort: bool, depth: int = 0) -> bool:
@@ -182,7 +183,16 @@ def exact(value: Any, *, sort: bool, depth: int = 0) -> bool:
         values = value.values()
         if set(map(type, values)) <= _TEXTS:
             return True
-        return all(type(v) in _TEXTS or exact(v, sort=sort, depth=depth + 1) for v in values)
+        for item in values:  # a loop, not all(...): the generator costs more than the tests
+            kind = type(item)
+            if kind in _TEXTS:
+                continue
+            if kind is int:
+                if not -_SAFE_INT < item < _SAFE_INT:
+                    return False
+            elif not exact(item, sort=sort, depth=depth + 1):
+                return False
+        return True
     if kind in _TEXTS:
         return True
     if kind is list:

@@ -14,7 +14,8 @@ figure is the median of its rounds):
   (what users get) and, beside it, ``chain=False``, so the chain's share is measured too.
 
 Only the ingest calls are timed (not opening or closing the ledger, and not the raw side's
-connection). Usage: ``python bench/bench_ingest.py [--quick] [--events N] [--backend ...]``;
+connection), in wall time and in CPU time of this process (steadier on a loaded machine; it
+leaves out fsync waits and, for PostgreSQL, the server's work). Usage: ``python bench/bench_ingest.py [--quick] [--events N] [--backend ...]``;
 results go to ``bench/out/ingest.json``.
 """
 

@@ -43,7 +43,6 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._closed = False
         self._in_read = False
-        self._read_pending = False  # a read snapshot asked for, its BEGIN not yet sent
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         try:
             self._conn: Connection = engine.connect()
@@ -109,22 +108,12 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         def run() -> list[Any]:
             cur = self._raw.cursor()
             try:
-                if self._read_pending:  # the snapshot's BEGIN goes with the first query
-                    self._begin_read_with(cur, q.sql, q.args(params or {}))
-                    self._read_pending = False
-                else:
-                    cur.execute(q.sql, q.args(params or {}))
+                cur.execute(q.sql, q.args(params or {}))
                 return list(cur.fetchall())
             finally:
                 cur.close()
 
         return self._run(run)
-
-    def _begin_read_with(self, cur: Any, sql: str, args: Any) -> None:
-        """Start the read snapshot and run the read's first statement on ``cur``; a dialect
-        with a network between it and the data sends both at once (PostgreSQL's pipeline)."""
-        cur.execute(self._begin_read)
-        cur.execute(sql, args)
 
     def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
         self._many_args(q, [q.args(p) for p in params])
@@ -147,9 +136,6 @@ class SqlConnection(ReentrantTransactions, EventBackend):
     def _exec(self, sql: str) -> None:
         cur = self._raw.cursor()
         try:
-            if self._read_pending:
-                cur.execute(self._begin_read)
-                self._read_pending = False
             cur.execute(sql)
         finally:
             cur.close()
@@ -163,19 +149,14 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             if self._depth or self._in_read:
                 yield
                 return
-            # BEGIN is sent with the read's first statement (one round trip less on a network);
-            # a read that asks nothing opens no transaction.
-            self._read_pending = True
+            self._run(lambda: self._exec(self._begin_read))
             self._in_read = True
             try:
                 yield
             finally:
                 self._in_read = False
-                if self._read_pending:
-                    self._read_pending = False
-                else:
-                    with suppress(sa.exc.SQLAlchemyError, self._driver_error):
-                        self._exec("COMMIT")
+                with suppress(sa.exc.SQLAlchemyError, self._driver_error):
+                    self._exec("COMMIT")
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 

@@ -176,13 +176,6 @@ class PostgresBackend(SqlEventBackend):
         self._run(lambda: self._exec(f"SELECT pg_advisory_xact_lock({self._order_key})"))
         self._ordered = True
 
-    def _begin_read_with(self, cur: Any, sql: str, args: Any) -> None:
-        # One round trip for BEGIN and the first query of a read (pipeline mode), where it was
-        # two: a read of one query is then two round trips with its COMMIT, not three.
-        with self._raw.pipeline():
-            cur.execute(self._begin_read)
-            cur.execute(sql, args)
-
     def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < COPY_MIN:
             super()._insert_rows(rows)

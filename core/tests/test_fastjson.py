@@ -261,3 +261,36 @@ def test_sealed_leaves_are_the_reference_leaves(
         red = chain.redacted(event.to_dict())
         expected = hashlib.sha256(b"\x00" + _reference(red, sort=True).encode()).hexdigest()
         assert event.extra["chain"]["leaf"] == expected
+
+
+@settings(max_examples=3000, deadline=None)
+@given(json_values)
+def test_what_exact_vouches_for_is_the_reference_without_a_scan(value: Any) -> None:
+    """``exact`` lets the encoders skip ``odd``'s scan, so wherever it says yes the raw orjson
+    output must already be the reference bytes (or orjson refuses, and the caller falls back)."""
+    for sort, option in ((True, fastjson._SORT), (False, fastjson._PASS)):
+        if not fastjson.exact(value, sort=sort):
+            continue
+        try:
+            raw = fastjson._dumps(value, fastjson._refuse, option)  # type: ignore[misc]
+        except fastjson._Refused:
+            continue
+        assert raw == _reference(value, sort=sort).encode("utf-8"), (value, sort, raw)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1.0, -0.0, 1e16, 1e-7, 2**53, math.nan, {"7": 1}, {"0": {}}, [{"1x": 2}], {1: 2}, (1, 2)],
+)
+def test_exact_declines_what_javascript_writes_otherwise(value: Any) -> None:
+    assert not fastjson.exact(value, sort=False)
+    assert not fastjson.exact({"k": [value]}, sort=True)
+
+
+def test_exact_vouches_for_the_ledgers_own_events() -> None:
+    """The ledger's lines take the scan-free path (else ingest pays the scan per event)."""
+    fact = Fact("f", "acct:1", "plan", {"v": 1, "note": "x", "r": 0.5}, "org", "a")
+    event = AssertEvent("e", "2026-01-01T00:00:00.000Z", fact, None, {"chain": {"seq": 3}})
+    assert fastjson.exact(event.to_dict(), sort=False)
+    assert fastjson.exact(event.to_dict(), sort=True)
+    assert event.to_json() == _reference(event.to_dict(), sort=False)

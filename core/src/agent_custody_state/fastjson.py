@@ -116,7 +116,7 @@ def sorted_bytes(value: Any) -> bytes | None:
         data = _dumps(value, _refuse, _SORT)
     except _Refused:
         return None
-    return None if odd(data, sort=True) else data
+    return data if exact(value, sort=True) or not odd(data, sort=True) else None
 
 
 def sorted_unchecked(value: Any) -> bytes | None:
@@ -149,7 +149,82 @@ def ordered_bytes(value: Any) -> bytes | None:
         data = _dumps(value, _refuse, _PASS)
     except _Refused:
         return None
-    return None if odd(data, sort=False) else data
+    return data if exact(value, sort=False) or not odd(data, sort=False) else None
+
+
+#: Key names of the ledger's own wire dicts (events, facts, sources, chain records,
+#: certificates): ASCII, none starting with a digit, so no key order question arises for them.
+_KNOWN_KEYS = frozenset(
+    {
+        *("eventId", "kind", "txTime", "fact", "supersedes", "factId", "actor", "reason"),
+        *("source", "valueDigest", "digestKind", "receiptId", "subject", "predicate"),
+        *("value", "space", "provenance", "external", "validFrom", "validTo", "confidence"),
+        *("forgotten", "at", "valueSalt", "valueCommitment", "chain", "seq", "leaf", "head"),
+        *("genesis", "size", "restored"),
+    }
+)
+_NONE = type(None)
+_TEXTS = frozenset((str, _NONE, bool))
+#: The known keys whose values may be numbers, lists or dicts in the ledger's own dicts.
+_NESTED_KEYS = frozenset(
+    ("fact", "value", "source", "external", "confidence", "forgotten", "chain", "seq")
+) | frozenset(("genesis", "size", "restored"))
+_DIGIT_KEY = re.compile("(?:^|\x00)[0-9]")
+_MAX_DEPTH = 64
+_SAFE_INT = 2**53
+
+
+def exact(value: Any, *, sort: bool, depth: int = 0) -> bool:
+    """Whether orjson writes ``value`` exactly as JavaScript does, told from the value itself
+    (no scan of the output): text, booleans and null; integers within 2**53 and floats that
+    ``safe_number`` accepts; lists of such; dicts of such whose keys are strings, none of them
+    starting with a digit (which might be an array index), and, when ``sort``, no key with a
+    character beyond the Basic Multilingual Plane. The ledger's own dicts (known key names,
+    text values) cost a few C-level set operations. ``False`` only means "not shown": the
+    caller scans the output (``odd``)."""
+    kind = type(value)
+    if kind is dict:
+        if depth > _MAX_DEPTH:
+            return False
+        values = value.values()
+        if value.keys() <= _KNOWN_KEYS:
+            # Only the keys that hold nested values in the ledger's dicts are looked at; a
+            # value of another type under any other key leaves ``others`` above zero.
+            kinds = list(map(type, values))
+            others = len(kinds) - kinds.count(str) - kinds.count(_NONE) - kinds.count(bool)
+            if not others:
+                return True
+            for key in _NESTED_KEYS.intersection(value):
+                item = value[key]
+                if type(item) in _TEXTS:
+                    continue
+                others -= 1
+                if not exact(item, sort=sort, depth=depth + 1):
+                    return False
+            return not others
+        try:
+            keys = "\x00".join(value)
+        except TypeError:  # a key that is not a string
+            return False
+        if _DIGIT_KEY.search(keys) or (sort and not keys.isascii() and max(keys) > "\uffff"):
+            return False
+        if set(map(type, values)) <= _TEXTS:
+            return True
+        for item in values:  # a loop, not all(...): the generator costs more than the tests
+            kind = type(item)
+            if kind in _TEXTS:
+                continue
+            if kind is int:
+                if not -_SAFE_INT < item < _SAFE_INT:
+                    return False
+            elif not exact(item, sort=sort, depth=depth + 1):
+                return False
+        return True
+    if kind in _TEXTS:
+        return True
+    if kind is list:
+        return depth <= _MAX_DEPTH and all(exact(v, sort=sort, depth=depth + 1) for v in value)
+    return safe_number(value)
 
 
 def loads(text: str | bytes) -> Any:

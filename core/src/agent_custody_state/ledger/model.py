@@ -7,11 +7,11 @@ strings. Keys this version does not know (written by a newer implementation) are
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, TypeAlias
 
 from agent_custody_state.canonical import js_json
+from agent_custody_state.fastjson import loads
 
 Provenance = Literal["claimed", "attested", "verified"]
 PROVENANCE_RANK: dict[str, int] = {"claimed": 0, "attested": 1, "verified": 2}
@@ -35,6 +35,8 @@ _FACT_KEYS = (
 
 
 def _extra(data: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    if data.keys() <= known:  # the common case, one C-level set test
+        return {}
     return {k: v for k, v in data.items() if k not in known}
 
 
@@ -334,36 +336,40 @@ def event_from_dict(data: dict[str, Any]) -> Event:
                 data.get("supersedes"),
                 _extra(data, _ASSERT_KEYS),
             )
+        # Positional, with local lookups: every event a read returns is built here.
+        get = data.get
+        source = get("source")
+        src = Source(source.get("receiptId")) if isinstance(source, dict) else Source()
         if kind in _ACTION_CLASSES:
             return _ACTION_CLASSES[kind](
-                event_id=data["eventId"],
-                tx_time=data["txTime"],
-                fact_id=data["factId"],
-                actor=data.get("actor", ""),
-                reason=data.get("reason", ""),
-                source=Source.from_dict(data.get("source")),
-                extra=_extra(data, _ACTION_KEYS),
+                data["eventId"],
+                data["txTime"],
+                data["factId"],
+                get("actor", ""),
+                get("reason", ""),
+                src,
+                _extra(data, _ACTION_KEYS),
             )
         if kind == "confirm":
             return ConfirmEvent(
-                event_id=data["eventId"],
-                tx_time=data["txTime"],
-                fact_id=data["factId"],
-                actor=data.get("actor", ""),
-                source=Source.from_dict(data.get("source")),
-                extra=_extra(data, _CONFIRM_KEYS),
+                data["eventId"],
+                data["txTime"],
+                data["factId"],
+                get("actor", ""),
+                src,
+                _extra(data, _CONFIRM_KEYS),
             )
         if kind == "forget":
             return ForgetEvent(
-                event_id=data["eventId"],
-                tx_time=data["txTime"],
-                fact_id=data["factId"],
-                actor=data.get("actor", ""),
-                reason=data.get("reason", ""),
-                source=Source.from_dict(data.get("source")),
-                value_digest=data.get("valueDigest"),
-                digest_kind=data.get("digestKind", "none"),
-                extra=_extra(data, _FORGET_KEYS),
+                data["eventId"],
+                data["txTime"],
+                data["factId"],
+                get("actor", ""),
+                get("reason", ""),
+                src,
+                get("valueDigest"),
+                get("digestKind", "none"),
+                _extra(data, _FORGET_KEYS),
             )
     except KeyError as exc:
         raise ValueError(f"{kind} event is missing {exc.args[0]!r}") from None
@@ -371,7 +377,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 
 
 def event_from_json(line: str) -> Event:
-    return event_from_dict(json.loads(line))
+    return event_from_dict(loads(line))
 
 
 #: Kept beside a value and erased with it (the chain's commitment salt, ``ledger.chain``).

@@ -89,19 +89,22 @@ class JsonSize:
                 return False
             item = stack.pop()
             budget -= 1
-            if item is None or item is True or item is False:
+            kind = type(item)  # exact types first: decoded JSON is made of them (and it is hot)
+            if kind is str:
+                self.bytes += (len(item) if item.isascii() else _text_bytes(item)) + 2
+            elif item is None or item is True or item is False:
                 self.bytes += 5 if item is False else 4
-            elif isinstance(item, str):
+            elif kind is not dict and kind is not list and isinstance(item, str):
                 self.bytes += _text_bytes(item) + 2
-            elif isinstance(item, int | float):
+            elif kind is not dict and kind is not list and isinstance(item, int | float):
                 self.bytes += _number_bytes(item)
-            elif isinstance(item, list | tuple | Mapping):
+            elif kind is dict or kind is list or isinstance(item, list | tuple | Mapping):
                 # Counted before anything is pushed: an oversized container costs one len().
                 self.elements += len(item)
                 self.bytes += 1 + max(len(item), 1)  # brackets and commas
                 if self.over:
                     break
-                if isinstance(item, Mapping):
+                if kind is dict or isinstance(item, Mapping):
                     for key, child in item.items():
                         self.bytes += (_text_bytes(key) if isinstance(key, str) else 8) + 3
                         stack.append(child)

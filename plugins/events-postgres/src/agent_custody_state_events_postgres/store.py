@@ -40,6 +40,7 @@ written through a cast to jsonb.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -55,6 +56,8 @@ from agent_custody_state_sql.schema import ROW_COLUMNS
 from .location import LocationError, parse_location
 from .relfiles import find_relations, relation_files
 
+log = logging.getLogger(__name__)
+
 #: Appends of this many events or more are sent with ``COPY ... FROM STDIN`` (the bulk loading
 #: floor: one statement streaming every row) rather than a prepared INSERT per row.
 COPY_MIN = 2
@@ -63,7 +66,6 @@ COPY_MIN = 2
 #: lock is an entry in the server's shared lock table (``max_locks_per_transaction`` per
 #: connection on average), which a bulk ingest of thousands of facts would exhaust.
 MAX_KEYS = 64
-
 
 #: The durability wait after a grouped commit: its own transaction (simple query protocol, after
 #: the ``COMMIT`` in the same round trip) writing one transactional logical decoding message (no

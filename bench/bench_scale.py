@@ -6,15 +6,20 @@ For 1, 2, 4 and 8 writer processes, each on its own subject, for a fixed time, i
   table of the same layout and indexes, no lock;
 * ``keys``: ``Ledger.assert_fact`` superseding the writer's previous fact (so every write
   validates: reads the fact, its superseders and events) with the default write section:
-  advisory locks per key, the order lock from the first append to commit;
-* ``keys-unordered``: the same without the order lock (bench only, patched in the worker): the
+  advisory locks per key and the order lock to commit, the commit grouped (asynchronous under
+  the lock, then a durable flush outside it that the server groups with other writers');
+* ``keys-sync``: the same with ``?commit=sync``: the commit's WAL flush under the order lock;
+* ``keys-unordered``: ``keys-sync`` without a shared order lock (bench only, patched in the
+  worker: each writer's order lock is its own): the
   writers' side of a design that orders and chains events after commit (a sealer), i.e. the
   ceiling the order lock costs against;
 * ``table``: the same ledger writes with ``?lock=table`` (``LOCK TABLE ... SHARE ROW
   EXCLUSIVE``, the write path before issue 15).
 
-Usage: ``python bench/bench_scale.py [--quick] [--seconds S] [--writers 1 2 4 8]``; results go
-to ``bench/out/scale.json``. The embedded server comes from the conformance fixture.
+Usage: ``python bench/bench_scale.py [--quick] [--seconds S] [--writers 1 2 4 8]
+[--commit-delay US]``; results go to ``bench/out/scale.json``. ``--commit-delay`` sets the
+server's ``commit_delay`` (microseconds; ``commit_siblings`` 1), the server-side alternative to
+grouping commits. The embedded server comes from the conformance fixture.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).resolve().parent / "out"
-MODES = ("raw", "keys", "keys-unordered", "table")
+MODES = ("raw", "keys", "keys-sync", "keys-unordered", "table")
+SUFFIX = {"table": "&lock=table", "keys-sync": "&commit=sync", "keys-unordered": "&commit=sync"}
 
 
 def _worker(mode: str, url: str, index: int, start: Any, stop_at: Any, out: Any) -> None:
@@ -58,11 +64,11 @@ def _worker(mode: str, url: str, index: int, start: Any, stop_at: Any, out: Any)
     else:
         from agent_custody_state.ledger.ledger import Ledger
 
+        ledger = Ledger(url + SUFFIX.get(mode, ""))
         if mode == "keys-unordered":
-            from agent_custody_state_events_postgres.store import PostgresBackend
-
-            PostgresBackend._before_write = lambda self: None  # type: ignore[method-assign]
-        ledger = Ledger(url + ("&lock=table" if mode == "table" else ""))
+            # Each writer gets an order lock of its own, so none waits for another's.
+            backend: Any = ledger.backend
+            backend._order_key ^= index + 1
         last = ledger.assert_fact(
             subject=f"w{index}", predicate="city", value=0, space="s", actor="b"
         )
@@ -107,7 +113,7 @@ def run_point(mode: str, url: str, writers: int, seconds: float) -> float:
     return total / elapsed
 
 
-def _prepare(pg: Any, durable: bool) -> str:
+def _prepare(pg: Any, durable: bool, commit_delay: int) -> str:
     import psycopg
 
     from agent_custody_state_events_postgres.store import PostgresBackend
@@ -115,14 +121,17 @@ def _prepare(pg: Any, durable: bool) -> str:
 
     with psycopg.connect(pg.admin_url, autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET fsync = {'on' if durable else 'off'}")
+        conn.execute(f"ALTER SYSTEM SET commit_delay = {int(commit_delay)}")
+        conn.execute("ALTER SYSTEM SET commit_siblings = 1")
         conn.execute("SELECT pg_reload_conf()")
     PostgresBackend(f"{pg.url}&table=warm").close()
     with psycopg.connect(pg.url) as conn:
         for ddl in create_ddl("raw_events", "raw_events", "BIGSERIAL PRIMARY KEY"):
             conn.execute(ddl)
         conn.commit()
-        fsync = conn.execute("SHOW fsync").fetchone()
-    print(f"server fsync = {fsync[0] if fsync else '?'}", flush=True)
+        shown = conn.execute("SELECT current_setting('fsync'), current_setting('commit_delay')")
+        fsync, delay = shown.fetchone() or ("?", "?")
+    print(f"server fsync = {fsync}, commit_delay = {delay}", flush=True)
     return str(pg.url)
 
 
@@ -138,6 +147,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--no-fsync", action="store_true", help="measure without fsync")
+    parser.add_argument("--commit-delay", type=int, default=0, help="server commit_delay, us")
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 8.0)
     from agent_custody_state_conformance.postgres import start_embedded_postgres
@@ -150,7 +160,7 @@ def main() -> None:
         m: {w: [] for w in args.writers} for m in args.modes
     }
     try:
-        url = _prepare(pg, durable=not args.no_fsync)
+        url = _prepare(pg, durable=not args.no_fsync, commit_delay=args.commit_delay)
         # Rounds of every point, modes interleaved: a shared machine's load drifts, and each
         # figure is the median of its rounds, so a burst of load elsewhere moves one sample.
         for r in range(rounds):
@@ -163,12 +173,13 @@ def main() -> None:
     finally:
         pg.stop()
     results = {m: {w: statistics.median(v) for w, v in ws.items()} for m, ws in samples.items()}
-    print("\nwriters | " + " | ".join(args.modes) + " | keys/raw | keys/table")
+    print("\nwriters | " + " | ".join(args.modes) + " | keys/raw | keys/table | sync/table")
     for w in args.writers:
         r = {m: results[m].get(w, 0.0) for m in args.modes}
         print(
             f"{w} | " + " | ".join(f"{r[m]:.0f}" for m in args.modes)
             + f" | {_ratio(r, 'keys', 'raw')} | {_ratio(r, 'keys', 'table')}"
+            + f" | {_ratio(r, 'keys-sync', 'table')}"
         )  # fmt: skip
     OUT.mkdir(exist_ok=True)
     (OUT / "scale.json").write_text(
@@ -176,6 +187,7 @@ def main() -> None:
             {
                 "seconds": seconds,
                 "durable": not args.no_fsync,
+                "commit_delay": args.commit_delay,
                 "rounds": rounds,
                 "median": results,
                 "samples": samples,

@@ -67,6 +67,11 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         """Whether the driver connection is dead (the dialect knows how to tell)."""
         return False
 
+    def _commit_statement(self) -> str:
+        """What ends a write section; it must return only once the section is durable
+        (PostgreSQL may add a flush that runs after the commit has released the locks)."""
+        return "COMMIT"
+
     # -- running statements ------------------------------------------------------------------
 
     def _run(self, fn: Callable[[], T]) -> T:
@@ -179,7 +184,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
 
     def _commit(self) -> None:
         try:
-            self._exec("COMMIT")
+            self._exec(self._commit_statement())
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
             # Rolled back by ``_rollback`` on the way out. Not "nothing was written": a COMMIT
             # whose answer was lost (connection dropped) may have committed, and so may a SQLite

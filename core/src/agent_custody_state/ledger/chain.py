@@ -227,13 +227,13 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     salts = os.urandom(SALT_BYTES * len(events))
     sha256 = hashlib.sha256
     for i, event in enumerate(events):
-        plain = None
-        if isinstance(event, AssertEvent):
-            plain = plain_parts(event, salts[i * SALT_BYTES : (i + 1) * SALT_BYTES])
+        salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
+        plain = plain_parts(event, salt) if isinstance(event, AssertEvent) else None
+        fact: Fact | None
         if plain is not None:
             message, stored, fact = plain
         else:
-            message, fact = _reference_parts(event, salts[i * SALT_BYTES : (i + 1) * SALT_BYTES])
+            message, fact = _reference_parts(event, salt)
         leaf = sha256(b"\x00" + message).digest()
         previous = sha256(b"\x01" + previous + leaf).digest()
         seq += 1
@@ -244,8 +244,9 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
         record["leaf"] = leaf.hex()
         record["head"] = previous.hex()
         if plain is not None:
-            e = event
-            sealed = AssertEvent(e.event_id, e.tx_time, fact, e.supersedes, {CHAIN_KEY: record})  # type: ignore[union-attr,arg-type]
+            assert isinstance(event, AssertEvent) and fact is not None  # plain_parts: asserts
+            a = event
+            sealed = AssertEvent(a.event_id, a.tx_time, fact, a.supersedes, {CHAIN_KEY: record})
             stored[CHAIN_KEY] = record
             line = fastjson.ordered_unchecked(stored)
             if line is not None:

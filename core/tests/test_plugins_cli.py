@@ -78,6 +78,7 @@ def test_routing_follows_the_spec(tmp_path: Path) -> None:
 def test_blocked_and_in_process_plugins(tmp_path: Path, isolated_plugins: PluginManager) -> None:
     blocked = PluginManager(load_entry_points=False, blocked={"builtins"})
     assert blocked.plugins["builtins"].error == "blocked" and not blocked.backends
+    assert not blocked.listens()  # no event_appended implementation: the ledger skips the call
 
     seen: list[str] = []
 
@@ -91,6 +92,7 @@ def test_blocked_and_in_process_plugins(tmp_path: Path, isolated_plugins: Plugin
             register("dummy", "x:y", description="test")  # type: ignore[operator]
 
     isolated_plugins.register_plugin(Listener(), name="listener")
+    assert isolated_plugins.listens()
     assert isolated_plugins.plugins["listener"].registers == ["store dummy"]
     with Ledger("memory:") as ledger:
         e = ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")

@@ -131,6 +131,17 @@ def sorted_unchecked(value: Any) -> bytes | None:
         return None
 
 
+def ordered_unchecked(value: Any) -> bytes | None:
+    """``ordered_bytes`` without the check, for a caller that has checked the value's shape
+    itself (``ledger.encoding``); ``None`` when orjson is missing or refuses the value."""
+    if _dumps is None:
+        return None
+    try:
+        return _dumps(value, _refuse, _PASS)
+    except _Refused:
+        return None
+
+
 def safe_number(number: Any) -> bool:
     """Whether orjson writes ``number`` as JavaScript does: an integer within 2**53, or a float
     that is not integral and lies where both write it positionally (1e-5 to 1e15)."""

@@ -302,6 +302,11 @@ class PluginManager:
         """Call every plugin's ``event_appended`` hook (the ledger's notification channel)."""
         self.pm.hook.event_appended(ledger=ledger, event=event)
 
+    def listens(self) -> bool:
+        """Whether any plugin implements ``event_appended`` (asked once per append, so a bulk
+        write with no listener builds no call per event)."""
+        return bool(self.pm.hook.event_appended.get_hookimpls())
+
 
 def _version(dist: str) -> str:
     try:

@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_custody_state import fastjson
 from agent_custody_state.canonical import canonical_utf8
-from agent_custody_state.ledger.model import VALUE_SALT_KEY, AssertEvent, Event, Fact
+from agent_custody_state.ledger.model import (
+    VALUE_COMMITMENT_KEY,
+    VALUE_SALT_KEY,
+    AssertEvent,
+    Event,
+    Fact,
+)
+from agent_custody_state.ledger.plainseal import plain_parts, with_extra, with_lines
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend
@@ -41,7 +48,7 @@ log = logging.getLogger(__name__)
 
 CHAIN_KEY = "chain"
 SALT_KEY = VALUE_SALT_KEY
-COMMITMENT_KEY = "valueCommitment"
+COMMITMENT_KEY = VALUE_COMMITMENT_KEY
 #: The fact keys a forget changes: outside the leaf (the value is in it through its commitment).
 REDACTED_FACT_KEYS = ("value", SALT_KEY, "forgotten")
 ZERO_HEAD = "0" * 64
@@ -203,12 +210,13 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     """``events`` as they are appended after ``head``: asserts salted and committed, each with
     its chain record (the first with a genesis when ``head`` is not chained).
 
-    Written for speed (it runs on every append): one ``to_dict`` per event, reused as the
-    redacted form, and events rebuilt with their constructors rather than ``replace``. The
-    ledger built these events from validated arguments (text where text belongs), so their
-    redacted form has the ledger's shape unless they carry extra keys, external ids or a
-    confidence ``fastjson.safe_number`` refuses: only then is the shape checked in full
-    (``leaf_bytes``).
+    Written for speed (it runs on every append). An assert the ledger built itself takes
+    ``_plain_parts``: its line is encoded here too, from the dict already built, and kept on the
+    event (``Event.line``) for the backend. Any other event: one ``to_dict``, reused as the
+    redacted form, and its line left to the backend. The ledger built these events from
+    validated arguments (text where text belongs), so their redacted form has the ledger's shape
+    unless they carry extra keys, external ids or a confidence ``fastjson.safe_number`` refuses:
+    only then is the shape checked in full (``leaf_bytes``).
     """
     out: list[Any] = []
     previous = bytes.fromhex(head.hash)
@@ -217,32 +225,17 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     # One read of the system's random source for the whole batch (a read per event costs more
     # than the rest of the salting).
     salts = os.urandom(SALT_BYTES * len(events))
+    sha256 = hashlib.sha256
     for i, event in enumerate(events):
-        data = event.to_dict()  # a fresh dict, turned into the redacted form in place
-        data.pop(CHAIN_KEY, None)
-        fact = None
-        shaped = not event.extra or event.extra.keys() <= _CHAIN_ONLY
-        if isinstance(event, AssertEvent):
-            fact = event.fact
-            shaped = (
-                shaped
-                and fact.external is None
-                and fact.extra.keys() <= _OURS
-                and (fact.confidence is None or fastjson.safe_number(fact.confidence))
-            )
-            salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
-            more = dict(fact.extra)
-            more.pop(SALT_KEY, None)
-            more[SALT_KEY] = base64.b64encode(salt).decode("ascii")
-            more[COMMITMENT_KEY] = commitment = value_commitment(salt, fact.value)
-            fact = _with_extra(fact, more)
-            red = data["fact"]
-            for key in REDACTED_FACT_KEYS:
-                red.pop(key, None)
-            red[COMMITMENT_KEY] = commitment
-        message = fastjson.sorted_unchecked(data) if shaped else None
-        leaf = hashlib.sha256(b"\x00" + (message or leaf_bytes(data))).digest()
-        previous = hashlib.sha256(b"\x01" + previous + leaf).digest()
+        salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
+        plain = plain_parts(event, salt) if isinstance(event, AssertEvent) else None
+        fact: Fact | None
+        if plain is not None:
+            message, stored, fact = plain
+        else:
+            message, fact = _reference_parts(event, salt)
+        leaf = sha256(b"\x00" + message).digest()
+        previous = sha256(b"\x01" + previous + leaf).digest()
         seq += 1
         record: dict[str, Any] = {"seq": seq}
         if genesis:
@@ -250,6 +243,16 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
             genesis = False
         record["leaf"] = leaf.hex()
         record["head"] = previous.hex()
+        if plain is not None:
+            assert isinstance(event, AssertEvent) and fact is not None  # plain_parts: asserts
+            a = event
+            sealed = AssertEvent(a.event_id, a.tx_time, fact, a.supersedes, {CHAIN_KEY: record})
+            stored[CHAIN_KEY] = record
+            line = fastjson.ordered_unchecked(stored)
+            if line is not None:
+                object.__setattr__(sealed, "line", line.decode("utf-8"))
+            out.append(sealed)
+            continue
         extra = {k: v for k, v in event.extra.items() if k != CHAIN_KEY}
         extra[CHAIN_KEY] = record
         if fact is not None:
@@ -260,24 +263,31 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     return out
 
 
-def _with_extra(fact: Fact, extra: dict[str, Any]) -> Fact:
-    f = fact
-    return Fact(
-        f.fact_id,
-        f.subject,
-        f.predicate,
-        f.value,
-        f.space,
-        f.actor,
-        f.source,
-        f.provenance,
-        f.external,
-        f.valid_from,
-        f.valid_to,
-        f.confidence,
-        f.forgotten,
-        extra,
-    )
+def _reference_parts(event: Event, salt: bytes) -> tuple[bytes, Fact | None]:
+    """The leaf message of any event and, for an assert, its salted fact (the general path)."""
+    data = event.to_dict()  # a fresh dict, turned into the redacted form in place
+    data.pop(CHAIN_KEY, None)
+    fact = None
+    shaped = not event.extra or event.extra.keys() <= _CHAIN_ONLY
+    if isinstance(event, AssertEvent):
+        fact = event.fact
+        shaped = (
+            shaped
+            and fact.external is None
+            and fact.extra.keys() <= _OURS
+            and (fact.confidence is None or fastjson.safe_number(fact.confidence))
+        )
+        more = dict(fact.extra)
+        more.pop(SALT_KEY, None)
+        more[SALT_KEY] = base64.b64encode(salt).decode("ascii")
+        more[COMMITMENT_KEY] = commitment = value_commitment(salt, fact.value)
+        fact = with_extra(fact, more)
+        red = data["fact"]
+        for key in REDACTED_FACT_KEYS:
+            red.pop(key, None)
+        red[COMMITMENT_KEY] = commitment
+    message = fastjson.sorted_unchecked(data) if shaped else None
+    return message or leaf_bytes(data), fact
 
 
 def last_head(events: Sequence[Event]) -> ChainHead | None:
@@ -298,7 +308,7 @@ class ChainWriter:
 
     def seal(self, backend: EventBackend, events: Sequence[E]) -> list[E]:
         if not self.enabled or not events:
-            return list(events)
+            return with_lines(events)
         return seal(backend.chain_head(), events)
 
     def sealed(self, events: Sequence[Event]) -> None:

@@ -116,4 +116,5 @@ def with_value(event: AssertEvent, value: Any) -> AssertEvent:
     for name in _slots(type(event)):
         object.__setattr__(new_event, name, getattr(event, name))
     object.__setattr__(new_event, "fact", new_fact)
+    object.__setattr__(new_event, "line", None)  # a line encoded with the old value is stale
     return new_event

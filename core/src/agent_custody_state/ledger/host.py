@@ -25,6 +25,9 @@ class LedgerHost(Protocol):
 
     def event_appended(self, ledger: Ledger, event: Event) -> None: ...
 
+    # A host may also offer ``listens() -> bool``: False when nothing hears ``event_appended``,
+    # so the ledger skips the call per event (the plugin manager does; ``Ledger._appended``).
+
 
 _default: Callable[[], LedgerHost] | None = None
 

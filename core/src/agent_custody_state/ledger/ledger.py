@@ -133,6 +133,9 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
             host = self._host or default_host()
         except RuntimeError:
             return  # a ledger over a backend object, in a process without the plugin manager
+        listens = getattr(host, "listens", None)  # optional: a host may not say (LedgerHost)
+        if listens is not None and not listens():
+            return
         for event in events:
             try:
                 host.event_appended(self, event)

@@ -12,162 +12,14 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 from agent_custody_state.canonical import js_json
 from agent_custody_state.fastjson import loads
+from agent_custody_state.ledger.facts import Fact as Fact
+from agent_custody_state.ledger.facts import Forgotten as Forgotten
+from agent_custody_state.ledger.facts import Source as Source
+from agent_custody_state.ledger.facts import unknown_keys
 
 Provenance = Literal["claimed", "attested", "verified"]
 PROVENANCE_RANK: dict[str, int] = {"claimed": 0, "attested": 1, "verified": 2}
 EventKind = Literal["assert", "retract", "confirm", "forget", "hold", "release"]
-
-_FACT_KEYS = (
-    "factId",
-    "subject",
-    "predicate",
-    "value",
-    "space",
-    "actor",
-    "source",
-    "provenance",
-    "external",
-    "validFrom",
-    "validTo",
-    "confidence",
-    "forgotten",
-)
-
-
-def _extra(data: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
-    if data.keys() <= known:  # the common case, one C-level set test
-        return {}
-    return {k: v for k, v in data.items() if k not in known}
-
-
-_FACT_KEYSET = frozenset(_FACT_KEYS)
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Where a fact or event came from: the gateway receipt that carried it."""
-
-    receipt_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"receiptId": self.receipt_id}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Source:
-        if isinstance(data, dict):
-            return cls(receipt_id=data.get("receiptId"))
-        return cls()
-
-
-@dataclass(frozen=True, slots=True)
-class Forgotten:
-    """The certificate left on a fact whose value was erased."""
-
-    value_digest: str | None
-    digest_kind: str
-    at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"valueDigest": self.value_digest, "digestKind": self.digest_kind, "at": self.at}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Forgotten:
-        return cls(data.get("valueDigest"), data.get("digestKind", "none"), data.get("at", ""))
-
-
-@dataclass(frozen=True, slots=True)
-class Fact:
-    """One belief: subject, predicate, value, with its custody and validity."""
-
-    fact_id: str
-    subject: str
-    predicate: str
-    value: Any
-    space: str
-    actor: str
-    source: Source = field(default_factory=Source)
-    provenance: str = "claimed"
-    external: dict[str, str] | None = None
-    valid_from: str = ""
-    valid_to: str | None = None
-    confidence: float | None = None
-    forgotten: Forgotten | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def receipt_id(self) -> str | None:
-        return self.source.receipt_id
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "factId": self.fact_id,
-            "subject": self.subject,
-            "predicate": self.predicate,
-            "value": self.value,
-            "space": self.space,
-            "actor": self.actor,
-            "source": self.source.to_dict(),
-            "provenance": self.provenance,
-        }
-        if self.external:
-            out["external"] = dict(self.external)
-        out["validFrom"] = self.valid_from
-        out["validTo"] = self.valid_to
-        out["confidence"] = self.confidence
-        if self.forgotten is not None:
-            out["forgotten"] = self.forgotten.to_dict()
-        out.update(self.extra)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Fact:
-        # Positional and with local lookups: every event a read returns is built here.
-        get = data.get
-        forgotten = get("forgotten")
-        source = get("source")
-        external = get("external")
-        return cls(
-            data["factId"],
-            data["subject"],
-            data["predicate"],
-            get("value"),
-            data["space"],
-            get("actor", ""),
-            Source(source.get("receiptId")) if isinstance(source, dict) else Source(),
-            get("provenance", "claimed"),
-            dict(external) if external else None,
-            get("validFrom", ""),
-            get("validTo"),
-            get("confidence"),
-            Forgotten.from_dict(forgotten) if isinstance(forgotten, dict) else None,
-            _extra(data, _FACT_KEYSET),
-        )
-
-    def with_(self, **changes: Any) -> Fact:
-        return replace(self, **changes)
-
-    def presented(self, valid_to: str | None, provenance: str) -> Fact:
-        """The fact as a read shows it: ``validTo`` from its superseder and the provenance
-        after confirmation. ``with_(valid_to=..., provenance=...)``, built directly (every
-        read result goes through here, and ``replace`` costs several times more)."""
-        if valid_to == self.valid_to and provenance == self.provenance:
-            return self
-        return Fact(
-            self.fact_id,
-            self.subject,
-            self.predicate,
-            self.value,
-            self.space,
-            self.actor,
-            self.source,
-            provenance,
-            self.external,
-            self.valid_from,
-            valid_to,
-            self.confidence,
-            self.forgotten,
-            self.extra,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +27,19 @@ class _EventBase:
     event_id: str
     tx_time: str
 
+    #: The line body, when whoever built the event encoded it already (``chain.seal`` does, as
+    #: it encodes the event anyway). Not an argument, so ``replace`` (a forget's rewrite) drops
+    #: it; events are immutable, so a line once set stays the event's line.
+    line: str | None = field(default=None, init=False, repr=False, compare=False)
+
     kind: ClassVar[str] = ""
 
     def to_json(self) -> str:
         """One JSONL line body: compact JSON in wire key order, non-ASCII kept as-is."""
-        return js_json(self.to_dict())  # type: ignore[attr-defined]
+        line = self.line
+        if line is None:
+            line = js_json(self.to_dict())  # type: ignore[attr-defined]
+        return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +194,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
                 data["txTime"],
                 Fact.from_dict(data["fact"]),
                 data.get("supersedes"),
-                _extra(data, _ASSERT_KEYS),
+                unknown_keys(data, _ASSERT_KEYS),
             )
         # Positional, with local lookups: every event a read returns is built here.
         get = data.get
@@ -348,7 +208,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
                 get("actor", ""),
                 get("reason", ""),
                 src,
-                _extra(data, _ACTION_KEYS),
+                unknown_keys(data, _ACTION_KEYS),
             )
         if kind == "confirm":
             return ConfirmEvent(
@@ -357,7 +217,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
                 data["factId"],
                 get("actor", ""),
                 src,
-                _extra(data, _CONFIRM_KEYS),
+                unknown_keys(data, _CONFIRM_KEYS),
             )
         if kind == "forget":
             return ForgetEvent(
@@ -369,7 +229,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
                 src,
                 get("valueDigest"),
                 get("digestKind", "none"),
-                _extra(data, _FORGET_KEYS),
+                unknown_keys(data, _FORGET_KEYS),
             )
     except KeyError as exc:
         raise ValueError(f"{kind} event is missing {exc.args[0]!r}") from None
@@ -382,6 +242,8 @@ def event_from_json(line: str) -> Event:
 
 #: Kept beside a value and erased with it (the chain's commitment salt, ``ledger.chain``).
 VALUE_SALT_KEY = "valueSalt"
+#: ``HMAC-SHA256(salt, canonical_json(value))``, kept after a forget (``ledger.chain``).
+VALUE_COMMITMENT_KEY = "valueCommitment"
 
 
 def forget_assert(event: AssertEvent, forgotten: Forgotten) -> AssertEvent:

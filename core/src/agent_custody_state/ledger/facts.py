@@ -1,0 +1,163 @@
+"""Facts: one belief (``Fact``) with its ``Source`` and, once erased, its ``Forgotten`` record.
+
+``Fact.to_dict()`` is the SPEC section 1 wire dict of a fact (camelCase keys in wire order); keys
+this version does not know are kept in ``extra`` and written back after the known ones. Events,
+which carry facts, are in ``model``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+_FACT_KEYS = (
+    "factId",
+    "subject",
+    "predicate",
+    "value",
+    "space",
+    "actor",
+    "source",
+    "provenance",
+    "external",
+    "validFrom",
+    "validTo",
+    "confidence",
+    "forgotten",
+)
+
+
+def unknown_keys(data: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
+    if data.keys() <= known:  # the common case, one C-level set test
+        return {}
+    return {k: v for k, v in data.items() if k not in known}
+
+
+_FACT_KEYSET = frozenset(_FACT_KEYS)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a fact or event came from: the gateway receipt that carried it."""
+
+    receipt_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"receiptId": self.receipt_id}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Source:
+        if isinstance(data, dict):
+            return cls(receipt_id=data.get("receiptId"))
+        return cls()
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """The certificate left on a fact whose value was erased."""
+
+    value_digest: str | None
+    digest_kind: str
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valueDigest": self.value_digest, "digestKind": self.digest_kind, "at": self.at}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Forgotten:
+        return cls(data.get("valueDigest"), data.get("digestKind", "none"), data.get("at", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One belief: subject, predicate, value, with its custody and validity."""
+
+    fact_id: str
+    subject: str
+    predicate: str
+    value: Any
+    space: str
+    actor: str
+    source: Source = field(default_factory=Source)
+    provenance: str = "claimed"
+    external: dict[str, str] | None = None
+    valid_from: str = ""
+    valid_to: str | None = None
+    confidence: float | None = None
+    forgotten: Forgotten | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def receipt_id(self) -> str | None:
+        return self.source.receipt_id
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "factId": self.fact_id,
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "value": self.value,
+            "space": self.space,
+            "actor": self.actor,
+            "source": self.source.to_dict(),
+            "provenance": self.provenance,
+        }
+        if self.external:
+            out["external"] = dict(self.external)
+        out["validFrom"] = self.valid_from
+        out["validTo"] = self.valid_to
+        out["confidence"] = self.confidence
+        if self.forgotten is not None:
+            out["forgotten"] = self.forgotten.to_dict()
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fact:
+        # Positional and with local lookups: every event a read returns is built here.
+        get = data.get
+        forgotten = get("forgotten")
+        source = get("source")
+        external = get("external")
+        return cls(
+            data["factId"],
+            data["subject"],
+            data["predicate"],
+            get("value"),
+            data["space"],
+            get("actor", ""),
+            Source(source.get("receiptId")) if isinstance(source, dict) else Source(),
+            get("provenance", "claimed"),
+            dict(external) if external else None,
+            get("validFrom", ""),
+            get("validTo"),
+            get("confidence"),
+            Forgotten.from_dict(forgotten) if isinstance(forgotten, dict) else None,
+            unknown_keys(data, _FACT_KEYSET),
+        )
+
+    def with_(self, **changes: Any) -> Fact:
+        return replace(self, **changes)
+
+    def presented(self, valid_to: str | None, provenance: str) -> Fact:
+        """The fact as a read shows it: ``validTo`` from its superseder and the provenance
+        after confirmation. ``with_(valid_to=..., provenance=...)``, built directly (every
+        read result goes through here, and ``replace`` costs several times more)."""
+        if valid_to == self.valid_to and provenance == self.provenance:
+            return self
+        return Fact(
+            self.fact_id,
+            self.subject,
+            self.predicate,
+            self.value,
+            self.space,
+            self.actor,
+            self.source,
+            provenance,
+            self.external,
+            self.valid_from,
+            valid_to,
+            self.confidence,
+            self.forgotten,
+            self.extra,
+        )

@@ -1,7 +1,8 @@
 """Writers on different facts do not queue behind each other (issue 15); writers of one fact do.
 
-Writer A opens a write section and holds it open after validating (a precondition that waits),
-while writer B, on its own connection, writes. With key locks B commits before A's section ends;
+Writer A opens a write section and holds it open after validating (a precondition that waits,
+before the ordered phase), while writer B, on its own connection, writes. With key locks B
+validates and commits before A's section ends;
 on the same fact B waits and then loses; with ``?lock=table`` B waits for A whatever it writes.
 """
 
@@ -16,6 +17,7 @@ import pytest
 
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.verify import verify_lines
 
 pytestmark = pytest.mark.postgres
 
@@ -99,25 +101,28 @@ def _timed(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, out
 
 
-def test_writers_commit_in_transaction_time_order(
+def test_writers_on_other_keys_commit_while_a_section_validates(
     held: Callable[[str], tuple[HeldSection, Ledger]], location: str
 ) -> None:
-    """A writer on another subject waits for the open section today: the chain's order lock is
-    taken with the key locks, before the transaction time is stamped, so append order and
-    transaction time agree across writers (docs/scale-out.md: sealing the chain after commit
-    is what would let such writers overlap). B's events come after A's, later in time."""
+    """A holds its key locks mid-section (its precondition, after its reads, before its stamp)
+    while B, on another subject, validates, stamps, seals and commits: the order lock is taken
+    only in the ordered phase. A then stamps after B's commit, so transaction time still follows
+    the append order and the chain is one valid chain."""
     section, b = held(location)
     thread, out = _timed(
         lambda: b.assert_fact(subject="bob", predicate="city", value="Rome", space="s", actor="b")
     )
-    thread.join(1.0)
-    assert thread.is_alive(), "B stamped and committed inside A's open section"
-    section.finish()
     thread.join(WAIT)
+    assert not thread.is_alive(), "B waited for A's open section"
     assert out.get("error") is None, out
+    assert section.thread.is_alive() and not section.release.is_set()  # A was still inside
+    section.finish()
     with Ledger(location) as c:
-        times = [e.tx_time for e in c.export()]
+        events = list(c.export())
+        assert verify_lines(c.backend.stored_events()).ok, "the two writers forked the chain"
+    times = [e.tx_time for e in events]
     assert times == sorted(times), "transaction time goes backwards along the append order"
+    assert [e.fact.value for e in events[-2:]] == ["Rome", "Paris"]  # type: ignore[attr-defined]
 
 
 def test_writer_of_the_same_fact_waits_and_loses(

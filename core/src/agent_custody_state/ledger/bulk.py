@@ -35,7 +35,9 @@ class LedgerBulk:
     def _appended(self, events: Sequence[Event]) -> None:
         raise NotImplementedError
 
-    def _append_ordered(self, stamp: Callable[[str], Sequence[E]]) -> list[E]:
+    def _append_ordered(
+        self, stamp: Callable[[str], Sequence[E]], provisional: str | None = None
+    ) -> list[E]:
         raise NotImplementedError
 
     def assert_many(self, items: Iterable[AssertRequest | Mapping[str, Any]]) -> list[AssertEvent]:
@@ -87,6 +89,8 @@ class LedgerBulk:
                 raise build_error
 
             def stamped(tx: str) -> list[AssertEvent]:
+                if stamp and tx == stamp[0]:
+                    return built  # checked at this stamp already
                 final = [restamp(e, tx, r) for e, r in zip(built, requests, strict=True)]
                 now_of = {e.fact_id: e for e in final}  # a superseded fact of this batch moved too
                 for i, (event, old) in enumerate(zip(final, olds, strict=True)):
@@ -97,7 +101,7 @@ class LedgerBulk:
                             raise _item_error(i, exc) from None
                 return final
 
-            built = self._append_ordered(stamped)
+            built = self._append_ordered(stamped, stamp[0] if stamp else None)
         self._appended(built)
         return built
 

@@ -207,22 +207,28 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
 
             def stamp(tx: str) -> list[AssertEvent]:
                 final = restamp(event, tx, request)
-                if old is not None:  # the only rules that depend on the stamp, run again
+                if old is not None and final is not event:  # the rules that read the stamp
                     check_replacement(final, old)
                 return [final]
 
-            [event] = self._append_ordered(stamp)
+            [event] = self._append_ordered(stamp, event.tx_time)
         self._appended([event])
         return event
 
-    def _append_ordered(self, stamp: Callable[[str], Sequence[E]]) -> list[E]:
+    def _append_ordered(
+        self, stamp: Callable[[str], Sequence[E]], provisional: str | None = None
+    ) -> list[E]:
         """The end of a write section, once its reads and checks are done: enter the backend's
         ordered phase, stamp the transaction time (``stamp(tx)`` returns the events at ``tx``,
         or refuses them), seal and append. The time is taken in the phase, so append order and
         transaction time agree across processes: an event stamped before another committed
-        first would change what a read "as of" that instant returns."""
+        first would change what a read "as of" that instant returns. ``provisional``: the
+        stamp the checks ran at, final already when the backend's sections exclude each other
+        (it locks no keys), so the clock is not read again."""
         self.backend.ordered()
-        events = self._chain.seal(self.backend, stamp(self.now()))
+        exclusive = provisional is not None and not self.backend.locks_keys
+        tx = provisional if exclusive and provisional is not None else self.now()
+        events = self._chain.seal(self.backend, stamp(tx))
         self.backend.append(events)
         return events
 

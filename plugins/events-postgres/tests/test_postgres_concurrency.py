@@ -1,7 +1,8 @@
 """Writers on different facts do not queue behind each other (issue 15); writers of one fact do.
 
-Writer A opens a write section and holds it open after validating (a precondition that waits),
-while writer B, on its own connection, writes. With key locks B commits before A's section ends;
+Writer A opens a write section and holds it open after validating (a precondition that waits,
+before the ordered phase), while writer B, on its own connection, writes. With key locks B
+validates and commits before A's section ends;
 on the same fact B waits and then loses; with ``?lock=table`` B waits for A whatever it writes.
 """
 
@@ -10,15 +11,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.verify import verify_lines
 
 pytestmark = pytest.mark.postgres
 
+EARLY = datetime(2026, 9, 1, 10, 0, 0, tzinfo=UTC)
+LATE = datetime(2026, 9, 1, 10, 0, 1, tzinfo=UTC)
 WAIT = 10.0  # seconds: generous for a loaded machine; a blocked writer is detected long before
 
 
@@ -99,25 +104,28 @@ def _timed(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, out
 
 
-def test_writers_commit_in_transaction_time_order(
+def test_writers_on_other_keys_commit_while_a_section_validates(
     held: Callable[[str], tuple[HeldSection, Ledger]], location: str
 ) -> None:
-    """A writer on another subject waits for the open section today: the chain's order lock is
-    taken with the key locks, before the transaction time is stamped, so append order and
-    transaction time agree across writers (docs/scale-out.md: sealing the chain after commit
-    is what would let such writers overlap). B's events come after A's, later in time."""
+    """A holds its key locks mid-section (its precondition, after its reads, before its stamp)
+    while B, on another subject, validates, stamps, seals and commits: the order lock is taken
+    only in the ordered phase. A then stamps after B's commit, so transaction time still follows
+    the append order and the chain is one valid chain."""
     section, b = held(location)
     thread, out = _timed(
         lambda: b.assert_fact(subject="bob", predicate="city", value="Rome", space="s", actor="b")
     )
-    thread.join(1.0)
-    assert thread.is_alive(), "B stamped and committed inside A's open section"
-    section.finish()
     thread.join(WAIT)
+    assert not thread.is_alive(), "B waited for A's open section"
     assert out.get("error") is None, out
+    assert section.thread.is_alive() and not section.release.is_set()  # A was still inside
+    section.finish()
     with Ledger(location) as c:
-        times = [e.tx_time for e in c.export()]
+        events = list(c.export())
+        assert verify_lines(c.backend.stored_events()).ok, "the two writers forked the chain"
+    times = [e.tx_time for e in events]
     assert times == sorted(times), "transaction time goes backwards along the append order"
+    assert [e.fact.value for e in events[-2:]] == ["Rome", "Paris"]  # type: ignore[attr-defined]
 
 
 def test_writer_of_the_same_fact_waits_and_loses(
@@ -153,3 +161,49 @@ def test_table_lock_makes_every_writer_wait(
     section.finish()
     thread.join(WAIT)
     assert "error" not in out and out["at"] >= released
+
+
+def _clock(*moments: datetime) -> Callable[[], datetime]:
+    """A clock returning ``moments`` in turn, then the last one forever."""
+    left = list(moments)
+    return lambda: left.pop(0) if len(left) > 1 else left[0]
+
+
+def test_the_event_carries_the_stamp_of_the_ordered_phase(location: str) -> None:
+    """On a backend locking keys, a write is checked at a provisional stamp and stamped again in
+    the ordered phase, just before it is sealed: the event carries the second reading, and a
+    ``validFrom`` the caller left out follows it (one given stays)."""
+    with Ledger(location, clock=_clock(EARLY, LATE)) as ledger:
+        event = ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+    assert event.tx_time == event.fact.valid_from == "2026-09-01T10:00:01.000Z"
+    with Ledger(location, clock=_clock(EARLY, LATE)) as ledger:
+        [event] = ledger.assert_many(
+            [dict(subject="s", predicate="p", value=1, space="org", actor="a", valid_from=EARLY)]
+        )
+    assert event.tx_time == "2026-09-01T10:00:01.000Z"
+    assert event.fact.valid_from == "2026-09-01T10:00:00.000Z"
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_the_replacement_rule_is_checked_again_at_the_final_stamp(
+    location: str, bulk: bool
+) -> None:
+    """The replacement passes at its provisional stamp but would start before the fact it
+    supersedes at the final one (the clock stepped back between them): refused, nothing
+    written."""
+    with Ledger(location, clock=lambda: EARLY) as ledger:
+        old = ledger.assert_fact(
+            subject="s", predicate="p", value=1, space="org", actor="a",
+            valid_from=datetime(2026, 9, 1, 10, 0, 0, 500000, tzinfo=UTC),
+        )  # fmt: skip
+        before = [e.to_json() for e in ledger.export()]
+    request = dict(subject="s", predicate="p", value=2, space="org", actor="a")
+    with Ledger(location, clock=_clock(LATE, EARLY)) as ledger:
+        with pytest.raises(LedgerError) as refused:
+            if bulk:
+                ledger.assert_many([{**request, "supersedes": old.fact_id}])
+            else:
+                ledger.assert_fact(**request, supersedes=old.fact_id)
+        assert refused.value.code == "bad_replacement"
+        assert [e.to_json() for e in ledger.export()] == before
+    assert str(refused.value).startswith("item 0: ") == bulk

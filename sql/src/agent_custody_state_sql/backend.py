@@ -113,6 +113,11 @@ class SqlEventBackend(SchemaSetup):
         """Called before the section's first write (a dialect locking keys takes its order
         lock here)."""
 
+    def _last_rows(self) -> list[Any]:
+        """The last row (``last``) for ``chain_head``; a dialect may answer it from a read it
+        made with its order lock."""
+        return self._rows(self._q.last)
+
     def append(self, events: Sequence[Event]) -> None:
         self._require_transaction()
         if events:
@@ -256,7 +261,7 @@ class SqlEventBackend(SchemaSetup):
     def chain_head(self) -> ChainHead:
         """The head recorded on the last row, read from its JSON without building the event
         (every chained append asks this inside its write section)."""
-        rows = self._rows(self._q.last)
+        rows = self._last_rows()
         if not rows:
             return ChainHead(0, "0" * 64, chained=False)
         try:

@@ -12,6 +12,7 @@ import math
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from agent_custody_state.ledger.errors import LedgerError
@@ -235,3 +236,12 @@ def build_assert(
     )
     event_id = next(ids) if ids is not None else new_id()
     return AssertEvent(event_id=event_id, tx_time=tx, fact=fact, supersedes=supersedes)
+
+
+def restamp(event: AssertEvent, tx: str, request: AssertRequest) -> AssertEvent:
+    """``event`` (built by ``build_assert`` from ``request``) stamped at ``tx`` instead: its
+    ``validFrom`` moves with it when the request gave none."""
+    if tx == event.tx_time:
+        return event
+    fact = event.fact if request.valid_from is not None else replace(event.fact, valid_from=tx)
+    return replace(event, tx_time=tx, fact=fact)

@@ -82,6 +82,15 @@ class EventBackend(abc.ABC):
         exception nothing appended in the section remains. Sections may nest (inner is a no-op).
         """
 
+    def ordered(self) -> None:  # noqa: B027 - optional hook
+        """Enter the section's ordered phase: from here to the commit, nothing another section
+        appends may come between this section's head read and its appends. Only inside
+        ``transaction()``; the ledger calls it after validating and before it stamps the
+        transaction time, seals and appends (so time and the chain follow append order). A
+        backend whose sections exclude each other anyway (a file lock) does nothing; one
+        locking keys takes its order lock here, held to the commit, so the reads and checks
+        before it overlap with other sections'."""
+
     @abc.abstractmethod
     def append(self, events: Sequence[Event]) -> None:
         """Append events in order; only inside ``transaction()``."""

@@ -4,17 +4,19 @@ appended unchanged), a mixin of ``Ledger`` kept apart because ingest speed is tu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from agent_custody_state.ledger.arguments import build_assert, new_ids
+from agent_custody_state.ledger.arguments import build_assert, new_ids, restamp
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.locking import batch_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.requests import AssertRequest
-from agent_custody_state.ledger.rules import Batch, check_assert
+from agent_custody_state.ledger.rules import Batch, check_assert, check_replacement
+
+E = TypeVar("E", bound=Event)
 
 
 class LedgerBulk:
@@ -33,6 +35,11 @@ class LedgerBulk:
     def _appended(self, events: Sequence[Event]) -> None:
         raise NotImplementedError
 
+    def _append_ordered(
+        self, stamp: Callable[[str], Sequence[E]], provisional: str | None = None
+    ) -> list[E]:
+        raise NotImplementedError
+
     def assert_many(self, items: Iterable[AssertRequest | Mapping[str, Any]]) -> list[AssertEvent]:
         """Assert many facts in one transaction (bulk ingest): all are appended, or none.
 
@@ -44,8 +51,10 @@ class LedgerBulk:
         with section(self.backend, batch_keys(items) if self.backend.locks_keys else None):
             # Build every event first, so the backend is asked once which of their fact ids it
             # already holds (not once per item); the first build error is raised at its place
-            # in the item order, after the checks of the items before it.
+            # in the item order, after the checks of the items before it. The events are built
+            # and checked at a provisional stamp, restamped in the ordered phase.
             built: list[AssertEvent] = []
+            requests: list[AssertRequest] = []
             build_error: BaseException | None = None
             stamp: list[str] = []
 
@@ -57,11 +66,10 @@ class LedgerBulk:
             ids = new_ids(2 * len(items))
             try:
                 for item in items:
-                    built.append(build_assert(now, AssertRequest.of(item), ids))
+                    requests.append(AssertRequest.of(item))
+                    built.append(build_assert(now, requests[-1], ids))
             except LedgerError as exc:
-                build_error = LedgerError(
-                    f"item {len(built)}: {exc}", field=exc.field, code=exc.code
-                )
+                build_error = _item_error(len(built), exc)
             except Exception as exc:
                 build_error = exc
             known = {
@@ -70,16 +78,30 @@ class LedgerBulk:
                 if isinstance(e, AssertEvent)
             }
             batch = Batch()
+            olds: list[AssertEvent | None] = []
             for i, event in enumerate(built):
                 try:
-                    check_assert(self.backend, event, batch, known)
+                    olds.append(check_assert(self.backend, event, batch, known))
                 except LedgerError as exc:
-                    raise LedgerError(f"item {i}: {exc}", field=exc.field, code=exc.code) from None
+                    raise _item_error(i, exc) from None
                 batch.add(event)
             if build_error is not None:
                 raise build_error
-            built = self._chain.seal(self.backend, built)
-            self.backend.append(built)
+
+            def stamped(tx: str) -> list[AssertEvent]:
+                if stamp and tx == stamp[0]:
+                    return built  # checked at this stamp already
+                final = [restamp(e, tx, r) for e, r in zip(built, requests, strict=True)]
+                now_of = {e.fact_id: e for e in final}  # a superseded fact of this batch moved too
+                for i, (event, old) in enumerate(zip(final, olds, strict=True)):
+                    if old is not None:
+                        try:
+                            check_replacement(event, now_of.get(old.fact_id, old))
+                        except LedgerError as exc:
+                            raise _item_error(i, exc) from None
+                return final
+
+            built = self._append_ordered(stamped, stamp[0] if stamp else None)
         self._appended(built)
         return built
 
@@ -105,3 +127,8 @@ class LedgerBulk:
         with section(self.backend, None):
             self.backend.append(batch)
         return len(batch)
+
+
+def _item_error(index: int, exc: LedgerError) -> LedgerError:
+    """``exc`` as the refusal of item ``index`` of a batch."""
+    return LedgerError(f"item {index}: {exc}", field=exc.field, code=exc.code)

@@ -210,8 +210,9 @@ class LedgerForgetting:
             digest, kind = value_digest(
                 state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
             )
-            before = self.backend.chain_head() if certify else None
             destroyed = _data_keys(self.backend, fact_id) if certify else ()
+            self.backend.ordered()  # the checks are done: stamp, seal and write in order
+            before = self.backend.chain_head() if certify else None
             tx = self.now()
             event = ForgetEvent(
                 new_id(),

@@ -3,7 +3,8 @@
 Every mutation runs inside one ``EventBackend.transaction()``: the rules (``rules.py``) are
 checked against what the backend holds at that moment (including other processes' writes) and
 the event is appended before the section ends, so two racing supersessions cannot both pass rule
-2.1.2. Reads live in ``reading.py``; this class adds them through ``LedgerReads``.
+2.1.2. The end of a section (stamp, seal, append) runs in the backend's ordered phase
+(``EventBackend.ordered``), after the checks, so a backend locking keys serialises only that. Reads live in ``reading.py``; this class adds them through ``LedgerReads``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from agent_custody_state.ledger.arguments import (
     build_assert,
     extra_arg,
     new_id,
+    restamp,
     text_arg,
 )
 from agent_custody_state.ledger.backend import EventBackend
@@ -42,7 +44,13 @@ from agent_custody_state.ledger.model import (
 from agent_custody_state.ledger.queries import FactState, fact_states
 from agent_custody_state.ledger.reading import LedgerReads
 from agent_custody_state.ledger.requests import AssertRequest
-from agent_custody_state.ledger.rules import Action, check_assert, check_known, refuse
+from agent_custody_state.ledger.rules import (
+    Action,
+    check_assert,
+    check_known,
+    check_replacement,
+    refuse,
+)
 from agent_custody_state.ledger.shred import forget_mode_arg, shredding
 from agent_custody_state.timeutil import TimeFormatError, format_time, utc_now
 
@@ -192,18 +200,40 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         (if any) under the write lock, after the rules."""
         request = request or AssertRequest(**kwargs)
         with section(self.backend, assert_keys(request)):
-            # The transaction time is taken under the write lock, as every other event's is, so
-            # append order and transaction time agree across processes: an event stamped before
-            # another committed first would change what a read "as of" that instant returns.
+            # Validated under the key locks alone (other topics' writers validate alongside),
+            # with a provisional stamp; the final one is taken in the ordered phase.
             event = build_assert(self.now, request)
-            check_assert(self.backend, event)
+            old = check_assert(self.backend, event)
             if precondition is not None and event.supersedes is not None:
                 # check_assert has just found the superseded fact, so it has a state
                 precondition(fact_states(self.backend, [event.supersedes])[event.supersedes])
-            [event] = self._chain.seal(self.backend, [event])
-            self.backend.append([event])
+
+            def stamp(tx: str) -> list[AssertEvent]:
+                final = restamp(event, tx, request)
+                if old is not None and final is not event:  # the rules that read the stamp
+                    check_replacement(final, old)
+                return [final]
+
+            [event] = self._append_ordered(stamp, event.tx_time)
         self._appended([event])
         return event
+
+    def _append_ordered(
+        self, stamp: Callable[[str], Sequence[E]], provisional: str | None = None
+    ) -> list[E]:
+        """The end of a write section, once its reads and checks are done: enter the backend's
+        ordered phase, stamp the transaction time (``stamp(tx)`` returns the events at ``tx``,
+        or refuses them), seal and append. The time is taken in the phase, so append order and
+        transaction time agree across processes: an event stamped before another committed
+        first would change what a read "as of" that instant returns. ``provisional``: the
+        stamp the checks ran at, final already when the backend's sections exclude each other
+        (it locks no keys), so the clock is not read again."""
+        self.backend.ordered()
+        exclusive = provisional is not None and not self.backend.locks_keys
+        tx = provisional if exclusive and provisional is not None else self.now()
+        events = self._chain.seal(self.backend, stamp(tx))
+        self.backend.append(events)
+        return events
 
     # -- the other mutations ---------------------------------------------------------------------
 
@@ -228,8 +258,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
             error = refuse(action, state)
             if error is not None:
                 raise error
-            [event] = self._chain.seal(self.backend, [make(new_id(), self.now())])
-            self.backend.append([event])
+            [event] = self._append_ordered(lambda tx: [make(new_id(), tx)])
         self._appended([event])
         return event
 

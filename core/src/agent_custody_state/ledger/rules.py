@@ -39,8 +39,9 @@ def check_assert(
     event: AssertEvent,
     batch: Batch | None = None,
     known: Container[str] | None = None,
-) -> None:
-    """Rules 2.1 for one assert; raises ``LedgerError``.
+) -> AssertEvent | None:
+    """Rules 2.1 for one assert; raises ``LedgerError``. Returns the assert of the fact it
+    supersedes (None when it supersedes none), for ``check_replacement`` after a restamp.
 
     ``batch``: asserts accepted earlier in the same transaction (they may be superseded too).
     ``known``: which of a batch's fact ids the backend already holds, asked once for the whole
@@ -57,7 +58,7 @@ def check_assert(
         )
     sup = event.supersedes
     if sup is None:
-        return
+        return None
     if sup in batch.superseded:
         raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
     old = batch.asserts.get(sup) or backend.get_assert(sup)
@@ -70,6 +71,15 @@ def check_assert(
         state = states_from(around).get(sup)
         if state is not None and state.retracted:
             raise LedgerError(f"fact {sup} is retracted", code="retracted")
+    check_replacement(event, old)
+    return old
+
+
+def check_replacement(event: AssertEvent, old: AssertEvent) -> None:
+    """The rules 2.1 between a replacement and the assert it supersedes that read nothing from
+    the backend: the only ones that depend on the transaction time (through a ``validFrom``
+    defaulted to it), so the ledger runs them again once the event has its final stamp."""
+    fact = event.fact
     if wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
         raise LedgerError(
             "replacement cannot start before the fact it supersedes", code="bad_replacement"

@@ -156,6 +156,9 @@ class ShreddingBackend(EventBackend):
         except Exception:
             log.exception("%s: keys %s not settled yet; the next open settles them", self, kids)
 
+    def ordered(self) -> None:
+        self.inner.ordered()
+
     def append(self, events: Sequence[Event]) -> None:
         places = [
             i

@@ -9,10 +9,13 @@ validate-then-append cannot race another replica's on the same fact. A section w
 (import, recovery) takes the write key exclusively and so waits for every keyed one.
 
 Appends still form one total order: a keyed section takes the table's *order lock* (an
-exclusive advisory lock held to commit) with its key locks, before the ledger stamps the
-transaction time, so rows commit in ``seq`` and time order (a reader paging by ``seq`` never
-skips a row that commits later below its page) and a chain head computed under it extends the
-head every other writer sees.
+exclusive advisory lock held to commit) only when the ledger enters its ordered phase
+(``ordered``: after its reads and checks, before it stamps the transaction time), so the
+validation of sections with disjoint keys overlaps and only stamp, seal, insert and commit are
+serialised. Rows still commit in ``seq`` and time order (a reader paging by ``seq`` never skips a
+row that commits later below its page), and the chain head read under the lock extends the head
+every other writer sees. A write path that appends without entering the phase gets the lock at
+its first head read or append.
 
 Grouped commit (the default; ``?commit=sync`` turns it off): a keyed section commits with
 ``synchronous_commit = off``, so the order lock is released once the commit record is in the WAL
@@ -118,6 +121,7 @@ class PostgresBackend(SqlEventBackend):
         self._order_key = advisory_key(where.qualified, "order")
         self._ordered = False  # whether this section holds the order lock
         self._wrote = False  # whether this section appended or forgot anything
+        self._head_rows: list[Any] | None = None  # the last row, read with the order lock
         self._grouped = False  # whether keyed sections commit grouped (set once connected)
         quoted = ".".join(f'"{part}"' for part in where.qualified.split("."))
         super().__init__(
@@ -150,23 +154,19 @@ class PostgresBackend(SqlEventBackend):
         # One round trip (simple query protocol: no parameters; the keys are integers we made):
         # a single append is a handful of round trips in all, so each one shows in the rate.
         self._ordered = self._wrote = False
+        self._head_rows = None
         if self.where.lock == "table":
             self._exec(f"BEGIN; LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
         elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
             self._exec(f"BEGIN; SELECT pg_advisory_xact_lock({self._write_key})")
         else:
-            # The order lock is taken here too, before the ledger stamps the transaction time:
-            # taken later (at the first append) a section stamped earlier could commit after
-            # one stamped later, and transaction time would go backwards along the append
-            # order (a read "as of" a past instant would then change). Found by the
-            # reliability tier's two-server concurrency run.
+            # The order lock waits for ``ordered`` (the ledger's stamp): the reads and checks
+            # before it run under the key locks alone.
             self._exec(
                 f"BEGIN; SELECT pg_advisory_xact_lock_shared({self._write_key})"
                 + self._key_locks(self._section_keys)
-                + f"; SELECT pg_advisory_xact_lock({self._order_key})"
                 + ("; SET LOCAL synchronous_commit = off" if self._grouped else "")
             )
-            self._ordered = True
 
     def _commit_statement(self) -> str:
         # Only a keyed section that wrote commits asynchronously (SET LOCAL above) and so needs
@@ -194,12 +194,43 @@ class PostgresBackend(SqlEventBackend):
             lambda: self._exec(self._key_locks(keys - (self._section_keys or frozenset()))[2:])
         )
 
+    def ordered(self) -> None:
+        # Taken before the ledger stamps the transaction time, never after: a section stamped
+        # before taking it could commit after one stamped later, and transaction time would go
+        # backwards along the append order (a read "as of" a past instant would then change).
+        # Found by the reliability tier's two-server concurrency run.
+        self._require_transaction()
+        if self._section_keys is None or self._ordered or self.where.lock == "table":
+            return  # an exclusive section, or the order lock is held already
+        lock = f"SELECT pg_advisory_xact_lock({self._order_key}); {self._q.last.sql}"
+
+        def lock_and_read() -> list[Any]:
+            # One round trip (simple query protocol): the lock, then the last row, the head
+            # this section will extend (the next thing every ordered phase reads); both are
+            # under the lock, so each round trip saved here shortens every writer's wait.
+            cur = self._raw.cursor()
+            try:
+                cur.execute(lock)
+                cur.nextset()
+                return list(cur.fetchall())
+            finally:
+                cur.close()
+
+        self._head_rows = self._run(lock_and_read)
+        self._ordered = True
+
+    def _last_rows(self) -> list[Any]:
+        if self._depth and self._head_rows is not None:
+            return self._head_rows
+        return super()._last_rows()
+
     def chain_head(self) -> ChainHead:
-        # Inside a keyed section the head is read under the order lock (taken here, before the
-        # read), so the head this section extends is the last committed one and no other
-        # section can append after it until this one commits.
+        # Inside a keyed section the head is read under the order lock (taken here if the
+        # ledger has not entered its ordered phase yet), so the head this section extends is
+        # the last committed one and no other section can append after it until this one
+        # commits.
         if self._depth:
-            self._before_write()
+            self.ordered()
             return super().chain_head()
         head = super().chain_head()
         if self._grouped and not self._in_read:
@@ -210,10 +241,8 @@ class PostgresBackend(SqlEventBackend):
 
     def _before_write(self) -> None:
         self._wrote = True
-        if self._section_keys is None or self._ordered or self.where.lock == "table":
-            return  # an exclusive section, or the order lock is held already
-        self._run(lambda: self._exec(f"SELECT pg_advisory_xact_lock({self._order_key})"))
-        self._ordered = True
+        self.ordered()
+        self._head_rows = None  # this write moves the head
 
     def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
         if len(rows) < COPY_MIN:

@@ -226,11 +226,19 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         or refuses them), seal and append. The time is taken in the phase, so append order and
         transaction time agree across processes: an event stamped before another committed
         first would change what a read "as of" that instant returns. ``provisional``: the
-        stamp the checks ran at, final already when the backend's sections exclude each other
-        (it locks no keys), so the clock is not read again."""
+        stamp the checks ran at (the clock is read once per write). It is final when the
+        backend's sections exclude each other (it locks no keys); on a backend locking keys,
+        another writer may have taken the order lock first with a later time, so the stamp is
+        raised to the last event's: transaction time never goes backwards along the append
+        order."""
         self.backend.ordered()
-        exclusive = provisional is not None and not self.backend.locks_keys
-        tx = provisional if exclusive and provisional is not None else self.now()
+        if provisional is None:
+            tx = self.now()
+        elif not self.backend.locks_keys:
+            tx = provisional
+        else:
+            last = self.backend.last_event()
+            tx = provisional if last is None or last.tx_time <= provisional else last.tx_time
         events = self._chain.seal(self.backend, stamp(tx))
         self.backend.append(events)
         return events

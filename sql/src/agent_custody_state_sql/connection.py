@@ -24,6 +24,12 @@ from agent_custody_state_sql.schema import Prepared
 T = TypeVar("T")
 
 
+class _SecondStatement(BaseException):
+    """A read run without a transaction (``consistent``) asked a second question: that run is
+    abandoned and the read runs again in a snapshot. A ``BaseException``, so no ``except
+    Exception`` in the code between the read and the backend can swallow it."""
+
+
 def reason(exc: BaseException) -> str:
     """The driver's own message, without SQLAlchemy's statement dump and help link."""
     orig = getattr(exc, "orig", None)
@@ -43,6 +49,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._closed = False
         self._in_read = False
+        # In a read run without a transaction (``consistent``): 1 before its statement, 2 after.
+        self._solo = 0
+        self._cur: Any = None  # the cursor reads reuse (see ``_rows``)
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         try:
             self._conn: Connection = engine.connect()
@@ -62,6 +71,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
 
     #: How a read snapshot starts (``reading``); PostgreSQL asks for REPEATABLE READ.
     _begin_read = "BEGIN"
+
+    #: Keyword arguments of the driver's ``execute`` for a read (PostgreSQL: ``prepare``).
+    _read_options: dict[str, Any] = {}  # noqa: RUF012 - never mutated
 
     def _connection_lost(self) -> bool:
         """Whether the driver connection is dead (the dialect knows how to tell)."""
@@ -84,6 +96,10 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         with self._lock:
             if self._closed:
                 raise EventBackendError(f"ledger {self.location} is closed")
+            if self._solo:
+                if self._solo == 2:
+                    raise _SecondStatement
+                self._solo = 2
             try:
                 return fn()
             except UnicodeEncodeError as exc:
@@ -106,17 +122,25 @@ class SqlConnection(ReentrantTransactions, EventBackend):
     def _reconnect(self) -> None:
         with suppress(Exception):
             self._conn.invalidate()
+        self._cur = None
         self._conn = self._engine.connect()
         self._raw = self._conn.connection.driver_connection
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
         def run() -> list[Any]:
-            cur = self._raw.cursor()
+            # One cursor for every read of the connection (a cursor per call costs as much
+            # Python as the rest of the driver's work); dropped on any failure.
+            cur = self._cur
+            if cur is None:
+                cur = self._cur = self._raw.cursor()
             try:
-                cur.execute(q.sql, q.args(params or {}))
+                cur.execute(q.sql, q.args(params or {}), **self._read_options)
                 return list(cur.fetchall())
-            finally:
-                cur.close()
+            except BaseException:
+                self._cur = None
+                with suppress(Exception):
+                    cur.close()
+                raise
 
         return self._run(run)
 
@@ -146,6 +170,23 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             cur.close()
 
     # -- read snapshots ------------------------------------------------------------------------
+
+    def consistent(self, read: Callable[[], T]) -> T:
+        """``read`` on one snapshot: first with no transaction, where its first statement is its
+        snapshot (one round trip, none for ``BEGIN`` and ``COMMIT``); if it asks a second
+        question, that run is dropped and ``read`` runs again inside ``reading()``."""
+        with self._lock:
+            if self._depth or self._in_read or self._solo:
+                return read()
+            self._solo = 1
+            try:
+                return read()
+            except _SecondStatement:
+                pass
+            finally:
+                self._solo = 0
+            with self.reading():
+                return read()
 
     @contextmanager
     def reading(self) -> Iterator[None]:

@@ -97,6 +97,9 @@ class PostgresBackend(SqlEventBackend):
     # A read made of several queries sees one snapshot (the default READ COMMITTED gives each
     # statement its own, so an as-of read could mix states around a concurrent retraction).
     _begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    # Reads are server-side prepared statements from their first run (psycopg's default waits
+    # for the fifth): each is parsed and planned once per connection.
+    _read_options = {"prepare": True}  # noqa: RUF012 - never mutated
     seq_ddl = "BIGSERIAL PRIMARY KEY"
     locks_keys = True
 

@@ -25,9 +25,10 @@ T = TypeVar("T")
 
 
 class _SecondStatement(BaseException):
-    """A read run without a transaction (``consistent``) asked a second question: that run is
-    abandoned and the read runs again in a snapshot. A ``BaseException``, so no ``except
-    Exception`` in the code between the read and the backend can swallow it."""
+    """A read run without a transaction (``consistent``) asked a second question, and its first
+    answer is not the snapshot's: that run is abandoned and the read runs again in a snapshot.
+    A ``BaseException``, so no ``except Exception`` between the read and the backend can
+    swallow it."""
 
 
 def reason(exc: BaseException) -> str:
@@ -49,8 +50,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._closed = False
         self._in_read = False
-        # In a read run without a transaction (``consistent``): 1 before its statement, 2 after.
-        self._solo = 0
+        # In a read run without a transaction (``consistent``): its first statement, parameters
+        # and answer once asked; None outside such a read.
+        self._solo: list[tuple[Prepared, dict[str, Any] | None, list[Any]]] | None = None
         self._cur: Any = None  # the cursor reads reuse (see ``_rows``)
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         try:
@@ -96,10 +98,6 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         with self._lock:
             if self._closed:
                 raise EventBackendError(f"ledger {self.location} is closed")
-            if self._solo:
-                if self._solo == 2:
-                    raise _SecondStatement
-                self._solo = 2
             try:
                 return fn()
             except UnicodeEncodeError as exc:
@@ -142,6 +140,22 @@ class SqlConnection(ReentrantTransactions, EventBackend):
                     cur.close()
                 raise
 
+        solo = self._solo
+        if solo is None:
+            return self._run(run)
+        if not solo:  # the read's first question: its own snapshot
+            rows = self._run(run)
+            solo.append((q, params, rows))
+            return rows
+        # A second question: take a snapshot now and ask the first one again in it. The same
+        # answer means the read so far is the snapshot's, and it goes on there (no re-run of
+        # the decoding and logic already done); a different one, that it runs again.
+        self._solo = None
+        self._run(lambda: self._exec(self._begin_read))
+        self._in_read = True
+        first, first_params, first_rows = solo[0]
+        if self._rows(first, first_params) != first_rows:
+            raise _SecondStatement
         return self._run(run)
 
     def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
@@ -173,18 +187,21 @@ class SqlConnection(ReentrantTransactions, EventBackend):
 
     def consistent(self, read: Callable[[], T]) -> T:
         """``read`` on one snapshot: first with no transaction, where its first statement is its
-        snapshot (one round trip, none for ``BEGIN`` and ``COMMIT``); if it asks a second
-        question, that run is dropped and ``read`` runs again inside ``reading()``."""
+        snapshot (one round trip, none for ``BEGIN`` and ``COMMIT``). A second question opens
+        the snapshot then (``_rows``); only if the first answer changed in between does ``read``
+        run again, inside ``reading()``."""
         with self._lock:
-            if self._depth or self._in_read or self._solo:
+            if self._depth or self._in_read or self._solo is not None:
                 return read()
-            self._solo = 1
+            self._solo = []
             try:
                 return read()
             except _SecondStatement:
                 pass
             finally:
-                self._solo = 0
+                self._solo = None
+                if self._in_read:  # the snapshot a second question opened
+                    self._end_read()
             with self.reading():
                 return read()
 
@@ -200,9 +217,12 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             try:
                 yield
             finally:
-                self._in_read = False
-                with suppress(sa.exc.SQLAlchemyError, self._driver_error):
-                    self._exec("COMMIT")
+                self._end_read()
+
+    def _end_read(self) -> None:
+        self._in_read = False
+        with suppress(sa.exc.SQLAlchemyError, self._driver_error):
+            self._exec("COMMIT")
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 

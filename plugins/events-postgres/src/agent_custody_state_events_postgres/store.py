@@ -52,9 +52,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
-from agent_custody_state.plugin import ChainHead, EventBackendError, FileKeyStore, KeyStore
+from agent_custody_state.plugin import (
+    ChainHead,
+    Event,
+    EventBackendError,
+    FileKeyStore,
+    KeyStore,
+)
 from agent_custody_state_sql import SqlEventBackend
-from agent_custody_state_sql.schema import ROW_COLUMNS
+from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
 from .location import LocationError, parse_location
 from .relfiles import find_relations, relation_files
@@ -247,18 +253,20 @@ class PostgresBackend(SqlEventBackend):
         self.ordered()
         self._head_rows = None  # this write moves the head
 
-    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        if len(rows) < COPY_MIN:
-            super()._insert_rows(rows)
+    def _insert_events(self, events: Sequence[Event]) -> None:
+        if len(events) < COPY_MIN:
+            super()._insert_events(events)
             return
         # A text COPY into the same columns (a jsonb ``json`` column parses the text as an
-        # INSERT's cast would); rows get their ``seq`` in the order they are written.
+        # INSERT's cast would); rows get their ``seq`` in the order they are written. Each row
+        # is made as it is written: the driver sends a full buffer while the next rows are
+        # made, so the server inserts and indexes while this process encodes.
         sql = f"COPY {self._qualified} ({', '.join(ROW_COLUMNS)}) FROM STDIN"
 
         def copy() -> None:
             with self._raw.cursor() as cur, cur.copy(sql) as stream:
-                for row in rows:
-                    stream.write_row(row)
+                for event in events:
+                    stream.write_row(event_values(event))
 
         self._run(copy)
 

@@ -203,12 +203,21 @@ def test_jsonb_table_of_older_writers(postgres_url: str) -> None:
         ledger.forget(fact_id="f-1", actor="dpo", reason="erasure")
         assert [f.fact_id for f in ledger.as_of(subject="acct:42")] == [new.fact_id]
         assert ledger.get("f-1").value is None  # type: ignore[union-attr]
+        batch = ledger.assert_many(  # a batch goes through COPY (text, for the jsonb column)
+            [
+                {"subject": "acct:43", "predicate": p, "value": 1, "space": "org", "actor": "a"}
+                for p in ("plan", "seats")
+            ]
+        )
+        assert [f.fact_id for f in ledger.as_of(subject="acct:43")] == [e.fact_id for e in batch]
     with _admin(postgres_url) as conn:
         kinds = conn.execute("SELECT kind, jsonb_typeof(json) FROM old_events ORDER BY seq")
         assert kinds.fetchall() == [
             ("assert", "object"),
             ("assert", "object"),
             ("forget", "object"),
+            ("assert", "object"),
+            ("assert", "object"),
         ]
 
 

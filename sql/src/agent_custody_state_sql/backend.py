@@ -122,11 +122,12 @@ class SqlEventBackend(SchemaSetup):
         self._require_transaction()
         if events:
             self._before_write()
-            self._insert_rows([event_values(e) for e in events])
+            self._insert_events(events)
 
-    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        """Insert rows (tuples in ``ROW_COLUMNS`` order) in order; a dialect with a faster bulk
+    def _insert_events(self, events: Sequence[Event]) -> None:
+        """Insert the events' rows (``event_values``) in order; a dialect with a faster bulk
         path (PostgreSQL's COPY) overrides it."""
+        rows = [event_values(e) for e in events]
         self._many_args(self._q.insert, self._q.insert.rows_args(rows, ROW_COLUMNS))
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:

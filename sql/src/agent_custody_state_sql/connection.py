@@ -24,6 +24,13 @@ from agent_custody_state_sql.schema import Prepared
 T = TypeVar("T")
 
 
+class _SecondStatement(BaseException):
+    """A read run without a transaction (``consistent``) asked a second question, and its first
+    answer is not the snapshot's: that run is abandoned and the read runs again in a snapshot.
+    A ``BaseException``, so no ``except Exception`` between the read and the backend can
+    swallow it."""
+
+
 def reason(exc: BaseException) -> str:
     """The driver's own message, without SQLAlchemy's statement dump and help link."""
     orig = getattr(exc, "orig", None)
@@ -43,6 +50,10 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._closed = False
         self._in_read = False
+        # In a read run without a transaction (``consistent``): its first statement, parameters
+        # and answer once asked; None outside such a read.
+        self._solo: list[tuple[Prepared, dict[str, Any] | None, list[Any]]] | None = None
+        self._cur: Any = None  # the cursor reads reuse (see ``_rows``)
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         try:
             self._conn: Connection = engine.connect()
@@ -62,6 +73,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
 
     #: How a read snapshot starts (``reading``); PostgreSQL asks for REPEATABLE READ.
     _begin_read = "BEGIN"
+
+    #: Keyword arguments of the driver's ``execute`` for a read (PostgreSQL: ``prepare``).
+    _read_options: dict[str, Any] = {}  # noqa: RUF012 - never mutated
 
     def _connection_lost(self) -> bool:
         """Whether the driver connection is dead (the dialect knows how to tell)."""
@@ -106,18 +120,42 @@ class SqlConnection(ReentrantTransactions, EventBackend):
     def _reconnect(self) -> None:
         with suppress(Exception):
             self._conn.invalidate()
+        self._cur = None
         self._conn = self._engine.connect()
         self._raw = self._conn.connection.driver_connection
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
         def run() -> list[Any]:
-            cur = self._raw.cursor()
+            # One cursor for every read of the connection (a cursor per call costs as much
+            # Python as the rest of the driver's work); dropped on any failure.
+            cur = self._cur
+            if cur is None:
+                cur = self._cur = self._raw.cursor()
             try:
-                cur.execute(q.sql, q.args(params or {}))
+                cur.execute(q.sql, q.args(params or {}), **self._read_options)
                 return list(cur.fetchall())
-            finally:
-                cur.close()
+            except BaseException:
+                self._cur = None
+                with suppress(Exception):
+                    cur.close()
+                raise
 
+        solo = self._solo
+        if solo is None:
+            return self._run(run)
+        if not solo:  # the read's first question: its own snapshot
+            rows = self._run(run)
+            solo.append((q, params, rows))
+            return rows
+        # A second question: take a snapshot now and ask the first one again in it. The same
+        # answer means the read so far is the snapshot's, and it goes on there (no re-run of
+        # the decoding and logic already done); a different one, that it runs again.
+        self._solo = None
+        self._run(lambda: self._exec(self._begin_read))
+        self._in_read = True
+        first, first_params, first_rows = solo[0]
+        if self._rows(first, first_params) != first_rows:
+            raise _SecondStatement
         return self._run(run)
 
     def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
@@ -147,6 +185,26 @@ class SqlConnection(ReentrantTransactions, EventBackend):
 
     # -- read snapshots ------------------------------------------------------------------------
 
+    def consistent(self, read: Callable[[], T]) -> T:
+        """``read`` on one snapshot: first with no transaction, where its first statement is its
+        snapshot (one round trip, none for ``BEGIN`` and ``COMMIT``). A second question opens
+        the snapshot then (``_rows``); only if the first answer changed in between does ``read``
+        run again, inside ``reading()``."""
+        with self._lock:
+            if self._depth or self._in_read or self._solo is not None:
+                return read()
+            self._solo = []
+            try:
+                return read()
+            except _SecondStatement:
+                pass
+            finally:
+                self._solo = None
+                if self._in_read:  # the snapshot a second question opened
+                    self._end_read()
+            with self.reading():
+                return read()
+
     @contextmanager
     def reading(self) -> Iterator[None]:
         """One snapshot for every query of a read (outside a write section, which has its own)."""
@@ -159,9 +217,12 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             try:
                 yield
             finally:
-                self._in_read = False
-                with suppress(sa.exc.SQLAlchemyError, self._driver_error):
-                    self._exec("COMMIT")
+                self._end_read()
+
+    def _end_read(self) -> None:
+        self._in_read = False
+        with suppress(sa.exc.SQLAlchemyError, self._driver_error):
+            self._exec("COMMIT")
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 

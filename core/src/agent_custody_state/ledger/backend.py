@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from agent_custody_state.ledger.chain import ChainHead, head_after
 from agent_custody_state.ledger.checkpoints import CheckpointLog
@@ -25,6 +25,8 @@ from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Fo
 if TYPE_CHECKING:
     from agent_custody_state.ledger.keystore import KeyStore
 
+
+T = TypeVar("T")
 
 #: The fact keys ``EventBackend.key_values`` lists (wire names).
 KeyName = Literal["subject", "predicate", "space", "factId"]
@@ -237,6 +239,19 @@ class EventBackend(abc.ABC):
         never mix states from before and after another process's write. Default: nothing (a
         backend that answers from one in-process index is consistent already)."""
         return nullcontext()
+
+    def consistent(self, read: Callable[[], T]) -> T:
+        """``read()`` (a read asking one or more questions) on one snapshot, as ``reading``.
+
+        A backend may run ``read`` more than once (its result is then the last run's), so
+        ``read`` must have no effect beyond its answer. PostgreSQL runs it first with no
+        transaction: a read that asks one question (most as-of reads, every ``get`` of a fact
+        with no chain) is one statement, one snapshot, one round trip; a second question
+        abandons that run and the read runs again in a snapshot transaction. Default: within
+        ``reading()``.
+        """
+        with self.reading():
+            return read()
 
     def refresh(self) -> None:  # noqa: B027 - optional hook
         """Pick up events appended by other processes (stores that cache may need it)."""

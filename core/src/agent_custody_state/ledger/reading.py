@@ -51,8 +51,9 @@ class LedgerReads:
         va = time_arg(valid_at, "valid_at") or now
         ta = time_arg(tx_at, "tx_at") or now
         min_rank = {"all": 0, "attested": 1, "verified": 2}[include]
-        with self.backend.reading():
-            return self._as_of(va, ta, min_rank, space=space, subject=subject, predicate=predicate)
+        return self.backend.consistent(
+            lambda: self._as_of(va, ta, min_rank, space=space, subject=subject, predicate=predicate)
+        )
 
     def _as_of(
         self,
@@ -94,13 +95,15 @@ class LedgerReads:
 
     def get(self, fact_id: str) -> Fact | None:
         """A fact in any state (confirmed provenance shown, validTo from supersession), or None."""
-        with self.backend.reading():
-            self.backend.refresh()
-            around = self.backend.events_around([fact_id])
-            state = states_from(around).get(fact_id)
-            if state is None:
-                return None
-            return self._present(state, around)
+        return self.backend.consistent(lambda: self._get(fact_id))
+
+    def _get(self, fact_id: str) -> Fact | None:
+        self.backend.refresh()
+        around = self.backend.events_around([fact_id])
+        state = states_from(around).get(fact_id)
+        if state is None:
+            return None
+        return self._present(state, around)
 
     def _present(self, state: FactState, around: Sequence[Event] | None = None) -> Fact:
         fact = state.assert_event.fact

@@ -41,6 +41,7 @@ from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Fo
 log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Event)
+T = TypeVar("T")
 
 FORGET_MODES = ("plain", "crypto-shred")
 #: Events whose keys are fetched in one ``get`` when a read streams.
@@ -337,6 +338,9 @@ class ShreddingBackend(EventBackend):
 
     def reading(self) -> AbstractContextManager[None]:
         return self.inner.reading()
+
+    def consistent(self, read: Callable[[], T]) -> T:
+        return self.inner.consistent(read)
 
     def compact(self) -> None:
         try:

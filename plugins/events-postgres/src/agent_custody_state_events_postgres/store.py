@@ -52,9 +52,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 
-from agent_custody_state.plugin import ChainHead, EventBackendError, FileKeyStore, KeyStore
+from agent_custody_state.plugin import (
+    ChainHead,
+    Event,
+    EventBackendError,
+    FileKeyStore,
+    KeyStore,
+)
 from agent_custody_state_sql import SqlEventBackend
-from agent_custody_state_sql.schema import ROW_COLUMNS
+from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
 from .location import LocationError, parse_location
 from .relfiles import find_relations, relation_files
@@ -64,6 +70,9 @@ log = logging.getLogger(__name__)
 #: Appends of this many events or more are sent with ``COPY ... FROM STDIN`` (the bulk loading
 #: floor: one statement streaming every row) rather than a prepared INSERT per row.
 COPY_MIN = 2
+
+#: What makes a ``COPY ... FROM STDIN`` binary.
+BINARY = " (FORMAT BINARY)"
 
 #: More keys than this in one section take the exclusive write lock instead: every advisory
 #: lock is an entry in the server's shared lock table (``max_locks_per_transaction`` per
@@ -97,6 +106,9 @@ class PostgresBackend(SqlEventBackend):
     # A read made of several queries sees one snapshot (the default READ COMMITTED gives each
     # statement its own, so an as-of read could mix states around a concurrent retraction).
     _begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    # Reads are server-side prepared statements from their first run (psycopg's default waits
+    # for the fifth): each is parsed and planned once per connection.
+    _read_options = {"prepare": True}  # noqa: RUF012 - never mutated
     seq_ddl = "BIGSERIAL PRIMARY KEY"
     locks_keys = True
 
@@ -244,18 +256,25 @@ class PostgresBackend(SqlEventBackend):
         self.ordered()
         self._head_rows = None  # this write moves the head
 
-    def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        if len(rows) < COPY_MIN:
-            super()._insert_rows(rows)
+    def _insert_events(self, events: Sequence[Event]) -> None:
+        if len(events) < COPY_MIN:
+            super()._insert_events(events)
             return
-        # A text COPY into the same columns (a jsonb ``json`` column parses the text as an
-        # INSERT's cast would); rows get their ``seq`` in the order they are written.
+        # A binary COPY into the same columns: every value is text, sent as its UTF-8 bytes
+        # (no escaping on either side); into a jsonb ``json`` column (older writers) a text
+        # COPY, which parses the text as an INSERT's cast would. Rows get their ``seq`` in the
+        # order they are written. Each row is made as it is written: the driver sends a full
+        # buffer while the next rows are made, so the server inserts and indexes while this
+        # process encodes.
         sql = f"COPY {self._qualified} ({', '.join(ROW_COLUMNS)}) FROM STDIN"
+        binary = not self._jsonb
 
         def copy() -> None:
-            with self._raw.cursor() as cur, cur.copy(sql) as stream:
-                for row in rows:
-                    stream.write_row(row)
+            with self._raw.cursor() as cur, cur.copy(sql + BINARY * binary) as stream:
+                if binary:
+                    stream.set_types(["text"] * len(ROW_COLUMNS))
+                for event in events:
+                    stream.write_row(event_values(event))
 
         self._run(copy)
 

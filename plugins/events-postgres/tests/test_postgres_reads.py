@@ -1,0 +1,85 @@
+"""The read path on PostgreSQL: a read of one question is one statement (no ``BEGIN`` or
+``COMMIT`` around it), and a read of several questions still sees one snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_custody_state import Ledger
+
+pytestmark = pytest.mark.postgres
+
+
+def _recorded(ledger: Ledger) -> list[str]:
+    """Every statement the backend sends outside its prepared reads (``BEGIN``, ``COMMIT``...)."""
+    backend: Any = ledger.backend
+    sent: list[str] = []
+    run = backend._exec
+
+    def record(sql: str) -> None:
+        sent.append(sql)
+        run(sql)
+
+    backend._exec = record
+    return sent
+
+
+def test_a_read_of_one_question_opens_no_transaction(postgres_url: str) -> None:
+    with Ledger(f"{postgres_url}&table=solo") as ledger:
+        a = ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        b = ledger.assert_fact(subject="s", predicate="q", value=2, space="org", actor="a")
+        sent = _recorded(ledger)
+        assert [f.fact_id for f in ledger.as_of(subject="s")] == [a.fact_id, b.fact_id]
+        got = ledger.get(a.fact_id)
+        assert got is not None and got.value == 1
+        assert ledger.get("00000000-0000-4000-8000-000000000000") is None
+        assert sent == []
+
+
+def test_a_read_of_several_questions_sees_one_snapshot(postgres_url: str) -> None:
+    """A write committed by another connection between a read's two questions is seen by
+    neither: the read that asked twice runs again inside a REPEATABLE READ snapshot."""
+    url = f"{postgres_url}&table=snap"
+    with Ledger(url) as ledger, Ledger(url) as other:
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        runs: list[tuple[int, int]] = []
+
+        def read() -> tuple[int, int]:
+            first = ledger.backend.count()
+            other.assert_fact(
+                subject=f"t{len(runs)}", predicate="p", value=2, space="org", actor="b"
+            )
+            runs.append((first, ledger.backend.count()))
+            return runs[-1]
+
+        sent = _recorded(ledger)
+        first, second = ledger.backend.consistent(read)
+        assert first == second == 2  # the snapshot of the second run: before its own write
+        assert len(runs) == 1  # the first run stopped at its second question
+        assert sent[0].startswith("BEGIN ISOLATION LEVEL REPEATABLE READ") and sent[-1] == "COMMIT"
+        assert ledger.count() == 3
+
+
+def test_as_of_past_a_retracted_link_asks_again_in_a_snapshot(postgres_url: str) -> None:
+    """An as-of read that needs a second question (a retracted superseder) answers as the
+    transactional read did."""
+    with Ledger(f"{postgres_url}&table=chain") as ledger:
+        a = ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        b = ledger.assert_fact(
+            subject="s", predicate="p", value=2, space="org", actor="a", supersedes=a.fact_id
+        )
+        c = ledger.assert_fact(
+            subject="s", predicate="p", value=3, space="org", actor="a", supersedes=b.fact_id
+        )
+        assert [f.fact_id for f in ledger.as_of(subject="s")] == [c.fact_id]
+        ledger.retract(fact_id=c.fact_id, actor="a", reason="wrong")
+        ledger.retract(fact_id=b.fact_id, actor="a", reason="wrong too")
+        sent = _recorded(ledger)
+        current = ledger.as_of(subject="s")
+        assert [(f.fact_id, f.value) for f in current] == [(a.fact_id, 1)]
+        assert sent == ["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "COMMIT"]
+        with ledger.backend.reading():  # an enclosing snapshot: the read runs once, inside it
+            assert [f.fact_id for f in ledger.as_of(subject="s")] == [a.fact_id]
+        assert len(sent) == 4

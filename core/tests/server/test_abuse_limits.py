@@ -15,23 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-from servertest import GATEWAY_TOKEN, HttpServer, start_http
+from servertest import GATEWAY_TOKEN, INIT, HttpServer, start_http
 
 from agent_custody_state.config import load_config
 from agent_custody_state_conformance.gateway import GatewayClient
 
 pytestmark = pytest.mark.anyio
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "limits", "version": "0"},
-    },
-}
 HEADERS = {
     "authorization": f"Bearer {GATEWAY_TOKEN}",
     "content-type": "application/json",

@@ -4,7 +4,10 @@ commands in their plugin folders (``test_cli_inspect.py`` there)."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +19,16 @@ from agent_custody_state.cli import main
 from agent_custody_state.server.service import MemoryService
 
 
+def _ticking_clock() -> Callable[[], datetime]:
+    """One second per read: every event is learned at its own instant, so the ``--tx-at``
+    assertions below cannot meet two events stamped in the same millisecond."""
+    ticks = itertools.count()
+    start = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    return lambda: start + timedelta(seconds=next(ticks))
+
+
 def _seed(path: Path) -> dict[str, str]:
-    with Ledger(path) as ledger:
+    with Ledger(path, clock=_ticking_clock()) as ledger:
         pro = ledger.assert_fact(
             subject="user:42",
             predicate="plan",

@@ -185,3 +185,40 @@ def test_the_server_signs_checkpoints_with_its_key(
     refused = main(["serve", "--ledger", str(path), "--checkpoint-every", "5"])
     assert refused == 1
     assert "checkpoint_every needs key" in capsys.readouterr().err
+
+
+# Values whose canonical text orjson does not write (JavaScript's number spelling, key order by
+# UTF-16 units and array indexes first): verify's first try (orjson's sorted bytes against the
+# recorded leaf and commitment) misses, and the canonical path must still accept them, or find
+# an edit.
+ODD_VALUES = [
+    1e16,
+    1.2345678901234568e20,
+    -0.0,
+    {"\U0001f600": 1, "\uff61": 2, "a": 3},
+    {"10": "x", "9": "y", "b": [1.5, 2e-9]},
+]
+
+
+def test_values_orjson_does_not_write_canonically_verify(tmp_path: Path) -> None:
+    from agent_custody_state import fastjson
+    from agent_custody_state.canonical import canonical_utf8
+
+    # The premise: for each value, orjson's sorted text is not the canonical text; nor for the
+    # external ids, which are in the leaf (the values are in it through their commitments).
+    external = {"\U0001f600": "x", "\uff61": "y"}
+    assert all(fastjson.sorted_unchecked(v) != canonical_utf8(v) for v in [*ODD_VALUES, external])
+    path = tmp_path / "odd.jsonl"
+    with Ledger(path) as ledger:
+        for i, value in enumerate(ODD_VALUES):
+            odd_key = {**FACT, "subject": f"odd:{i}", "value": value}
+            ledger.assert_fact(**odd_key, external=external)
+    report = verify_lines(path.read_bytes().splitlines())
+    assert report.ok and report.events == len(ODD_VALUES), report.problems
+    lines = path.read_text().splitlines()
+    data = json.loads(lines[3])
+    data["fact"]["value"]["\uff61"] = 4  # an edit of an odd value: the commitment breaks
+    lines[3] = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    report = verify_lines(line.encode() for line in lines)
+    assert report.first is not None and report.first.seq == 4
+    assert "commitment" in report.first.reason

@@ -49,3 +49,15 @@ def faultshim() -> Iterator[Path | None]:
         yield path
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.fixture
+def location(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh ledger of the backend a test names through an indirect parameter
+    (``@pytest.mark.parametrize("location", ["jsonl", "sqlite", "postgres"], indirect=True)``):
+    a file in a new folder, or the embedded PostgreSQL server's URL (its own database per test)."""
+    backend: str = request.param
+    if backend == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        return url
+    return str(tmp_path_factory.mktemp(backend) / f"ledger.{backend}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -78,16 +77,6 @@ op = st.one_of(
         st.sampled_from((None, *SPACES)),
     ),
 )
-
-
-@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def location(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    if request.param == "postgres":
-        yield request.getfixturevalue("postgres_url")
-        return
-    yield str(tmp_path_factory.mktemp("scopes") / f"ledger.{request.param}")
 
 
 class Run:
@@ -283,6 +272,7 @@ def _json(result: dict[str, Any]) -> Any:
     return json.loads(result["texts"][0])
 
 
+@pytest.mark.parametrize("location", ["jsonl", "sqlite", "postgres"], indirect=True)
 def test_no_call_crosses_its_scope(location: str) -> None:
     totals = {"calls": 0, "hidden": 0, "in_scope": 0, "stepup": 0}
     with Ledger(location) as ledger:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -24,16 +23,6 @@ from .support import RawMcp, ServerProcess, gateway_meta, http_client, record
 
 TOKEN = "gw-" + uuid.uuid4().hex
 STEPS = 20
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    if request.param == "postgres":
-        yield request.getfixturevalue("postgres_url")
-        return
-    yield str(tmp_path_factory.mktemp("stateless") / "ledger.sqlite")
 
 
 async def alternate(urls: list[str]) -> tuple[list[str], list[dict[str, object]]]:
@@ -56,6 +45,7 @@ async def alternate(urls: list[str]) -> tuple[list[str], list[dict[str, object]]
         return written, reads
 
 
+@pytest.mark.parametrize("location", ["sqlite", "postgres"], indirect=True)
 def test_two_stateless_processes_keep_one_history(location: str) -> None:
     args = ["--ledger", location, "--token-env", "STATELESS_TOKEN", "--stateless"]
     servers = [ServerProcess(args, {"STATELESS_TOKEN": TOKEN}) for _ in range(2)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,17 +96,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
-def location(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    if request.param == "postgres":
-        yield request.getfixturevalue("postgres_url")
-        return
-    folder = tmp_path_factory.mktemp("values")
-    yield str(folder / f"ledger.{request.param}")
-
-
+@pytest.mark.parametrize("location", ["jsonl", "sqlite", "postgres"], indirect=True)
 def test_value_is_kept_exactly_or_refused(location: str) -> None:
     outcomes = {"kept": 0, "refused": 0}
 

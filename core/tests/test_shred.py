@@ -245,3 +245,32 @@ def test_appends_read_only_the_last_event_not_the_whole_ledger(tmp_path: Path) -
         backend.inner.iter_events = walked  # type: ignore[method-assign]
         ledger.assert_fact(subject="s", predicate="q", value=2, space="o", actor="a")
         assert backend.last_event().fact.value == 2  # type: ignore[union-attr]
+
+
+def test_appends_fetch_no_key_and_write_the_reference_line(tmp_path: Path) -> None:
+    # The chain's head is the inner backend's (the leaf leaves the value out): an append opens
+    # no envelope, so a new fact reads nothing from the key store. And the line the shredding backend
+    # encodes itself (orjson, unchecked) is the reference encoder's, byte for byte.
+    from agent_custody_state.canonical import js_json
+
+    path = tmp_path / "l.jsonl"
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        backend = ledger.backend
+        assert isinstance(backend, ShreddingBackend)
+        first = _fact(ledger, "first")
+
+        def fetched(kids: object) -> dict[str, bytes]:
+            raise AssertionError("an append fetched a key")
+
+        real_get = backend.keys.get
+        backend.keys.get = fetched  # type: ignore[method-assign]
+        for value in VALUES:
+            _fact(ledger, value, subject="acct:2")
+        ledger.assert_many([{"subject": f"b{i}", "predicate": "p", "value": v, "space": "o",
+                             "actor": "a"} for i, v in enumerate(VALUES)])  # fmt: skip
+        backend.keys.get = real_get  # type: ignore[method-assign]
+        _fact(ledger, "second", supersedes=first)  # reads the superseded fact: its key too
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 + 2 * len(VALUES)
+    for line in lines:
+        assert line == js_json(event_from_json(line).to_dict())

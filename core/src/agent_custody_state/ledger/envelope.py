@@ -20,6 +20,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from agent_custody_state import fastjson
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import AssertEvent
@@ -60,7 +61,7 @@ def seal(
     """Encrypt ``value`` for ``fact_id`` with ``key`` (named ``kid``): the envelope. ``nonce``:
     12 random bytes (drawn here when not given; a batch draws them all at once)."""
     nonce = nonce or os.urandom(NONCE_BYTES)
-    plain = js_json(value).encode("utf-8")
+    plain = fastjson.ordered_bytes(value) or js_json(value).encode("utf-8")
     sealed = _aesgcm(key).encrypt(nonce, plain, _aad(fact_id))
     return {
         "shred": ALGORITHM,

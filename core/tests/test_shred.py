@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -101,14 +102,17 @@ def test_a_tampered_ciphertext_is_refused(tmp_path: Path) -> None:
 
 
 class CountingKeys(MemoryKeyStore):
-    """A memory key store that counts its writes."""
+    """A memory key store that records the size of each write, and can hold writes back."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.puts = 0
+        self.writes: list[int] = []
+        self.gate = threading.Event()
+        self.gate.set()
 
     def put(self, keys: Mapping[str, bytes]) -> None:
-        self.puts += 1
+        self.writes.append(len(keys))
+        assert self.gate.wait(10), "a write was held back for good"
         super().put(keys)
 
     def size(self) -> int:
@@ -120,19 +124,36 @@ def test_keys_are_created_ahead_in_blocks_and_unused_ones_destroyed_at_close() -
     keys = CountingKeys()
     ledger = Ledger(MemoryBackend(), forget_mode="crypto-shred", key_store=keys)
     ids = [_fact(ledger, i) for i in range(300)]
-    assert keys.puts == 3  # blocks of 64 + 128 + 256 keys
+    # Blocks doubling from 64, each next one started ahead: 300 appends, four key writes.
+    assert keys.writes == [64, 128, 256, 512]
     ledger.assert_many(
         [
             {"subject": "b", "predicate": "p", "value": i, "space": "o", "actor": "a"}
             for i in range(2000)
         ]
     )
-    assert keys.puts == 4  # a batch takes what it needs in one write
+    # The batch takes the 660 keys left and one write of what it lacks; then the next ahead.
+    assert keys.writes[4:] == [2000 - 660, 2000]
     _fact(ledger, "one more")
-    assert keys.puts == 5 and keys.size() == 2301 + 1023  # a block of 1024, one used
+    assert len(keys.writes) == 6  # "one more" takes a key of the block written ahead
+    assert keys.size() == sum(keys.writes) == 4300
     ledger.forget(fact_id=ids[0], actor="a", reason="r")
     ledger.close()
     assert keys.size() == 2300  # only the keys of live facts remain
+
+
+def test_an_append_does_not_wait_for_the_block_written_ahead() -> None:
+    keys = CountingKeys()
+    ledger = Ledger(MemoryBackend(), forget_mode="crypto-shred", key_store=keys)
+    _fact(ledger, 0)  # the first block (waited for) and the next one, ahead
+    assert keys.writes == [64, 128]
+    keys.gate.clear()  # writes from now on hang until the gate opens
+    for i in range(1, 64):
+        _fact(ledger, i)  # keys of the first block: no wait for anything ahead
+    assert keys.writes[:2] == [64, 128]
+    keys.gate.set()
+    ledger.close()
+    assert keys.size() == 64
 
 
 def test_forget_leaves_no_copy_of_the_key_in_the_key_store_files(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@
 Writing one key per assert to the key store would double the fsyncs of a durable append. So
 keys are created ahead in blocks (the first of ``FIRST_BLOCK`` keys, each next one twice as
 large up to ``MAX_BLOCK``; a batch larger than what is left takes what it needs in one block).
-A block is written by a thread of its own while the caller encrypts and appends; the caller
-waits for it before its transaction commits, so a key is on disk before any event it encrypts.
+A block is written by a thread of its own while the caller encrypts and appends, and the next
+one is started ahead, before the keys run out; a caller waits for the blocks its keys come from
+before its transaction commits, so a key is on disk before any event it encrypts.
 A key is handed out once; keys a crash left unused encrypt nothing, and ``release`` (at close)
 destroys the unused ones of a clean stop.
 """
@@ -60,23 +61,31 @@ class KeyPool:
 
     def take(self, n: int) -> tuple[list[tuple[str, bytes]], Callable[[], None]]:
         """``n`` keys (id, bytes), and the function that returns once they are durable (it
-        raises what writing them raised; such keys are never handed out again)."""
+        raises what writing them raised; such keys are never handed out again).
+
+        The next block is started ahead, as soon as fewer keys are left than this take or half
+        a block: it is written while the caller encrypts, appends and syncs, so the next take
+        usually finds its keys on disk already. A take waits only for the blocks its own keys
+        come from."""
         with self._lock:
             if len(self._free) < n:
-                want = max(n - len(self._free), self._block)
-                # One draw from the OS for the whole block: 16 bytes of id, 32 of key each.
-                blob, step = os.urandom(want * (16 + KEY_BYTES)), 16 + KEY_BYTES
-                fresh = {
-                    blob[i : i + 16].hex(): blob[i + 16 : i + step]
-                    for i in range(0, len(blob), step)
-                }
-                self._refills.append(_Refill(self.keys, fresh))
-                self._free[:0] = fresh.items()  # handed out from the end
-                self._block = min(self._block * 2, MAX_BLOCK)
+                self._refill(max(n - len(self._free), self._block))
             taken = self._free[-n:]
             del self._free[-n:]
-            pending = list(self._refills)
+            kids = [kid for kid, _ in taken]
+            pending = [r for r in self._refills if not r.kids.isdisjoint(kids)]
+            if len(self._free) < max(n, self._block // 2):
+                self._refill(max(n, self._block))
         return taken, lambda: self._settle(pending)
+
+    def _refill(self, want: int) -> None:
+        """Start writing ``want`` new keys; they are handed out after those already free."""
+        # One draw from the OS for the whole block: 16 bytes of id, 32 of key each.
+        blob, step = os.urandom(want * (16 + KEY_BYTES)), 16 + KEY_BYTES
+        fresh = {blob[i : i + 16].hex(): blob[i + 16 : i + step] for i in range(0, len(blob), step)}
+        self._refills.append(_Refill(self.keys, fresh))
+        self._free[:0] = fresh.items()  # handed out from the end
+        self._block = min(self._block * 2, MAX_BLOCK)
 
     def _settle(self, pending: list[_Refill]) -> None:
         for refill in pending:

@@ -122,6 +122,7 @@ def effective_superseders(
     tx_at: str | None = None,
     around: Sequence[Event] | None = None,
     states: dict[str, FactState] | None = None,
+    covered: Collection[str] = (),
 ) -> dict[str, AssertEvent]:
     """For each fact, the assert that currently supersedes it, skipping retracted links.
 
@@ -130,38 +131,59 @@ def effective_superseders(
 
     ``around``: ``store.events_around(ids)`` for a superset of ``fact_ids``, when the caller
     already has it (it answers the first level without another query); ``states``:
-    ``states_from(around, tx_at=tx_at)``, when the caller has computed it too.
+    ``states_from(around, tx_at=tx_at)``, when the caller has computed it too; ``covered``:
+    facts whose superseders ``around`` holds too (the ids it was asked for). A retracted link
+    among them is followed in ``around`` without a question: an as-of by subject finds every
+    link of a chain (a replacement keeps the subject and predicate), so it asks only when the
+    ledger breaks that rule (an imported or hand-made file) or a filter left a link out.
     """
-    if around is None:
-        states = None
+    base, base_states = around, states
+    covered = frozenset(covered) if base is not None else frozenset()
     children: dict[str, list[AssertEvent]] = {}
     retracted: set[str] = set()
     frontier = set(fact_ids)
     seen: set[str] = set()
+    placed: set[str] = set()  # superseders already filed under their parent
+    first = True
     while frontier:
         seen |= frontier
-        # One question per level: the superseders of the frontier and every event citing them.
-        events = around if around is not None else store.events_around(frontier)
-        around = None
-        found = [
-            e
-            for e in events
-            if isinstance(e, AssertEvent)
-            and e.supersedes in frontier
-            and (tx_at is None or wire_time_key(e.tx_time) <= tx_at)
-        ]
-        if not found:
+        # One question per level: the superseders of the frontier and every event citing them
+        # (none when ``around`` holds them).
+        parts: list[tuple[Sequence[Event], bool]] = []
+        ask = frontier if first and base is None else (set() if first else frontier - covered)
+        if ask:
+            parts.append((store.events_around(ask), False))
+        if base is not None and (first or ask != frontier):
+            parts.append((base, True))
+        first = False
+        found_here: list[AssertEvent] = []
+        for events, is_base in parts:
+            found = [
+                e
+                for e in events
+                if isinstance(e, AssertEvent)
+                and e.supersedes in frontier
+                and e.fact_id not in placed
+                and (tx_at is None or wire_time_key(e.tx_time) <= tx_at)
+            ]
+            if not found:
+                continue
+            if is_base:
+                if base_states is None:
+                    base_states = states_from(events, tx_at=tx_at)
+                part_states = base_states
+            else:
+                part_states = states_from(events, tx_at=tx_at)
+            for e in found:
+                placed.add(e.fact_id)
+                children.setdefault(e.supersedes or "", []).append(e)
+                if part_states[e.fact_id].retracted:
+                    retracted.add(e.fact_id)
+            found_here += found
+        if not found_here:
             break
-        for e in found:
-            children.setdefault(e.supersedes or "", []).append(e)
-        if states is None:
-            states = states_from(events, tx_at=tx_at)
-        for e in found:
-            if states[e.fact_id].retracted:
-                retracted.add(e.fact_id)
         # Only retracted links need their own superseders looked at.
-        frontier = {e.fact_id for e in found if e.fact_id in retracted} - seen
-        states = None  # the next level's events are new
+        frontier = {e.fact_id for e in found_here if e.fact_id in retracted} - seen
 
     def resolve(fact_id: str, depth: int = 0) -> AssertEvent | None:
         if depth > 10_000:

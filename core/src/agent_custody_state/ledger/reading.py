@@ -76,7 +76,12 @@ class LedgerReads:
         states = states_from(around, tx_at=ta)
         alive = [c for c in candidates if not states[c.fact_id].retracted]
         supers = effective_superseders(
-            self.backend, [c.fact_id for c in alive], tx_at=ta, around=around, states=states
+            self.backend,
+            [c.fact_id for c in alive],
+            tx_at=ta,
+            around=around,
+            states=states,
+            covered={c.fact_id for c in candidates},
         )
         out: list[Fact] = []
         for event in alive:
@@ -187,7 +192,9 @@ class LedgerReads:
             return Timeline(subject)
         states = states_from(around, tx_at=ta)
         ids = [a.fact_id for a in asserts]
-        supers = effective_superseders(self.backend, ids, tx_at=ta, around=around)
+        supers = effective_superseders(
+            self.backend, ids, tx_at=ta, around=around, states=states, covered=ids
+        )
         facts: list[Fact] = []
         names: dict[str, str] = {}
         for event in asserts:

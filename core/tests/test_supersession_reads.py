@@ -1,0 +1,90 @@
+"""Reads that follow a supersession chain past a retracted link (SPEC 2.2, "effective
+superseder"): an as-of by subject answers from its one question, and a chain that leaves the
+subject (possible only in an imported or hand-made ledger) is still followed, by asking."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from agent_custody_state import Ledger
+from agent_custody_state.backends.memory import MemoryBackend
+from agent_custody_state.ledger.model import AssertEvent, Event, Fact, RetractEvent, Source
+
+T0 = "2026-01-01T00:00:0{}.000Z"
+
+
+@pytest.fixture
+def ledger() -> Iterator[Ledger]:
+    with Ledger(MemoryBackend(), chain=False) as opened:
+        yield opened
+
+
+def _questions(ledger: Ledger) -> list[int]:
+    """Counts the ``events_around`` questions a read asks beyond its own ``asserts_around``
+    (which, on this backend, asks ``events_around`` itself: not counted)."""
+    asked = [0]
+    inside = [False]
+    backend = ledger.backend
+    real_around, real_asserts = backend.events_around, backend.asserts_around
+
+    def counted(ids: object) -> list[Event]:
+        asked[0] += not inside[0]
+        return real_around(ids)  # type: ignore[arg-type]
+
+    def own(**filters: object) -> object:
+        inside[0] = True
+        try:
+            return real_asserts(**filters)  # type: ignore[arg-type]
+        finally:
+            inside[0] = False
+
+    backend.events_around = counted  # type: ignore[method-assign]
+    backend.asserts_around = own  # type: ignore[method-assign, assignment]
+    return asked
+
+
+def test_a_retracted_middle_link_is_followed_without_another_question(ledger: Ledger) -> None:
+    fact = {"subject": "acct:1", "predicate": "plan", "space": "org", "actor": "a"}
+    a = ledger.assert_fact(**fact, value="a", valid_from="2026-01-01T00:00:00Z")
+    b = ledger.assert_fact(
+        **fact, value="b", supersedes=a.fact_id, valid_from="2026-02-01T00:00:00Z"
+    )
+    c = ledger.assert_fact(
+        **fact, value="c", supersedes=b.fact_id, valid_from="2026-03-01T00:00:00Z"
+    )
+    d = ledger.assert_fact(
+        **fact, value="d", supersedes=c.fact_id, valid_from="2026-04-01T00:00:00Z"
+    )
+    ledger.retract(fact_id=b.fact_id, actor="x", reason="poisoned")
+    ledger.retract(fact_id=c.fact_id, actor="x", reason="poisoned")
+    asked = _questions(ledger)
+    early = ledger.as_of(subject="acct:1", valid_at="2026-02-15T00:00:00Z")
+    assert [(f.value, f.valid_to) for f in early] == [("a", "2026-04-01T00:00:00.000Z")]
+    timeline = ledger.timeline("acct:1")
+    assert timeline.facts[0].valid_to == "2026-04-01T00:00:00.000Z"
+    assert asked == [0]  # A <- B (retracted) <- C (retracted) <- D, all in the one answer
+    assert [f.fact_id for f in ledger.as_of(subject="acct:1")] == [d.fact_id]
+
+
+def test_a_chain_that_leaves_the_subject_is_followed_by_asking(ledger: Ledger) -> None:
+    # Hand-made: B supersedes A under another subject (the ledger would refuse it; an import
+    # takes events as they are), then C supersedes B. B is retracted, so C supersedes A.
+    def assert_event(n: int, subject: str, supersedes: str | None) -> AssertEvent:
+        fact = Fact(
+            f"f{n}", subject, "plan", n, "org", "a", Source(None), "claimed", None, T0.format(n)
+        )
+        return AssertEvent(f"e{n}", T0.format(n), fact, supersedes)
+
+    events: list[Event] = [
+        assert_event(1, "acct:1", None),
+        assert_event(2, "acct:2", "f1"),
+        assert_event(3, "acct:2", "f2"),
+        RetractEvent("e4", T0.format(4), "f2", "x", "wrong", Source(None)),
+    ]
+    ledger.import_events(events)
+    asked = _questions(ledger)
+    facts = ledger.as_of(subject="acct:1", valid_at=T0.format(2))
+    assert [(f.fact_id, f.valid_to) for f in facts] == [("f1", T0.format(3))]
+    assert asked == [1]  # B is not among acct:1's facts: its superseders had to be asked for

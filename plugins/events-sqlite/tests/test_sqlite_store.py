@@ -227,3 +227,24 @@ def test_failed_commit_does_not_claim_nothing_was_written(tmp_path: Path) -> Non
         assert "nothing was written" not in str(err.value)
         store._exec = real_exec
         assert ledger.count() == 1  # it had been recorded
+
+
+def test_an_as_of_reads_no_hold_or_release_rows(tmp_path: Path) -> None:
+    """An as-of needs no legal-hold state, so its one question leaves those rows out; its
+    answer is the one the full question gives (the timeline keeps them)."""
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        fact = {"subject": "acct:1", "predicate": "plan", "space": "org", "actor": "a"}
+        a = ledger.assert_fact(**fact, value="a")
+        b = ledger.assert_fact(**fact, value="b", supersedes=a.fact_id)
+        ledger.hold(fact_id=a.fact_id, actor="legal", reason="case")
+        ledger.release(fact_id=a.fact_id, actor="legal", reason="closed")
+        ledger.hold(fact_id=b.fact_id, actor="legal", reason="case")
+        ledger.confirm(fact_id=b.fact_id, actor="gw")
+        backend = ledger.backend
+        found, around = backend.asserts_for_as_of(subject="acct:1")
+        full_found, full = backend.asserts_around(subject="acct:1")
+        assert found == full_found and [e.kind for e in around] == ["assert", "assert", "confirm"]
+        assert [e.kind for e in full] == ["assert", "assert", "hold", "release", "hold", "confirm"]
+        (current,) = ledger.as_of(subject="acct:1")
+        assert (current.fact_id, current.provenance) == (b.fact_id, "attested")
+        assert ledger.timeline("acct:1").held == [b.fact_id]

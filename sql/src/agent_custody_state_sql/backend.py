@@ -186,7 +186,30 @@ class SqlEventBackend(SchemaSetup):
                 space=space, subject=subject, predicate=predicate, tx_at=tx_at
             )
         params = {"space": space, "subject": subject, "predicate": predicate, "tx_at": tx_at}
-        q = self._q.asserts_around(tuple(v is not None for v in params.values()))
+        return self._around(params, holds=True)
+
+    def asserts_for_as_of(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+    ) -> tuple[list[AssertEvent], list[Event]]:
+        if subject is None:
+            return super().asserts_for_as_of(
+                space=space, subject=subject, predicate=predicate, tx_at=tx_at
+            )
+        params = {"space": space, "subject": subject, "predicate": predicate, "tx_at": tx_at}
+        return self._around(params, holds=False)
+
+    def _around(
+        self, params: dict[str, str | None], *, holds: bool
+    ) -> tuple[list[AssertEvent], list[Event]]:
+        """The matching asserts and the events around them, in one indexed query (without
+        hold and release events unless ``holds``)."""
+        shape = (*(v is not None for v in params.values()), not holds)
+        q = self._q.asserts_around(shape)
         rows = self._rows(q, {k: v for k, v in params.items() if v is not None})
         events = self._decode(rows)
         found = [e for row, e in zip(rows, events, strict=True) if row[2]]

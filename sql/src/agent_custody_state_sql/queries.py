@@ -134,7 +134,8 @@ class Statements:
 
     def asserts_around(self, shape: tuple[bool, ...]) -> Prepared:
         """``asserts_around`` with the filters given in ``shape`` (space, subject, predicate,
-        tx_at): see ``_asserts_around_stmt``."""
+        tx_at; then whether hold and release events are left out): see
+        ``_asserts_around_stmt``."""
         q = self._around.get(shape)
         if q is None:
             q = self._around[shape] = self.compile(self._asserts_around_stmt(shape))
@@ -173,8 +174,9 @@ class Statements:
         sup = t.alias("sup")
         ids = sa.union(found, sa.select(sup.c.fact_id).where(sup.c.supersedes.in_(found)))
         flag = sa.case((sa.and_(*match), 1), else_=0)
+        where: list[sa.ColumnElement[bool]] = [t.c.fact_id.in_(ids)]
+        if shape[4]:
+            where += [t.c.kind != "hold", t.c.kind != "release"]  # no IN: it would expand
         return (
-            sa.select(t.c.seq, self.base.selected_columns[1], flag)
-            .where(t.c.fact_id.in_(ids))
-            .order_by(t.c.seq)
+            sa.select(t.c.seq, self.base.selected_columns[1], flag).where(*where).order_by(t.c.seq)
         )

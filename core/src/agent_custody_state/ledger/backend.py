@@ -150,6 +150,19 @@ class EventBackend(abc.ABC):
         )
         return found, self.events_around([e.fact_id for e in found]) if found else []
 
+    def asserts_for_as_of(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+    ) -> tuple[list[AssertEvent], list[Event]]:
+        """``asserts_around`` for an as-of read, which needs no legal-hold state: the events
+        around may leave out hold and release events (fewer rows to read and decode). Default:
+        ``asserts_around``."""
+        return self.asserts_around(space=space, subject=subject, predicate=predicate, tx_at=tx_at)
+
     @abc.abstractmethod
     def history(self, fact_id: str) -> list[Event]:
         """Events citing ``fact_id`` or superseding it, in append order."""

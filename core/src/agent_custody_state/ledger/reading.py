@@ -68,7 +68,7 @@ class LedgerReads:
         self.backend.refresh()
         # The candidates, with every event citing them or their superseders: one question (one
         # indexed query on SQL); deeper chains are asked for only past a retracted link.
-        candidates, around = self.backend.asserts_around(
+        candidates, around = self.backend.asserts_for_as_of(
             space=space, subject=subject, predicate=predicate, tx_at=ta
         )
         if not candidates:

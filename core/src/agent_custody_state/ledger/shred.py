@@ -297,6 +297,24 @@ class ShreddingBackend(EventBackend):
         found, around = self.inner.asserts_around(
             space=space, subject=subject, predicate=predicate, tx_at=tx_at
         )
+        return self._opened_around(found, around)
+
+    def asserts_for_as_of(
+        self,
+        *,
+        space: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        tx_at: str | None = None,
+    ) -> tuple[list[AssertEvent], list[Event]]:
+        found, around = self.inner.asserts_for_as_of(
+            space=space, subject=subject, predicate=predicate, tx_at=tx_at
+        )
+        return self._opened_around(found, around)
+
+    def _opened_around(
+        self, found: list[AssertEvent], around: list[Event]
+    ) -> tuple[list[AssertEvent], list[Event]]:
         # ``around`` repeats the asserts of ``found`` (decoded twice on SQL): open each once.
         keys = self._keys_for(found)
         opened = {e.event_id: e for e in self._open(found, keys)}

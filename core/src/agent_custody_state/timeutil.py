@@ -7,6 +7,7 @@ width, so comparing two of them as strings is comparing the instants (years 0000
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -99,8 +100,10 @@ def normalize_time(value: object) -> str:
     return format_time(parse_time(value))
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def wire_time_key(value: str) -> str:
-    """Comparison key for a time read back from storage (already normal unless hand-written)."""
+    """Comparison key for a time read back from storage (already normal unless hand-written).
+    Cached: a read keys the same stored times several times (states, superseders, validity)."""
     if _NORMAL.fullmatch(value):
         return value
     try:

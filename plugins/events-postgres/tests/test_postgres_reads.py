@@ -82,3 +82,24 @@ def test_as_of_past_a_retracted_link_asks_again_in_a_snapshot(postgres_url: str)
         with ledger.backend.reading():  # an enclosing snapshot: the read runs once, inside it
             assert [f.fact_id for f in ledger.as_of(subject="s", space="org")] == [c.fact_id]
         assert len(sent) == 4
+
+
+def test_get_past_retracted_links_is_one_question(postgres_url: str) -> None:
+    """``get`` walks down the chain in its one statement (``events_along``): A <- B <- C <- D
+    with B and C retracted, D supersedes A, and no snapshot is opened for a second question."""
+    with Ledger(f"{postgres_url}&table=walk") as ledger:
+        fact = {"subject": "s", "predicate": "p", "space": "org", "actor": "a"}
+        ids = [ledger.assert_fact(**fact, value=0, valid_from="2026-01-01T00:00:00Z").fact_id]
+        for n in (1, 2, 3):
+            valid_from = f"2026-0{n + 1}-01T00:00:00Z"
+            ids.append(
+                ledger.assert_fact(
+                    **fact, value=n, supersedes=ids[-1], valid_from=valid_from
+                ).fact_id
+            )
+        for middle in ids[1:3]:
+            ledger.retract(fact_id=middle, actor="a", reason="wrong")
+        sent = _recorded(ledger)
+        got = ledger.get(ids[0])
+        assert got is not None and got.valid_to == "2026-04-01T00:00:00.000Z"
+        assert sent == []

@@ -248,3 +248,31 @@ def test_an_as_of_reads_no_hold_or_release_rows(tmp_path: Path) -> None:
         (current,) = ledger.as_of(subject="acct:1")
         assert (current.fact_id, current.provenance) == (b.fact_id, "attested")
         assert ledger.timeline("acct:1").held == [b.fact_id]
+
+
+def test_events_along_follow_retracted_links_only(tmp_path: Path) -> None:
+    """``events_along`` holds the direct superseders and, past a retracted one, the next link:
+    ``get`` and a supersession check answer from it; a chain of live links is not read down."""
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        fact = {"subject": "acct:1", "predicate": "plan", "space": "org", "actor": "a"}
+        ids = [ledger.assert_fact(**fact, value=0, valid_from="2026-01-01T00:00:00Z").fact_id]
+        for n in range(1, 6):
+            valid_from = f"2026-0{n + 1}-01T00:00:00Z"
+            event = ledger.assert_fact(**fact, value=n, supersedes=ids[-1], valid_from=valid_from)
+            ids.append(event.fact_id)
+        backend = ledger.backend
+        events, walked = backend.events_along([ids[0]])
+        assert walked and {e.fact_id for e in events} == set(ids[:2])  # live link: one step
+        ledger.retract(fact_id=ids[1], actor="x", reason="wrong")
+        ledger.retract(fact_id=ids[2], actor="x", reason="wrong")
+        events, _ = backend.events_along([ids[0]])
+        assert {e.fact_id for e in events} == set(ids[:4])  # through 1 and 2, to 3
+        asked: list[object] = []
+        real = backend.events_around
+        backend.events_around = lambda fact_ids: asked.append(fact_ids) or real(fact_ids)  # type: ignore[method-assign]
+        got = ledger.get(ids[0])
+        assert got is not None and got.valid_to == "2026-04-01T00:00:00.000Z"  # fact 3's start
+        assert ledger.status(ids[0]) == ("superseded", False)
+        with pytest.raises(Exception, match="already superseded"):
+            ledger.assert_fact(**fact, value=9, supersedes=ids[0])
+        assert asked == []  # no question beyond the one walk

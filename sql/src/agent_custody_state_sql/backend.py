@@ -173,6 +173,9 @@ class SqlEventBackend(SchemaSetup):
     def events_around(self, fact_ids: Collection[str]) -> list[Event]:
         return self._decode(self._by_ids(self._q.events_around, fact_ids))
 
+    def events_along(self, fact_ids: Collection[str]) -> tuple[list[Event], bool]:
+        return self._decode(self._by_ids(self._q.events_along, fact_ids)), True
+
     def asserts_around(
         self,
         *,

@@ -62,6 +62,7 @@ class Statements:
             sa.select(sup.c.fact_id).where(in_ids(sup.c.supersedes, "ids")),
         )
         self.events_around = p(base.where(t.c.fact_id.in_(around_ids)).order_by(seq))
+        self.events_along = p(self._along_stmt(ids_select, in_ids))
         self.history = p(
             base.where(
                 sa.or_(t.c.fact_id == sa.bindparam("f"), t.c.supersedes == sa.bindparam("f2"))
@@ -77,7 +78,7 @@ class Statements:
         )
         # A loose index scan over events_space: one index probe per distinct space, instead
         # of reading every entry of the index.
-        first = sa.select(sa.func.min(t.c.space).label("space")).cte("spaces", recursive=True)
+        first = sa.select(sa.func.min(t.c.space).label("space")).cte("acs_spaces", recursive=True)
         nxt = sa.select(
             sa.select(sa.func.min(t.c.space)).where(t.c.space > first.c.space).scalar_subquery()
         ).where(first.c.space.is_not(None))
@@ -94,6 +95,31 @@ class Statements:
         self.fact_asserts = p(
             base.where(t.c.fact_id == sa.bindparam("f"), kind == "assert").order_by(seq)
         )
+
+    def _along_stmt(self, ids_select: IdsSelect, in_ids: InIds) -> sa.Select[Any]:
+        """``events_along``: the events of the facts asked for and of every fact down their
+        supersession chains that the effective-superseder walk can reach: the direct
+        superseders of the facts asked for, then the superseders of any superseder retracted
+        or forgotten now (a recursive query; a chain of live links stops after one step)."""
+        t = self.table
+        seed = ids_select("ids").subquery("asked")
+        walk = sa.select(seed.c[0].label("fact_id")).cte("acs_walk", recursive=True)
+        sup, ended = t.alias("walk_sup"), t.alias("walk_end")
+        # Whether a link is retracted: an outer join, not EXISTS (PostgreSQL allows the
+        # recursive name once in the step, and not inside a subquery).
+        ended_link = sa.and_(
+            ended.c.fact_id == walk.c.fact_id,
+            sa.or_(ended.c.kind == "retract", ended.c.kind == "forget"),
+        )
+        step = (
+            sa.select(sup.c.fact_id)
+            .select_from(
+                walk.join(sup, sup.c.supersedes == walk.c.fact_id).outerjoin(ended, ended_link)
+            )
+            .where(sa.or_(in_ids(walk.c.fact_id, "ids"), ended.c.seq.is_not(None)))
+        )
+        walk = walk.union(step)
+        return self.base.where(t.c.fact_id.in_(sa.select(walk.c.fact_id))).order_by(t.c.seq)
 
     def key_values(self, column: str, ranged: bool) -> Prepared:
         """``key_values`` for one column: its distinct values among asserts of facts with no

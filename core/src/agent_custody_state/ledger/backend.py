@@ -132,6 +132,14 @@ class EventBackend(abc.ABC):
         ids.update(dict.fromkeys(e.fact_id for e in self.superseders(fact_ids)))
         return self.events_for(list(ids))
 
+    def events_along(self, fact_ids: Collection[str]) -> tuple[list[Event], bool]:
+        """``events_around(fact_ids)``, and whether it also holds, through every superseder
+        retracted or forgotten now, that superseder's own superseders and their events, down
+        the chain: all an effective-superseder walk from these facts needs, in one question
+        (``queries.walk_from``). Default: ``(events_around(fact_ids), False)``; the ledger then
+        asks for each deeper level it needs."""
+        return self.events_around(fact_ids), False
+
     def asserts_around(
         self,
         *,

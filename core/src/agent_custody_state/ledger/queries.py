@@ -115,6 +115,22 @@ def fact_states(
     return states_from(store.events_for(fact_ids), tx_at=tx_at)
 
 
+def walk_from(
+    store: EventBackend, fact_ids: Collection[str]
+) -> tuple[list[Event], dict[str, FactState], set[str]]:
+    """What reading facts by id needs, in one question where the backend can: the events along
+    their supersession chains (``EventBackend.events_along``), the states of the facts in them
+    (now), and the facts whose superseders the events hold (``effective_superseders``'s
+    ``covered``): the facts asked for and, when the backend walked the chain, every retracted
+    one in it."""
+    events, walked = store.events_along(fact_ids)
+    states = states_from(events)
+    covered = set(fact_ids)
+    if walked:
+        covered.update(fact_id for fact_id, state in states.items() if state.retracted)
+    return events, states, covered
+
+
 def effective_superseders(
     store: EventBackend,
     fact_ids: Collection[str],

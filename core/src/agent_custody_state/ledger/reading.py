@@ -6,12 +6,18 @@ ask the backend narrow questions (one indexed query on SQL) and derive the rest 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from agent_custody_state.ledger.arguments import time_arg
 from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.model import PROVENANCE_RANK, ConfirmEvent, Event, Fact
+from agent_custody_state.ledger.model import (
+    PROVENANCE_RANK,
+    AssertEvent,
+    ConfirmEvent,
+    Event,
+    Fact,
+)
 from agent_custody_state.ledger.queries import (
     FactState,
     SweepPlan,
@@ -21,6 +27,7 @@ from agent_custody_state.ledger.queries import (
     fact_states,
     state_name,
     states_from,
+    walk_from,
 )
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.timeutil import wire_time_key
@@ -106,17 +113,17 @@ class LedgerReads:
 
     def _get(self, fact_id: str) -> Fact | None:
         self.backend.refresh()
-        around = self.backend.events_around([fact_id])
-        state = states_from(around).get(fact_id)
+        around, states, covered = walk_from(self.backend, [fact_id])
+        state = states.get(fact_id)
         if state is None:
             return None
-        return self._present(state, around)
+        successor = effective_superseders(
+            self.backend, [fact_id], around=around, states=states, covered=covered
+        ).get(fact_id)
+        return self._presented(state, successor)
 
-    def _present(self, state: FactState, around: Sequence[Event] | None = None) -> Fact:
+    def _presented(self, state: FactState, successor: AssertEvent | None) -> Fact:
         fact = state.assert_event.fact
-        successor = effective_superseders(self.backend, [fact.fact_id], around=around).get(
-            fact.fact_id
-        )
         valid_to = successor.fact.valid_from if successor and not state.retracted else None
         provenance = "attested" if state.confirmed else fact.provenance
         return fact.presented(valid_to, provenance)
@@ -214,11 +221,13 @@ class LedgerReads:
     def status(self, fact_id: str) -> tuple[str, bool] | None:
         """``(state, held)`` of a fact now (``state`` as in ``timeline``), or None if unknown."""
         self.backend.refresh()
-        around = self.backend.events_around([fact_id])
-        state = states_from(around).get(fact_id)
+        around, states, covered = walk_from(self.backend, [fact_id])
+        state = states.get(fact_id)
         if state is None:
             return None
-        successor = effective_superseders(self.backend, [fact_id], around=around).get(fact_id)
+        successor = effective_superseders(
+            self.backend, [fact_id], around=around, states=states, covered=covered
+        ).get(fact_id)
         return state_name(state, successor is not None and not state.retracted), state.held
 
     def plan_sweep(self, before: TimeLike, space: str | None = None) -> SweepPlan:

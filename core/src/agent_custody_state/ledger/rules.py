@@ -15,7 +15,11 @@ from typing import Literal
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import AssertEvent
-from agent_custody_state.ledger.queries import FactState, effective_superseders, states_from
+from agent_custody_state.ledger.queries import (
+    FactState,
+    effective_superseders,
+    walk_from,
+)
 from agent_custody_state.timeutil import wire_time_key
 
 Action = Literal["retract", "confirm", "hold", "release", "forget"]
@@ -65,10 +69,13 @@ def check_assert(
     if old is None:
         raise unknown_fact("supersede", sup)
     if sup not in batch.asserts:  # a fact of this batch has no other superseder and is live
-        around = backend.events_around([sup])  # one question answers rules 2 and 3
-        if effective_superseders(backend, [sup], around=around).get(sup) is not None:
+        around, states, covered = walk_from(backend, [sup])  # one question: rules 2 and 3
+        supers = effective_superseders(
+            backend, [sup], around=around, states=states, covered=covered
+        )
+        if supers.get(sup) is not None:
             raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
-        state = states_from(around).get(sup)
+        state = states.get(sup)
         if state is not None and state.retracted:
             raise LedgerError(f"fact {sup} is retracted", code="retracted")
     check_replacement(event, old)

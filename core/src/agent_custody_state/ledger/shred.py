@@ -286,6 +286,10 @@ class ShreddingBackend(EventBackend):
     def events_around(self, fact_ids: Collection[str]) -> list[Event]:
         return self._open(self.inner.events_around(fact_ids))
 
+    def events_along(self, fact_ids: Collection[str]) -> tuple[list[Event], bool]:
+        events, walked = self.inner.events_along(fact_ids)
+        return self._open(events), walked
+
     def asserts_around(
         self,
         *,

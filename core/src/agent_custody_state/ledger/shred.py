@@ -25,12 +25,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from agent_custody_state import fastjson
-from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unseal, with_value
@@ -39,15 +39,13 @@ from agent_custody_state.ledger.keypool import KeyPool
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
 from agent_custody_state.ledger.locking import section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from agent_custody_state.ledger.shredreads import ShreddedReads
 
 log = logging.getLogger(__name__)
 
-E = TypeVar("E", bound=Event)
 T = TypeVar("T")
 
 FORGET_MODES = ("plain", "crypto-shred")
-#: Events whose keys are fetched in one ``get`` when a read streams.
-STREAM_CHUNK = 500
 
 
 def forget_mode_arg(mode: object) -> str:
@@ -120,7 +118,7 @@ def value_opener(keys: KeyStore) -> Callable[[str, Any], Any]:
     return open_value
 
 
-class ShreddingBackend(EventBackend):
+class ShreddingBackend(ShreddedReads, EventBackend):
     """An event backend in crypto-shred mode: seals on append, opens on read, shreds on forget.
 
     Every other question goes to ``inner`` unchanged; its declared traits are its own.
@@ -236,130 +234,6 @@ class ShreddingBackend(EventBackend):
                 self.keys.spare(spare)
                 done.append(f"kept {len(spare)} key(s) of facts whose forget did not commit")
         return done
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def _keys_for(self, events: Iterable[Event]) -> dict[str, bytes]:
-        kids = {
-            kid
-            for e in events
-            if isinstance(e, AssertEvent) and (kid := kid_of(e.fact.value)) is not None
-        }
-        return self.keys.get(kids) if kids else {}
-
-    def _open(self, events: Sequence[E], keys: dict[str, bytes] | None = None) -> list[E]:
-        """The events with every envelope opened (their keys fetched in one ``get``)."""
-        if keys is None:
-            keys = self._keys_for(events)
-        return [self._open_one(e, keys) for e in events]
-
-    @staticmethod
-    def _open_one(event: E, keys: dict[str, bytes]) -> E:
-        if not isinstance(event, AssertEvent):
-            return event
-        kid = kid_of(event.fact.value)
-        if kid is None:
-            return event
-        key = keys.get(kid)
-        value = None if key is None else unseal(event.fact.value, fact_id=event.fact_id, key=key)
-        return cast(E, with_value(event, value))
-
-    def _stream(self, events: Iterable[E]) -> Iterator[E]:
-        chunk: list[E] = []
-        for event in events:
-            chunk.append(event)
-            if len(chunk) >= STREAM_CHUNK:
-                yield from self._open(chunk)
-                chunk = []
-        yield from self._open(chunk)
-
-    def get_assert(self, fact_id: str) -> AssertEvent | None:
-        event = self.inner.get_assert(fact_id)
-        return None if event is None else self._open([event])[0]
-
-    def events_for(self, fact_ids: Collection[str]) -> list[Event]:
-        return self._open(self.inner.events_for(fact_ids))
-
-    def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
-        return self._open(self.inner.superseders(fact_ids))
-
-    def events_around(self, fact_ids: Collection[str]) -> list[Event]:
-        return self._open(self.inner.events_around(fact_ids))
-
-    def events_along(self, fact_ids: Collection[str]) -> tuple[list[Event], bool]:
-        events, walked = self.inner.events_along(fact_ids)
-        return self._open(events), walked
-
-    def asserts_around(
-        self,
-        *,
-        space: str | None = None,
-        subject: str | None = None,
-        predicate: str | None = None,
-        tx_at: str | None = None,
-    ) -> tuple[list[AssertEvent], list[Event]]:
-        found, around = self.inner.asserts_around(
-            space=space, subject=subject, predicate=predicate, tx_at=tx_at
-        )
-        return self._opened_around(found, around)
-
-    def asserts_for_as_of(
-        self,
-        *,
-        space: str | None = None,
-        subject: str | None = None,
-        predicate: str | None = None,
-        tx_at: str | None = None,
-    ) -> tuple[list[AssertEvent], list[Event]]:
-        found, around = self.inner.asserts_for_as_of(
-            space=space, subject=subject, predicate=predicate, tx_at=tx_at
-        )
-        return self._opened_around(found, around)
-
-    def _opened_around(
-        self, found: list[AssertEvent], around: list[Event]
-    ) -> tuple[list[AssertEvent], list[Event]]:
-        # ``around`` repeats the asserts of ``found`` (decoded twice on SQL): open each once.
-        keys = self._keys_for(found)
-        opened = {e.event_id: e for e in self._open(found, keys)}
-        rest = self._open([e for e in around if e.event_id not in opened])
-        by_id = {**opened, **{e.event_id: e for e in rest}}
-        return list(opened.values()), [by_id[e.event_id] for e in around]
-
-    def history(self, fact_id: str) -> list[Event]:
-        return self._open(self.inner.history(fact_id))
-
-    def find_asserts(
-        self,
-        *,
-        space: str | None = None,
-        subject: str | None = None,
-        predicate: str | None = None,
-        tx_at: str | None = None,
-        tx_before: str | None = None,
-    ) -> Iterator[AssertEvent]:
-        return self._stream(
-            self.inner.find_asserts(
-                space=space, subject=subject, predicate=predicate, tx_at=tx_at, tx_before=tx_before
-            )
-        )
-
-    def spaces(self) -> list[str]:
-        return self.inner.spaces()
-
-    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
-        return self.inner.key_values(key, prefix, limit)
-
-    def count(self) -> int:
-        return self.inner.count()
-
-    def iter_events(self) -> Iterator[Event]:
-        return self._stream(self.inner.iter_events())
-
-    def last_event(self) -> Event | None:
-        # The inner backend's indexed read: the default would open every envelope per append.
-        event = self.inner.last_event()
-        return None if event is None else self._open([event])[0]
 
     def chain_head(self) -> ChainHead:
         """The inner backend's: the chain record is stored beside the sealed value and the leaf

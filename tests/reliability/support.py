@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -212,6 +213,33 @@ class ServerProcess:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def exchange(self, data: bytes, timeout: float) -> bytes:
+        """stdio: write ``data``, close stdin, and return everything on stdout until it closes.
+
+        Not ``Popen.communicate``: that reads stderr too, which the drain thread already reads,
+        and a blocking read of a pipe the drain thread emptied first never returns.
+        """
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+
+        def feed() -> None:
+            with contextlib.suppress(OSError):  # the server may stop reading first
+                stdin.write(data)
+            with contextlib.suppress(OSError):
+                stdin.close()
+
+        out: list[bytes] = []
+        reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
+        writer = threading.Thread(target=feed, daemon=True)
+        reader.start()
+        writer.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            self.proc.kill()
+            raise TimeoutError(f"no end of stdout within {timeout} s:\n{self.stderr}")
+        writer.join(timeout)
+        return out[0]
 
     def stop(self) -> int:
         if self.proc.stdin is not None:

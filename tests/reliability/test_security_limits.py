@@ -106,7 +106,7 @@ def test_oversized_bodies_refused_and_serving_continues(tmp_path: Path) -> None:
                 ).encode()
             )
             lines.append(json.dumps({"jsonrpc": "2.0", "id": 200 + i, "method": "ping"}).encode())
-        out, _ = stdio.proc.communicate(b"\n".join(lines) + b"\n", timeout=120)
+        out = stdio.exchange(b"\n".join(lines) + b"\n", timeout=120)
         replies = {r.get("id"): r for r in map(json.loads, out.splitlines())}
         for i in range(3):
             assert "too large" in replies[100 + i]["error"]["message"], replies.get(100 + i)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_custody_state import fastjson
 from agent_custody_state.canonical import canonical_utf8
+from agent_custody_state.ledger.digests import hmac_sha256
 from agent_custody_state.ledger.model import (
     VALUE_COMMITMENT_KEY,
     VALUE_SALT_KEY,
@@ -71,7 +71,7 @@ class ChainHead:
 
 def value_commitment(salt: bytes, value: Any) -> str:
     """``HMAC-SHA256(salt, canonical_json(value))`` as lowercase hex."""
-    return hmac.digest(salt, canonical_utf8(value), "sha256").hex()
+    return hmac_sha256(salt, canonical_utf8(value)).hex()
 
 
 # The keys of the redacted form of an event the ledger writes (every kind), and of its fact.

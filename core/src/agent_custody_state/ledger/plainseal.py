@@ -12,11 +12,11 @@ and check it again. Any other event takes ``chain``'s reference path, which give
 from __future__ import annotations
 
 import base64
-import hmac
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from agent_custody_state import fastjson
+from agent_custody_state.ledger.digests import hmac_sha256
 from agent_custody_state.ledger.model import (
     VALUE_COMMITMENT_KEY,
     VALUE_SALT_KEY,
@@ -79,7 +79,7 @@ def plain_parts(event: AssertEvent, salt: bytes) -> tuple[bytes, dict[str, Any],
         return None
     salted = {
         VALUE_SALT_KEY: base64.b64encode(salt).decode("ascii"),
-        VALUE_COMMITMENT_KEY: hmac.digest(salt, value, "sha256").hex(),
+        VALUE_COMMITMENT_KEY: hmac_sha256(salt, value).hex(),
     }
     stored = _stored(event)
     fact = stored["fact"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-import hmac
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -28,6 +27,7 @@ from agent_custody_state.ledger.chain import (
     leaf_bytes,
 )
 from agent_custody_state.ledger.checkpoints import Checkpoint
+from agent_custody_state.ledger.digests import hmac_sha256
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.verdict import State, VerifyReport, signatures
 
@@ -287,9 +287,9 @@ class Verifier:
             return
         stored = fact[COMMITMENT_KEY]
         fast = fastjson.sorted_unchecked(value)  # first try: see ``_leaf``
-        if fast is not None and hmac.digest(key, fast, "sha256").hex() == stored:
+        if fast is not None and hmac_sha256(key, fast).hex() == stored:
             return
-        if hmac.digest(key, canonical_utf8(value), "sha256").hex() != stored:
+        if hmac_sha256(key, canonical_utf8(value)).hex() != stored:
             report.add(seq, "the value does not match its commitment: the value was edited")
 
     def remember(self, fact_id: str, seq: int, forgotten: dict[str, Any]) -> None:

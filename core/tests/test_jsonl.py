@@ -222,3 +222,27 @@ def test_concurrent_supersession_one_wins(tmp_path: Path) -> None:
     assert outcomes == sorted(
         ["ok", f"fact {target} is already superseded", f"fact {target} is already superseded"]
     )
+
+
+def test_a_rewritten_file_with_the_old_inode_number_is_read_again(tmp_path: Path) -> None:
+    """Two forgets elsewhere rename two new files over the ledger; on many file systems the
+    second gets the inode number the first freed, the one this reader indexed. The reader must
+    still see a different file (it holds its file open, so the number cannot come back) and
+    read it from the start, not on from its stale offset into moved lines."""
+    path = tmp_path / "l.jsonl"
+    with Ledger(str(path)) as reader, Ledger(str(path)) as other:
+        ids = [
+            reader.assert_fact(
+                subject=f"s{i}", predicate="p", value="v" * 40, space="org", actor="a"
+            ).fact_id
+            for i in range(6)
+        ]
+        before = os.stat(path).st_ino
+        other.forget(fact_id=ids[0], actor="a", reason="erasure")
+        other.forget(fact_id=ids[1], actor="a", reason="erasure")
+        other.assert_fact(subject="late", predicate="p", value="w", space="org", actor="a")
+        assert reader.count() == other.count() == 9, f"inode number reused: {os.stat(path).st_ino == before}"
+        assert [f.fact_id for f in reader.as_of(subject="late")] == [
+            f.fact_id for f in other.as_of(subject="late")
+        ]
+        assert reader.get(ids[0]).value is None  # the rewritten line, read again

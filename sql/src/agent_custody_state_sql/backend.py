@@ -24,13 +24,13 @@ Design notes, because each was a choice:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from agent_custody_state import fastjson
 from agent_custody_state.plugin import (
     AssertEvent,
     ChainHead,
@@ -292,7 +292,7 @@ class SqlEventBackend(SchemaSetup):
         if not rows:
             return ChainHead(0, "0" * 64, chained=False)
         try:
-            record = json.loads(rows[0][1]).get("chain")
+            record = fastjson.loads(rows[0][1]).get("chain")
         except (ValueError, AttributeError):
             record = None
         if (

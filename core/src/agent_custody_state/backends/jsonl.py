@@ -23,7 +23,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
-from agent_custody_state.backends.jsonl_lines import replace_lines, stored_lines
+from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, stored_lines
 from agent_custody_state.backends.jsonl_recovery import (
     Recovery,
     keep_mode,
@@ -79,7 +79,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self._init_transactions()
         self._index = EventIndex()
         self._offsets: list[int] = []  # byte offset of each event's line
-        self._ident: tuple[int, int] | None = None
+        self._file = HeldFile()  # the file indexed, and how it is read
         self._read_to = 0  # bytes consumed (through the last newline)
         self._needs_newline = False  # a hand-written last line without "\n"
         self._pending: list[bytes] = []
@@ -130,20 +130,17 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            if self._ident is not None:
+            if self._file.ident is not None:
                 self._reset()
-            self._ident = None
+            self._file.release()
             return
         size = st.st_size if limit is None else min(st.st_size, limit)
-        ident = (st.st_dev, st.st_ino)
-        if ident != self._ident or size < self._read_to:
+        if not self._file.names(st) or size < self._read_to:
             self._reset()
-            self._ident = ident
+            self._file.hold(self.path)
         if size == self._read_to:
             return
-        with open(self.path, "rb") as fh:
-            fh.seek(self._read_to)
-            data = fh.read(size - self._read_to)
+        data = self._file.read(self._read_to, size - self._read_to)
         base = self._read_to
         end = data.rfind(b"\n") + 1
         body, tail = data[:end], data[end:]
@@ -287,7 +284,8 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
             offset += len(line)
         self._pending = []
         self._needs_newline = False
-        self._ident = (st.st_dev, st.st_ino)
+        if not self._file.names(st):  # this append created the file
+            self._file.hold(self.path)
         self._read_to = st.st_size
         warn_on_crossing(before, st.st_size, self.location, self._max_mb)
 
@@ -329,7 +327,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
             # The index was rewritten ahead of the file: reload it from disk at the next look
             # (not now, which could fail the same way and hide this error).
             self._reset()
-            self._ident = None
+            self._file.release()
             if replaced:
                 raise EventBackendError(
                     f"forgot {fact_id} in {self.location}, but could not sync its directory: "
@@ -340,9 +338,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
             ) from exc
         self._index.add(event)
         self._offsets = new_offsets
-        st = os.stat(self.path)
-        self._ident = (st.st_dev, st.st_ino)
-        self._read_to = st.st_size
+        self._read_to = self._file.hold(self.path).st_size
         self._needs_newline = False
 
     # -- queries (each first picks up other processes' lines) --------------------------------
@@ -397,4 +393,5 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._file.release()
             os.close(self._lock_fd)

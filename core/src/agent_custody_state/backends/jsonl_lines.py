@@ -1,5 +1,6 @@
 """A JSONL ledger's lines as stored: streamed (what ``agent-custody-memory verify`` reads), and
-rewritten with some lines replaced (what a forget writes to its temporary).
+rewritten with some lines replaced (what a forget writes to its temporary), and the file a
+backend has indexed, held open (``HeldFile``).
 
 The file is opened under the shared lock (no writer is half-way through an append) and read up to
 the size it had then, in large chunks, without the lock: appends only add bytes after that point,
@@ -15,6 +16,54 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 CHUNK = 1 << 20
+
+
+class HeldFile:
+    """The ledger file a backend has indexed, kept open so that its identity means something.
+
+    A backend tells whether its path still names the file it has read by the (device, inode)
+    pair. A forget (in any process) renames a new file over the ledger, and the old file's inode
+    is freed once nothing holds it: a later forget's new file may then get that very number, and
+    a backend that only remembered the number would take the rewritten ledger, whose lines have
+    moved, for the one it had read, and read on from a stale offset (mid-line). Holding the file
+    open keeps its inode taken, so an equal pair is the same file; reads go through the held
+    descriptor.
+    """
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.ident: tuple[int, int] | None = None
+
+    def names(self, st: os.stat_result) -> bool:
+        """Whether ``st`` (a ``stat`` of the path) is the held file."""
+        return self.ident == (st.st_dev, st.st_ino)
+
+    def hold(self, path: Path) -> os.stat_result:
+        """Hold the file ``path`` names now (the caller's lock keeps it from being replaced
+        meanwhile), letting go of the one held before; its ``fstat``."""
+        fd = os.open(path, os.O_RDONLY)
+        self.release()
+        st = os.fstat(fd)
+        self.fd, self.ident = fd, (st.st_dev, st.st_ino)
+        return st
+
+    def read(self, start: int, size: int) -> bytes:
+        """``size`` bytes of the held file from ``start`` (fewer at its end)."""
+        assert self.fd is not None
+        parts: list[bytes] = []
+        while size > 0:
+            chunk = os.pread(self.fd, size, start)
+            if not chunk:
+                break
+            parts.append(chunk)
+            start += len(chunk)
+            size -= len(chunk)
+        return b"".join(parts)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fd, self.fd, self.ident = self.fd, None, None
+            os.close(fd)
 
 
 def stored_lines(path: Path, lock_fd: int | None) -> Iterator[bytes]:

@@ -241,7 +241,9 @@ def test_a_rewritten_file_with_the_old_inode_number_is_read_again(tmp_path: Path
         other.forget(fact_id=ids[0], actor="a", reason="erasure")
         other.forget(fact_id=ids[1], actor="a", reason="erasure")
         other.assert_fact(subject="late", predicate="p", value="w", space="org", actor="a")
-        assert reader.count() == other.count() == 9, f"inode number reused: {os.stat(path).st_ino == before}"
+        assert reader.count() == other.count() == 9, (
+            f"inode number reused: {os.stat(path).st_ino == before}"
+        )
         assert [f.fact_id for f in reader.as_of(subject="late")] == [
             f.fact_id for f in other.as_of(subject="late")
         ]

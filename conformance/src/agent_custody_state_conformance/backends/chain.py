@@ -199,6 +199,36 @@ class ChainRules(BackendRules):
         assert asdict(report) == asdict(verify_lines(stored))
         assert report.first is not None and report.first.seq == 2
 
+    @rule("CH-7")
+    def test_two_instances_keep_one_chain(
+        self, store_factory: StoreFactory, clock: StepClock
+    ) -> None:
+        """Two backends opened on one location (two connections in one process), writing in
+        turns (asserts, batches, a forget), keep one chain: each one's next event links to the
+        other's last, and both report the same head.
+
+        Troubleshooting: a backend that remembers the chain head or the last event between
+        write sections must notice the other connection's commits (SQLite: ``PRAGMA
+        data_version``) and stop answering from memory once it has written again itself.
+        """
+        with (
+            Ledger(store_factory("shared"), clock=clock) as one,
+            Ledger(store_factory("shared"), clock=clock) as two,
+        ):
+            first = self._assert(one, subject="first")
+            if two.count() == 0:
+                pytest.skip("two instances of this backend on one name share no storage")
+            for i in range(3):
+                self._assert(one, subject=f"one-{i}")
+                self._assert(two, subject=f"two-{i}")
+                two.assert_many([{**self._args(), "subject": f"b{i}-{j}"} for j in range(2)])
+                self._assert(one, subject=f"one-{i}-again")
+            two.forget(fact_id=first.fact_id, actor="x", reason="r")
+            self._assert(one, subject="last")
+            assert one.chain_head() == two.chain_head()
+            assert one.chain_head().seq == one.count() == 18
+            _verify(two)
+
     def _args(self, **kw: object) -> dict[str, object]:
         args: dict[str, object] = {
             "subject": "acct:42",

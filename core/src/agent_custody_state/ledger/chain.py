@@ -68,6 +68,12 @@ class ChainHead:
     hash: str
     chained: bool = True
 
+    @classmethod
+    def recorded(cls, event: Event) -> ChainHead | None:
+        """The head after ``event``, from its chain record; None when it carries none."""
+        record = chain_record(event)
+        return None if record is None else cls(record["seq"], record["head"])
+
 
 def value_commitment(salt: bytes, value: Any) -> str:
     """``HMAC-SHA256(salt, canonical_json(value))`` as lowercase hex."""

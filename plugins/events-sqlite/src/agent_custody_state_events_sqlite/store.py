@@ -26,8 +26,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent_custody_state.plugin import (
+    ChainHead,
+    Event,
     EventBackendError,
     FileKeyStore,
+    ForgetEvent,
+    Forgotten,
     check_folder,
     create_private,
 )
@@ -62,6 +66,8 @@ class SqliteBackend(SqlEventBackend):
         # file's mode. An existing file keeps the mode its operator chose.
         create_private(self.path)
         self._erasure_pending = False
+        self._tail: ChainHead | None = None  # the head after this section's last append
+        self._head_seen: tuple[int, ChainHead] | None = None  # (data_version, head) at commit
         path = str(self.path)
         engine = sa.create_engine(
             "sqlite+pysqlite://",
@@ -123,6 +129,49 @@ class SqliteBackend(SqlEventBackend):
 
     def _ids_param(self, ids: Sequence[str]) -> Any:
         return json.dumps(list(ids))
+
+    # -- the chain head, remembered across this connection's own commits --------------------
+
+    # Every chained append reads the head inside its write section: the last row, its JSON
+    # parsed, about as long as the insert that follows. After a commit of this connection whose
+    # last write was an append, the head is that append's last record, and it stays the head
+    # until another connection commits, which ``PRAGMA data_version`` tells (it changes on every
+    # other connection's commit, never on this one's), so a remembered head is used only while
+    # the version is the one read right after the commit, and not once this connection has
+    # written again.
+
+    def append(self, events: Sequence[Event]) -> None:
+        self._head_seen = None  # this connection's own writes do not change the version
+        super().append(events)
+        self._tail = ChainHead.recorded(events[-1]) if events else None
+
+    def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
+        self._tail = self._head_seen = None
+        super().forget(fact_id, forgotten, event)
+
+    def _data_version(self) -> int:
+        return int(self._raw.execute("PRAGMA data_version").fetchone()[0])
+
+    def _commit(self) -> None:
+        tail, self._tail, self._head_seen = self._tail, None, None
+        super()._commit()
+        if tail is not None:
+            with suppress(sqlite3.Error):
+                self._head_seen = (self._data_version(), tail)
+
+    def _rollback(self) -> None:
+        self._tail = self._head_seen = None
+        super()._rollback()
+
+    def _reconnect(self) -> None:
+        self._tail = self._head_seen = None
+        super()._reconnect()
+
+    def chain_head(self) -> ChainHead:
+        seen = self._head_seen
+        if seen is not None and self._run(self._data_version) == seen[0]:
+            return seen[1]
+        return super().chain_head()
 
     # -- housekeeping ------------------------------------------------------------------------
 

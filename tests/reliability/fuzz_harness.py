@@ -29,14 +29,8 @@ from .fuzz_inputs import (
     from_schema,
     hostile_case,
 )
-from .support import (
-    STRESS,
-    ServerProcess,
-    digest_files,
-    encode_json,
-    files_under,
-    gateway_meta,
-)
+from .mcpkit import ServerProcess, encode_json, gateway_meta
+from .support import STRESS, digest_files, files_under
 
 SHORT = reprlib.Repr()  # bounded depth and length: hostile arguments nest 50,000 deep
 SHORT.maxlevel, SHORT.maxstring, SHORT.maxother, SHORT.maxlist = 4, 120, 120, 6

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from .support import gateway_meta
+from .mcpkit import gateway_meta
 
 #: A refusal a caller can act on: the argument checker, the ledger, the gateway rules.
 CLEAR = re.compile(

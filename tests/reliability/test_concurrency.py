@@ -37,7 +37,8 @@ import pytest
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent, RetractEvent
 
-from .support import RawMcp, ServerProcess, gateway_meta, http_client, record, scale
+from .mcpkit import RawMcp, ServerProcess, gateway_meta, http_client
+from .support import record, scale
 
 CLIENTS = 32
 SUBJECTS = 8

@@ -32,7 +32,8 @@ import pytest
 
 from .fuzz_harness import RAW_MESSAGES, Harness, StdioClient, fuzz, list_tools, seed_ledger
 from .fuzz_inputs import Ids
-from .support import RawMcp, ServerProcess, http_client, record, scale
+from .mcpkit import RawMcp, ServerProcess, http_client
+from .support import record, scale
 
 GATEWAY_TOKEN = "gw-" + uuid.uuid4().hex
 

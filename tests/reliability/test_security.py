@@ -20,8 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
+from .mcpkit import RawMcp, ServerProcess, gateway_meta, http_client
 from .security_support import DIRECT, ENV, GATEWAY, SERVE, assert_no_secrets, run
-from .support import RawMcp, ServerProcess, gateway_meta, http_client, record
+from .support import record
 
 GATEWAY_REQUIRED = "memory server accepts calls only through the receipts gateway"
 

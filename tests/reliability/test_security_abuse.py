@@ -24,7 +24,8 @@ from typing import Any
 
 import httpx
 
-from .support import RawMcp, ServerProcess, gateway_meta, http_client, record
+from .mcpkit import RawMcp, ServerProcess, gateway_meta, http_client
+from .support import record
 
 GATEWAY = "gw-" + uuid.uuid4().hex
 DIRECT = "direct-" + uuid.uuid4().hex

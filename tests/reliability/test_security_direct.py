@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from .support import RawMcp, ServerProcess, gateway_meta, http_client, record, scale
+from .mcpkit import RawMcp, ServerProcess, gateway_meta, http_client
+from .support import record, scale
 
 GATEWAY = "gw-" + uuid.uuid4().hex
 DIRECT = "direct-" + uuid.uuid4().hex

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from .mcpkit import CLI, RawMcp, ServerProcess, gateway_meta, http_client
 from .security_support import DIRECT, ENV, GATEWAY, SERVE, assert_no_secrets, run
-from .support import CLI, RawMcp, ServerProcess, gateway_meta, http_client, record
+from .support import record
 
 
 def test_oversized_bodies_refused_and_serving_continues(tmp_path: Path) -> None:

@@ -25,16 +25,8 @@ import pytest
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import ForgetEvent
 
-from .support import (
-    RawMcp,
-    ServerProcess,
-    files_under,
-    gateway_meta,
-    http_client,
-    record,
-    scale,
-    scan,
-)
+from .mcpkit import RawMcp, ServerProcess, gateway_meta, http_client
+from .support import files_under, record, scale, scan
 
 TOKEN = "gw-" + uuid.uuid4().hex
 ENV = {"CRASH_GW_TOKEN": TOKEN}

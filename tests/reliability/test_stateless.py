@@ -19,7 +19,8 @@ import pytest
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent
 
-from .support import RawMcp, ServerProcess, gateway_meta, http_client, record
+from .mcpkit import RawMcp, ServerProcess, gateway_meta, http_client
+from .support import record
 
 TOKEN = "gw-" + uuid.uuid4().hex
 STEPS = 20

@@ -15,6 +15,7 @@ crypto-shred mode returns a :class:`KeyStore` from ``EventBackend.keystore`` (a 
 from __future__ import annotations
 
 from agent_custody_state.backends.keystore_file import FileKeyStore
+from agent_custody_state.fastjson import loads as json_loads
 from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, hookimpl
 from agent_custody_state.ledger.backend import (
     EventBackend,
@@ -94,6 +95,7 @@ __all__ = [
     "fact_text",
     "forget_assert",
     "hookimpl",
+    "json_loads",
     "open_private",
     "poll",
     "resolve_ref",

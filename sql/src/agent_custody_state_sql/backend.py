@@ -30,7 +30,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from agent_custody_state import fastjson
 from agent_custody_state.plugin import (
     AssertEvent,
     ChainHead,
@@ -39,6 +38,7 @@ from agent_custody_state.plugin import (
     Forgotten,
     KeyName,
     forget_assert,
+    json_loads,
 )
 from agent_custody_state_sql.checkpoints import SqlCheckpointLog
 from agent_custody_state_sql.decoding import decode
@@ -292,7 +292,7 @@ class SqlEventBackend(SchemaSetup):
         if not rows:
             return ChainHead(0, "0" * 64, chained=False)
         try:
-            record = fastjson.loads(rows[0][1]).get("chain")
+            record = json_loads(rows[0][1]).get("chain")
         except (ValueError, AttributeError):
             record = None
         if (

@@ -6,10 +6,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_custody_state import LedgerError, RetentionPolicy
 from agent_custody_state.ledger.retention import parse_duration
-from agent_custody_state.timeutil import TimeFormatError, normalize_time
+from agent_custody_state.timeutil import TimeFormatError, normalize_time, parse_time
 
 
 @pytest.mark.parametrize(
@@ -147,3 +149,36 @@ def test_serve_refuses_such_a_window_with_one_line_and_no_file(tmp_path: Path) -
         "error: retention: retention duration P99999999999D reaches before year 1"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+@given(
+    st.tuples(
+        st.integers(0, 9999),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 999),
+    )
+)
+def test_an_already_normal_time_is_checked_as_the_parser_checks_it(
+    parts: tuple[int, ...],
+) -> None:
+    """The fast check of an already normal string accepts exactly what ``parse_time`` does."""
+    y, mo, d, h, mi, s, ms = parts
+    text = f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{s:02d}.{ms:03d}Z"
+    try:
+        parse_time(text)
+    except TimeFormatError:
+        with pytest.raises(TimeFormatError):
+            normalize_time(text)
+    else:
+        assert normalize_time(text) == text
+
+
+@pytest.mark.parametrize("digits", ["\u0662\u0660\u0662\u0666", "\uff12\uff10\uff12\uff16"])
+def test_digits_of_other_scripts_are_refused(digits: str) -> None:
+    """RFC 3339 digits are ASCII; others (which ``int`` reads) once passed as already normal."""
+    with pytest.raises(TimeFormatError, match="is not an RFC 3339 time"):
+        normalize_time(f"{digits}-01-01T00:00:00.000Z")

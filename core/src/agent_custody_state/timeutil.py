@@ -14,10 +14,14 @@ from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], datetime]
 
+# ASCII digits only: ``\d`` alone also matches other scripts' digits, which ``int`` reads, so a
+# time spelled in Arabic-Indic digits passed as already normal and was stored as it came.
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$"
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$",
+    re.ASCII,
 )
-_NORMAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+_NORMAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$", re.ASCII)
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 class TimeFormatError(ValueError):
@@ -92,20 +96,38 @@ def parse_time(value: object) -> datetime:
         raise TimeFormatError(f"{value!r} is outside the years 0001-9999 in UTC") from None
 
 
+def _real(normal: str) -> bool:
+    """Whether a string of the normal form names a time that exists (not 2026-02-30, 24:00 or
+    year 0): what ``parse_time`` accepts, told without building a ``datetime``."""
+    year, month, day = int(normal[0:4]), int(normal[5:7]), int(normal[8:10])
+    if year < 1 or not 1 <= month <= 12 or not 1 <= day <= _MONTH_DAYS[month - 1]:
+        return False
+    if month == 2 and day == 29 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
+        return False
+    return int(normal[11:13]) < 24 and int(normal[14:16]) < 60 and int(normal[17:19]) < 60
+
+
 def normalize_time(value: object) -> str:
     """Parse and re-format: the one form every stored and compared time takes."""
     if isinstance(value, str) and _NORMAL.fullmatch(value):
-        parse_time(value)  # still reject impossible dates such as 2026-02-30
-        return value
+        if _real(value):
+            return value
+        parse_time(value)  # an impossible date such as 2026-02-30: the parser's own error
     return format_time(parse_time(value))
 
 
-@functools.lru_cache(maxsize=1 << 14)
 def wire_time_key(value: str) -> str:
     """Comparison key for a time read back from storage (already normal unless hand-written).
-    Cached: a read keys the same stored times several times (states, superseders, validity)."""
+    A normal time is its own key (one match, no cache: a read of a large ledger keys times it
+    has not seen, and a cache miss costs more than the match); any other is keyed once and
+    cached."""
     if _NORMAL.fullmatch(value):
         return value
+    return _other_time_key(value)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _other_time_key(value: str) -> str:
     try:
         return format_time(parse_time(value))
     except TimeFormatError:

@@ -87,7 +87,9 @@ def states_from(events: Iterable[Event], *, tx_at: str | None = None) -> dict[st
         if tx_at is not None and wire_time_key(event.tx_time) > tx_at:
             continue
         if isinstance(event, AssertEvent):
-            states.setdefault(event.fact_id, FactState(event))
+            fact_id = event.fact.fact_id
+            if fact_id not in states:
+                states[fact_id] = FactState(event)
             continue
         state = states.get(event.fact_id)
         if state is None:

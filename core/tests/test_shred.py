@@ -268,16 +268,22 @@ def test_appends_read_only_the_last_event_not_the_whole_ledger(tmp_path: Path) -
         assert backend.last_event().fact.value == 2  # type: ignore[union-attr]
 
 
-def test_appends_fetch_no_key_and_write_the_reference_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("locks_keys", [False, True])
+def test_appends_fetch_no_key_and_write_the_reference_line(
+    tmp_path: Path, locks_keys: bool
+) -> None:
     # The chain's head is the inner backend's (the leaf leaves the value out): an append opens
-    # no envelope, so a new fact reads nothing from the key store. And the line the shredding backend
-    # encodes itself (orjson, unchecked) is the reference encoder's, byte for byte.
+    # no envelope, so a new fact reads nothing from the key store. On a backend locking keys
+    # (PostgreSQL) a write raises its stamp to the last event's time: read without opening it
+    # either (``last_tx_time``). And the line the shredding backend encodes itself (orjson,
+    # unchecked) is the reference encoder's, byte for byte.
     from agent_custody_state.canonical import js_json
 
     path = tmp_path / "l.jsonl"
     with Ledger(path, forget_mode="crypto-shred") as ledger:
         backend = ledger.backend
         assert isinstance(backend, ShreddingBackend)
+        backend.locks_keys = locks_keys
         first = _fact(ledger, "first")
 
         def fetched(kids: object) -> dict[str, bytes]:

@@ -224,6 +224,12 @@ class EventBackend(abc.ABC):
             pass
         return last
 
+    def last_tx_time(self) -> str | None:
+        """``last_event()``'s transaction time (a writer locking keys raises its stamp to it);
+        a wrapper whose events cost something to open answers it without opening one."""
+        last = self.last_event()
+        return None if last is None else last.tx_time
+
     def chain_head(self) -> ChainHead:
         """Where the chain stands: the head recorded on ``last_event()``. Only when the last
         event carries no chain record (a ledger written by the TypeScript original) are the

@@ -237,8 +237,8 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         elif not self.backend.locks_keys:
             tx = provisional
         else:
-            last = self.backend.last_event()
-            tx = provisional if last is None or last.tx_time <= provisional else last.tx_time
+            last = self.backend.last_tx_time()
+            tx = provisional if last is None or last <= provisional else last
         events = self._chain.seal(self.backend, stamp(tx))
         self.backend.append(events)
         return events

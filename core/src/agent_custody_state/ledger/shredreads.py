@@ -145,3 +145,6 @@ class ShreddedReads:
         # The inner backend's indexed read: the default would open every envelope per append.
         event = self.inner.last_event()
         return None if event is None else self._open([event])[0]
+
+    def last_tx_time(self) -> str | None:
+        return self.inner.last_tx_time()  # a time needs no envelope opened (no key fetched)

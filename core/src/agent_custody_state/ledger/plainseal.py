@@ -11,7 +11,7 @@ and check it again. Any other event takes ``chain``'s reference path, which give
 
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -78,7 +78,7 @@ def plain_parts(event: AssertEvent, salt: bytes) -> tuple[bytes, dict[str, Any],
     if value is None:
         return None
     salted = {
-        VALUE_SALT_KEY: base64.b64encode(salt).decode("ascii"),
+        VALUE_SALT_KEY: binascii.b2a_base64(salt, newline=False).decode("ascii"),
         VALUE_COMMITMENT_KEY: hmac_sha256(salt, value).hex(),
     }
     stored = _stored(event)

@@ -220,22 +220,22 @@ def build_assert(
     # writer rewrite what the ledger "knew" in the past.
     tx = now()
     vf = time_arg(valid_from, "valid_from") or tx
-    fact = Fact(
-        fact_id=fact_id or (next(ids) if ids is not None else new_id()),
-        subject=subject,
-        predicate=predicate,
-        value=value,
-        space=space,
-        actor=actor,
-        source=Source(receipt_id),
-        provenance=provenance,
-        external=dict(external) if external else None,
-        valid_from=vf,
-        valid_to=None,
-        confidence=confidence,
+    fact = Fact(  # positional: bulk ingest builds one per item
+        fact_id or (next(ids) if ids is not None else new_id()),
+        subject,
+        predicate,
+        value,
+        space,
+        actor,
+        Source(receipt_id),
+        provenance,
+        dict(external) if external else None,
+        vf,
+        None,
+        confidence,
     )
     event_id = next(ids) if ids is not None else new_id()
-    return AssertEvent(event_id=event_id, tx_time=tx, fact=fact, supersedes=supersedes)
+    return AssertEvent(event_id, tx, fact, supersedes)
 
 
 def restamp(event: AssertEvent, tx: str, request: AssertRequest) -> AssertEvent:

@@ -75,31 +75,14 @@ class ShreddedReads:
         events, walked = self.inner.events_along(fact_ids)
         return self._open(events), walked
 
-    def asserts_around(
-        self,
-        *,
-        space: str | None = None,
-        subject: str | None = None,
-        predicate: str | None = None,
-        tx_at: str | None = None,
-    ) -> tuple[list[AssertEvent], list[Event]]:
-        found, around = self.inner.asserts_around(
-            space=space, subject=subject, predicate=predicate, tx_at=tx_at
-        )
-        return self._opened_around(found, around)
+    # The filtered reads take the inner backend's filters as they are (``EventBackend`` names
+    # them), and open what it returns.
 
-    def asserts_for_as_of(
-        self,
-        *,
-        space: str | None = None,
-        subject: str | None = None,
-        predicate: str | None = None,
-        tx_at: str | None = None,
-    ) -> tuple[list[AssertEvent], list[Event]]:
-        found, around = self.inner.asserts_for_as_of(
-            space=space, subject=subject, predicate=predicate, tx_at=tx_at
-        )
-        return self._opened_around(found, around)
+    def asserts_around(self, **filters: str | None) -> tuple[list[AssertEvent], list[Event]]:
+        return self._opened_around(*self.inner.asserts_around(**filters))
+
+    def asserts_for_as_of(self, **filters: str | None) -> tuple[list[AssertEvent], list[Event]]:
+        return self._opened_around(*self.inner.asserts_for_as_of(**filters))
 
     def _opened_around(
         self, found: list[AssertEvent], around: list[Event]
@@ -114,20 +97,8 @@ class ShreddedReads:
     def history(self, fact_id: str) -> list[Event]:
         return self._open(self.inner.history(fact_id))
 
-    def find_asserts(
-        self,
-        *,
-        space: str | None = None,
-        subject: str | None = None,
-        predicate: str | None = None,
-        tx_at: str | None = None,
-        tx_before: str | None = None,
-    ) -> Iterator[AssertEvent]:
-        return self._stream(
-            self.inner.find_asserts(
-                space=space, subject=subject, predicate=predicate, tx_at=tx_at, tx_before=tx_before
-            )
-        )
+    def find_asserts(self, **filters: str | None) -> Iterator[AssertEvent]:
+        return self._stream(self.inner.find_asserts(**filters))
 
     def spaces(self) -> list[str]:
         return self.inner.spaces()

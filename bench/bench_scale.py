@@ -14,10 +14,14 @@ For 1, 2, 4 and 8 writer processes, each on its own subject, for a fixed time, i
   writers' side of a design that orders and chains events after commit (a sealer), i.e. the
   ceiling the order lock costs against;
 * ``table``: the same ledger writes with ``?lock=table`` (``LOCK TABLE ... SHARE ROW
-  EXCLUSIVE``, the write path before issue 15).
+  EXCLUSIVE``, the write path before issue 15), on today's code otherwise (a stricter baseline
+  than the old code: every later saving of round trips and server work applies to it too);
+* ``before``: the code of the issue's day itself, ``LOCK TABLE`` and all (``--before REV``,
+  default the last commit before key locks, checked out with ``git worktree`` into the
+  temporary directory; its writers run its ``core``, ``sql`` and PostgreSQL plugin sources).
 
 Usage: ``python bench/bench_scale.py [--quick] [--seconds S] [--writers 1 2 4 8]
-[--commit-delay US]``; results go to ``bench/out/scale.json``. ``--commit-delay`` sets the
+[--modes ...] [--before REV] [--commit-delay US]``; results go to ``bench/out/scale.json``. ``--commit-delay`` sets the
 server's ``commit_delay`` (microseconds; ``commit_siblings`` 1), the server-side alternative to
 grouping commits. The embedded server comes from the conformance fixture.
 """
@@ -29,18 +33,28 @@ import json
 import multiprocessing as mp
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).resolve().parent / "out"
-MODES = ("raw", "keys", "keys-sync", "keys-unordered", "table")
+MODES = ("raw", "keys", "keys-sync", "keys-unordered", "table", "before")
+#: The last commit whose PostgreSQL write sections took ``LOCK TABLE`` (issue 15's "today").
+BEFORE = "e567cef"
+#: The source folders of a checkout that a ``before`` writer imports instead of today's.
+SOURCES = ("core/src", "sql/src", "plugins/events-postgres/src")
 SUFFIX = {"table": "&lock=table", "keys-sync": "&commit=sync", "keys-unordered": "&commit=sync"}
 
 
-def _worker(mode: str, url: str, index: int, start: Any, stop_at: Any, out: Any) -> None:
+def _worker(
+    mode: str, url: str, index: int, start: Any, stop_at: Any, out: Any, old: str | None
+) -> None:
     """Write until ``stop_at`` (a shared monotonic deadline set after every worker is ready)."""
+    if old is not None:  # a fresh (spawned) interpreter: nothing of today's code imported yet
+        sys.path[:0] = [str(Path(old) / s) for s in SOURCES]
     if mode == "raw":
         import psycopg
 
@@ -91,13 +105,16 @@ def _worker(mode: str, url: str, index: int, start: Any, stop_at: Any, out: Any)
     out.put(n)
 
 
-def run_point(mode: str, url: str, writers: int, seconds: float) -> float:
+def run_point(mode: str, url: str, writers: int, seconds: float, old: str | None) -> float:
     ctx = mp.get_context("spawn")
     start = ctx.Barrier(writers + 1)
     stop_at = ctx.Value("d", 0.0)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_worker, args=(mode, url, i, start, stop_at, out))
+        ctx.Process(
+            target=_worker,
+            args=(mode, url, i, start, stop_at, out, old if mode == "before" else None),
+        )
         for i in range(writers)
     ]
     for p in procs:
@@ -135,6 +152,16 @@ def _prepare(pg: Any, durable: bool, commit_delay: int) -> str:
     return str(pg.url)
 
 
+def _checkout(rev: str, where: Path) -> str:
+    """``rev`` of this repository checked out at ``where`` (a detached ``git worktree``)."""
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(where), rev],
+        check=True,
+    )
+    return str(where)
+
+
 def _ratio(r: dict[str, float], a: str, b: str) -> str:
     return f"{r[a] / r[b]:.2f}" if r.get(a) and r.get(b) else "-"
 
@@ -148,6 +175,7 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--no-fsync", action="store_true", help="measure without fsync")
     parser.add_argument("--commit-delay", type=int, default=0, help="server commit_delay, us")
+    parser.add_argument("--before", default=BEFORE, help="the commit the before mode runs")
     args = parser.parse_args()
     seconds = args.seconds or (2.0 if args.quick else 8.0)
     from agent_custody_state_conformance.postgres import start_embedded_postgres
@@ -155,6 +183,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="acs-bench-scale-"))
     os.chmod(base, 0o755)
     pg = start_embedded_postgres(base)
+    old = _checkout(args.before, base / "before") if "before" in args.modes else None
     rounds = args.rounds or (3 if args.quick else 5)
     samples: dict[str, dict[int, list[float]]] = {
         m: {w: [] for w in args.writers} for m in args.modes
@@ -167,18 +196,24 @@ def main() -> None:
             for writers in args.writers:
                 for mode in args.modes:
                     table = f"{mode.replace('-', '_')}_{writers}_{r}"
-                    rate = run_point(mode, f"{url}&table={table}", writers, seconds)
+                    rate = run_point(mode, f"{url}&table={table}", writers, seconds, old)
                     samples[mode][writers].append(rate)
                     print(f"round {r} {mode} x{writers}: {rate:8.0f} writes/s", flush=True)
     finally:
         pg.stop()
+        if old is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", old], check=False)
     results = {m: {w: statistics.median(v) for w, v in ws.items()} for m, ws in samples.items()}
-    print("\nwriters | " + " | ".join(args.modes) + " | keys/raw | keys/table | sync/table")
+    print(
+        "\nwriters | " + " | ".join(args.modes) + " | keys/raw | keys/table | keys/before"
+        " | sync/table"
+    )
     for w in args.writers:
         r = {m: results[m].get(w, 0.0) for m in args.modes}
         print(
             f"{w} | " + " | ".join(f"{r[m]:.0f}" for m in args.modes)
             + f" | {_ratio(r, 'keys', 'raw')} | {_ratio(r, 'keys', 'table')}"
+            + f" | {_ratio(r, 'keys', 'before')}"
             + f" | {_ratio(r, 'keys-sync', 'table')}"
         )  # fmt: skip
     OUT.mkdir(exist_ok=True)
@@ -189,6 +224,7 @@ def main() -> None:
                 "durable": not args.no_fsync,
                 "commit_delay": args.commit_delay,
                 "rounds": rounds,
+                "before": args.before if old is not None else None,
                 "median": results,
                 "samples": samples,
             },

@@ -113,7 +113,7 @@ def test_reads_use_indexes(tmp_path: Path) -> None:
         ledger.learned_before("2020-01-01T00:00:00Z", space="sp1")
         assert_plan(ledger, supersedes=a.fact_id, value="v3")
     selects = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH"))]
-    assert len(selects) >= 10
+    assert len(selects) >= 8
     for sql in selects:
         plan = _plan(path, sql)
         scans = [
@@ -122,6 +122,17 @@ def test_reads_use_indexes(tmp_path: Path) -> None:
             if step.startswith("SCAN events") and "INDEX" not in step
         ]
         assert not scans, f"full scan in {sql!r}: {plan}"
+
+
+def test_a_supersession_is_checked_with_one_question(tmp_path: Path) -> None:
+    """Whether the new fact id is taken, the superseded fact's assert and what decides its
+    state (rules 2.1) come from one statement (the walk of ``events_along``)."""
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        a = assert_plan(ledger)
+        statements = _traced(ledger.backend)  # type: ignore[arg-type]
+        assert_plan(ledger, supersedes=a.fact_id, value="v2")
+    selects = [s for s in statements if s.lstrip().upper().startswith(("SELECT", "WITH"))]
+    assert len(selects) == 1 and selects[0].startswith("WITH RECURSIVE"), statements
 
 
 # -- batches --------------------------------------------------------------------------------------

@@ -282,7 +282,7 @@ class SqlEventBackend(SchemaSetup):
     # -- the chain -----------------------------------------------------------------------------
 
     def last_event(self) -> Event | None:
-        rows = self._rows(self._q.last)
+        rows = self._last_rows()  # in an ordered phase, the row read with the order lock
         return self._decode(rows)[0] if rows else None
 
     def chain_head(self) -> ChainHead:

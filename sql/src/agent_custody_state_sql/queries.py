@@ -25,6 +25,12 @@ IdsSelect = Callable[[str], "sa.Select[Any]"]
 InIds = Callable[[sa.ColumnElement[Any], str], sa.ColumnElement[bool]]
 
 
+#: ``OFFSET 0`` and ``LIMIT 1`` written into the statement (not parameters): a subquery with
+#: either is never merged into the query around it, so it stays an index probe per row.
+_FENCE: sa.ColumnElement[int] = sa.literal_column("0")
+_ONE: sa.ColumnElement[int] = sa.literal_column("1")
+
+
 class Statements:
     """Every statement a SQL backend runs, compiled for one dialect.
 
@@ -101,6 +107,8 @@ class Statements:
         supersession chains that the effective-superseder walk can reach: the direct
         superseders of the facts asked for, then the superseders of any superseder retracted
         or forgotten now (a recursive query; a chain of live links stops after one step)."""
+        if self._dialect.name == "postgresql":
+            return self._along_probes(ids_select, in_ids)
         t = self.table
         seed = ids_select("ids").subquery("asked")
         walk = sa.select(seed.c[0].label("fact_id")).cte("acs_walk", recursive=True)
@@ -120,6 +128,41 @@ class Statements:
         )
         walk = walk.union(step)
         return self.base.where(t.c.fact_id.in_(sa.select(walk.c.fact_id))).order_by(t.c.seq)
+
+    def _along_probes(self, ids_select: IdsSelect, in_ids: InIds) -> sa.Select[Any]:
+        """``_along_stmt`` for PostgreSQL, as index probes per walked fact: each step and the
+        final rows are ``LATERAL`` subqueries fenced with ``OFFSET 0``/``LIMIT 1``, so the
+        planner cannot turn them into joins. It cannot size a recursive query's result, and
+        on a table of a few thousand rows (a new ledger) it chose sequential scans and hash
+        joins: 0.35 ms of server time per walk of two ids, against 0.2 ms as probes (and the
+        walk is part of every supersession's checks)."""
+        t = self.table
+        seed = ids_select("ids").subquery("asked")
+        walk = sa.select(seed.c[0].label("fact_id")).cte("acs_walk", recursive=True)
+        sup, ended = t.alias("walk_sup"), t.alias("walk_end")
+        nxt = (
+            sa.select(sup.c.fact_id)
+            .where(sup.c.supersedes == walk.c.fact_id)
+            .offset(_FENCE)
+            .lateral("walk_next")
+        )
+        end = (
+            sa.select(ended.c.seq)
+            .where(
+                ended.c.fact_id == walk.c.fact_id,
+                sa.or_(ended.c.kind == "retract", ended.c.kind == "forget"),
+            )
+            .limit(_ONE)
+            .lateral("walk_ended")
+        )
+        step = (
+            sa.select(nxt.c.fact_id)
+            .select_from(walk.join(nxt, sa.true()).outerjoin(end, sa.true()))
+            .where(sa.or_(in_ids(walk.c.fact_id, "ids"), end.c.seq.is_not(None)))
+        )
+        walk = walk.union(step)
+        rows = self.base.where(t.c.fact_id == walk.c.fact_id).offset(_FENCE).lateral("walk_rows")
+        return sa.select(*rows.c).select_from(walk.join(rows, sa.true())).order_by(rows.c.seq)
 
     def key_values(self, column: str, ranged: bool) -> Prepared:
         """``key_values`` for one column: its distinct values among asserts of facts with no

@@ -81,7 +81,8 @@ class LedgerBulk:
             olds: list[AssertEvent | None] = []
             for i, event in enumerate(built):
                 try:
-                    olds.append(check_assert(self.backend, event, batch, known))
+                    old = check_assert(self.backend, event, batch, known)
+                    olds.append(None if old is None else old.assert_event)
                 except LedgerError as exc:
                     raise _item_error(i, exc) from None
                 batch.add(event)

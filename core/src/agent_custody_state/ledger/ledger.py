@@ -203,15 +203,14 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
             # Validated under the key locks alone (other topics' writers validate alongside),
             # with a provisional stamp; the final one is taken in the ordered phase.
             event = build_assert(self.now, request)
-            old = check_assert(self.backend, event)
-            if precondition is not None and event.supersedes is not None:
-                # check_assert has just found the superseded fact, so it has a state
-                precondition(fact_states(self.backend, [event.supersedes])[event.supersedes])
+            old = check_assert(self.backend, event)  # the superseded fact's state
+            if precondition is not None and old is not None:
+                precondition(old)
 
             def stamp(tx: str) -> list[AssertEvent]:
                 final = restamp(event, tx, request)
                 if old is not None and final is not event:  # the rules that read the stamp
-                    check_replacement(final, old)
+                    check_replacement(final, old.assert_event)
                 return [final]
 
             [event] = self._append_ordered(stamp, event.tx_time)

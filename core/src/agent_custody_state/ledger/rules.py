@@ -43,43 +43,53 @@ def check_assert(
     event: AssertEvent,
     batch: Batch | None = None,
     known: Container[str] | None = None,
-) -> AssertEvent | None:
-    """Rules 2.1 for one assert; raises ``LedgerError``. Returns the assert of the fact it
-    supersedes (None when it supersedes none), for ``check_replacement`` after a restamp.
+) -> FactState | None:
+    """Rules 2.1 for one assert; raises ``LedgerError``. Returns the state now of the fact it
+    supersedes (None when it supersedes none): its assert serves ``check_replacement`` after a
+    restamp, its state a caller's precondition.
 
     ``batch``: asserts accepted earlier in the same transaction (they may be superseded too).
     ``known``: which of a batch's fact ids the backend already holds, asked once for the whole
     batch (None: ask the backend now).
+
+    A replacement of a stored fact is checked from one question (``walk_from``, one indexed
+    query on SQL): the superseded fact's chain, which also holds the new fact id's assert if
+    that id is taken, the superseded fact's assert and every event that decides its state.
     """
     batch = batch or Batch()
     fact = event.fact
-    exists = (
-        fact.fact_id in known if known is not None else backend.get_assert(fact.fact_id) is not None
-    )
+    sup = event.supersedes
+    walk = None
+    if known is not None:
+        exists = fact.fact_id in known
+    elif sup is not None and sup not in batch.asserts and sup not in batch.superseded:
+        walk = walk_from(backend, [sup, fact.fact_id])
+        exists = fact.fact_id in walk[1]
+    else:
+        exists = backend.get_assert(fact.fact_id) is not None
     if fact.fact_id in batch.asserts or exists:
         raise LedgerError(
             f"fact {fact.fact_id} already exists", field="fact_id", code="fact_exists"
         )
-    sup = event.supersedes
     if sup is None:
         return None
     if sup in batch.superseded:
         raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
-    old = batch.asserts.get(sup) or backend.get_assert(sup)
-    if old is None:
+    in_batch = batch.asserts.get(sup)
+    if in_batch is not None:  # a fact of this batch has no other superseder and is live
+        check_replacement(event, in_batch)
+        return FactState(in_batch)
+    around, states, covered = walk or walk_from(backend, [sup])
+    state = states.get(sup)
+    if state is None:
         raise unknown_fact("supersede", sup)
-    if sup not in batch.asserts:  # a fact of this batch has no other superseder and is live
-        around, states, covered = walk_from(backend, [sup])  # one question: rules 2 and 3
-        supers = effective_superseders(
-            backend, [sup], around=around, states=states, covered=covered
-        )
-        if supers.get(sup) is not None:
-            raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
-        state = states.get(sup)
-        if state is not None and state.retracted:
-            raise LedgerError(f"fact {sup} is retracted", code="retracted")
-    check_replacement(event, old)
-    return old
+    supers = effective_superseders(backend, [sup], around=around, states=states, covered=covered)
+    if supers.get(sup) is not None:
+        raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
+    if state.retracted:
+        raise LedgerError(f"fact {sup} is retracted", code="retracted")
+    check_replacement(event, state.assert_event)
+    return state
 
 
 def check_replacement(event: AssertEvent, old: AssertEvent) -> None:

@@ -79,6 +79,13 @@ BINARY = " (FORMAT BINARY)"
 #: connection on average), which a bulk ingest of thousands of facts would exhaust.
 MAX_KEYS = 64
 
+#: Every statement of a write section runs on its prepared statement's generic plan. Left to
+#: choose, the server kept planning the supersession walk (``events_along``) at every
+#: execution, its generic plan's estimated cost being higher: 0.18 against 0.05 ms of server
+#: time per walk, on a path every supersession takes. A section's statements are index
+#: lookups by key, which a generic plan serves as well as a custom one.
+GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
+
 #: The durability wait after a grouped commit: its own transaction (simple query protocol, after
 #: the ``COMMIT`` in the same round trip) writing one transactional logical decoding message (no
 #: table; EXECUTE is granted to PUBLIC; any ``wal_level``). Having written WAL with a
@@ -168,14 +175,15 @@ class PostgresBackend(SqlEventBackend):
         self._ordered = self._wrote = False
         self._head_rows = None
         if self.where.lock == "table":
-            self._exec(f"BEGIN; LOCK TABLE {self._qualified} IN SHARE ROW EXCLUSIVE MODE")
+            table = self._qualified
+            self._exec(f"BEGIN; {GENERIC_PLANS}; LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
         elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
-            self._exec(f"BEGIN; SELECT pg_advisory_xact_lock({self._write_key})")
+            self._exec(f"BEGIN; {GENERIC_PLANS}; SELECT pg_advisory_xact_lock({self._write_key})")
         else:
             # The order lock waits for ``ordered`` (the ledger's stamp): the reads and checks
             # before it run under the key locks alone.
             self._exec(
-                f"BEGIN; SELECT pg_advisory_xact_lock_shared({self._write_key})"
+                f"BEGIN; {GENERIC_PLANS}; SELECT pg_advisory_xact_lock_shared({self._write_key})"
                 + self._key_locks(self._section_keys)
                 + ("; SET LOCAL synchronous_commit = off" if self._grouped else "")
             )

@@ -74,3 +74,41 @@ def test_refused_batch_writes_nothing(postgres_url: str) -> None:
         written = ledger.assert_many(items[:37])
         assert len({e.tx_time for e in written}) == 1  # one transaction, one transaction time
     assert len(_rows(postgres_url, "refused")) == len(before) + 37
+
+
+def _statistics(url: str, table: str) -> tuple[float, Any]:
+    where = parse_location(f"{url}&table={table}")
+    with psycopg.connect(where.connect_url.replace("postgresql+psycopg", "postgresql")) as conn:
+        row = conn.execute(
+            "SELECT c.reltuples, s.last_analyze FROM pg_class c "
+            "JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = to_regclass(%s)",
+            (table,),
+        ).fetchone()
+        assert row is not None
+        return float(row[0]), row[1]
+
+
+def test_a_bulk_load_leaves_planner_statistics(postgres_url: str) -> None:
+    """Planner statistics follow a bulk load (``statistics``): without them an as-of by
+    subject on a freshly imported table is sequential scans. Autovacuum is off for the table,
+    so only the writer can have analysed it; a small load (under ``ANALYZE_MIN``) does not."""
+    from agent_custody_state_events_postgres.statistics import ANALYZE_MIN
+
+    url = f"{postgres_url}&table=loaded"
+    with Ledger(url, chain=False) as ledger:
+        ledger.backend._exec("ALTER TABLE loaded SET (autovacuum_enabled = false)")  # type: ignore[attr-defined]
+        items = [
+            {"subject": f"s{i // 4}", "predicate": "p", "value": i, "space": "o", "actor": "a"}
+            for i in range(ANALYZE_MIN + 500)
+        ]
+        ledger.assert_many(items[:500])
+        assert _statistics(postgres_url, "loaded")[1] is None  # 500 rows: not yet
+        for start in range(500, len(items), 2500):
+            ledger.assert_many(items[start : start + 2500])
+        rows, analysed = _statistics(postgres_url, "loaded")
+        assert analysed is not None and abs(rows - len(items)) < len(items) / 10
+        backend: Any = ledger.backend
+        q = backend._q.asserts_around((False, True, False, True, True))  # an as-of by subject
+        args = q.args({"subject": "s7", "tx_at": "2999-01-01T00:00:00.000Z"})
+        plan = "\n".join(r[0] for r in backend._raw.execute("EXPLAIN " + q.sql, args))
+    assert "Seq Scan" not in plan, plan

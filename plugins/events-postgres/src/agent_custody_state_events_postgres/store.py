@@ -30,7 +30,9 @@ is always durable.
 ``?lock=table`` restores the previous write section, ``LOCK TABLE <t> IN SHARE ROW EXCLUSIVE
 MODE``: every writer queues, including writers that know nothing of this code.
 
-A batch of events (``assert_many``, ``import_events``) is appended with ``COPY``.
+A batch of events (``assert_many``, ``import_events``) is appended with ``COPY``; once a
+writer's copies have grown the table fourfold since its planner statistics were taken, the
+section ends with a quick ``ANALYZE`` (``statistics``).
 
 Forget updates the assert rows in place in the same transaction as the forget event; ``compact``
 (run by the ledger after a forget or sweep) does ``VACUUM FULL`` on the table, which rewrites it
@@ -64,6 +66,7 @@ from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
 from .location import LocationError, parse_location
 from .relfiles import find_relations, relation_files
+from .statistics import Growth, quick_analyze, warned
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,9 @@ GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 #: transaction id, it commits with the session's ``synchronous_commit`` and so returns once WAL
 #: up to its commit record, which comes after the section's, is flushed (and replicated).
 FLUSH = "SELECT pg_logical_emit_message(true, 'agent-custody-state', '')"
+#: The columns reads filter and join on (not the wide ``json`` text).
+_KEYS = tuple(c for c in ROW_COLUMNS if c not in ("json", "event_id"))
+_RELTUPLES = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
 _FLUSH_GRANTED = (  # the text variant: 3 arguments before PostgreSQL 17, 4 (flush) since
     "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
     "WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace "
@@ -153,6 +159,12 @@ class PostgresBackend(SqlEventBackend):
         )
         if where.commit == "grouped" and where.lock == "keys":
             self._grouped = self._flush_granted()
+        self._growth = Growth(self._run(self._rows_known))
+
+    def _rows_known(self) -> float:
+        """The row count the table's planner statistics describe (-1: never analysed)."""
+        row = self._raw.execute(_RELTUPLES, (self._qualified,)).fetchone()
+        return float(row[0]) if row is not None and row[0] is not None else 0.0
 
     def _flush_granted(self) -> bool:
         """Whether this role may run ``FLUSH``; if not (an operator revoked it), sections commit
@@ -174,6 +186,7 @@ class PostgresBackend(SqlEventBackend):
         # a single append is a handful of round trips in all, so each one shows in the rate.
         self._ordered = self._wrote = False
         self._head_rows = None
+        self._growth.begin()
         if self.where.lock == "table":
             table = self._qualified
             self._exec(f"BEGIN; {GENERIC_PLANS}; LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
@@ -187,6 +200,22 @@ class PostgresBackend(SqlEventBackend):
                 + self._key_locks(self._section_keys)
                 + ("; SET LOCAL synchronous_commit = off" if self._grouped else "")
             )
+
+    def _commit(self) -> None:
+        super()._commit()
+        if self._growth.committed():
+            self._analyze()
+
+    def _analyze(self) -> None:
+        """``ANALYZE`` the table after a bulk load (``statistics``). The write is committed
+        already: a failure here (a role that may not analyse the table) is only logged."""
+        try:
+            warnings = self._run(lambda: warned(self._raw, quick_analyze(self._qualified, _KEYS)))
+        except EventBackendError as exc:
+            warnings = [str(exc)]
+        if warnings:  # e.g. a role that may not analyse the table: skipped with a warning
+            log.warning("%s: ANALYZE after a bulk load: %s", self.location, "; ".join(warnings))
+        self._growth.analysed()
 
     def _commit_statement(self) -> str:
         # Only a keyed section that wrote commits asynchronously (SET LOCAL above) and so needs
@@ -285,6 +314,7 @@ class PostgresBackend(SqlEventBackend):
                     stream.write_row(event_values(event))
 
         self._run(copy)
+        self._growth.copied(len(events))
 
     @contextmanager
     def _schema_lock(self, conn: Connection) -> Iterator[None]:
@@ -357,26 +387,12 @@ class PostgresBackend(SqlEventBackend):
         if self._depth:
             raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
 
-        def vacuum() -> None:
-            raw = self._raw
-            warnings: list[str] = []
-
-            def on_notice(diag: Any) -> None:
-                if diag.severity in ("WARNING", "ERROR"):
-                    warnings.append(str(diag.message_primary))
-
-            raw.add_notice_handler(on_notice)
-            try:
-                # The connection is in autocommit mode: VACUUM refuses to run in a transaction.
-                self._exec(f"VACUUM FULL {self._qualified}")
-            finally:
-                raw.remove_notice_handler(on_notice)
-            if warnings:
-                # PostgreSQL skips a table it may not vacuum with only a warning; for erasure
-                # that is a failure the operator must see.
-                raise EventBackendError(
-                    f"{self.location}: VACUUM FULL did not run ({'; '.join(warnings)}); dead "
-                    "row versions of forgotten values remain until the table owner vacuums it"
-                )
-
-        self._run(vacuum)
+        # The connection is in autocommit mode: VACUUM refuses to run in a transaction.
+        warnings = self._run(lambda: warned(self._raw, f"VACUUM FULL {self._qualified}"))
+        if warnings:
+            # PostgreSQL skips a table it may not vacuum with only a warning; for erasure that
+            # is a failure the operator must see.
+            raise EventBackendError(
+                f"{self.location}: VACUUM FULL did not run ({'; '.join(warnings)}); dead "
+                "row versions of forgotten values remain until the table owner vacuums it"
+            )

@@ -1,6 +1,8 @@
-"""The round trips of a write on PostgreSQL: a supersession sends five (the key locks, the
-one statement that checks the rules, the order lock with the chain head, the insert, the
-commit with its flush), and every statement of a write section runs on a generic plan."""
+"""The round trips of a write on PostgreSQL: a supersession sends four (the key locks, the
+one statement that checks the rules, the order lock with the chain head, the insert with the
+commit and its flush), and every statement of a write section runs on a generic plan. The held
+row (``held``): a statement after a single append sends it first, and an insert the server
+refuses in the commit's round trip is a plain refusal that wrote nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import psycopg
 import pytest
 
 from agent_custody_state import Ledger
+from agent_custody_state.ledger.model import AssertEvent
+from agent_custody_state.plugin import EventBackendError
 
 pytestmark = pytest.mark.postgres
 
@@ -27,7 +31,7 @@ def _sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return sent
 
 
-def test_a_supersession_is_five_round_trips(
+def test_a_supersession_is_four_round_trips(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fact = {"subject": "s", "predicate": "p", "space": "org", "actor": "a"}
@@ -36,13 +40,13 @@ def test_a_supersession_is_five_round_trips(
         sent = _sent(monkeypatch)
         second = ledger.assert_fact(**fact, value=2, supersedes=first.fact_id)
         assert ledger.get(first.fact_id).valid_to == second.fact.valid_from  # type: ignore[union-attr]
-    write = sent[:5]
+    write = sent[:4]
     assert write[0].startswith("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;")
     assert write[1].startswith("WITH RECURSIVE acs_walk")
     assert write[2].startswith("SELECT pg_advisory_xact_lock(")  # the order lock, the head
-    assert write[3].startswith("INSERT INTO")
-    assert write[4].startswith("COMMIT")
-    assert not any(s.startswith(("BEGIN", "INSERT", "COMMIT")) for s in sent[5:]), sent
+    assert write[3].startswith("INSERT INTO") and "; COMMIT; SELECT pg_logical_emit" in write[3]
+    assert second.event_id in write[3]  # the row's values written in as literals
+    assert not any(s.startswith(("BEGIN", "INSERT", "COMMIT")) for s in sent[4:]), sent
 
 
 def test_a_table_locked_section_runs_on_generic_plans(postgres_url: str) -> None:
@@ -52,3 +56,32 @@ def test_a_table_locked_section_runs_on_generic_plans(postgres_url: str) -> None
             mode = backend._raw.execute("SHOW plan_cache_mode").fetchone()[0]
         after = backend._raw.execute("SHOW plan_cache_mode").fetchone()[0]
     assert (mode, after) == ("force_generic_plan", "auto")  # SET LOCAL: the section only
+
+
+def test_a_read_after_a_single_append_sees_it(postgres_url: str) -> None:
+    with Ledger(f"{postgres_url}&table=held_read") as ledger:
+        first = ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
+        event = AssertEvent("e-held", first.tx_time, first.fact.with_(fact_id="f-held"))
+        backend: Any = ledger.backend
+        with backend.transaction():
+            backend.append([event])
+            assert backend.last_event().event_id == "e-held"  # the held row went first
+            assert backend.count() == 2
+        assert ledger.get("f-held") is not None
+
+
+def test_a_refused_held_insert_writes_nothing_and_says_so(postgres_url: str) -> None:
+    """A row the server refuses (here: a duplicate event id, the unique index) fails in the
+    commit's round trip: the error is the server's, not "may or may not have been recorded",
+    nothing of the section is written, and the next write goes through."""
+    with Ledger(f"{postgres_url}&table=held_refused") as ledger:
+        first = ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
+        backend: Any = ledger.backend
+        twin = AssertEvent(first.event_id, first.tx_time, first.fact.with_(fact_id="f-twin"))
+        with pytest.raises(EventBackendError) as refused, backend.transaction():
+            backend.append([twin])
+        assert "duplicate key" in str(refused.value)
+        assert "may or may not" not in str(refused.value)
+        assert backend.count() == 1 and ledger.get("f-twin") is None
+        after = ledger.assert_fact(subject="s", predicate="q", value=2, space="o", actor="a")
+        assert [e.event_id for e in ledger.export()] == [first.event_id, after.event_id]

@@ -244,9 +244,21 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             ) from None
 
     def _commit(self) -> None:
+        self._finish(self._commit_statement())
+
+    def _refused(self) -> bool:
+        """After a failed ``_finish``: whether the server refused a statement of the section
+        before its ``COMMIT`` ran (its transaction is aborted: nothing was written)."""
+        return False
+
+    def _finish(self, statement: str) -> None:
+        """Run ``statement``, which ends with the section's ``COMMIT`` (a dialect may send the
+        section's last statements in the same round trip)."""
         try:
-            self._exec(self._commit_statement())
+            self._exec(statement)
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+            if self._refused():
+                raise EventBackendError(f"{self.location}: {reason(exc)}") from None
             # Rolled back by ``_rollback`` on the way out. Not "nothing was written": a COMMIT
             # whose answer was lost (connection dropped) may have committed, and so may a SQLite
             # commit whose WAL fsync failed (the next open replays the frames). Retrying

@@ -61,9 +61,9 @@ from agent_custody_state.plugin import (
     FileKeyStore,
     KeyStore,
 )
-from agent_custody_state_sql import SqlEventBackend
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
+from .held import HoldingBackend
 from .location import LocationError, parse_location
 from .relfiles import find_relations, relation_files
 from .statistics import Growth, quick_analyze, warned
@@ -112,7 +112,7 @@ def advisory_key(qualified: str, *parts: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-class PostgresBackend(SqlEventBackend):
+class PostgresBackend(HoldingBackend):
     """Events in a PostgreSQL table; ``location`` is a ``postgres[ql]://`` URL."""
 
     kind = "postgres"
@@ -294,9 +294,10 @@ class PostgresBackend(SqlEventBackend):
         self._head_rows = None  # this write moves the head
 
     def _insert_events(self, events: Sequence[Event]) -> None:
-        if len(events) < COPY_MIN:
+        if len(events) < COPY_MIN:  # one event: held until the commit (``held``)
             super()._insert_events(events)
             return
+        self._send_held()
         # A binary COPY into the same columns: every value is text, sent as its UTF-8 bytes
         # (no escaping on either side); into a jsonb ``json`` column (older writers) a text
         # COPY, which parses the text as an INSERT's cast would. Rows get their ``seq`` in the

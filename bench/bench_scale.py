@@ -63,6 +63,7 @@ def _worker(
 
         conn = psycopg.connect(url.split("&table=")[0])
         conn.autocommit = True
+        server = conn.info.backend_pid
         sql = (
             f"INSERT INTO raw_events ({', '.join(ROW_COLUMNS)}) "
             f"VALUES ({', '.join(['%s'] * len(ROW_COLUMNS))})"
@@ -86,6 +87,8 @@ def _worker(
         last = ledger.assert_fact(
             subject=f"w{index}", predicate="city", value=0, space="s", actor="b"
         )
+        raw = getattr(ledger.backend, "_raw", None)  # the driver connection (both versions)
+        server = raw.info.backend_pid if raw is not None else None
 
         def write(n: int) -> None:
             nonlocal last
@@ -99,13 +102,28 @@ def _worker(
     start.wait()
     n = 0
     deadline = stop_at.value
+    cpu, server_cpu = time.process_time(), _cpu_seconds(server)
     while time.monotonic() < deadline:
         n += 1
         write(n)
-    out.put(n)
+    out.put((n, time.process_time() - cpu, _cpu_seconds(server) - server_cpu))
 
 
-def run_point(mode: str, url: str, writers: int, seconds: float, old: str | None) -> float:
+def _cpu_seconds(pid: int | None) -> float:
+    """CPU time of a local process (the writer's server backend: the embedded server runs
+    here), from ``/proc``; NaN when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def run_point(
+    mode: str, url: str, writers: int, seconds: float, old: str | None
+) -> tuple[float, float, float]:
+    """Writes per second, and CPU microseconds per write of the writers and of their server
+    backends."""
     ctx = mp.get_context("spawn")
     start = ctx.Barrier(writers + 1)
     stop_at = ctx.Value("d", 0.0)
@@ -123,11 +141,14 @@ def run_point(mode: str, url: str, writers: int, seconds: float, old: str | None
     began = time.monotonic()
     stop_at.value = began + seconds
     start.wait(timeout=120)
-    total = sum(out.get(timeout=seconds + 120) for _ in procs)
+    got = [out.get(timeout=seconds + 120) for _ in procs]
     elapsed = time.monotonic() - began
     for p in procs:
         p.join()
-    return total / elapsed
+    total = sum(n for n, _, _ in got) or 1
+    client = sum(c for _, c, _ in got) / total * 1e6
+    server = sum(c for _, _, c in got) / total * 1e6
+    return total / elapsed, client, server
 
 
 def _prepare(pg: Any, durable: bool, commit_delay: int) -> str:
@@ -188,6 +209,9 @@ def main() -> None:
     samples: dict[str, dict[int, list[float]]] = {
         m: {w: [] for w in args.writers} for m in args.modes
     }
+    cpu: dict[str, dict[int, list[tuple[float, float]]]] = {
+        m: {w: [] for w in args.writers} for m in args.modes
+    }
     try:
         url = _prepare(pg, durable=not args.no_fsync, commit_delay=args.commit_delay)
         # Rounds of every point, modes interleaved: a shared machine's load drifts, and each
@@ -196,9 +220,16 @@ def main() -> None:
             for writers in args.writers:
                 for mode in args.modes:
                     table = f"{mode.replace('-', '_')}_{writers}_{r}"
-                    rate = run_point(mode, f"{url}&table={table}", writers, seconds, old)
+                    rate, client, server = run_point(
+                        mode, f"{url}&table={table}", writers, seconds, old
+                    )
                     samples[mode][writers].append(rate)
-                    print(f"round {r} {mode} x{writers}: {rate:8.0f} writes/s", flush=True)
+                    cpu[mode][writers].append((client, server))
+                    print(
+                        f"round {r} {mode} x{writers}: {rate:8.0f} writes/s, CPU per write "
+                        f"{client:5.0f} us writer + {server:5.0f} us server",
+                        flush=True,
+                    )
     finally:
         pg.stop()
         if old is not None:
@@ -216,6 +247,15 @@ def main() -> None:
             + f" | {_ratio(r, 'keys', 'before')}"
             + f" | {_ratio(r, 'keys-sync', 'table')}"
         )  # fmt: skip
+    per_write = {
+        m: {w: [statistics.median(c[i] for c in v) for i in (0, 1)] for w, v in ws.items() if v}
+        for m, ws in cpu.items()
+    }
+    print("\nCPU per write, microseconds (writer process + its server backend), medians:")
+    print("writers | " + " | ".join(args.modes))
+    for w in args.writers:
+        cells = [per_write[m].get(w, [float("nan")] * 2) for m in args.modes]
+        print(f"{w} | " + " | ".join(f"{c:.0f} + {b:.0f}" for c, b in cells))
     OUT.mkdir(exist_ok=True)
     (OUT / "scale.json").write_text(
         json.dumps(
@@ -227,6 +267,7 @@ def main() -> None:
                 "before": args.before if old is not None else None,
                 "median": results,
                 "samples": samples,
+                "cpu_per_write_us": per_write,
             },
             indent=1,
         )

@@ -85,3 +85,18 @@ def test_a_refused_held_insert_writes_nothing_and_says_so(postgres_url: str) -> 
         assert backend.count() == 1 and ledger.get("f-twin") is None
         after = ledger.assert_fact(subject="s", predicate="q", value=2, space="o", actor="a")
         assert [e.event_id for e in ledger.export()] == [first.event_id, after.event_id]
+
+
+def test_a_section_that_fails_drops_its_held_row(postgres_url: str) -> None:
+    """A section whose body fails after a single append rolls back without sending the held
+    row (which, refused, would have left the connection in an aborted transaction and failed
+    the next write)."""
+    with Ledger(f"{postgres_url}&table=held_dropped") as ledger:
+        first = ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
+        backend: Any = ledger.backend
+        twin = AssertEvent(first.event_id, first.tx_time, first.fact.with_(fact_id="f-twin"))
+        with pytest.raises(RuntimeError, match="the body failed"), backend.transaction():
+            backend.append([twin])
+            raise RuntimeError("the body failed")
+        after = ledger.assert_fact(subject="s", predicate="q", value=2, space="o", actor="a")
+        assert [e.event_id for e in ledger.export()] == [first.event_id, after.event_id]

@@ -12,7 +12,8 @@ the backend tells (``transaction_status``) from a ``COMMIT`` whose answer was lo
 
 Any other statement of the section (a read, an update, a ``COPY``, another append) sends the
 held row first, so the section reads what it wrote; the ledger's single appends are the
-section's last statement, so that path is the exception.
+section's last statement, so that path is the exception. A section that rolls back drops the
+row unsent.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ class HoldingBackend(SqlEventBackend):
 
     def _refused(self) -> bool:
         return aborted(self._raw)
+
+    def _rollback_quietly(self) -> None:
+        if self._held is not None:
+            self._held.take()  # never sent: a refused row would keep ROLLBACK from running
+        super()._rollback_quietly()
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
         self._send_held()

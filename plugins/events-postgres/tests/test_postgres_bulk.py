@@ -112,3 +112,37 @@ def test_a_bulk_load_leaves_planner_statistics(postgres_url: str) -> None:
         args = q.args({"subject": "s7", "tx_at": "2999-01-01T00:00:00.000Z"})
         plan = "\n".join(r[0] for r in backend._raw.execute("EXPLAIN " + q.sql, args))
     assert "Seq Scan" not in plan, plan
+
+
+def test_a_bulk_load_does_not_wait_for_maintenance(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While another session holds the lock ``VACUUM`` and ``ANALYZE`` take (autovacuum
+    working on the table), the load's quick ``ANALYZE`` is skipped, not waited for, and that
+    is no warning."""
+    import threading
+
+    from agent_custody_state_events_postgres.statistics import ANALYZE_MIN
+
+    url = f"{postgres_url}&table=maintained"
+    items = [
+        {"subject": f"s{i}", "predicate": "p", "value": i, "space": "o", "actor": "a"}
+        for i in range(ANALYZE_MIN)
+    ]
+    with Ledger(url, chain=False) as ledger:
+        where = parse_location(url)
+        dsn = where.connect_url.replace("postgresql+psycopg", "postgresql")
+        with psycopg.connect(dsn, autocommit=True) as other:
+            other.execute("BEGIN")
+            other.execute("LOCK TABLE maintained IN SHARE UPDATE EXCLUSIVE MODE")
+            loaded = threading.Thread(target=ledger.assert_many, args=(items,), daemon=True)
+            try:
+                loaded.start()
+                loaded.join(timeout=30)
+                finished = not loaded.is_alive()
+            finally:
+                other.execute("COMMIT")  # a waiting ANALYZE would go on now
+                loaded.join(timeout=30)
+        assert finished, "the load waited for the lock"
+        assert ledger.count() == ANALYZE_MIN
+    assert not [r for r in caplog.records if "ANALYZE" in r.getMessage()]

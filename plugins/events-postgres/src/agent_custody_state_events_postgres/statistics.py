@@ -27,12 +27,20 @@ ANALYZE_MIN = 10_000
 QUICK_TARGET = 10
 
 
-def quick_analyze(table: str, columns: tuple[str, ...]) -> str:
-    """One round trip: the quick ``ANALYZE`` of ``columns`` (the target set for it alone)."""
-    return (
+#: The SQLSTATE of ``SKIP_LOCKED``'s notice: another process holds a conflicting lock.
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def quick_analyze(raw: Any, table: str, columns: tuple[str, ...]) -> list[str]:
+    """The quick ``ANALYZE`` of ``columns`` in one round trip (the target set for it alone);
+    the server's warnings. ``SKIP_LOCKED``: a writer never waits here for autovacuum (or a
+    ``VACUUM FULL``) working on the table, which can take minutes; the table is then being
+    maintained anyway, and that skip is no warning."""
+    statement = (
         f"BEGIN; SET LOCAL default_statistics_target = {QUICK_TARGET}; "
-        f"ANALYZE {table} ({', '.join(columns)}); COMMIT"
+        f"ANALYZE (SKIP_LOCKED) {table} ({', '.join(columns)}); COMMIT"
     )
+    return warned(raw, statement, expected=(LOCK_NOT_AVAILABLE,))
 
 
 class Growth:
@@ -64,14 +72,14 @@ class Growth:
         self._copied = 0
 
 
-def warned(raw: Any, statement: str) -> list[str]:
+def warned(raw: Any, statement: str, *, expected: tuple[str, ...] = ()) -> list[str]:
     """Run ``statement`` on the driver connection ``raw``; the warnings and errors the server
     reported as notices (PostgreSQL skips a table the role may not vacuum or analyse with a
-    warning, not an error)."""
+    warning, not an error), except those with an ``expected`` SQLSTATE."""
     warnings: list[str] = []
 
     def on_notice(diag: Any) -> None:
-        if diag.severity in ("WARNING", "ERROR"):
+        if diag.severity in ("WARNING", "ERROR") and diag.sqlstate not in expected:
             warnings.append(str(diag.message_primary))
 
     raw.add_notice_handler(on_notice)

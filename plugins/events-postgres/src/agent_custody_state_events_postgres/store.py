@@ -210,7 +210,7 @@ class PostgresBackend(HoldingBackend):
         """``ANALYZE`` the table after a bulk load (``statistics``). The write is committed
         already: a failure here (a role that may not analyse the table) is only logged."""
         try:
-            warnings = self._run(lambda: warned(self._raw, quick_analyze(self._qualified, _KEYS)))
+            warnings = self._run(lambda: quick_analyze(self._raw, self._qualified, _KEYS))
         except EventBackendError as exc:
             warnings = [str(exc)]
         if warnings:  # e.g. a role that may not analyse the table: skipped with a warning

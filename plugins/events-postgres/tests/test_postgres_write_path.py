@@ -124,3 +124,19 @@ def test_the_walk_is_index_probes_without_statistics(postgres_url: str) -> None:
         ).fetchone()
     assert stats == (None, None)
     assert "Seq Scan" not in plan, plan
+
+
+def test_a_raised_stamp_is_the_normal_form_of_the_last_time(postgres_url: str) -> None:
+    """A write stamped after another's later time takes that time in its normal form (the
+    row's ``tx_time`` column), not the last event's text as it was written (an offset)."""
+    with Ledger(f"{postgres_url}&table=raised") as ledger:
+        first = ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
+        later = AssertEvent(
+            "e-later", "2999-01-01T02:00:00+02:00", first.fact.with_(fact_id="f-later")
+        )
+        backend: Any = ledger.backend
+        with backend.transaction():
+            backend.append([later])
+        assert backend.last_tx_time() == "2999-01-01T00:00:00.000Z"
+        after = ledger.assert_fact(subject="s", predicate="q", value=2, space="o", actor="a")
+    assert after.tx_time == "2999-01-01T00:00:00.000Z"

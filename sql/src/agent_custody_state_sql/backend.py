@@ -285,6 +285,12 @@ class SqlEventBackend(SchemaSetup):
         rows = self._last_rows()  # in an ordered phase, the row read with the order lock
         return self._decode(rows)[0] if rows else None
 
+    def last_tx_time(self) -> str | None:
+        # The row's ``tx_time`` column: the normal form of its time, no event decoded (every
+        # write of a key-locking backend asks this, right after ``chain_head`` read the row).
+        rows = self._last_rows()
+        return str(rows[0][2]) if rows else None
+
     def chain_head(self) -> ChainHead:
         """The head recorded on the last row, read from its JSON without building the event
         (every chained append asks this inside its write section)."""

@@ -78,7 +78,8 @@ class Statements:
         # The row with the highest seq, as one primary-key probe (max of the key is read from
         # its end) rather than an ordered scan.
         top = sa.select(sa.func.max(seq)).scalar_subquery()
-        self.last = p(base.where(seq == top))
+        # With its ``tx_time`` column (third): the key a writer's stamp is raised to, unparsed.
+        self.last = p(base.add_columns(t.c.tx_time).where(seq == top))
         self.page = p(
             base.where(seq > sa.bindparam("after")).order_by(seq).limit(sa.bindparam("n"))
         )

@@ -18,6 +18,7 @@ log4(N / 10,000) times; autovacuum's later full ``ANALYZE`` replaces it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 #: Fewer rows copied than this never trigger an ``ANALYZE`` (a small table is cheap to scan).
@@ -46,12 +47,14 @@ def quick_analyze(raw: Any, table: str, columns: tuple[str, ...]) -> list[str]:
 class Growth:
     """Rows this connection copied into the table since its statistics were taken.
 
-    ``rows_known``: the row count the statistics describe (``pg_class.reltuples``; -1 or 0
-    when the table was never analysed). Rows of a section count once it commits.
+    ``rows_known``: asks the row count the statistics describe (``pg_class.reltuples``; -1 or
+    0 when the table was never analysed), once, when the copies first reach ``ANALYZE_MIN``
+    (so a backend that never bulk-loads never asks). Rows of a section count once it commits.
     """
 
-    def __init__(self, rows_known: float) -> None:
-        self._known = max(float(rows_known), 0.0)
+    def __init__(self, rows_known: Callable[[], float]) -> None:
+        self._ask = rows_known
+        self._known: float | None = None
         self._pending = 0  # copied in the open section
         self._copied = 0  # committed since the statistics were taken
 
@@ -65,10 +68,14 @@ class Growth:
         """Count the section's rows; whether the statistics are due now."""
         self._copied += self._pending
         self._pending = 0
-        return self._copied >= ANALYZE_MIN and self._copied >= 3 * self._known
+        if self._copied < ANALYZE_MIN:
+            return False
+        if self._known is None:
+            self._known = max(float(self._ask()), 0.0)
+        return self._copied >= 3 * self._known
 
     def analysed(self) -> None:
-        self._known += self._copied
+        self._known = (self._known or 0.0) + self._copied
         self._copied = 0
 
 

@@ -159,7 +159,7 @@ class PostgresBackend(HoldingBackend):
         )
         if where.commit == "grouped" and where.lock == "keys":
             self._grouped = self._flush_granted()
-        self._growth = Growth(self._run(self._rows_known))
+        self._growth = Growth(lambda: self._run(self._rows_known))
 
     def _rows_known(self) -> float:
         """The row count the table's planner statistics describe (-1: never analysed)."""

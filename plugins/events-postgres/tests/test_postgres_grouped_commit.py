@@ -6,6 +6,8 @@ tests stop the server's WAL writer (SIGSTOP), so nothing flushes WAL in the back
 the section's commit record from the WAL (``pg_walinspect``): after the call returns, the flush
 position must be past it. A session configured with ``synchronous_commit = off`` (the operator's
 choice: nothing waits) is the control that shows the probe sees a write that is not flushed.
+Nothing else may flush meanwhile: the background writer and checkpointer are stopped too, and
+autovacuum is off (``wal_writer_stopped``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -39,21 +42,45 @@ def admin(embedded_postgres: EmbeddedPostgres, postgres_url: str) -> Iterator[An
         yield conn
 
 
+#: The server processes that flush WAL on their own: the WAL writer, and (before writing a
+#: dirty page or at a checkpoint) the background writer and the checkpointer.
+_FLUSHERS = ("walwriter", "background writer", "checkpointer")
+
+
 @contextmanager
 def wal_writer_stopped(admin: Any) -> Iterator[None]:
-    row = admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"
-    ).fetchone()
-    if row is None:
-        pytest.skip("no walwriter process in pg_stat_activity")
+    """Nothing flushes WAL but the sessions under test: the server's own flushing processes
+    are stopped (SIGSTOP), and autovacuum is off with no worker running (a worker's commit
+    would flush every earlier record, e.g. while it analyses the tables other tests filled)."""
+    admin.execute("ALTER SYSTEM SET autovacuum = off")
+    admin.execute("SELECT pg_reload_conf()")
+    stopped: list[int] = []
     try:
-        os.kill(row[0], signal.SIGSTOP)
-    except PermissionError:
-        pytest.skip("this test process may not signal the server's WAL writer")
-    try:
+        deadline = time.monotonic() + 30
+        while admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+        ).fetchone()[0]:
+            if time.monotonic() > deadline:
+                pytest.skip("an autovacuum worker kept running for 30 s")
+            time.sleep(0.05)
+        rows = admin.execute(
+            "SELECT backend_type, pid FROM pg_stat_activity WHERE backend_type = ANY(%s)",
+            (list(_FLUSHERS),),
+        ).fetchall()
+        if "walwriter" not in {kind for kind, _ in rows}:
+            pytest.skip("no walwriter process in pg_stat_activity")
+        for _, pid in rows:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except PermissionError:
+                pytest.skip("this test process may not signal the server's processes")
+            stopped.append(pid)
         yield
     finally:
-        os.kill(row[0], signal.SIGCONT)
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+        admin.execute("ALTER SYSTEM RESET autovacuum")
+        admin.execute("SELECT pg_reload_conf()")
 
 
 def _write(location: str, value: object) -> str:

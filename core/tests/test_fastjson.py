@@ -22,7 +22,16 @@ from agent_custody_state.canonical import (
     js_number,
 )
 from agent_custody_state.ledger import chain
-from agent_custody_state.ledger.model import AssertEvent, Fact
+from agent_custody_state.ledger.model import (
+    AssertEvent,
+    ConfirmEvent,
+    Fact,
+    ForgetEvent,
+    Forgotten,
+    HoldEvent,
+    RetractEvent,
+    Source,
+)
 
 pytest.importorskip("orjson", reason="the fast path is orjson; the test group installs it")
 
@@ -294,3 +303,68 @@ def test_exact_vouches_for_the_ledgers_own_events() -> None:
     assert fastjson.exact(event.to_dict(), sort=False)
     assert fastjson.exact(event.to_dict(), sort=True)
     assert event.to_json() == _reference(event.to_dict(), sort=False)
+
+
+extras = st.dictionaries(
+    keys | st.sampled_from(["eventId", "fact", "chain", "value"]), json_values, max_size=3
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.sampled_from(["assert", "retract", "confirm", "forget", "hold"]),
+    st.lists(st.none() | strings, min_size=8, max_size=8),
+    st.none() | st.tuples(st.integers(0, 7), json_values),
+    json_values,
+    st.none() | numbers,
+    st.none() | st.dictionaries(keys, json_values, max_size=2),
+    st.none() | st.lists(st.none() | strings | json_values, min_size=3, max_size=3),
+    extras,
+    extras,
+)
+def test_an_event_line_is_the_reference_line_whatever_its_fields_hold(
+    kind: str,
+    texts: list[Any],
+    odd: tuple[int, Any] | None,
+    value: Any,
+    confidence: Any,
+    external: Any,
+    forgotten: list[Any] | None,
+    extra: dict[str, Any],
+    fact_extra: dict[str, Any],
+) -> None:
+    """``Event.to_json`` skips the output scan when an event's fields show orjson writes what
+    JavaScript writes (``plain_json``); with any value in any field (floats, big integers,
+    digit keys, lone surrogates, unknown keys over known ones) the line must be the reference.
+    Text fields hold text, or one of them (``odd``) any JSON value (a hand-built event)."""
+    if odd is not None:
+        texts[odd[0]] = odd[1]
+    a, b, c, d, e, f, g, h = texts
+    event: Any
+    if kind == "assert":
+        gone = None if forgotten is None else Forgotten(*forgotten)
+        fact = Fact(
+            *(a, b, c, value, d, e, Source(f), g, external or None, h),
+            *(a, confidence, gone, fact_extra),
+        )
+        event = AssertEvent(b, c, fact, d, extra)
+    elif kind == "confirm":
+        event = ConfirmEvent(a, b, c, d, Source(e), extra)
+    elif kind == "forget":
+        event = ForgetEvent(a, b, c, d, e, Source(f), g, h, extra)
+    else:
+        event = (RetractEvent if kind == "retract" else HoldEvent)(a, b, c, d, e, Source(f), extra)
+    assert event.to_json() == _reference(event.to_dict(), sort=False)
+
+
+def test_ordinary_events_are_shown_plain_by_their_fields() -> None:
+    """The ledger's own events take the unchecked path; an odd field sends them to the check."""
+    fact = Fact("f", "acct:1", "plan", {"v": 1, "note": "x"}, "org", "a", valid_from="t")
+    event = AssertEvent("e", "t", fact, None, {"chain": {"seq": 3, "head": "ab"}})
+    assert event.plain_json()
+    assert RetractEvent("e", "t", "f", "a", "wrong", Source("r")).plain_json()
+    assert ForgetEvent("e", "t", "f", "a", "gdpr", Source(), "d" * 64, "sha256").plain_json()
+    assert not AssertEvent("e", "t", Fact("f", "s", "p", 1.0, "o", "a")).plain_json()
+    assert not AssertEvent("e", "t", Fact("f", 1.0, "p", 1, "o", "a")).plain_json()  # type: ignore[arg-type]
+    assert not AssertEvent("e", "t", fact, None, {"7": 1}).plain_json()
+    assert not ConfirmEvent("e", "t", "f", "a", Source(2**60)).plain_json()  # type: ignore[arg-type]

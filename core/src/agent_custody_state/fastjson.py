@@ -133,7 +133,7 @@ def sorted_unchecked(value: Any) -> bytes | None:
 
 def ordered_unchecked(value: Any) -> bytes | None:
     """``ordered_bytes`` without the check, for a caller that has checked the value's shape
-    itself (``ledger.encoding``); ``None`` when orjson is missing or refuses the value."""
+    itself (``Event.to_json``, ``plainseal``); ``None`` when orjson is missing or refuses it."""
     if _dumps is None:
         return None
     try:

@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agent_custody_state.fastjson import exact, safe_number
+
+#: The types a text field may hold for orjson to write it as JavaScript does (``fastjson``).
+TEXT_TYPES = frozenset((str, type(None)))
+
 _FACT_KEYS = (
     "factId",
     "subject",
@@ -111,6 +116,35 @@ class Fact:
             out["forgotten"] = self.forgotten.to_dict()
         out.update(self.extra)
         return out
+
+    def plain_json(self) -> bool:
+        """Whether orjson writes this fact's wire dict exactly as JavaScript does, told from its
+        fields (``fastjson.exact`` for the value, external ids and unknown keys; a type test for
+        the text fields): the check of ``fastjson.exact`` on the whole dict, a third of the
+        cost. ``False`` only means "not shown" (the caller takes the checked path)."""
+        forgotten = self.forgotten
+        return (
+            set(
+                map(
+                    type,
+                    (
+                        *(self.fact_id, self.subject, self.predicate, self.space, self.actor),
+                        *(self.provenance, self.valid_from, self.valid_to),
+                        self.source.receipt_id,
+                    ),
+                )
+            )
+            <= TEXT_TYPES
+            and (self.confidence is None or safe_number(self.confidence))
+            and (
+                forgotten is None
+                or set(map(type, (forgotten.value_digest, forgotten.digest_kind, forgotten.at)))
+                <= TEXT_TYPES
+            )
+            and (not self.external or exact(self.external, sort=False))
+            and (not self.extra or exact(self.extra, sort=False))
+            and exact(self.value, sort=False)
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:

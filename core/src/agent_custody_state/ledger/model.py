@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, TypeAlias
 
 from agent_custody_state.canonical import js_json
-from agent_custody_state.fastjson import loads
+from agent_custody_state.fastjson import exact, loads, ordered_unchecked
+from agent_custody_state.ledger.facts import TEXT_TYPES, unknown_keys
 from agent_custody_state.ledger.facts import Fact as Fact
 from agent_custody_state.ledger.facts import Forgotten as Forgotten
 from agent_custody_state.ledger.facts import Source as Source
-from agent_custody_state.ledger.facts import unknown_keys
 
 Provenance = Literal["claimed", "attested", "verified"]
 PROVENANCE_RANK: dict[str, int] = {"claimed": 0, "attested": 1, "verified": 2}
@@ -35,11 +35,20 @@ class _EventBase:
     kind: ClassVar[str] = ""
 
     def to_json(self) -> str:
-        """One JSONL line body: compact JSON in wire key order, non-ASCII kept as-is."""
+        """One JSONL line body: compact JSON in wire key order, non-ASCII kept as-is. orjson
+        writes it unchecked when the event's fields show it writes what JavaScript writes
+        (``plain_json``), else ``js_json`` checks or encodes it."""
         line = self.line
         if line is None:
-            line = js_json(self.to_dict())  # type: ignore[attr-defined]
+            data = self.to_dict()  # type: ignore[attr-defined]
+            fast = ordered_unchecked(data) if self.plain_json() else None
+            line = js_json(data) if fast is None else fast.decode("utf-8")
         return line
+
+    def plain_json(self) -> bool:
+        """Whether orjson writes this event's wire dict as JavaScript does, told from its fields
+        (each kind lists its own); ``False`` only means "not shown"."""
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,13 @@ class AssertEvent(_EventBase):
     def fact_id(self) -> str:
         return self.fact.fact_id
 
+    def plain_json(self) -> bool:
+        return (
+            set(map(type, (self.event_id, self.tx_time, self.supersedes))) <= TEXT_TYPES
+            and (not self.extra or exact(self.extra, sort=False))
+            and self.fact.plain_json()
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             "eventId": self.event_id,
@@ -66,6 +82,13 @@ class AssertEvent(_EventBase):
         }
         out.update(self.extra)
         return out
+
+
+def _plain_action(fields: tuple[Any, ...], source: Source, extra: dict[str, Any]) -> bool:
+    """``plain_json`` of an event without a fact: text fields, a source, unknown keys."""
+    return set(map(type, (*fields, source.receipt_id))) <= TEXT_TYPES and (
+        not extra or exact(extra, sort=False)
+    )
 
 
 _ACTION_KEYS = frozenset(("eventId", "kind", "txTime", "factId", "actor", "reason", "source"))
@@ -81,6 +104,10 @@ class _ActionEvent(_EventBase):
     reason: str
     source: Source = field(default_factory=Source)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def plain_json(self) -> bool:
+        fields = (self.event_id, self.tx_time, self.fact_id, self.actor, self.reason)
+        return _plain_action(fields, self.source, self.extra)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -128,6 +155,10 @@ class ConfirmEvent(_EventBase):
 
     kind: ClassVar[str] = "confirm"
 
+    def plain_json(self) -> bool:
+        fields = (self.event_id, self.tx_time, self.fact_id, self.actor)
+        return _plain_action(fields, self.source, self.extra)
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             "eventId": self.event_id,
@@ -154,6 +185,11 @@ class ForgetEvent(_EventBase):
     extra: dict[str, Any] = field(default_factory=dict)
 
     kind: ClassVar[str] = "forget"
+
+    def plain_json(self) -> bool:
+        fields = (self.event_id, self.tx_time, self.fact_id, self.actor, self.reason)
+        digest = (self.value_digest, self.digest_kind)
+        return _plain_action(fields + digest, self.source, self.extra)
 
     def to_dict(self) -> dict[str, Any]:
         out = {

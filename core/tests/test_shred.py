@@ -301,3 +301,50 @@ def test_appends_fetch_no_key_and_write_the_reference_line(
     assert len(lines) == 2 + 2 * len(VALUES)
     for line in lines:
         assert line == js_json(event_from_json(line).to_dict())
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "memory"])
+def test_an_as_of_opens_only_the_values_it_returns(tmp_path: Path, kind: str) -> None:
+    # An as-of decides which facts it returns without their values (most of a subject's
+    # asserts are superseded): only the returned ones are opened, their keys in one fetch. A
+    # returned fact whose key is gone reads as null, as in every other read.
+    where = MemoryBackend() if kind == "memory" else tmp_path / "l.jsonl"
+    with Ledger(where, forget_mode="crypto-shred") as ledger:
+        old = _fact(ledger, "old plan")
+        new = _fact(ledger, {"plan": "new"}, supersedes=old)
+        other = _fact(ledger, [1, 2.5], predicate="q")
+        backend = ledger.backend
+        assert isinstance(backend, ShreddingBackend)
+        asked: list[set[str]] = []
+        real_get = backend.keys.get
+
+        def get(kids: object) -> dict[str, bytes]:
+            asked.append(set(kids))  # type: ignore[call-overload]
+            return real_get(kids)  # type: ignore[arg-type]
+
+        backend.keys.get = get  # type: ignore[method-assign]
+        facts = {f.fact_id: f.value for f in ledger.as_of(subject="acct:1")}
+        assert facts == {new: {"plan": "new"}, other: [1, 2.5]}
+        kid = {fid: kid_of(backend.inner.get_assert(fid).fact.value) for fid in (old, new, other)}  # type: ignore[union-attr]
+        assert asked == [{kid[new], kid[other]}]  # not the superseded fact's key
+        backend.keys.destroy([kid[other]])
+        assert {f.fact_id: f.value for f in ledger.as_of(subject="acct:1")}[other] is None
+        past = ledger.as_of(subject="acct:1", valid_at="2000-01-01T00:00:00Z")
+        assert past == []
+
+
+def test_with_value_keeps_every_other_field() -> None:
+    from dataclasses import replace
+
+    from agent_custody_state.ledger.envelope import with_value
+    from agent_custody_state.ledger.model import AssertEvent, Fact, Forgotten, Source
+
+    fact = Fact(
+        *("f", "s", "p", 1, "o", "a", Source("r"), "attested", {"mem0": "m-1"}),
+        *("2026-01-01T00:00:00.000Z", "2026-02-01T00:00:00.000Z", 0.5),
+        *(Forgotten("d", "sha256", "2026-03-01T00:00:00.000Z"), {"valueSalt": "x"}),
+    )
+    event = AssertEvent("e", "2026-01-01T00:00:00.000Z", fact, "f0", {"chain": {"seq": 1}})
+    opened = with_value(event, {"v": 2})
+    assert opened == replace(event, fact=replace(fact, value={"v": 2}))
+    assert opened.line is None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from agent_custody_state.ledger.chain import ChainHead, head_after
 from agent_custody_state.ledger.checkpoints import CheckpointLog
-from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from agent_custody_state.ledger.model import AssertEvent, Event, Fact, ForgetEvent, Forgotten
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.keystore import KeyStore
@@ -121,13 +121,10 @@ class EventBackend(abc.ABC):
         """Every assert whose ``supersedes`` is in ``fact_ids``, in append order."""
 
     def events_around(self, fact_ids: Collection[str]) -> list[Event]:
-        """Every event citing one of ``fact_ids`` or one of their superseders, in append order.
-
-        That is ``events_for`` of the ids together with the ids of ``superseders(fact_ids)``
-        (so the superseding asserts are included): what the ledger needs to know the status of
-        some facts and of what supersedes them. A SQL backend answers it with one query instead
-        of two.
-        """
+        """Every event citing one of ``fact_ids`` or one of their superseders, in append order:
+        ``events_for`` of the ids and of ``superseders(fact_ids)``'s (the superseding asserts
+        included), what the ledger needs to know the status of some facts and of what
+        supersedes them. A SQL backend answers it with one query instead of two."""
         ids = dict.fromkeys(fact_ids)
         ids.update(dict.fromkeys(e.fact_id for e in self.superseders(fact_ids)))
         return self.events_for(list(ids))
@@ -166,10 +163,14 @@ class EventBackend(abc.ABC):
         predicate: str | None = None,
         tx_at: str | None = None,
     ) -> tuple[list[AssertEvent], list[Event]]:
-        """``asserts_around`` for an as-of read, which needs no legal-hold state: the events
-        around may leave out hold and release events (fewer rows to read and decode). Default:
-        ``asserts_around``."""
+        """``asserts_around`` for an as-of read, which needs no legal-hold state (hold and
+        release events may be left out) and may leave values sealed: the ledger opens those of
+        the facts it returns (``open_values``). Default: ``asserts_around``."""
         return self.asserts_around(space=space, subject=subject, predicate=predicate, tx_at=tx_at)
+
+    def open_values(self, facts: list[Fact]) -> list[Fact]:
+        """``facts`` of ``asserts_for_as_of``'s answer with their values readable (as given)."""
+        return facts
 
     @abc.abstractmethod
     def history(self, fact_id: str) -> list[Event]:

@@ -105,7 +105,7 @@ class LedgerReads:
             if PROVENANCE_RANK.get(provenance, 0) < min_rank:
                 continue
             out.append(fact.presented(valid_to, provenance))
-        return out
+        return self.backend.open_values(out)
 
     def get(self, fact_id: str) -> Fact | None:
         """A fact in any state (confirmed provenance shown, validTo from supersession), or None."""

@@ -8,9 +8,9 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import TypeVar, cast
 
 from agent_custody_state.ledger.backend import EventBackend, KeyName
-from agent_custody_state.ledger.envelope import kid_of, unseal, with_value
+from agent_custody_state.ledger.envelope import fact_with_value, kid_of, unseal, with_value
 from agent_custody_state.ledger.keystore import KeyStore
-from agent_custody_state.ledger.model import AssertEvent, Event
+from agent_custody_state.ledger.model import AssertEvent, Event, Fact
 
 E = TypeVar("E", bound=Event)
 
@@ -45,9 +45,7 @@ class ShreddedReads:
         kid = kid_of(event.fact.value)
         if kid is None:
             return event
-        key = keys.get(kid)
-        value = None if key is None else unseal(event.fact.value, fact_id=event.fact_id, key=key)
-        return cast(E, with_value(event, value))
+        return cast(E, with_value(event, _opened_value(event.fact, kid, keys)))
 
     def _stream(self, events: Iterable[E]) -> Iterator[E]:
         chunk: list[E] = []
@@ -82,7 +80,17 @@ class ShreddedReads:
         return self._opened_around(*self.inner.asserts_around(**filters))
 
     def asserts_for_as_of(self, **filters: str | None) -> tuple[list[AssertEvent], list[Event]]:
-        return self._opened_around(*self.inner.asserts_for_as_of(**filters))
+        # Sealed: an as-of needs no value to decide which facts it returns (most of a subject's
+        # asserts are superseded), and opens the values of those it does (``open_values``).
+        return self.inner.asserts_for_as_of(**filters)
+
+    def open_values(self, facts: list[Fact]) -> list[Fact]:
+        kids = [kid_of(f.value) for f in facts]
+        keys = self.keys.get({k for k in kids if k is not None}) if any(kids) else {}
+        return [
+            f if kid is None else fact_with_value(f, _opened_value(f, kid, keys))
+            for f, kid in zip(facts, kids, strict=True)
+        ]
 
     def _opened_around(
         self, found: list[AssertEvent], around: list[Event]
@@ -119,3 +127,9 @@ class ShreddedReads:
 
     def last_tx_time(self) -> str | None:
         return self.inner.last_tx_time()  # a time needs no envelope opened (no key fetched)
+
+
+def _opened_value(fact: Fact, kid: str, keys: dict[str, bytes]) -> object:
+    """The value in ``fact``'s envelope (key ``kid``), or None when the key is gone."""
+    key = keys.get(kid)
+    return None if key is None else unseal(fact.value, fact_id=fact.fact_id, key=key)

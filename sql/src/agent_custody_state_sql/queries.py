@@ -61,7 +61,7 @@ class Statements:
         )
         self.events_for = p(base.where(in_ids(t.c.fact_id, "ids")).order_by(seq))
         self.superseders = p(base.where(in_ids(t.c.supersedes, "ids")).order_by(seq))
-        # events_around: the ids themselves and the facts superseding them, in one IN list.
+        # events_around: the ids themselves and the facts superseding them (``_around_rows``).
         self.events_around = p(self._around_rows(ids_select("ids"), []))
         self.events_along = p(self._along_stmt(ids_select, in_ids))
         self.history = p(

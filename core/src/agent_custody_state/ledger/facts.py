@@ -119,9 +119,9 @@ class Fact:
 
     def plain_json(self) -> bool:
         """Whether orjson writes this fact's wire dict exactly as JavaScript does, told from its
-        fields (``fastjson.exact`` for the value, external ids and unknown keys; a type test for
-        the text fields): the check of ``fastjson.exact`` on the whole dict, a third of the
-        cost. ``False`` only means "not shown" (the caller takes the checked path)."""
+        fields: a type test for the text fields, ``fastjson.exact`` for the value, external ids
+        and unknown keys only (a third of what ``exact`` of the whole dict costs). ``False``
+        only means "not shown" (the caller takes the checked path)."""
         forgotten = self.forgotten
         return (
             set(

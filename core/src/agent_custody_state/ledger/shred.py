@@ -188,7 +188,16 @@ class ShreddingBackend(ShreddedReads, EventBackend):
             event = events[i]
             assert isinstance(event, AssertEvent)
             nonce = nonces[n * NONCE_BYTES : (n + 1) * NONCE_BYTES]
-            box = seal(event.fact.value, fact_id=event.fact_id, kid=kid, key=key, nonce=nonce)
+            # A line on the event means sealing walked its value already (``plainseal``).
+            vouched = event.line is not None
+            box = seal(
+                event.fact.value,
+                fact_id=event.fact_id,
+                kid=kid,
+                key=key,
+                nonce=nonce,
+                vouched=vouched,
+            )
             sealed[i] = _relined(event, with_value(event, box))
         self.inner.append(sealed)
         durable()  # the keys reach the disk before the events can: before the commit

@@ -159,6 +159,19 @@ def test_corrupt_middle_line_is_an_error(ts_file: Path) -> None:
         JsonlBackend(ts_file)
 
 
+@pytest.mark.parametrize("fact", ['[["factId", "f"]]', '"f"', "null"])
+def test_a_line_whose_fact_is_not_an_object_is_named(ts_file: Path, fact: str) -> None:
+    # A fact that is a list of pairs must not pass for an object (the decoder copies dicts).
+    lines = ts_file.read_text().splitlines()
+    i = next(n for n, line in enumerate(lines) if '"kind":"assert"' in line)
+    data = json.loads(lines[i])
+    data["fact"] = "@@"
+    lines[i] = json.dumps(data, separators=(",", ":")).replace('"@@"', fact)
+    ts_file.write_text("\n".join(lines) + "\n")
+    with pytest.raises(EventBackendError, match=f"event {i + 1}.*fact must be a JSON object"):
+        JsonlBackend(ts_file)
+
+
 def _writer(path: str, worker: int, count: int) -> None:
     with Ledger(path) as ledger:
         for i in range(count):

@@ -15,30 +15,11 @@ from agent_custody_state.fastjson import exact, safe_number
 #: The types a text field may hold for orjson to write it as JavaScript does (``fastjson``).
 TEXT_TYPES = frozenset((str, type(None)))
 
-_FACT_KEYS = (
-    "factId",
-    "subject",
-    "predicate",
-    "value",
-    "space",
-    "actor",
-    "source",
-    "provenance",
-    "external",
-    "validFrom",
-    "validTo",
-    "confidence",
-    "forgotten",
-)
-
 
 def unknown_keys(data: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     if data.keys() <= known:  # the common case, one C-level set test
         return {}
     return {k: v for k, v in data.items() if k not in known}
-
-
-_FACT_KEYSET = frozenset(_FACT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,26 +129,29 @@ class Fact:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
-        # Positional and with local lookups: every event a read returns is built here.
-        get = data.get
-        forgotten = get("forgotten")
-        source = get("source")
-        external = get("external")
+        # Every event a read returns is built here. The known keys are popped from a copy, so
+        # what is left is the unknown keys in their order (a chained fact has two): cheaper
+        # than picking them out after.
+        rest = dict(data)
+        pop = rest.pop
+        forgotten = pop("forgotten", None)
+        source = pop("source", None)
+        external = pop("external", None)
         return cls(
-            data["factId"],
-            data["subject"],
-            data["predicate"],
-            get("value"),
-            data["space"],
-            get("actor", ""),
+            pop("factId"),
+            pop("subject"),
+            pop("predicate"),
+            pop("value", None),
+            pop("space"),
+            pop("actor", ""),
             Source(source.get("receiptId")) if isinstance(source, dict) else Source(),
-            get("provenance", "claimed"),
+            pop("provenance", "claimed"),
             dict(external) if external else None,
-            get("validFrom", ""),
-            get("validTo"),
-            get("confidence"),
+            pop("validFrom", ""),
+            pop("validTo", None),
+            pop("confidence", None),
             Forgotten.from_dict(forgotten) if isinstance(forgotten, dict) else None,
-            unknown_keys(data, _FACT_KEYSET),
+            rest,
         )
 
     def with_(self, **changes: Any) -> Fact:

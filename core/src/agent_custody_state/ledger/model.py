@@ -224,13 +224,19 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         raise ValueError("an event must be a JSON object")
     kind = data.get("kind")
     try:
-        if kind == "assert":
+        if kind == "assert":  # popped from a copy, as in ``Fact.from_dict``: the rest is extra
+            rest = dict(data)
+            pop = rest.pop
+            del rest["kind"]
+            event_id, tx_time, fact = pop("eventId"), pop("txTime"), pop("fact")
+            if not isinstance(fact, dict):
+                raise ValueError("an assert event's fact must be a JSON object")
             return AssertEvent(
-                data["eventId"],
-                data["txTime"],
-                Fact.from_dict(data["fact"]),
-                data.get("supersedes"),
-                unknown_keys(data, _ASSERT_KEYS),
+                event_id,
+                tx_time,
+                Fact.from_dict(fact),
+                pop("supersedes", None),
+                rest,
             )
         # Positional, with local lookups: every event a read returns is built here.
         get = data.get

@@ -319,3 +319,24 @@ def test_reconnects_after_the_server_drops_the_connection(
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         ledger.retract(fact_id=a.fact_id, actor="a", reason="r")  # so does a write section
         assert ledger.count() == 2
+
+
+def test_the_key_store_reconnects_after_the_server_drops_it(
+    postgres_url: str, embedded_postgres: EmbeddedPostgres
+) -> None:
+    """Crypto-shred reads fetch keys with a prepared statement on a kept cursor: a connection
+    the server dropped is replaced, and the next read opens values as before."""
+    with Ledger(
+        f"{postgres_url}&table=keysdropped",
+        forget_mode="crypto-shred",
+        key_store=f"{postgres_url}&table=keysdropped_keys",
+    ) as ledger:
+        a = ledger.assert_fact(subject="s", predicate="p", value={"v": 1}, space="org", actor="a")
+        keys: Any = ledger.backend.keystore()
+        for _ in range(3):  # past psycopg's threshold: the statement is prepared on the server
+            assert [f.value for f in ledger.as_of(subject="s")] == [{"v": 1}]
+        assert keys._cur is not None
+        with _admin(embedded_postgres.admin_url) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (keys._conn.info.backend_pid,))
+        assert [f.value for f in ledger.as_of(subject="s")] == [{"v": 1}]
+        assert ledger.get(a.fact_id).value == {"v": 1}  # type: ignore[union-attr]

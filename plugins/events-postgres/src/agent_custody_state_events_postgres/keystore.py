@@ -73,6 +73,8 @@ class PostgresKeyStore(KeyStore):
         self._schema = where.schema
         self._lock = threading.Lock()
         self._closed = False
+        self._get_sql: str | None = None
+        self._cur: psycopg.Cursor[Any] | None = None
         self._conn = self._connect(creator_url)
         try:
             self._setup(where.qualified)
@@ -173,9 +175,20 @@ class PostgresKeyStore(KeyStore):
     def get(self, kids: Collection[str]) -> dict[str, bytes]:
         if not kids:
             return {}
-        query = sql.SQL("SELECT kid, key FROM {} WHERE kid = ANY(%s)").format(self._keys)
-        rows = self._run(lambda: self._execute(query, (list(kids),)))
-        return {kid: bytes(key) for kid, key in rows}
+        # Every crypto-shred read asks this: composed once, prepared on the server, and run on a
+        # kept cursor (composing, a cursor and parsing cost more than the lookup itself).
+        text = self._get_sql
+        if text is None:
+            query = sql.SQL("SELECT kid, key FROM {} WHERE kid = ANY(%s)").format(self._keys)
+            text = self._get_sql = query.as_string(self._conn)
+
+        def run() -> list[Any]:
+            cur = self._cur
+            if cur is None or cur.closed or cur.connection is not self._conn:
+                cur = self._cur = self._conn.cursor()
+            return cur.execute(text, (list(kids),), prepare=True).fetchall()
+
+        return {kid: bytes(key) for kid, key in self._run(run)}
 
     def destroy(self, kids: Collection[str]) -> None:
         if not kids:

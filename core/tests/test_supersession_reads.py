@@ -88,3 +88,54 @@ def test_a_chain_that_leaves_the_subject_is_followed_by_asking(ledger: Ledger) -
     facts = ledger.as_of(subject="acct:1", valid_at=T0.format(2))
     assert [(f.fact_id, f.valid_to) for f in facts] == [("f1", T0.format(3))]
     assert asked == [1]  # B is not among acct:1's facts: its superseders had to be asked for
+
+
+def _t(ms: int) -> str:
+    return f"2026-01-01T00:{ms // 60_000:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}Z"
+
+
+def test_a_long_chain_of_retracted_links_is_followed(ledger: Ledger) -> None:
+    """A0 <- A1 <- ... <- A1500 with A1..A1499 retracted: A1500 supersedes A0 (the walk was a
+    recursive function, which hit the recursion limit at about a thousand links)."""
+    n = 1500
+    events: list[Event] = []
+    for i in range(n + 1):
+        fact = Fact(f"f{i}", "acct:1", "plan", i, "org", "a", valid_from=_t(i))
+        events.append(AssertEvent(f"e{i}", _t(i), fact, f"f{i - 1}" if i else None))
+    events += [
+        RetractEvent(f"r{i}", _t(n + i), f"f{i}", "a", "poisoned", Source()) for i in range(1, n)
+    ]
+    ledger.import_events(events)
+    first = ledger.get("f0")
+    assert first is not None and first.valid_to == _t(n)
+    assert [f.fact_id for f in ledger.as_of(subject="acct:1")] == [f"f{n}"]
+
+
+def test_reads_and_writes_leave_nothing_for_the_garbage_collector(ledger: Ledger) -> None:
+    """No read or write builds a reference cycle: the effective-superseder walk was a nested
+    recursive function (a cycle with its closure), so every as-of, get and supersession left
+    its events to the cyclic collector, whose frequent passes were most of the reads' p99."""
+    import gc
+
+    fact = {"subject": "acct:1", "predicate": "plan", "space": "org", "actor": "a"}
+    a = ledger.assert_fact(**fact, value="a")
+    b = ledger.assert_fact(**fact, value="b", supersedes=a.fact_id)
+    ledger.retract(fact_id=b.fact_id, actor="x", reason="poisoned")
+    current = ledger.assert_fact(**fact, value="c", supersedes=a.fact_id)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for i in range(20):
+            ledger.as_of(subject="acct:1")
+            ledger.get(a.fact_id)
+            ledger.timeline("acct:1")
+            ledger.status(a.fact_id)
+            current = ledger.assert_fact(**fact, value=i, supersedes=current.fact_id)
+        gc.collect()
+        left = list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []

@@ -203,23 +203,35 @@ def effective_superseders(
         # Only retracted links need their own superseders looked at.
         frontier = {e.fact_id for e in found_here if e.fact_id in retracted} - seen
 
-    def resolve(fact_id: str, depth: int = 0) -> AssertEvent | None:
-        if depth > 10_000:
-            return None
-        for child in children.get(fact_id, ()):
-            if child.fact_id not in retracted:
-                return child
-            deeper = resolve(child.fact_id, depth + 1)
-            if deeper is not None:
-                return deeper
-        return None
-
     result: dict[str, AssertEvent] = {}
     for fact_id in fact_ids:
-        successor = resolve(fact_id)
+        successor = _first_live(children, retracted, fact_id)
         if successor is not None:
             result[fact_id] = successor
     return result
+
+
+#: How many retracted links down a chain ``_first_live`` follows.
+MAX_CHAIN_DEPTH = 10_000
+
+
+def _first_live(
+    children: dict[str, list[AssertEvent]], retracted: set[str], fact_id: str
+) -> AssertEvent | None:
+    """The first superseder of ``fact_id`` (in append order) that is not retracted, looking
+    through retracted ones depth first. A loop with a stack, not a nested recursive function:
+    that one formed a reference cycle with its closure, so every read left its events for the
+    garbage collector (and a chain of a thousand retracted links hit the recursion limit)."""
+    stack = [iter(children.get(fact_id, ()))]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+        elif child.fact_id not in retracted:
+            return child
+        elif len(stack) <= MAX_CHAIN_DEPTH:
+            stack.append(iter(children.get(child.fact_id, ())))
+    return None
 
 
 #: The event key under which the store mirror records a fact put back into the stores:

@@ -92,7 +92,6 @@ def _plain_action(fields: tuple[Any, ...], source: Source, extra: dict[str, Any]
 
 
 _ACTION_KEYS = frozenset(("eventId", "kind", "txTime", "factId", "actor", "reason", "source"))
-_ASSERT_KEYS = frozenset(("eventId", "kind", "txTime", "fact", "supersedes"))
 _CONFIRM_KEYS = frozenset(("eventId", "kind", "txTime", "factId", "actor", "source"))
 _FORGET_KEYS = _ACTION_KEYS | {"valueDigest", "digestKind"}
 

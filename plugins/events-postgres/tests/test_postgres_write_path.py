@@ -6,6 +6,7 @@ refuses in the commit's round trip is a plain refusal that wrote nothing."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -14,6 +15,7 @@ import pytest
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.model import AssertEvent
 from agent_custody_state.plugin import EventBackendError
+from agent_custody_state.timeutil import wire_time_key
 
 pytestmark = pytest.mark.postgres
 
@@ -139,6 +141,27 @@ def test_reads_are_index_probes_without_statistics(postgres_url: str, read: str)
     assert "Seq Scan" not in plan, plan
     # Nor a scan of the time index for "tx_time <= now" (every entry), ANDed with the subject's.
     assert "Index Cond: (tx_time" not in plan, plan
+
+
+def test_the_head_is_read_with_the_order_lock_as_one_backward_probe(postgres_url: str) -> None:
+    """The head read that rides with the order lock is sent unprepared, so the server plans it
+    at every write: it is the first entry of a backward scan of the primary key, not the row
+    whose ``seq`` is a ``max()`` subquery (an InitPlan: 45-55 µs more server CPU per write to
+    plan, measured on the embedded server)."""
+    with Ledger(f"{postgres_url}&table=head_probe", chain=False) as ledger:
+        ledger.assert_many(
+            [{"subject": f"s{i}", "predicate": "p", "value": i, "space": "o", "actor": "a"}
+             for i in range(50)]
+        )  # fmt: skip
+        backend: Any = ledger.backend
+        plan = "\n".join(r[0] for r in backend._raw.execute("EXPLAIN " + backend._q.last.sql))
+        head = backend._rows(backend._q.last)
+        last = list(ledger.export())[-1]
+    assert "Index Scan Backward using head_probe_pkey" in plan, plan
+    assert "InitPlan" not in plan and "SubPlan" not in plan, plan
+    assert [(json.loads(r[1])["eventId"], r[2]) for r in head] == [
+        (last.event_id, wire_time_key(last.tx_time))
+    ]
 
 
 def test_a_raised_stamp_is_the_normal_form_of_the_last_time(postgres_url: str) -> None:

@@ -53,7 +53,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         # In a read run without a transaction (``consistent``): its first statement, parameters
         # and answer once asked; None outside such a read.
         self._solo: list[tuple[Prepared, dict[str, Any] | None, list[Any]]] | None = None
-        self._cur: Any = None  # the cursor reads reuse (see ``_rows``)
+        self._cur: Any = None  # the cursor every statement reuses (``_cursor``)
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         try:
             self._conn: Connection = engine.connect()
@@ -126,18 +126,12 @@ class SqlConnection(ReentrantTransactions, EventBackend):
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
         def run() -> list[Any]:
-            # One cursor for every read of the connection (a cursor per call costs as much
-            # Python as the rest of the driver's work); dropped on any failure.
-            cur = self._cur
-            if cur is None:
-                cur = self._cur = self._raw.cursor()
+            cur = self._cursor()
             try:
                 cur.execute(q.sql, q.args(params or {}), **self._read_options)
                 return list(cur.fetchall())
             except BaseException:
-                self._cur = None
-                with suppress(Exception):
-                    cur.close()
+                self._drop_cursor()
                 raise
 
         solo = self._solo
@@ -165,23 +159,40 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         """Run ``q`` once per entry of ``args`` (driver parameters in the statement's form)."""
 
         def run() -> None:
-            cur = self._raw.cursor()
+            cur = self._cursor()
             try:
                 if len(args) == 1:  # a single append: executemany's batching only costs
                     cur.execute(q.sql, args[0])
                 else:
                     cur.executemany(q.sql, args)
-            finally:
-                cur.close()
+            except BaseException:
+                self._drop_cursor()
+                raise
 
         self._run(run)
 
     def _exec(self, sql: str) -> None:
-        cur = self._raw.cursor()
+        cur = self._cursor()
         try:
             cur.execute(sql)
-        finally:
-            cur.close()
+        except BaseException:
+            self._drop_cursor()
+            raise
+
+    def _cursor(self) -> Any:
+        """The connection's one cursor, which every statement reuses (a cursor per statement
+        cost as much Python as the rest of the driver's work: three or four per write). A
+        caller whose statement fails drops it (``_drop_cursor``)."""
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._raw.cursor()
+        return cur
+
+    def _drop_cursor(self) -> None:
+        cur, self._cur = self._cur, None
+        if cur is not None:
+            with suppress(Exception):
+                cur.close()
 
     # -- read snapshots ------------------------------------------------------------------------
 

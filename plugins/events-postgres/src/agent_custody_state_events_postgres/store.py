@@ -257,13 +257,14 @@ class PostgresBackend(HoldingBackend):
             # One round trip (simple query protocol): the lock, then the last row, the head
             # this section will extend (the next thing every ordered phase reads); both are
             # under the lock, so each round trip saved here shortens every writer's wait.
-            cur = self._raw.cursor()
+            cur = self._cursor()
             try:
                 cur.execute(lock)
                 cur.nextset()
                 return list(cur.fetchall())
-            finally:
-                cur.close()
+            except BaseException:
+                self._drop_cursor()
+                raise
 
         self._head_rows = self._run(lock_and_read)
         self._ordered = True

@@ -79,6 +79,50 @@ def test_a_fact_id_that_exists_is_refused(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+def test_only_a_fact_id_the_caller_gave_is_looked_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fact id the ledger draws itself (a random version-4 UUID, as every event id) cannot
+    be taken: a plain assert asks the backend nothing before it appends (on PostgreSQL one
+    round trip of four), a supersession's walk leaves the new id out, a batch asks only for
+    the ids its items gave. A given id is still looked up, and refused when taken."""
+    asked: list[tuple[str, list[str]]] = []
+    depth = [0]  # the ledger's own questions, not those a backend method asks itself
+    with Ledger("memory:", chain=False) as ledger:
+        backend: Any = ledger.backend
+        for name in ("get_assert", "events_for", "events_along"):
+            real = getattr(backend, name)
+
+            def spy(arg: Any, _real: Any = real, _name: str = name) -> Any:
+                if not depth[0]:
+                    asked.append((_name, sorted([arg] if isinstance(arg, str) else arg)))
+                depth[0] += 1
+                try:
+                    return _real(arg)
+                finally:
+                    depth[0] -= 1
+
+            monkeypatch.setattr(backend, name, spy)
+        fact = {"subject": "s", "predicate": "p", "space": "o", "actor": "a"}
+        first = ledger.assert_fact(**fact, value=1)
+        ledger.validate_assert(**{**fact, "subject": "t"}, value=1)
+        ledger.assert_many([{**fact, "value": 2, "subject": "u"}])
+        assert asked == []
+        second = ledger.assert_fact(**fact, value=2, supersedes=first.fact_id)
+        assert asked == [("events_along", [first.fact_id])]
+        asked.clear()
+        ledger.assert_fact(**{**fact, "subject": "v"}, value=3, fact_id="given-1")
+        ledger.assert_many(
+            [{**fact, "value": 4, "subject": "w"}, {**fact, "value": 0, "fact_id": "given-2"}]
+        )
+        ledger.assert_fact(**fact, value=5, supersedes=second.fact_id, fact_id="given-3")
+        assert asked == [
+            ("get_assert", ["given-1"]),
+            ("events_for", ["given-2"]),
+            ("events_along", [second.fact_id, "given-3"]),
+        ]
+        with pytest.raises(LedgerError, match="^item 0: fact given-1 already exists$"):
+            ledger.assert_many([{**fact, "value": 6, "subject": "x", "fact_id": "given-1"}])
+
+
 @pytest.mark.parametrize(
     "spelling",
     [

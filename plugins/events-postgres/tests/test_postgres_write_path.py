@@ -1,6 +1,6 @@
 """The round trips of a write on PostgreSQL: a supersession sends four (the key locks, the
 one statement that checks the rules, the order lock with the chain head, the insert with the
-commit and its flush), and every statement of a write section runs on a generic plan. The held
+commit and its flush), an assert of a new fact three, and every statement of a write section runs on a generic plan. The held
 row (``held``): a statement after a single append sends it first, and an insert the server
 refuses in the commit's round trip is a plain refusal that wrote nothing."""
 
@@ -49,6 +49,26 @@ def test_a_supersession_is_four_round_trips(
     assert write[3].startswith("INSERT INTO") and "; COMMIT; SELECT pg_logical_emit" in write[3]
     assert second.event_id in write[3]  # the row's values written in as literals
     assert not any(s.startswith(("BEGIN", "INSERT", "COMMIT")) for s in sent[4:]), sent
+
+
+def test_a_plain_assert_is_three_round_trips(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An assert that supersedes nothing, with a fact id the ledger draws, has nothing to read
+    before its ordered phase: the key locks, the order lock with the head, the insert with the
+    commit. A fact id the caller gives is looked up first (one more)."""
+    fact = {"subject": "s", "predicate": "p", "space": "org", "actor": "a"}
+    with Ledger(f"{postgres_url}&table=plain_trips") as ledger:
+        ledger.assert_fact(**fact, value=1)
+        sent = _sent(monkeypatch)
+        drawn = ledger.assert_fact(**{**fact, "subject": "t"}, value=2)
+        given = ledger.assert_fact(**{**fact, "subject": "u"}, value=3, fact_id="given-1")
+    assert [s.split(";")[0].split()[0] for s in sent] == [
+        *("BEGIN", "SELECT", "INSERT"),
+        *("BEGIN", "SELECT", "SELECT", "INSERT"),
+    ], sent
+    assert drawn.event_id in sent[2] and given.event_id in sent[6]
+    assert "WHERE plain_trips.fact_id = " in sent[4]  # the given id's assert, if any
 
 
 def test_a_table_locked_section_runs_on_generic_plans(postgres_url: str) -> None:

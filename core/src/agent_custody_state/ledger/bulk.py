@@ -72,9 +72,15 @@ class LedgerBulk:
                 build_error = _item_error(len(built), exc)
             except Exception as exc:
                 build_error = exc
+            # Only the fact ids the items gave are looked up: one the ledger drew is new.
+            given = [
+                e.fact_id
+                for e, r in zip(built, requests[: len(built)], strict=True)
+                if r.fact_id is not None
+            ]
             known = {
                 e.fact_id
-                for e in self.backend.events_for([e.fact_id for e in built])
+                for e in (self.backend.events_for(given) if given else ())
                 if isinstance(e, AssertEvent)
             }
             batch = Batch()

@@ -183,8 +183,9 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         """Run every check of ``assert_fact`` without writing; raises ``LedgerError``. Returns
         the event the assert would write now (its ids and times are not kept)."""
         self.backend.refresh()
-        event = build_assert(self.now, request or AssertRequest(**kwargs))
-        check_assert(self.backend, event)
+        request = request or AssertRequest(**kwargs)
+        event = build_assert(self.now, request)
+        check_assert(self.backend, event, fresh=request.fact_id is None)
         return event
 
     def assert_fact(
@@ -203,7 +204,8 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
             # Validated under the key locks alone (other topics' writers validate alongside),
             # with a provisional stamp; the final one is taken in the ordered phase.
             event = build_assert(self.now, request)
-            old = check_assert(self.backend, event)  # the superseded fact's state
+            # The superseded fact's state (a fact id the ledger drew is not looked up).
+            old = check_assert(self.backend, event, fresh=request.fact_id is None)
             if precondition is not None and old is not None:
                 precondition(old)
 

@@ -43,6 +43,8 @@ def check_assert(
     event: AssertEvent,
     batch: Batch | None = None,
     known: Container[str] | None = None,
+    *,
+    fresh: bool = False,
 ) -> FactState | None:
     """Rules 2.1 for one assert; raises ``LedgerError``. Returns the state now of the fact it
     supersedes (None when it supersedes none): its assert serves ``check_replacement`` after a
@@ -50,7 +52,9 @@ def check_assert(
 
     ``batch``: asserts accepted earlier in the same transaction (they may be superseded too).
     ``known``: which of a batch's fact ids the backend already holds, asked once for the whole
-    batch (None: ask the backend now).
+    batch (None: ask the backend now). ``fresh``: the ledger drew the fact id itself (a random
+    version-4 UUID, as it draws every event id), so no stored fact holds it and it is not
+    looked up: a plain assert reads nothing (docs/decisions.md).
 
     A replacement of a stored fact is checked from one question (``walk_from``, one indexed
     query on SQL): the superseded fact's chain, which also holds the new fact id's assert if
@@ -63,10 +67,10 @@ def check_assert(
     if known is not None:
         exists = fact.fact_id in known
     elif sup is not None and sup not in batch.asserts and sup not in batch.superseded:
-        walk = walk_from(backend, [sup, fact.fact_id])
+        walk = walk_from(backend, [sup] if fresh else [sup, fact.fact_id])
         exists = fact.fact_id in walk[1]
     else:
-        exists = backend.get_assert(fact.fact_id) is not None
+        exists = not fresh and backend.get_assert(fact.fact_id) is not None
     if fact.fact_id in batch.asserts or exists:
         raise LedgerError(
             f"fact {fact.fact_id} already exists", field="fact_id", code="fact_exists"

@@ -1,8 +1,9 @@
-"""The round trips of a write on PostgreSQL: a supersession sends four (the key locks, the
-one statement that checks the rules, the order lock with the chain head, the insert with the
-commit and its flush), an assert of a new fact three, and every statement of a write section runs on a generic plan. The held
-row (``held``): a statement after a single append sends it first, and an insert the server
-refuses in the commit's round trip is a plain refusal that wrote nothing."""
+"""The round trips of a write on PostgreSQL: a supersession sends three (the key locks with
+the one statement that checks the rules, the order lock with the chain head, the insert with
+the commit and its flush), an assert of a new fact two, and every statement of a write
+section runs on a generic plan. The held row (``held``): a statement after a single append
+sends it first, and an insert the server refuses in the commit's round trip is a plain refusal
+that wrote nothing."""
 
 from __future__ import annotations
 
@@ -33,49 +34,58 @@ def _sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return sent
 
 
-def test_a_supersession_is_four_round_trips(
+def test_a_supersession_is_three_round_trips(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The key locks with the one statement that checks the rules (the walk, ``EXECUTE`` of
+    its statement prepared on the connection), the order lock with the head, the insert with
+    the commit and its flush."""
     fact = {"subject": "s", "predicate": "p", "space": "org", "actor": "a"}
     with Ledger(f"{postgres_url}&table=trips") as ledger:
         first = ledger.assert_fact(**fact, value=1)
+        first = ledger.assert_fact(**fact, value=2, supersedes=first.fact_id)  # prepares
         sent = _sent(monkeypatch)
-        second = ledger.assert_fact(**fact, value=2, supersedes=first.fact_id)
+        second = ledger.assert_fact(**fact, value=3, supersedes=first.fact_id)
         assert ledger.get(first.fact_id).valid_to == second.fact.valid_from  # type: ignore[union-attr]
-    write = sent[:4]
+    write = sent[:3]
     assert write[0].startswith("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;")
-    assert write[1].startswith("WITH RECURSIVE acs_walk")
-    assert write[2].startswith("SELECT pg_advisory_xact_lock(")  # the order lock, the head
-    assert write[3].startswith("INSERT INTO") and "; COMMIT; SELECT pg_logical_emit" in write[3]
-    assert second.event_id in write[3]  # the row's values written in as literals
-    assert not any(s.startswith(("BEGIN", "INSERT", "COMMIT")) for s in sent[4:]), sent
+    assert "; EXECUTE acs_" in write[0] and first.fact_id in write[0]  # the walk
+    assert write[1].startswith("SELECT pg_advisory_xact_lock(")  # the order lock, the head
+    assert write[2].startswith("INSERT INTO") and "; COMMIT; SELECT pg_logical_emit" in write[2]
+    assert second.event_id in write[2]  # the row's values written in as literals
+    assert not any(s.startswith(("BEGIN", "INSERT", "COMMIT", "PREPARE")) for s in sent[3:])
 
 
-def test_a_plain_assert_is_three_round_trips(
+def test_a_plain_assert_is_two_round_trips(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An assert that supersedes nothing, with a fact id the ledger draws, has nothing to read
-    before its ordered phase: the key locks, the order lock with the head, the insert with the
-    commit. A fact id the caller gives is looked up first (one more)."""
+    before its ordered phase: the key locks with the order lock and the head, then the insert
+    with the commit. A fact id the caller gives is looked up first, with the key locks; its
+    statement is prepared on the connection once."""
     fact = {"subject": "s", "predicate": "p", "space": "org", "actor": "a"}
     with Ledger(f"{postgres_url}&table=plain_trips") as ledger:
         ledger.assert_fact(**fact, value=1)
         sent = _sent(monkeypatch)
         drawn = ledger.assert_fact(**{**fact, "subject": "t"}, value=2)
         given = ledger.assert_fact(**{**fact, "subject": "u"}, value=3, fact_id="given-1")
+        again = ledger.assert_fact(**{**fact, "subject": "v"}, value=4, fact_id="given-2")
     assert [s.split(";")[0].split()[0] for s in sent] == [
+        *("BEGIN", "INSERT"),
+        *("PREPARE", "BEGIN", "SELECT", "INSERT"),
         *("BEGIN", "SELECT", "INSERT"),
-        *("BEGIN", "SELECT", "SELECT", "INSERT"),
     ], sent
-    assert drawn.event_id in sent[2] and given.event_id in sent[6]
-    assert "WHERE plain_trips.fact_id = " in sent[4]  # the given id's assert, if any
+    assert "; SELECT pg_advisory_xact_lock(" in sent[0]  # the order lock, with the head read
+    assert drawn.event_id in sent[1] and given.event_id in sent[5] and again.event_id in sent[8]
+    assert "WHERE plain_trips.fact_id = $1" in sent[2]  # the given id's assert
+    assert sent[3].endswith("'given-1', 'assert', 1)") and "'given-2'" in sent[6], sent
 
 
 def test_a_table_locked_section_runs_on_generic_plans(postgres_url: str) -> None:
     with Ledger(f"{postgres_url}&table=generic&lock=table") as ledger:
         backend: Any = ledger.backend
-        with backend.transaction():
-            mode = backend._raw.execute("SHOW plan_cache_mode").fetchone()[0]
+        with backend.transaction():  # the section's statements go with its opening
+            mode = backend._exec_rows("SHOW plan_cache_mode")[0][0]
         after = backend._raw.execute("SHOW plan_cache_mode").fetchone()[0]
     assert (mode, after) == ("force_generic_plan", "auto")  # SET LOCAL: the section only
 
@@ -198,3 +208,18 @@ def test_a_raised_stamp_is_the_normal_form_of_the_last_time(postgres_url: str) -
         assert backend.last_tx_time() == "2999-01-01T00:00:00.000Z"
         after = ledger.assert_fact(subject="s", predicate="q", value=2, space="o", actor="a")
     assert after.tx_time == "2999-01-01T00:00:00.000Z"
+
+
+def test_a_section_outlives_its_prepared_walk_being_deallocated(postgres_url: str) -> None:
+    """The walk a section's opening carries is ``EXECUTE`` of a statement prepared on the
+    connection; a ``DEALLOCATE ALL`` (psycopg sends one after some statements) leaves the next
+    section to end its aborted first round trip and send it again, prepared anew."""
+    fact = {"subject": "s", "predicate": "p", "space": "org", "actor": "a"}
+    with Ledger(f"{postgres_url}&table=dealloc") as ledger:
+        first = ledger.assert_fact(**fact, value=1)
+        second = ledger.assert_fact(**fact, value=2, supersedes=first.fact_id)  # prepares
+        backend: Any = ledger.backend
+        backend._raw.execute("DEALLOCATE ALL")
+        third = ledger.assert_fact(**fact, value=3, supersedes=second.fact_id)
+        assert [f.fact_id for f in ledger.as_of(subject="s")] == [third.fact.fact_id]
+        assert [e.event_id for e in ledger.export()][-1] == third.event_id

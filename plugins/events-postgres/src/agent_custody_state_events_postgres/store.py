@@ -182,20 +182,25 @@ class PostgresBackend(HoldingBackend):
     # -- dialect hooks -----------------------------------------------------------------------
 
     def _begin_write(self) -> None:
-        # One round trip (simple query protocol: no parameters; the keys are integers we made):
-        # a single append is a handful of round trips in all, so each one shows in the rate.
+        # Held, and sent in front of the section's first statement (``held``; simple query
+        # protocol: no parameters, the keys are integers we made): a single append is a
+        # handful of round trips in all, so each one shows in the rate.
         self._ordered = self._wrote = False
         self._head_rows = None
         self._growth.begin()
         if self.where.lock == "table":
             table = self._qualified
-            self._exec(f"BEGIN; {GENERIC_PLANS}; LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
+            self._hold_opening(
+                f"BEGIN; {GENERIC_PLANS}; LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"
+            )
         elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
-            self._exec(f"BEGIN; {GENERIC_PLANS}; SELECT pg_advisory_xact_lock({self._write_key})")
+            self._hold_opening(
+                f"BEGIN; {GENERIC_PLANS}; SELECT pg_advisory_xact_lock({self._write_key})"
+            )
         else:
             # The order lock waits for ``ordered`` (the ledger's stamp): the reads and checks
             # before it run under the key locks alone.
-            self._exec(
+            self._hold_opening(
                 f"BEGIN; {GENERIC_PLANS}; SELECT pg_advisory_xact_lock_shared({self._write_key})"
                 + self._key_locks(self._section_keys)
                 + ("; SET LOCAL synchronous_commit = off" if self._grouped else "")
@@ -253,20 +258,10 @@ class PostgresBackend(HoldingBackend):
             return  # an exclusive section, or the order lock is held already
         lock = f"SELECT pg_advisory_xact_lock({self._order_key}); {self._q.last.sql}"
 
-        def lock_and_read() -> list[Any]:
-            # One round trip (simple query protocol): the lock, then the last row, the head
-            # this section will extend (the next thing every ordered phase reads); both are
-            # under the lock, so each round trip saved here shortens every writer's wait.
-            cur = self._cursor()
-            try:
-                cur.execute(lock)
-                cur.nextset()
-                return list(cur.fetchall())
-            except BaseException:
-                self._drop_cursor()
-                raise
-
-        self._head_rows = self._run(lock_and_read)
+        # One round trip (simple query protocol): the lock, then the last row, the head this
+        # section will extend (the next thing every ordered phase reads); both are under the
+        # lock, so each round trip saved here shortens every writer's wait.
+        self._head_rows = self._run(lambda: self._exec_rows(lock))
         self._ordered = True
 
     def _last_rows(self) -> list[Any]:

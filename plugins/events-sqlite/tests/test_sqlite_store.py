@@ -124,6 +124,26 @@ def test_reads_use_indexes(tmp_path: Path) -> None:
         assert not scans, f"full scan in {sql!r}: {plan}"
 
 
+def test_a_chained_append_asks_the_data_version_once(tmp_path: Path) -> None:
+    """The remembered chain head is checked with one ``PRAGMA data_version`` per append, read
+    inside the write section (none after its commit), and another connection's commit between
+    two appends still makes the next one read the head from the table."""
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as ledger, Ledger(path) as other:
+        assert_plan(ledger)
+        statements = _traced(ledger.backend)  # type: ignore[arg-type]
+        assert_plan(ledger, value="v2")
+        assert_plan(ledger, value="v3")
+        versions = [s for s in statements if "data_version" in s]
+        assert len(versions) == 2, statements
+        other.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        statements.clear()
+        assert_plan(ledger, value="v4")
+        assert any(s.lstrip().upper().startswith("SELECT") for s in statements), statements
+        assert ledger.chain_head() == other.chain_head()
+        assert ledger.chain_head().seq == 5
+
+
 def test_a_supersession_is_checked_with_one_question(tmp_path: Path) -> None:
     """Whether the new fact id is taken, the superseded fact's assert and what decides its
     state (rules 2.1) come from one statement (the walk of ``events_along``)."""

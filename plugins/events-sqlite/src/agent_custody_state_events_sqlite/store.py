@@ -68,6 +68,7 @@ class SqliteBackend(SqlEventBackend):
         self._erasure_pending = False
         self._tail: ChainHead | None = None  # the head after this section's last append
         self._head_seen: tuple[int, ChainHead] | None = None  # (data_version, head) at commit
+        self._section_version: int | None = None  # data_version read inside this section
         path = str(self.path)
         engine = sa.create_engine(
             "sqlite+pysqlite://",
@@ -137,8 +138,11 @@ class SqliteBackend(SqlEventBackend):
     # last write was an append, the head is that append's last record, and it stays the head
     # until another connection commits, which ``PRAGMA data_version`` tells (it changes on every
     # other connection's commit, never on this one's), so a remembered head is used only while
-    # the version is the one read right after the commit, and not once this connection has
-    # written again.
+    # the version is the one at the commit, and not once this connection has written again.
+    # The version is read once per append, inside its write section: ``BEGIN IMMEDIATE`` holds
+    # the write lock from there to the commit, so no other connection commits in between and
+    # the version read there is the one at the commit (a second read after the commit cost a
+    # statement per append).
 
     def append(self, events: Sequence[Event]) -> None:
         self._head_seen = None  # this connection's own writes do not change the version
@@ -154,22 +158,30 @@ class SqliteBackend(SqlEventBackend):
 
     def _commit(self) -> None:
         tail, self._tail, self._head_seen = self._tail, None, None
+        version, self._section_version = self._section_version, None
         super()._commit()
-        if tail is not None:
+        if tail is None:
+            return
+        if version is None:  # the section did not ask the head (an unchained append)
             with suppress(sqlite3.Error):
-                self._head_seen = (self._data_version(), tail)
+                version = self._data_version()
+        if version is not None:
+            self._head_seen = (version, tail)
 
     def _rollback(self) -> None:
-        self._tail = self._head_seen = None
+        self._tail = self._head_seen = self._section_version = None
         super()._rollback()
 
     def _reconnect(self) -> None:
-        self._tail = self._head_seen = None
+        self._tail = self._head_seen = self._section_version = None
         super()._reconnect()
 
     def chain_head(self) -> ChainHead:
+        version = self._run(self._data_version)
+        if self._depth:  # inside a write section: the version at its commit (see above)
+            self._section_version = version
         seen = self._head_seen
-        if seen is not None and self._run(self._data_version) == seen[0]:
+        if seen is not None and version == seen[0]:
             return seen[1]
         return super().chain_head()
 

@@ -39,14 +39,13 @@ from agent_custody_state.ledger.model import (
     Event,
     Fact,
 )
-from agent_custody_state.ledger.plainseal import plain_parts, with_extra, with_lines
+from agent_custody_state.ledger.plainseal import CHAIN_KEY, sealed_plain, with_extra, with_lines
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend
 
 log = logging.getLogger(__name__)
 
-CHAIN_KEY = "chain"
 SALT_KEY = VALUE_SALT_KEY
 COMMITMENT_KEY = VALUE_COMMITMENT_KEY
 #: The fact keys a forget changes: outside the leaf (the value is in it through its commitment).
@@ -216,8 +215,12 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     """``events`` as they are appended after ``head``: asserts salted and committed, each with
     its chain record (the first with a genesis when ``head`` is not chained).
 
+    ``events`` are the ones the ledger built for this append, not yet seen by anyone: a plain
+    assert is sealed in place (its empty extra dicts take the salt, commitment and record, and
+    it keeps its line), every other event is returned as a new one.
+
     Written for speed (it runs on every append). An assert the ledger built itself takes
-    ``_plain_parts``: its line is encoded here too, from the dict already built, and kept on the
+    ``plainseal.sealed_plain``: its line is encoded here too, from the dict already built, and kept on the
     event (``Event.line``) for the backend. Any other event: one ``to_dict``, reused as the
     redacted form, and its line left to the backend. The ledger built these events from
     validated arguments (text where text belongs), so their redacted form has the ledger's shape
@@ -234,31 +237,22 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     sha256 = hashlib.sha256
     for i, event in enumerate(events):
         salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
-        plain = plain_parts(event, salt) if isinstance(event, AssertEvent) else None
-        fact: Fact | None
-        if plain is not None:
-            message, stored, fact = plain
-        else:
-            message, fact = _reference_parts(event, salt)
-        leaf = sha256(b"\x00" + message).digest()
-        previous = sha256(b"\x01" + previous + leaf).digest()
         seq += 1
         record: dict[str, Any] = {"seq": seq}
         if genesis:
             record["genesis"] = {"size": head.seq, "head": head.hash}
             genesis = False
+        if isinstance(event, AssertEvent):
+            plain = sealed_plain(event, salt, previous, record)
+            if plain is not None:
+                sealed, previous = plain
+                out.append(sealed)
+                continue
+        message, fact = _reference_parts(event, salt)
+        leaf = sha256(b"\x00" + message).digest()
+        previous = sha256(b"\x01" + previous + leaf).digest()
         record["leaf"] = leaf.hex()
         record["head"] = previous.hex()
-        if plain is not None:
-            assert isinstance(event, AssertEvent) and fact is not None  # plain_parts: asserts
-            a = event
-            sealed = AssertEvent(a.event_id, a.tx_time, fact, a.supersedes, {CHAIN_KEY: record})
-            stored[CHAIN_KEY] = record
-            line = fastjson.ordered_unchecked(stored)
-            if line is not None:
-                object.__setattr__(sealed, "line", line.decode("utf-8"))
-            out.append(sealed)
-            continue
         extra = {k: v for k, v in event.extra.items() if k != CHAIN_KEY}
         extra[CHAIN_KEY] = record
         if fact is not None:

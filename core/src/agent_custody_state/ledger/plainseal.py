@@ -12,6 +12,7 @@ and check it again. Any other event takes ``chain``'s reference path, which give
 from __future__ import annotations
 
 import binascii
+import hashlib
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -26,6 +27,10 @@ from agent_custody_state.ledger.model import (
 )
 
 E = TypeVar("E", bound=Event)
+
+#: The chain record's key on an event (``chain.CHAIN_KEY``; that module imports this one).
+CHAIN_KEY = "chain"
+_sha256 = hashlib.sha256
 
 
 def _plain(event: AssertEvent) -> bool:
@@ -68,31 +73,82 @@ def _stored(event: AssertEvent) -> dict[str, Any]:
     }
 
 
-def plain_parts(event: AssertEvent, salt: bytes) -> tuple[bytes, dict[str, Any], Fact] | None:
-    """For a plain assert (``_plain``), its leaf message, its stored wire dict (the chain
-    record still to add) and its salted fact, from one walk of the value; None for any other
-    event, which takes the reference path (the same bytes, checked in full)."""
+def sealed_plain(
+    event: AssertEvent, salt: bytes, previous: bytes, record: dict[str, Any]
+) -> tuple[AssertEvent, bytes] | None:
+    """A plain assert (``_plain``) sealed after the head ``previous``: the event, given its
+    salted fact, its chain record (``record``, holding ``seq`` and any genesis, gets ``leaf`` and
+    ``head``) and its line, and the new head; None for any other event, which takes ``chain``'s
+    reference path (the same bytes, checked in full). One walk of the value, and the redacted
+    and stored dicts built directly: this runs on every chained append, mostly with cold caches
+    between two fsyncs, where each step it leaves out counts."""
     if not _plain(event):
         return None
-    value = fastjson.sorted_unchecked(event.fact.value)
+    fact = event.fact
+    value = fastjson.sorted_unchecked(fact.value)
     if value is None:
         return None
-    salted = {
-        VALUE_SALT_KEY: binascii.b2a_base64(salt, newline=False).decode("ascii"),
-        VALUE_COMMITMENT_KEY: hmac_sha256(salt, value).hex(),
+    commitment = hmac_sha256(salt, value).hex()
+    source = {"receiptId": fact.source.receipt_id}
+    red = {  # the redacted form: no value (nor salt), the commitment; sorted when encoded
+        "eventId": event.event_id,
+        "kind": "assert",
+        "txTime": event.tx_time,
+        "fact": {
+            "factId": fact.fact_id,
+            "subject": fact.subject,
+            "predicate": fact.predicate,
+            "space": fact.space,
+            "actor": fact.actor,
+            "source": source,
+            "provenance": fact.provenance,
+            "validFrom": fact.valid_from,
+            "validTo": fact.valid_to,
+            "confidence": fact.confidence,
+            VALUE_COMMITMENT_KEY: commitment,
+        },
+        "supersedes": event.supersedes,
     }
-    stored = _stored(event)
-    fact = stored["fact"]
-    red_fact = fact.copy()  # the redacted form: no value (nor salt), the commitment
-    del red_fact["value"]
-    red_fact[VALUE_COMMITMENT_KEY] = salted[VALUE_COMMITMENT_KEY]
-    red = stored.copy()
-    red["fact"] = red_fact
     message = fastjson.sorted_unchecked(red)  # the redacted form's keys are the ledger's own
     if message is None:  # a text field orjson refuses (a lone surrogate, a str subclass)
         return None
-    fact.update(salted)
-    return message, stored, with_extra(event.fact, salted)
+    leaf = _sha256(b"\x00" + message).digest()
+    head = _sha256(b"\x01" + previous + leaf).digest()
+    record["leaf"] = leaf.hex()
+    record["head"] = head.hex()
+    salt_text = binascii.b2a_base64(salt, newline=False).decode("ascii")
+    stored = {  # ``to_dict``'s keys and order
+        "eventId": event.event_id,
+        "kind": "assert",
+        "txTime": event.tx_time,
+        "fact": {
+            "factId": fact.fact_id,
+            "subject": fact.subject,
+            "predicate": fact.predicate,
+            "value": fact.value,
+            "space": fact.space,
+            "actor": fact.actor,
+            "source": source,
+            "provenance": fact.provenance,
+            "validFrom": fact.valid_from,
+            "validTo": fact.valid_to,
+            "confidence": fact.confidence,
+            VALUE_SALT_KEY: salt_text,
+            VALUE_COMMITMENT_KEY: commitment,
+        },
+        "supersedes": event.supersedes,
+        CHAIN_KEY: record,
+    }
+    line = fastjson.ordered_unchecked(stored)
+    # The event is the one the ledger built for this append (see ``chain.seal``): its empty
+    # extra dicts take the salt, the commitment and the record in place, as ``with_lines``
+    # keeps a line on it, rather than a Fact and an event built again (2.4 us of 9).
+    fact.extra[VALUE_SALT_KEY] = salt_text
+    fact.extra[VALUE_COMMITMENT_KEY] = commitment
+    event.extra[CHAIN_KEY] = record
+    if line is not None:
+        object.__setattr__(event, "line", line.decode("utf-8"))
+    return event, head
 
 
 def with_lines(events: Sequence[E]) -> list[E]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_custody_state.fastjson import exact, safe_number
+from agent_custody_state.ledger.frozen import frozen_init
 
 #: The types a text field may hold for orjson to write it as JavaScript does (``fastjson``).
 TEXT_TYPES = frozenset((str, type(None)))
@@ -22,6 +23,7 @@ def unknown_keys(data: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in known}
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where a fact or event came from: the gateway receipt that carried it."""
@@ -38,6 +40,7 @@ class Source:
         return cls()
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Forgotten:
     """The certificate left on a fact whose value was erased."""
@@ -54,6 +57,7 @@ class Forgotten:
         return cls(data.get("valueDigest"), data.get("digestKind", "none"), data.get("at", ""))
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Fact:
     """One belief: subject, predicate, value, with its custody and validity."""

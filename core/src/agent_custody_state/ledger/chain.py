@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agent_custody_state import fastjson
 from agent_custody_state.canonical import canonical_utf8
 from agent_custody_state.ledger.digests import hmac_sha256
+from agent_custody_state.ledger.model import CHAIN_KEY as CHAIN_KEY
 from agent_custody_state.ledger.model import (
     VALUE_COMMITMENT_KEY,
     VALUE_SALT_KEY,
@@ -39,7 +40,7 @@ from agent_custody_state.ledger.model import (
     Event,
     Fact,
 )
-from agent_custody_state.ledger.plainseal import CHAIN_KEY, sealed_plain, with_extra, with_lines
+from agent_custody_state.ledger.plainseal import sealed_plain, with_extra, with_lines
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend

@@ -16,6 +16,7 @@ from agent_custody_state.ledger.facts import TEXT_TYPES, unknown_keys
 from agent_custody_state.ledger.facts import Fact as Fact
 from agent_custody_state.ledger.facts import Forgotten as Forgotten
 from agent_custody_state.ledger.facts import Source as Source
+from agent_custody_state.ledger.frozen import frozen_init
 
 Provenance = Literal["claimed", "attested", "verified"]
 PROVENANCE_RANK: dict[str, int] = {"claimed": 0, "attested": 1, "verified": 2}
@@ -51,6 +52,7 @@ class _EventBase:
         return False
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class AssertEvent(_EventBase):
     """A fact entering the ledger; ``supersedes`` names the fact it replaces."""
@@ -122,6 +124,7 @@ class _ActionEvent(_EventBase):
         return out
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class RetractEvent(_ActionEvent):
     """The undo: the fact leaves the present; what it superseded is believed again."""
@@ -129,6 +132,7 @@ class RetractEvent(_ActionEvent):
     kind: ClassVar[str] = "retract"
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class HoldEvent(_ActionEvent):
     """A legal hold: blocks forget and sweep until released."""
@@ -136,6 +140,7 @@ class HoldEvent(_ActionEvent):
     kind: ClassVar[str] = "hold"
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class ReleaseEvent(_ActionEvent):
     """Lifts a legal hold."""
@@ -143,6 +148,7 @@ class ReleaseEvent(_ActionEvent):
     kind: ClassVar[str] = "release"
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class ConfirmEvent(_EventBase):
     """Lifts a claimed fact out of quarantine (shown as attested from then on)."""
@@ -171,6 +177,7 @@ class ConfirmEvent(_EventBase):
         return out
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class ForgetEvent(_EventBase):
     """Erasure of a fact's value; the digest and this event are the certificate."""
@@ -285,6 +292,8 @@ def event_from_json(line: str) -> Event:
 VALUE_SALT_KEY = "valueSalt"
 #: ``HMAC-SHA256(salt, canonical_json(value))``, kept after a forget (``ledger.chain``).
 VALUE_COMMITMENT_KEY = "valueCommitment"
+#: The key of an event's chain record (``chain``).
+CHAIN_KEY = "chain"
 
 
 def forget_assert(event: AssertEvent, forgotten: Forgotten) -> AssertEvent:

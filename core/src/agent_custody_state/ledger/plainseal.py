@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from agent_custody_state import fastjson
 from agent_custody_state.ledger.digests import hmac_sha256
 from agent_custody_state.ledger.model import (
+    CHAIN_KEY,
     VALUE_COMMITMENT_KEY,
     VALUE_SALT_KEY,
     AssertEvent,
@@ -28,8 +29,6 @@ from agent_custody_state.ledger.model import (
 
 E = TypeVar("E", bound=Event)
 
-#: The chain record's key on an event (``chain.CHAIN_KEY``; that module imports this one).
-CHAIN_KEY = "chain"
 _sha256 = hashlib.sha256
 
 

@@ -14,7 +14,6 @@ but its length, which the ciphertext shows.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 from typing import TYPE_CHECKING, Any
@@ -81,8 +80,8 @@ def seal(
     return {
         "shred": ALGORITHM,
         "kid": kid,
-        "iv": base64.b64encode(nonce).decode("ascii"),
-        "ct": base64.b64encode(sealed).decode("ascii"),
+        "iv": binascii.b2a_base64(nonce, newline=False).decode("ascii"),
+        "ct": binascii.b2a_base64(sealed, newline=False).decode("ascii"),
     }
 
 

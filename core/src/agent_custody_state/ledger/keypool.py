@@ -8,6 +8,10 @@ one is started ahead, before the keys run out; a caller waits for the blocks its
 before its transaction commits, so a key is on disk before any event it encrypts.
 A key is handed out once; keys a crash left unused encrypt nothing, and ``release`` (at close)
 destroys the unused ones of a clean stop.
+
+Each key comes with the nonce its one encryption uses, drawn from the system's random source
+with it (the nonce is not stored in the key store: the envelope carries it). A key encrypts one
+value, so a nonce is never used twice with a key, and an append draws nothing of its own.
 """
 
 from __future__ import annotations
@@ -17,11 +21,19 @@ import threading
 from collections.abc import Callable
 from contextlib import suppress
 
+from agent_custody_state.ledger.envelope import NONCE_BYTES
 from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore
+
+#: A key's id, its bytes and its nonce, as ``take`` hands them out.
+Taken = tuple[str, bytes, bytes]
 
 #: The first block of keys a ledger creates, and the largest (the size doubles per block).
 FIRST_BLOCK = 64
 MAX_BLOCK = 1024
+
+
+def _durable() -> None:
+    """What ``take`` returns when every key it handed out is durable already."""
 
 
 class _Refill:
@@ -54,14 +66,14 @@ class KeyPool:
 
     def __init__(self, keys: KeyStore) -> None:
         self.keys = keys
-        self._free: list[tuple[str, bytes]] = []
+        self._free: list[Taken] = []
         self._block = FIRST_BLOCK
         self._refills: list[_Refill] = []
         self._lock = threading.Lock()
 
-    def take(self, n: int) -> tuple[list[tuple[str, bytes]], Callable[[], None]]:
-        """``n`` keys (id, bytes), and the function that returns once they are durable (it
-        raises what writing them raised; such keys are never handed out again).
+    def take(self, n: int) -> tuple[list[Taken], Callable[[], None]]:
+        """``n`` keys (id, bytes, nonce), and the function that returns once they are durable
+        (it raises what writing them raised; such keys are never handed out again).
 
         The next block is started ahead, as soon as fewer keys are left than this take or half
         a block: it is written while the caller encrypts, appends and syncs, so the next take
@@ -72,19 +84,28 @@ class KeyPool:
                 self._refill(max(n - len(self._free), self._block))
             taken = self._free[-n:]
             del self._free[-n:]
-            kids = [kid for kid, _ in taken]
-            pending = [r for r in self._refills if not r.kids.isdisjoint(kids)]
+            pending = [r for r in self._refills if not r.kids.isdisjoint(k[0] for k in taken)]
             if len(self._free) < max(n, self._block // 2):
                 self._refill(max(n, self._block))
+        if not pending:  # the usual case: every key taken is on disk already
+            return taken, _durable
         return taken, lambda: self._settle(pending)
 
     def _refill(self, want: int) -> None:
         """Start writing ``want`` new keys; they are handed out after those already free."""
-        # One draw from the OS for the whole block: 16 bytes of id, 32 of key each.
-        blob, step = os.urandom(want * (16 + KEY_BYTES)), 16 + KEY_BYTES
-        fresh = {blob[i : i + 16].hex(): blob[i + 16 : i + step] for i in range(0, len(blob), step)}
-        self._refills.append(_Refill(self.keys, fresh))
-        self._free[:0] = fresh.items()  # handed out from the end
+        # One draw from the OS for the whole block: 16 bytes of id, 32 of key, 12 of nonce each.
+        step = 16 + KEY_BYTES + NONCE_BYTES
+        blob = os.urandom(want * step)
+        made = [
+            (
+                blob[i : i + 16].hex(),
+                blob[i + 16 : i + 16 + KEY_BYTES],
+                blob[i + 16 + KEY_BYTES : i + step],
+            )
+            for i in range(0, len(blob), step)
+        ]
+        self._refills.append(_Refill(self.keys, {kid: key for kid, key, _ in made}))
+        self._free[:0] = made  # handed out from the end
         self._block = min(self._block * 2, MAX_BLOCK)
 
     def _settle(self, pending: list[_Refill]) -> None:
@@ -106,6 +127,6 @@ class KeyPool:
         with suppress(BaseException):
             self._settle(list(self._refills))
         with self._lock:
-            unused, self._free = [kid for kid, _ in self._free], []
+            unused, self._free = [k[0] for k in self._free], []
         if unused:
             self.keys.destroy(unused)

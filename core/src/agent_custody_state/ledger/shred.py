@@ -23,7 +23,6 @@ The key hierarchy is one random AES-256 key per fact (decisions.md says why not 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -33,7 +32,7 @@ from agent_custody_state import fastjson
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import CheckpointLog
-from agent_custody_state.ledger.envelope import NONCE_BYTES, kid_of, seal, unseal, with_value
+from agent_custody_state.ledger.envelope import kid_of, seal, unseal, with_value
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.keypool import KeyPool
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
@@ -182,12 +181,10 @@ class ShreddingBackend(ShreddedReads, EventBackend):
             self.inner.append(events)
             return
         sealed = list(events)
-        nonces = os.urandom(NONCE_BYTES * len(places))
         keys, durable = self._pool.take(len(places))
-        for n, (i, (kid, key)) in enumerate(zip(places, keys, strict=True)):
+        for i, (kid, key, nonce) in zip(places, keys, strict=True):
             event = events[i]
             assert isinstance(event, AssertEvent)
-            nonce = nonces[n * NONCE_BYTES : (n + 1) * NONCE_BYTES]
             # A line on the event means sealing walked its value already (``plainseal``).
             vouched = event.line is not None
             box = seal(

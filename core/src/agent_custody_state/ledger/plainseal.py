@@ -78,8 +78,8 @@ def sealed_plain(
     """A plain assert (``_plain``) sealed after the head ``previous``: the event, given its
     salted fact, its chain record (``record``, holding ``seq`` and any genesis, gets ``leaf`` and
     ``head``) and its line, and the new head; None for any other event, which takes ``chain``'s
-    reference path (the same bytes, checked in full). One walk of the value, and the redacted
-    and stored dicts built directly: this runs on every chained append, mostly with cold caches
+    reference path (the same bytes, checked in full). One walk of the value, the stored dict
+    built directly and the redacted form copied from it: this runs on every chained append, mostly with cold caches
     between two fsyncs, where each step it leaves out counts."""
     if not _plain(event):
         return None
@@ -88,26 +88,13 @@ def sealed_plain(
     if value is None:
         return None
     commitment = hmac_sha256(salt, value).hex()
-    source = {"receiptId": fact.source.receipt_id}
-    red = {  # the redacted form: no value (nor salt), the commitment; sorted when encoded
-        "eventId": event.event_id,
-        "kind": "assert",
-        "txTime": event.tx_time,
-        "fact": {
-            "factId": fact.fact_id,
-            "subject": fact.subject,
-            "predicate": fact.predicate,
-            "space": fact.space,
-            "actor": fact.actor,
-            "source": source,
-            "provenance": fact.provenance,
-            "validFrom": fact.valid_from,
-            "validTo": fact.valid_to,
-            "confidence": fact.confidence,
-            VALUE_COMMITMENT_KEY: commitment,
-        },
-        "supersedes": event.supersedes,
-    }
+    stored = _stored(event)
+    stored_fact = stored["fact"]
+    red_fact = stored_fact.copy()  # the redacted form: no value (nor salt), the commitment
+    del red_fact["value"]
+    red_fact[VALUE_COMMITMENT_KEY] = commitment
+    red = stored.copy()
+    red["fact"] = red_fact
     message = fastjson.sorted_unchecked(red)  # the redacted form's keys are the ledger's own
     if message is None:  # a text field orjson refuses (a lone surrogate, a str subclass)
         return None
@@ -116,28 +103,9 @@ def sealed_plain(
     record["leaf"] = leaf.hex()
     record["head"] = head.hex()
     salt_text = binascii.b2a_base64(salt, newline=False).decode("ascii")
-    stored = {  # ``to_dict``'s keys and order
-        "eventId": event.event_id,
-        "kind": "assert",
-        "txTime": event.tx_time,
-        "fact": {
-            "factId": fact.fact_id,
-            "subject": fact.subject,
-            "predicate": fact.predicate,
-            "value": fact.value,
-            "space": fact.space,
-            "actor": fact.actor,
-            "source": source,
-            "provenance": fact.provenance,
-            "validFrom": fact.valid_from,
-            "validTo": fact.valid_to,
-            "confidence": fact.confidence,
-            VALUE_SALT_KEY: salt_text,
-            VALUE_COMMITMENT_KEY: commitment,
-        },
-        "supersedes": event.supersedes,
-        CHAIN_KEY: record,
-    }
+    stored_fact[VALUE_SALT_KEY] = salt_text
+    stored_fact[VALUE_COMMITMENT_KEY] = commitment
+    stored[CHAIN_KEY] = record
     line = fastjson.ordered_unchecked(stored)
     # The event is the one the ledger built for this append (see ``chain.seal``): its empty
     # extra dicts take the salt, the commitment and the record in place, as ``with_lines``

@@ -156,7 +156,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         if not raw.strip():
             return
         try:
-            event = event_from_dict(json.loads(raw))
+            event = event_from_dict(json.loads(raw), owned=True)
         except (ValueError, UnicodeDecodeError) as exc:
             line_no = len(self._offsets) + 1
             raise EventBackendError(
@@ -168,7 +168,7 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
 
     def _handle_tail(self, tail: bytes, offset: int, *, exclusive: bool) -> None:
         try:
-            event = event_from_dict(json.loads(tail))
+            event = event_from_dict(json.loads(tail), owned=True)
         except (ValueError, UnicodeDecodeError):
             event = None
         if event is not None:

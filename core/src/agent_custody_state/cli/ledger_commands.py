@@ -176,7 +176,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 if not line.strip():
                     continue
                 try:
-                    yield event_from_dict(json.loads(line))
+                    yield event_from_dict(json.loads(line), owned=True)
                 except ValueError as exc:
                     raise CliError(f"{source}:{number}: {exc}") from None
 

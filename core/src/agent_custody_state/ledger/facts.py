@@ -132,11 +132,13 @@ class Fact:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Fact:
-        # Every event a read returns is built here. The known keys are popped from a copy, so
-        # what is left is the unknown keys in their order (a chained fact has two): cheaper
-        # than picking them out after.
-        rest = dict(data)
+    def from_dict(cls, data: dict[str, Any], *, owned: bool = False) -> Fact:
+        """The fact of a wire dict. ``owned``: ``data`` is the caller's to take apart (it was
+        parsed for this call), so its known keys are popped from it rather than a copy."""
+        # Every event a read returns is built here. The known keys are popped, so what is left
+        # is the unknown keys in their order (a chained fact has two): cheaper than picking
+        # them out after.
+        rest = data if owned else dict(data)
         pop = rest.pop
         forgotten = pop("forgotten", None)
         source = pop("source", None)

@@ -224,14 +224,17 @@ _ACTION_CLASSES: dict[str, type[RetractEvent | HoldEvent | ReleaseEvent]] = {
 }
 
 
-def event_from_dict(data: dict[str, Any]) -> Event:
-    """Build an event from its wire dict; raises ``ValueError`` naming what is wrong."""
+def event_from_dict(data: dict[str, Any], *, owned: bool = False) -> Event:
+    """Build an event from its wire dict; raises ``ValueError`` naming what is wrong.
+    ``owned``: ``data`` was parsed for this call and is not kept by anyone else, so an assert's
+    dicts are taken apart in place (its leftovers become the event's and the fact's unknown
+    keys) instead of copied first (``event_from_json``, the readers of stored lines)."""
     if not isinstance(data, dict):
         raise ValueError("an event must be a JSON object")
     kind = data.get("kind")
     try:
         if kind == "assert":  # popped from a copy, as in ``Fact.from_dict``: the rest is extra
-            rest = dict(data)
+            rest = data if owned else dict(data)
             pop = rest.pop
             del rest["kind"]
             event_id, tx_time, fact = pop("eventId"), pop("txTime"), pop("fact")
@@ -240,7 +243,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
             return AssertEvent(
                 event_id,
                 tx_time,
-                Fact.from_dict(fact),
+                Fact.from_dict(fact, owned=owned),
                 pop("supersedes", None),
                 rest,
             )
@@ -284,8 +287,9 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     raise ValueError(f"unknown event kind {kind!r}")
 
 
-def event_from_json(line: str) -> Event:
-    return event_from_dict(loads(line))
+def event_from_json(line: str | bytes) -> Event:
+    """Build an event from its stored JSON text (the parsed dicts are this call's own)."""
+    return event_from_dict(loads(line), owned=True)
 
 
 #: Kept beside a value and erased with it (the chain's commitment salt, ``ledger.chain``).

@@ -118,14 +118,17 @@ def test_a_class_it_does_not_cover_is_refused() -> None:
             frozen_init(cls)
 
 
-def test_class_variables_are_not_parameters() -> None:
+def test_class_variables_are_not_parameters_and_uninitialised_fields_get_defaults() -> None:
     @frozen_init
     @dataclass(frozen=True, slots=True)
     class WithClassVar:
         a: int
         b: list[int] = field(default_factory=list)
+        c: str = field(default="c", init=False)
+        d: dict[str, int] = field(default_factory=dict, init=False)
         kind: ClassVar[str] = "k"
 
     made = WithClassVar(1)
-    assert (made.a, made.b, WithClassVar.kind) == (1, [], "k")
+    assert (made.a, made.b, made.c, made.d, WithClassVar.kind) == (1, [], "c", {}, "k")
+    assert made.d is not WithClassVar(2).d
     assert list(inspect.signature(WithClassVar.__init__).parameters) == ["self", "a", "b"]

@@ -3,7 +3,7 @@
 A frozen dataclass's generated ``__init__`` sets each field with ``object.__setattr__``, which
 looks the attribute up on the type at every call: a ``Fact`` (14 fields) cost 1.5 us to build,
 and every read decodes one per assert, every write builds one or two. ``frozen_init`` replaces
-it with one that calls each slot's member descriptor directly (0.75 us for a ``Fact``), with the
+it with one that calls each slot's member descriptor directly (0.8 us for a ``Fact``), with the
 same signature: the same parameters in the same order, the same defaults, default factories
 called per instance, fields with ``init=False`` set to their default. Equality, ``repr``,
 ``replace``, pickling and the frozen ``__setattr__`` are the dataclass's own, untouched.
@@ -41,9 +41,12 @@ def frozen_init(cls: C) -> C:
         elif f.default_factory is not dataclasses.MISSING:
             names[f"_factory{i}"] = f.default_factory
         if not f.init:
-            if f.default is dataclasses.MISSING:
+            if f.default is not dataclasses.MISSING:
+                body.append(f"    _set{i}(self, _default{i})")
+            elif f.default_factory is not dataclasses.MISSING:
+                body.append(f"    _set{i}(self, _factory{i}())")
+            else:  # the dataclass leaves such a slot unset: not a case worth covering
                 raise TypeError(f"frozen_init: {cls.__name__}.{f.name} has no default")
-            body.append(f"    _set{i}(self, _default{i})")
         elif f.default is not dataclasses.MISSING:
             signature.append(f"{f.name}=_default{i}")
             body.append(f"    _set{i}(self, {f.name})")

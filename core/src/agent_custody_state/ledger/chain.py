@@ -221,9 +221,9 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     it keeps its line), every other event is returned as a new one.
 
     Written for speed (it runs on every append). An assert the ledger built itself takes
-    ``plainseal.sealed_plain``: its line is encoded here too, from the dict already built, and kept on the
-    event (``Event.line``) for the backend. Any other event: one ``to_dict``, reused as the
-    redacted form, and its line left to the backend. The ledger built these events from
+    ``plainseal.sealed_plain``: its line is encoded here too, from the dict already built, and
+    kept on the event (``Event.line``) for the backend. Any other event: one ``to_dict``, made
+    the redacted form, and its line left to the backend. The ledger built these events from
     validated arguments (text where text belongs), so their redacted form has the ledger's shape
     unless they carry extra keys, external ids or a confidence ``fastjson.safe_number`` refuses:
     only then is the shape checked in full (``leaf_bytes``).

@@ -123,12 +123,13 @@ class LedgerBulk:
             )
         total = 0
         batch: list[Event] = []
-        for event in events:
-            batch.append(event)
-            if len(batch) >= batch_size:
-                total += self._append_unchanged(batch)
-                batch = []
-        return total + (self._append_unchanged(batch) if batch else 0)
+        with self.backend.bulk_load():  # indexes built once at the end, where a backend can
+            for event in events:
+                batch.append(event)
+                if len(batch) >= batch_size:
+                    total += self._append_unchanged(batch)
+                    batch = []
+            return total + (self._append_unchanged(batch) if batch else 0)
 
     def _append_unchanged(self, batch: list[Event]) -> int:
         with section(self.backend, None):

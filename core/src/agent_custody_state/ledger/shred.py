@@ -257,6 +257,9 @@ class ShreddingBackend(ShreddedReads, EventBackend):
     def refresh(self) -> None:
         self.inner.refresh()
 
+    def bulk_load(self) -> AbstractContextManager[None]:
+        return self.inner.bulk_load()
+
     def reading(self) -> AbstractContextManager[None]:
         return self.inner.reading()
 

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,11 @@ class SqliteBackend(SqlEventBackend):
 
     def _ids_param(self, ids: Sequence[str]) -> Any:
         return json.dumps(list(ids))
+
+    def bulk_load(self) -> AbstractContextManager[None]:
+        # An import into an empty ledger builds the secondary indexes once, at the end: 1.2x
+        # the rows per second of inserts into the indexed table (``indexes_deferred``).
+        return self.indexes_deferred()
 
     # -- the chain head, remembered across this connection's own commits --------------------
 

@@ -23,9 +23,10 @@ from agent_custody_state.ledger.model import (
     RetractEvent,
     Source,
 )
+from agent_custody_state.ledger.requests import AssertRequest
 
 MODEL = (Fact, Source, Forgotten, AssertEvent, RetractEvent, HoldEvent, ReleaseEvent)
-MODEL += (ConfirmEvent, ForgetEvent)
+MODEL += (ConfirmEvent, ForgetEvent, AssertRequest)
 
 
 def _generated(cls: type) -> Any:

@@ -11,7 +11,7 @@ import pytest
 
 from agent_custody_state.backends.jsonl import JsonlBackend
 from agent_custody_state.backends.memory import MemoryBackend
-from agent_custody_state.ledger.backend import ReentrantTransactions
+from agent_custody_state.ledger.sections import ReentrantTransactions
 
 
 class Recorder(ReentrantTransactions):

@@ -17,12 +17,7 @@ from __future__ import annotations
 from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.fastjson import loads as json_loads
 from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, hookimpl
-from agent_custody_state.ledger.backend import (
-    EventBackend,
-    EventBackendError,
-    KeyName,
-    ReentrantTransactions,
-)
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.files import (
@@ -47,6 +42,7 @@ from agent_custody_state.ledger.model import (
     event_from_json,
     forget_assert,
 )
+from agent_custody_state.ledger.sections import ReentrantTransactions
 from agent_custody_state.plugins import resolve_ref
 from agent_custody_state.stores.base import (
     Store,

@@ -34,12 +34,7 @@ from agent_custody_state.backends.jsonl_recovery import (
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
 from agent_custody_state.backends.jsonl_size import check_size, warn_on_crossing
 from agent_custody_state.backends.keystore_file import FileKeyStore
-from agent_custody_state.ledger.backend import (
-    EventBackend,
-    EventBackendError,
-    KeyName,
-    ReentrantTransactions,
-)
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
 from agent_custody_state.ledger.checkpoints import FileCheckpointLog
 from agent_custody_state.ledger.files import check_folder, open_private
 from agent_custody_state.ledger.model import (
@@ -49,6 +44,7 @@ from agent_custody_state.ledger.model import (
     Forgotten,
     event_from_dict,
 )
+from agent_custody_state.ledger.sections import ReentrantTransactions
 
 log = logging.getLogger(__name__)
 

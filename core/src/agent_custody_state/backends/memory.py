@@ -10,10 +10,11 @@ from collections.abc import Collection, Iterator, Sequence
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.keystore_file import FileKeyStore
 from agent_custody_state.backends.keystore_memory import MemoryKeyStore
-from agent_custody_state.ledger.backend import EventBackend, KeyName, ReentrantTransactions
+from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.checkpoints import MemoryCheckpointLog
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from agent_custody_state.ledger.sections import ReentrantTransactions
 
 
 class MemoryBackend(ReentrantTransactions, EventBackend):

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -107,11 +108,13 @@ class CountingKeys(MemoryKeyStore):
     def __init__(self) -> None:
         super().__init__()
         self.writes: list[int] = []
+        self.ids: list[list[str]] = []
         self.gate = threading.Event()
         self.gate.set()
 
     def put(self, keys: Mapping[str, bytes]) -> None:
         self.writes.append(len(keys))
+        self.ids.append(list(keys))
         assert self.gate.wait(10), "a write was held back for good"
         super().put(keys)
 
@@ -140,6 +143,27 @@ def test_keys_are_created_ahead_in_blocks_and_unused_ones_destroyed_at_close() -
     ledger.forget(fact_id=ids[0], actor="a", reason="r")
     ledger.close()
     assert keys.size() == 2300  # only the keys of live facts remain
+
+
+def test_key_ids_grow_with_time_and_each_block_is_written_in_id_order() -> None:
+    """A key id is the block's creation time (ms, 48 bits) and 80 random bits: the key store's
+    index grows at its end instead of taking each key at a random page."""
+    keys = CountingKeys()
+    before = time.time_ns() // 1_000_000
+    ledger = Ledger(MemoryBackend(), forget_mode="crypto-shred", key_store=keys)
+    for i in range(200):
+        _fact(ledger, i)
+    after = time.time_ns() // 1_000_000
+    ledger.close()
+    assert len(keys.ids) >= 3
+    stamps = []
+    for block in keys.ids:
+        assert block == sorted(block)
+        assert all(len(k) == 32 and int(k, 16) >= 0 and k == k.lower() for k in block)
+        assert len({k[:12] for k in block}) == 1  # one creation time per block
+        stamps.append(int(block[0][:12], 16))
+        assert len({k[12:] for k in block}) == len(block)
+    assert before <= stamps[0] and stamps == sorted(stamps) and stamps[-1] <= after
 
 
 def test_an_append_does_not_wait_for_the_block_written_ahead() -> None:

@@ -9,6 +9,12 @@ before its transaction commits, so a key is on disk before any event it encrypts
 A key is handed out once; keys a crash left unused encrypt nothing, and ``release`` (at close)
 destroys the unused ones of a clean stop.
 
+A key id is 32 hex digits: the block's creation time in milliseconds (48 bits, as in a UUIDv7)
+and 80 random bits. Ids that grow with time are inserted at the end of the key store's index
+(a random id touched a page anywhere in it: four times the key store's work per key, growing
+with the store), and a block is written in id order. Uniqueness rests on the random part, as
+before; the time says no more than the events' own ``txTime``.
+
 Each key comes with the nonce its one encryption uses, drawn from the system's random source
 with it (the nonce is not stored in the key store: the envelope carries it). A key encrypts one
 value, so a nonce is never used twice with a key, and an append draws nothing of its own.
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 
@@ -30,6 +37,8 @@ Taken = tuple[str, bytes, bytes]
 #: The first block of keys a ledger creates, and the largest (the size doubles per block).
 FIRST_BLOCK = 64
 MAX_BLOCK = 1024
+#: Random bytes in a key id, after its 48-bit creation time in milliseconds (module docstring).
+ID_RANDOM_BYTES = 10
 
 
 def _durable() -> None:
@@ -93,17 +102,19 @@ class KeyPool:
 
     def _refill(self, want: int) -> None:
         """Start writing ``want`` new keys; they are handed out after those already free."""
-        # One draw from the OS for the whole block: 16 bytes of id, 32 of key, 12 of nonce each.
-        step = 16 + KEY_BYTES + NONCE_BYTES
+        # One draw from the OS for the whole block: the random part of each id, 32 bytes of
+        # key and 12 of nonce.
+        step = ID_RANDOM_BYTES + KEY_BYTES + NONCE_BYTES
         blob = os.urandom(want * step)
-        made = [
+        stamp = f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF:012x}"
+        made = sorted(
             (
-                blob[i : i + 16].hex(),
-                blob[i + 16 : i + 16 + KEY_BYTES],
-                blob[i + 16 + KEY_BYTES : i + step],
+                stamp + blob[i : i + ID_RANDOM_BYTES].hex(),
+                blob[i + ID_RANDOM_BYTES : i + ID_RANDOM_BYTES + KEY_BYTES],
+                blob[i + ID_RANDOM_BYTES + KEY_BYTES : i + step],
             )
             for i in range(0, len(blob), step)
-        ]
+        )
         self._refills.append(_Refill(self.keys, {kid: key for kid, key, _ in made}))
         self._free[:0] = made  # handed out from the end
         self._block = min(self._block * 2, MAX_BLOCK)

@@ -5,12 +5,18 @@ subject (possible only in an imported or hand-made ledger) is still followed, by
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
+from unittest.mock import patch
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_custody_state import Ledger
 from agent_custody_state.backends.memory import MemoryBackend
+from agent_custody_state.ledger import queries
 from agent_custody_state.ledger.model import AssertEvent, Event, Fact, RetractEvent, Source
+from agent_custody_state.ledger.queries import effective_superseders, states_from
 
 T0 = "2026-01-01T00:00:0{}.000Z"
 
@@ -139,3 +145,55 @@ def test_reads_and_writes_leave_nothing_for_the_garbage_collector(ledger: Ledger
         gc.garbage.clear()
         gc.enable()
     assert left == []
+
+
+class _Around:
+    """A store answering ``events_around`` from a list of events, as a backend would."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+
+    def events_around(self, ids: object) -> list[Event]:
+        wanted = set(ids)  # type: ignore[call-overload]
+        return [
+            e
+            for e in self.events
+            if e.fact_id in wanted or (isinstance(e, AssertEvent) and e.supersedes in wanted)
+        ]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["assert", "assert", "assert", "retract"]),
+            st.integers(0, 7),  # which fact (an assert may repeat a fact id: a hand-made file)
+            st.one_of(st.none(), st.integers(0, 7)),  # what it supersedes
+            st.integers(0, 9),  # its transaction time
+        ),
+        max_size=14,
+    ),
+    st.integers(0, 9),
+)
+@settings(max_examples=400, deadline=None)
+def test_the_one_pass_superseders_agree_with_the_walk(
+    script: list[tuple[str, int, int | None, int]], at: int
+) -> None:
+    """``effective_superseders`` answers from one pass over ``around`` when no fact's first
+    superseder is retracted; its answer must be the chain walk's, whatever the events."""
+    events: list[Event] = []
+    for n, (kind, f, sup, tx) in enumerate(script):
+        if kind == "assert":
+            fact = Fact(f"f{f}", "acct:1", "plan", n, "org", "a", valid_from=_t(tx))
+            events.append(AssertEvent(f"e{n}", _t(tx), fact, None if sup is None else f"f{sup}"))
+        else:
+            events.append(RetractEvent(f"e{n}", _t(tx), f"f{f}", "a", "r", Source()))
+    tx_at = _t(at)
+    states = states_from(events, tx_at=tx_at)
+    ids = list(states)
+    store: Any = _Around(events)
+    fast = effective_superseders(store, ids, tx_at=tx_at, around=events, states=states, covered=ids)
+    with patch.object(queries, "_direct_superseders", return_value=None):
+        walked = effective_superseders(
+            store, ids, tx_at=tx_at, around=events, states=states, covered=ids
+        )
+    assert fast == walked

@@ -83,26 +83,25 @@ class LedgerReads:
         if not candidates:
             return []
         states = states_from(around, tx_at=ta)
-        alive = [c for c in candidates if not states[c.fact_id].retracted]
+        alive = [c.fact for c in candidates if not states[c.fact.fact_id].retracted]
         supers = effective_superseders(
             self.backend,
-            [c.fact_id for c in alive],
+            [fact.fact_id for fact in alive],
             tx_at=ta,
             around=around,
             states=states,
-            covered={c.fact_id for c in candidates},
+            covered={c.fact.fact_id for c in candidates},
         )
         out: list[Fact] = []
-        for event in alive:
-            fact = event.fact
-            successor = supers.get(fact.fact_id)
-            valid_to = successor.fact.valid_from if successor else None
+        for fact in alive:
             if wire_time_key(fact.valid_from) > va:
                 continue
+            successor = supers.get(fact.fact_id)
+            valid_to = None if successor is None else successor.fact.valid_from
             if valid_to is not None and va >= wire_time_key(valid_to):
                 continue
             provenance = "attested" if states[fact.fact_id].confirmed else fact.provenance
-            if PROVENANCE_RANK.get(provenance, 0) < min_rank:
+            if min_rank and PROVENANCE_RANK.get(provenance, 0) < min_rank:
                 continue
             out.append(fact.presented(valid_to, provenance))
         return self.backend.open_values(out)

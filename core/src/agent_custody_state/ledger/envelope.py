@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 _AESGCM: type[AESGCM] | None = None
 
 
-def _aesgcm(key: bytes) -> AESGCM:
-    """AES-GCM, imported on first use: a plain-mode process (and ``--help``) never loads the
-    ``cryptography`` bindings."""
+def cipher_for(key: bytes) -> AESGCM:
+    """AES-GCM set up with ``key``, imported on first use: a plain-mode process (and ``--help``)
+    never loads the ``cryptography`` bindings."""
     global _AESGCM
     if _AESGCM is None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -67,22 +67,72 @@ def seal(
     key: bytes,
     nonce: bytes | None = None,
     vouched: bool = False,
+    cipher: AESGCM | None = None,
+    iv: str | None = None,
 ) -> dict[str, str]:
     """Encrypt ``value`` for ``fact_id`` with ``key`` (named ``kid``): the envelope. ``nonce``:
     12 random bytes (drawn here when not given; a batch draws them all at once). ``vouched``:
     ``fastjson.exact`` has passed the value already (``plainseal``), so orjson's bytes are
-    used without walking it again."""
-    nonce = nonce or os.urandom(NONCE_BYTES)
+    used without walking it again. ``cipher`` and ``iv``: ``cipher_for(key)`` and the nonce's
+    base64, when prepared ahead (``keypool``)."""
+    plain = plaintext(value, vouched=vouched)
+    return seal_plaintext(
+        plain, fact_id=fact_id, kid=kid, key=key, nonce=nonce, cipher=cipher, iv=iv
+    )
+
+
+def plaintext(value: Any, *, vouched: bool = False) -> bytes:
+    """What an envelope encrypts: ``value``'s wire JSON, UTF-8 (``seal``'s ``vouched``)."""
     plain = fastjson.ordered_unchecked(value) if vouched else fastjson.ordered_bytes(value)
-    if plain is None:
-        plain = js_json(value).encode("utf-8")
-    sealed = _aesgcm(key).encrypt(nonce, plain, _aad(fact_id))
+    return js_json(value).encode("utf-8") if plain is None else plain
+
+
+def seal_plaintext(
+    plain: bytes,
+    *,
+    fact_id: str,
+    kid: str,
+    key: bytes,
+    nonce: bytes | None = None,
+    cipher: AESGCM | None = None,
+    iv: str | None = None,
+) -> dict[str, str]:
+    """``seal`` of a value whose ``plaintext`` is ``plain``."""
+    nonce = nonce or os.urandom(NONCE_BYTES)
+    sealed = (cipher or cipher_for(key)).encrypt(nonce, plain, _aad(fact_id))
     return {
         "shred": ALGORITHM,
         "kid": kid,
-        "iv": binascii.b2a_base64(nonce, newline=False).decode("ascii"),
+        "iv": iv or binascii.b2a_base64(nonce, newline=False).decode("ascii"),
         "ct": binascii.b2a_base64(sealed, newline=False).decode("ascii"),
     }
+
+
+_VALUE_KEY = '"value":'
+
+
+def spliced_line(line: str, plain: bytes, box: dict[str, str]) -> str | None:
+    """``line`` (an assert's stored line as ``plainseal`` writes it, its value's JSON
+    ``plain``) with the envelope ``box`` in place of the value: the text a full encoding of the
+    sealed event gives, without encoding it again; None when the value is not where the layout
+    puts it.
+
+    Before the fact's ``value`` key such a line holds only the event's and the fact's first
+    keys and their string values, and ``"value":`` cannot occur inside a JSON string (the
+    quote closing ``value`` would be escaped), so its first occurrence is the key; the value's
+    text is checked there too. An envelope is four ASCII strings that JSON writes unescaped
+    (its key id is checked to be letters and digits; base64 has none of ``"`` and ``\\``)."""
+    kid = box["kid"]
+    start = line.find(_VALUE_KEY)
+    if start < 0 or not (kid.isascii() and kid.isalnum()):
+        return None
+    start += len(_VALUE_KEY)
+    text = plain.decode("utf-8")
+    end = start + len(text)
+    if not line.startswith(text, start) or line[end : end + 1] not in (",", "}"):
+        return None
+    envelope = f'{{"shred":"{box["shred"]}","kid":"{kid}","iv":"{box["iv"]}","ct":"{box["ct"]}"}}'
+    return line[:start] + envelope + line[end:]
 
 
 def unseal(envelope: dict[str, Any], *, fact_id: str, key: bytes) -> Any:
@@ -92,7 +142,7 @@ def unseal(envelope: dict[str, Any], *, fact_id: str, key: bytes) -> Any:
         # ``base64.b64decode(validate=True)`` without its Python wrapper (the same checks).
         nonce = binascii.a2b_base64(envelope["iv"], strict_mode=True)
         sealed = binascii.a2b_base64(envelope["ct"], strict_mode=True)
-        plain = _aesgcm(key).decrypt(nonce, sealed, _aad(fact_id))
+        plain = cipher_for(key).decrypt(nonce, sealed, _aad(fact_id))
     except Exception as exc:
         # cryptography's InvalidTag is recognised by name, so it need not be imported up front.
         expected = isinstance(exc, ValueError | TypeError | binascii.Error)

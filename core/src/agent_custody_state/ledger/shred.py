@@ -25,14 +25,21 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from typing import Any, TypeVar
 
 from agent_custody_state import fastjson
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import CheckpointLog
-from agent_custody_state.ledger.envelope import kid_of, seal, unseal, with_value
+from agent_custody_state.ledger.envelope import (
+    kid_of,
+    plaintext,
+    seal_plaintext,
+    spliced_line,
+    unseal,
+    with_value,
+)
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.keypool import KeyPool
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
@@ -56,15 +63,21 @@ def forget_mode_arg(mode: object) -> str:
     return str(mode)
 
 
-def _relined(event: AssertEvent, boxed: AssertEvent) -> AssertEvent:
-    """``boxed`` (``event`` with its value sealed) with its line encoded now, by orjson without
-    the exactness checks, when ``event`` came with a line: sealing vouched for every other field
-    then (``plainseal``), and an envelope is four ASCII strings, so orjson writes the reference
-    encoder's bytes (``core/tests/test_shred.py`` compares them). Else the backend encodes it."""
+def _relined(event: AssertEvent, boxed: AssertEvent, plain: bytes) -> AssertEvent:
+    """``boxed`` (``event`` with its value, whose wire JSON is ``plain``, sealed) with its line,
+    when ``event`` came with one: sealing vouched for every other field then (``plainseal``).
+    The envelope is spliced into ``event``'s line in the value's place
+    (``envelope.spliced_line``), else the sealed event is encoded by orjson without the
+    exactness checks (an envelope is four ASCII strings, written alike by orjson and the
+    reference encoder; ``core/tests/test_shred.py`` compares both with it). Without a line the
+    backend encodes it."""
     if event.line is not None:
-        line = fastjson.ordered_unchecked(boxed.to_dict())
+        line = spliced_line(event.line, plain, boxed.fact.value)
+        if line is None:
+            encoded = fastjson.ordered_unchecked(boxed.to_dict())
+            line = None if encoded is None else encoded.decode("utf-8")
         if line is not None:
-            object.__setattr__(boxed, "line", line.decode("utf-8"))
+            object.__setattr__(boxed, "line", line)
     return boxed
 
 
@@ -117,6 +130,48 @@ def value_opener(keys: KeyStore) -> Callable[[str, Any], Any]:
     return open_value
 
 
+class _ShredSection:
+    """``ShreddingBackend``'s write section: the inner backend's, under the shredding backend's
+    own lock, and after the outermost one the doomed keys settled (destroyed if it committed).
+    A class rather than a generator: every append opens one, and this costs a third."""
+
+    __slots__ = ("_backend", "_inner", "_keys", "_outermost")
+
+    def __init__(self, backend: ShreddingBackend, keys: Collection[str] | None) -> None:
+        self._backend, self._keys = backend, keys
+        self._outermost = False
+        self._inner: AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> None:
+        backend = self._backend
+        backend._lock.acquire()
+        self._outermost = backend._depth == 0
+        backend._depth += 1
+        try:
+            self._inner = section(backend.inner, self._keys)
+            self._inner.__enter__()
+        except BaseException:
+            try:
+                backend._leave(self._outermost, committed=False)
+            finally:
+                backend._lock.release()
+            raise
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> bool | None:
+        backend = self._backend
+        committed = False
+        try:
+            assert self._inner is not None
+            suppressed = self._inner.__exit__(kind, error, trace)
+            committed = kind is None or bool(suppressed)
+            return suppressed
+        finally:
+            try:
+                backend._leave(self._outermost, committed)
+            finally:
+                backend._lock.release()
+
+
 class ShreddingBackend(ShreddedReads, EventBackend):
     """An event backend in crypto-shred mode: seals on append, opens on read, shreds on forget.
 
@@ -139,22 +194,16 @@ class ShreddingBackend(ShreddedReads, EventBackend):
 
     # -- writing -----------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self, keys: Collection[str] | None = None) -> Iterator[None]:
-        with self._lock:
-            outermost = self._depth == 0
-            self._depth += 1
-            committed = False
-            try:
-                with section(self.inner, keys):
-                    yield
-                committed = True
-            finally:
-                self._depth -= 1
-                if outermost:
-                    doomed, self._doomed = self._doomed, []
-                    if doomed:
-                        self._settle(doomed, committed)
+    def transaction(self, keys: Collection[str] | None = None) -> AbstractContextManager[None]:
+        return _ShredSection(self, keys)
+
+    def _leave(self, outermost: bool, committed: bool) -> None:
+        """A section ends (``_ShredSection``): after the outermost, settle its doomed keys."""
+        self._depth -= 1
+        if outermost:
+            doomed, self._doomed = self._doomed, []
+            if doomed:
+                self._settle(doomed, committed)
 
     def _settle(self, kids: list[str], committed: bool) -> None:
         """After the outermost section: destroy the keys of the forgets it committed. After a
@@ -182,20 +231,21 @@ class ShreddingBackend(ShreddedReads, EventBackend):
             return
         sealed = list(events)
         keys, durable = self._pool.take(len(places))
-        for i, (kid, key, nonce) in zip(places, keys, strict=True):
+        for i, k in zip(places, keys, strict=True):
             event = events[i]
             assert isinstance(event, AssertEvent)
             # A line on the event means sealing walked its value already (``plainseal``).
-            vouched = event.line is not None
-            box = seal(
-                event.fact.value,
+            plain = plaintext(event.fact.value, vouched=event.line is not None)
+            box = seal_plaintext(
+                plain,
                 fact_id=event.fact_id,
-                kid=kid,
-                key=key,
-                nonce=nonce,
-                vouched=vouched,
+                kid=k.kid,
+                key=k.key,
+                nonce=k.nonce,
+                cipher=k.cipher,
+                iv=k.iv,
             )
-            sealed[i] = _relined(event, with_value(event, box))
+            sealed[i] = _relined(event, with_value(event, box), plain)
         self.inner.append(sealed)
         durable()  # the keys reach the disk before the events can: before the commit
 

@@ -69,8 +69,8 @@ def _relined(event: AssertEvent, boxed: AssertEvent, plain: bytes) -> AssertEven
     The envelope is spliced into ``event``'s line in the value's place
     (``envelope.spliced_line``), else the sealed event is encoded by orjson without the
     exactness checks (an envelope is four ASCII strings, written alike by orjson and the
-    reference encoder; ``core/tests/test_shred.py`` compares both with it). Without a line the
-    backend encodes it."""
+    reference encoder; ``test_shred.py`` and ``test_shred_splice.py`` compare both with it).
+    Without a line the backend encodes it."""
     if event.line is not None:
         line = spliced_line(event.line, plain, boxed.fact.value)
         if line is None:

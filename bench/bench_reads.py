@@ -42,10 +42,10 @@ CACHE = Path(tempfile.gettempdir()) / "acs-bench-reads"
 def _warm(path: str) -> None:
     """Read the file once so the page cache holds it, as for a running server (the same for the
     raw baseline and the ledger; the page cache is not the reader's RSS). Into one reused
-    buffer: a fresh 16 MB object per read (as this did) faulted in 7 GB of new memory for a 7 GB
-    file, and the kernel's clean-up after it (compaction) then ran beside the reads and raised
-    their CPU time: the SQLite ``get`` p99 read 3.1-3.4x its raw query right after such a warm,
-    1.5-1.6x after ``cat``-sized reads of the same file."""
+    buffer: a fresh 16 MB object per read (as this did) faulted in 7 GB of new memory for a
+    7 GB file, and what the kernel did after it (reclaim and compaction, we take it; not
+    traced) slowed the reads that followed: the SQLite ``get`` p99 read 3.1-3.4x its raw query
+    right after such a warm-up, 1.5-1.6x after ``cat``-sized reads of the same file."""
     buffer = bytearray(1 << 20)
     with open(path, "rb", buffering=0) as fh:
         while fh.readinto(buffer):

@@ -59,35 +59,15 @@ def _aad(fact_id: str) -> bytes:
     return _AAD_PREFIX + fact_id.encode("utf-8", "surrogatepass")
 
 
-def seal(
-    value: Any,
-    *,
-    fact_id: str,
-    kid: str,
-    key: bytes,
-    nonce: bytes | None = None,
-    vouched: bool = False,
-    cipher: AESGCM | None = None,
-    iv: str | None = None,
-) -> dict[str, str]:
-    """Encrypt ``value`` for ``fact_id`` with ``key`` (named ``kid``): the envelope. ``nonce``:
-    12 random bytes (drawn here when not given; a batch draws them all at once). ``vouched``:
-    ``fastjson.exact`` has passed the value already (``plainseal``), so orjson's bytes are
-    used without walking it again. ``cipher`` and ``iv``: ``cipher_for(key)`` and the nonce's
-    base64, when prepared ahead (``keypool``)."""
-    plain = plaintext(value, vouched=vouched)
-    return seal_plaintext(
-        plain, fact_id=fact_id, kid=kid, key=key, nonce=nonce, cipher=cipher, iv=iv
-    )
-
-
 def plaintext(value: Any, *, vouched: bool = False) -> bytes:
-    """What an envelope encrypts: ``value``'s wire JSON, UTF-8 (``seal``'s ``vouched``)."""
+    """What an envelope encrypts: ``value``'s wire JSON, UTF-8. ``vouched``: ``fastjson.exact``
+    has passed the value already (``plainseal``), so orjson's bytes are used without walking
+    it again."""
     plain = fastjson.ordered_unchecked(value) if vouched else fastjson.ordered_bytes(value)
     return js_json(value).encode("utf-8") if plain is None else plain
 
 
-def seal_plaintext(
+def seal(
     plain: bytes,
     *,
     fact_id: str,
@@ -97,7 +77,10 @@ def seal_plaintext(
     cipher: AESGCM | None = None,
     iv: str | None = None,
 ) -> dict[str, str]:
-    """``seal`` of a value whose ``plaintext`` is ``plain``."""
+    """Encrypt a value, whose ``plaintext`` is ``plain``, for ``fact_id`` with ``key`` (named
+    ``kid``): the envelope. ``nonce``: 12 random bytes (drawn here when not given; the key pool
+    draws them with the keys). ``cipher`` and ``iv``: ``cipher_for(key)`` and the nonce's
+    base64, when prepared ahead (``keypool``)."""
     nonce = nonce or os.urandom(NONCE_BYTES)
     sealed = (cipher or cipher_for(key)).encrypt(nonce, plain, _aad(fact_id))
     return {

@@ -35,7 +35,7 @@ from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.envelope import (
     kid_of,
     plaintext,
-    seal_plaintext,
+    seal,
     spliced_line,
     unseal,
     with_value,
@@ -236,7 +236,7 @@ class ShreddingBackend(ShreddedReads, EventBackend):
             assert isinstance(event, AssertEvent)
             # A line on the event means sealing walked its value already (``plainseal``).
             plain = plaintext(event.fact.value, vouched=event.line is not None)
-            box = seal_plaintext(
+            box = seal(
                 plain,
                 fact_id=event.fact_id,
                 kid=k.kid,

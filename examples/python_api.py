@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 from pathlib import Path
 
 from agent_custody_state import AssertRequest, Ledger, LedgerError
@@ -46,6 +47,10 @@ def ledger_tour(folder: Path) -> None:
             receipt_id="rcpt-1",
             valid_from="2026-01-01T00:00:00Z",
         )
+        # Transaction time has millisecond resolution, and writes in one millisecond share an
+        # instant (docs/time.md): the pause keeps the read "as of pro's write" below from also
+        # seeing the correction.
+        time.sleep(0.002)
         enterprise = ledger.assert_fact(
             subject="acct:42",
             predicate="plan",

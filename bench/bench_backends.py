@@ -18,6 +18,7 @@ Usage::
     python bench/bench_backends.py                         # SQLite, 1M and 10M events
     python bench/bench_backends.py --events 1000000 --backend sqlite postgres
     python bench/bench_backends.py --events 10000000 --keep  # reuse a built ledger
+    python bench/bench_backends.py --quick                 # a smoke run: 20,000 events, SQLite
 
 The 1M ledger is built through the ledger's batch path (``import_events``); the 10M one is loaded
 with direct SQL (rows from the same generator, indexes created after the load), which is only
@@ -165,7 +166,7 @@ def main() -> None:
         print(json.dumps(read_phase(location, n, reads, backend)))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--events", type=int, nargs="+", default=None)
     parser.add_argument("--backend", nargs="+", default=["sqlite"], choices=["sqlite", "postgres"])
     parser.add_argument("--dir", type=Path, default=None, help="where ledgers are built")
     parser.add_argument("--reads", type=int, default=3000)
@@ -175,7 +176,13 @@ def main() -> None:
     parser.add_argument(
         "--build-only", action="store_true", help="build the ledgers, measure nothing"
     )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 20,000 events, small counts"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.reads, args.appends, args.ingest = min(args.reads, 300), 60, 10_000
+    args.events = args.events or ([20_000] if args.quick else [1_000_000, 10_000_000])
     workdir = args.dir or Path(tempfile.gettempdir()) / "acs-bench"
     workdir.mkdir(parents=True, exist_ok=True)
     pg = None

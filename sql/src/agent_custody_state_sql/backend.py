@@ -309,6 +309,17 @@ class SqlEventBackend(SchemaSetup):
                 return
             last = rows[-1][0]
 
+    def events_newest_first(self) -> Iterator[Event]:
+        # Pages growing from 8 rows: the reader (``chain.head_after``) usually stops within
+        # the first few events.
+        before, n = 2**63 - 1, 8  # above every seq (a signed 64-bit column)
+        while True:
+            rows = self._rows(self._q.page_back, {"before": before, "n": n})
+            yield from self._decode(rows)
+            if len(rows) < n:
+                return
+            before, n = rows[-1][0], min(n * 4, PAGE)
+
     # -- the chain -----------------------------------------------------------------------------
 
     def last_event(self) -> Event | None:

@@ -84,6 +84,10 @@ class Statements:
         self.page = p(
             base.where(seq > sa.bindparam("after")).order_by(seq).limit(sa.bindparam("n"))
         )
+        # The same pages from the end backwards (``events_newest_first``).
+        self.page_back = p(
+            base.where(seq < sa.bindparam("before")).order_by(seq.desc()).limit(sa.bindparam("n"))
+        )
         # A loose index scan over events_space: one index probe per distinct space, instead
         # of reading every entry of the index.
         first = sa.select(sa.func.min(t.c.space).label("space")).cte("acs_spaces", recursive=True)

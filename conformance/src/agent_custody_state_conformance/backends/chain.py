@@ -19,6 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_custody_state import Ledger
+from agent_custody_state.ledger.chain import head_after
 from agent_custody_state.ledger.checkpoints import read_checkpoints
 from agent_custody_state.ledger.model import event_from_dict
 from agent_custody_state.ledger.parallel import verify_parallel, worker_pool
@@ -35,6 +36,25 @@ def _verify(ledger: Ledger) -> None:
     report = verify_lines(ledger.backend.stored_events())
     assert report.ok, report.problems[:5]
     assert report.events == ledger.count()
+
+
+def _original(event_id: str, args: dict[str, object]) -> dict[str, Any]:
+    """An assert as the TypeScript original writes it: no chain record, salt or commitment."""
+    return {
+        "eventId": event_id,
+        "kind": "assert",
+        "txTime": "2026-01-01T00:00:00.000Z",
+        "fact": {
+            "factId": f"f-{event_id}",
+            **args,
+            "source": {"receiptId": None},
+            "provenance": "claimed",
+            "validFrom": "2026-01-01T00:00:00.000Z",
+            "validTo": None,
+            "confidence": None,
+        },
+        "supersedes": None,
+    }
 
 
 class ChainRules(BackendRules):
@@ -119,21 +139,7 @@ class ChainRules(BackendRules):
         Troubleshooting: ``last_event`` must return the event as stored (without a chain
         record here), so the ledger knows the chain starts.
         """
-        raw = {
-            "eventId": "original-1",
-            "kind": "assert",
-            "txTime": "2026-01-01T00:00:00.000Z",
-            "fact": {
-                "factId": "original-f1",
-                **self._args(),
-                "source": {"receiptId": None},
-                "provenance": "claimed",
-                "validFrom": "2026-01-01T00:00:00.000Z",
-                "validTo": None,
-                "confidence": None,
-            },
-            "supersedes": None,
-        }
+        raw = _original("original-1", self._args())
         with ledger.backend.transaction():
             ledger.backend.append([event_from_dict(raw)])
         head = ledger.chain_head()
@@ -142,7 +148,7 @@ class ChainRules(BackendRules):
         stored = [json.loads(text) for text in ledger.backend.stored_events()]
         assert stored[0] == raw
         assert stored[1]["chain"]["genesis"] == {"size": 1, "head": head.hash}
-        ledger.forget(fact_id="original-f1", actor="x", reason="r")
+        ledger.forget(fact_id=raw["fact"]["factId"], actor="x", reason="r")
         _verify(ledger)
 
     @rule("CH-5")
@@ -228,6 +234,42 @@ class ChainRules(BackendRules):
             assert one.chain_head() == two.chain_head()
             assert one.chain_head().seq == one.count() == 18
             _verify(two)
+
+    @rule("CH-8")
+    def test_head_after_events_of_the_original(
+        self, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Events written without the chain between chained ones (the TypeScript original
+        writing the same ledger) are linked in by the next chained event, which reads back only
+        to the last chain record: the head is the one a pass from the start computes, the
+        ledger verifies, and ``events_newest_first`` (optional: None when not offered) gives
+        every event in reverse append order.
+
+        Troubleshooting: ``events_newest_first`` must yield exactly ``iter_events`` reversed,
+        lazily (a writer stops at the first event with a chain record), or return None.
+        """
+        for i in range(3):
+            self._assert(ledger, subject=f"ours-{i}")
+            with ledger.backend.transaction():
+                ledger.backend.append(
+                    [event_from_dict(_original(f"o{i}-{j}", self._args())) for j in range(i + 1)]
+                )
+            whole = head_after(ledger.backend.last_event(), ledger.backend.iter_events)
+            assert ledger.chain_head() == whole
+        backwards = ledger.backend.events_newest_first()
+        events = list(ledger.backend.iter_events())
+        if backwards is not None:
+            assert [e.event_id for e in backwards] == [e.event_id for e in reversed(events)]
+
+            def whole_ledger() -> None:
+                raise AssertionError("the head was computed from the whole ledger")
+
+            monkeypatch.setattr(ledger.backend, "iter_events", whole_ledger)
+        head = ledger.chain_head()
+        assert (head.seq, head.chained) == (len(events), False)
+        self._assert(ledger, subject="last")
+        monkeypatch.undo()
+        _verify(ledger)
 
     def _args(self, **kw: object) -> dict[str, object]:
         args: dict[str, object] = {

@@ -379,6 +379,10 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self.refresh()
         return self._index.events[-1] if len(self._index) else None
 
+    def events_newest_first(self) -> Iterator[Event]:
+        self.refresh()
+        return reversed(list(self._index.events))
+
     def stored_events(self) -> Iterator[bytes]:
         return stored_lines(self.path, self._lock_fd)
 

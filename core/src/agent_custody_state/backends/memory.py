@@ -95,5 +95,8 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
     def last_event(self) -> Event | None:
         return self._index.events[-1] if len(self._index) else None
 
+    def events_newest_first(self) -> Iterator[Event]:
+        return reversed(list(self._index.events))
+
     def checkpoint_log(self) -> MemoryCheckpointLog:
         return self._checkpoints

@@ -230,11 +230,19 @@ class EventBackend(abc.ABC):
         last = self.last_event()
         return None if last is None else last.tx_time
 
+    def events_newest_first(self) -> Iterator[Event] | None:
+        """Every event in reverse append order, read lazily from the end; None when the
+        backend cannot read backwards cheaply (the default). With it, the chain head after
+        events written without the chain is found by reading back to the last chain record
+        instead of reading the whole ledger (``chain_head``)."""
+        return None
+
     def chain_head(self) -> ChainHead:
         """Where the chain stands: the head recorded on ``last_event()``. Only when the last
-        event carries no chain record (a ledger written by the TypeScript original) are the
-        events read, once, to compute the genesis the next chained event records."""
-        return head_after(self.last_event(), self.iter_events)
+        event carries no chain record (written by the TypeScript original, or with the chain
+        off) are more events read: back to the last record (``events_newest_first``), or all
+        of them when there is none (the genesis a ledger of the original's gets once)."""
+        return head_after(self.last_event(), self.iter_events, self.events_newest_first)
 
     def stored_events(self) -> Iterator[str | bytes]:
         """Every event as stored (its JSON text), in append order, without parsing it: what

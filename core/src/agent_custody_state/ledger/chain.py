@@ -173,15 +173,39 @@ def chain_record(event: Event) -> dict[str, Any] | None:
     return None
 
 
-def head_after(last: Event | None, events: Callable[[], Iterable[Event]]) -> ChainHead:
-    """The chain head after the last event: read from its record, or (when it carries none)
-    folded over ``events()`` from the last record before it. Used by writers, which trust the
-    records they find; ``verify`` is what checks them."""
+#: How many events without a chain record ``head_after`` keeps while reading back from the
+#: end; past it the head is computed by the forward pass (which keeps none in memory).
+TAIL_LIMIT = 10_000
+
+
+def head_after(
+    last: Event | None,
+    events: Callable[[], Iterable[Event]],
+    newest_first: Callable[[], Iterable[Event] | None] | None = None,
+) -> ChainHead:
+    """The chain head after the last event: read from its record or, when it carries none,
+    the head of the last record before it with every later event's leaf linked on. Those
+    events are read back from the end (``newest_first``: events in reverse order, or None
+    when the backend cannot read backwards), or else found in one pass over ``events()``
+    from the start. Used by writers, which trust the records they find; ``verify`` is what
+    checks them."""
     if last is None:
         return ChainHead(0, ZERO_HEAD, chained=False)
     record = chain_record(last)
     if record is not None:
         return ChainHead(record["seq"], record["head"], chained=True)
+    backwards = newest_first() if newest_first is not None else None
+    if backwards is not None:
+        tail: list[Event] = []
+        for event in backwards:
+            found = chain_record(event)
+            if found is not None:
+                return _linked(found["seq"], bytes.fromhex(found["head"]), reversed(tail))
+            tail.append(event)
+            if len(tail) > TAIL_LIMIT:
+                break
+        else:  # no record at all: the genesis over every event, all read already
+            return _linked(0, bytes(32), reversed(tail))
     head = bytes(32)
     seq = 0
     for event in events():
@@ -191,6 +215,14 @@ def head_after(last: Event | None, events: Callable[[], Iterable[Event]]) -> Cha
             head = bytes.fromhex(found["head"])
         else:
             head = link(head, leaf_of(event.to_dict()))
+    return ChainHead(seq, head.hex(), chained=False)
+
+
+def _linked(seq: int, head: bytes, events: Iterable[Event]) -> ChainHead:
+    """The head after linking ``events``' leaves onto ``head`` at ``seq``."""
+    for event in events:
+        seq += 1
+        head = link(head, leaf_of(event.to_dict()))
     return ChainHead(seq, head.hex(), chained=False)
 
 

@@ -120,6 +120,10 @@ class ShreddedReads:
     def iter_events(self) -> Iterator[Event]:
         return self._stream(self.inner.iter_events())
 
+    def events_newest_first(self) -> Iterator[Event] | None:
+        events = self.inner.events_newest_first()
+        return None if events is None else self._stream(events)
+
     def last_event(self) -> Event | None:
         # The inner backend's indexed read: the default would open every envelope per append.
         event = self.inner.last_event()

@@ -410,9 +410,13 @@ def bench(session: nox.Session) -> None:
     _install_groups(session, *POSTGRES_TESTS, "bench")
     for name in ("events-sqlite", "events-postgres"):
         _sync(session, "--inexact", "--package", f"agent-custody-state-{name}")
-    scripts = session.posargs or sorted(str(p) for p in (ROOT / "bench").glob("bench_*.py"))
+    # Arguments starting with "--" go to every script (``-- --quick``: each one's smoke run).
+    flags = [a for a in session.posargs if a.startswith("--")]
+    scripts = [a for a in session.posargs if not a.startswith("--")] or sorted(
+        str(p) for p in (ROOT / "bench").glob("bench_*.py")
+    )
     for script in scripts:
-        session.run("python", script)
+        session.run("python", script, *flags)
 
 
 def _install_everything(session: nox.Session) -> None:

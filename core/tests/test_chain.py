@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from agent_custody_state.ledger.chain import (
     seal,
     value_commitment,
 )
-from agent_custody_state.ledger.model import AssertEvent, event_from_dict, event_from_json
+from agent_custody_state.ledger.model import AssertEvent, Event, event_from_dict, event_from_json
 from agent_custody_state.ledger.verify import verify_lines
 
 FACT = {"subject": "acct:42", "predicate": "plan", "space": "org", "actor": "agent"}
@@ -297,3 +298,37 @@ def test_events_the_original_adds_later_are_covered_by_a_new_genesis(tmp_path: P
     report = _verify(path)
     assert report.ok, report.problems
     assert any("events 2..3 were written without a chain record" in n for n in report.notes)
+
+
+def test_a_head_over_events_without_records_is_computed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger of the original's: its head is computed once, then remembered; when the
+    original writes more, only its new events are read (back to the event the head follows)."""
+    path = tmp_path / "l.jsonl"
+    path.write_text("\n".join(ORIGINAL_LINES) + "\n")
+    more = [line.replace('"e1"', '"e3"').replace('"e2"', '"e4"') for line in ORIGINAL_LINES]
+    with Ledger(path) as ledger:
+        backend = ledger.backend
+        first = ledger.chain_head()
+        read: list[str] = []
+        newest_first = backend.events_newest_first
+
+        def counted() -> Iterator[Event]:
+            for event in newest_first():  # type: ignore[union-attr]
+                read.append(event.event_id)
+                yield event
+
+        monkeypatch.setattr(backend, "events_newest_first", counted)
+        monkeypatch.setattr(backend, "iter_events", lambda: pytest.fail("read from the start"))
+        assert ledger.chain_head() == first and read == []
+        with open(path, "a") as fh:  # the original writes again
+            fh.write("\n".join(more) + "\n")
+        after = ledger.chain_head()
+        assert read == ["e4", "e3", "e2"]
+        monkeypatch.undo()
+        assert after == head_after(backend.last_event(), backend.iter_events)
+        assert after.seq == 4 and not after.chained
+        ledger.assert_fact(**FACT, value="ours")
+    report = _verify(path)
+    assert report.ok and report.genesis == 5, report.problems

@@ -67,6 +67,9 @@ class EventBackend(abc.ABC):
     #: section touches, and sections with disjoint keys need not wait for each other. A backend
     #: that serialises every writer anyway (a file lock) leaves it False and is called as before.
     locks_keys: ClassVar[bool] = False
+    #: The last head ``chain_head`` computed over events without a chain record, with the id
+    #: of the event it follows (an instance attribute once set).
+    _computed_head: tuple[str, ChainHead] | None = None
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -241,8 +244,14 @@ class EventBackend(abc.ABC):
         """Where the chain stands: the head recorded on ``last_event()``. Only when the last
         event carries no chain record (written by the TypeScript original, or with the chain
         off) are more events read: back to the last record (``events_newest_first``), or all
-        of them when there is none (the genesis a ledger of the original's gets once)."""
-        return head_after(self.last_event(), self.iter_events, self.events_newest_first)
+        of them when there is none (the genesis a ledger of the original's gets). A head so
+        computed is remembered with its last event, so the next call reads only what came
+        after it (or nothing)."""
+        last = self.last_event()
+        head = head_after(last, self.iter_events, self.events_newest_first, self._computed_head)
+        if last is not None and not head.chained:
+            self._computed_head = (last.event_id, head)
+        return head
 
     def stored_events(self) -> Iterator[str | bytes]:
         """Every event as stored (its JSON text), in append order, without parsing it: what

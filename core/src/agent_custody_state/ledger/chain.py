@@ -182,18 +182,22 @@ def head_after(
     last: Event | None,
     events: Callable[[], Iterable[Event]],
     newest_first: Callable[[], Iterable[Event] | None] | None = None,
+    known: tuple[str, ChainHead] | None = None,
 ) -> ChainHead:
     """The chain head after the last event: read from its record or, when it carries none,
     the head of the last record before it with every later event's leaf linked on. Those
     events are read back from the end (``newest_first``: events in reverse order, or None
     when the backend cannot read backwards), or else found in one pass over ``events()``
-    from the start. Used by writers, which trust the records they find; ``verify`` is what
-    checks them."""
+    from the start. ``known``: an event id and the head after it, computed before (an
+    append-only ledger never changes it), where reading back may stop as at a record. Used by
+    writers, which trust the records they find; ``verify`` is what checks them."""
     if last is None:
         return ChainHead(0, ZERO_HEAD, chained=False)
     record = chain_record(last)
     if record is not None:
         return ChainHead(record["seq"], record["head"], chained=True)
+    if known is not None and known[0] == last.event_id:
+        return known[1]
     backwards = newest_first() if newest_first is not None else None
     if backwards is not None:
         tail: list[Event] = []
@@ -201,6 +205,8 @@ def head_after(
             found = chain_record(event)
             if found is not None:
                 return _linked(found["seq"], bytes.fromhex(found["head"]), reversed(tail))
+            if known is not None and known[0] == event.event_id:
+                return _linked(known[1].seq, bytes.fromhex(known[1].hash), reversed(tail))
             tail.append(event)
             if len(tail) > TAIL_LIMIT:
                 break

@@ -7,7 +7,7 @@ difference is start-up and printing.
 
 * ``--help`` and ``--version``: median of 20 runs (issue 14 asks for under 0.3 s), after a
   warm-up run, with bytecode cached as for an installed command;
-* a SQLite ledger of 1M events (``bench_backends.generate``: 100k subjects, four predicates,
+* a SQLite ledger of 1M events (``benchkit.history.generate``: 100k subjects, four predicates,
   supersession chains, retractions, confirmations, holds) built by the ``import`` command from a
   JSONL export (its time and peak memory are reported too);
 * ``facts --subject``, ``facts --subject --json``, ``timeline``, ``timeline --json``,
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state import Ledger
-from bench_backends import EVENTS_PER_SUBJECT, PREDICATES, _fid, generate
+from benchkit.history import EVENTS_PER_SUBJECT, PREDICATES, _fid, generate
 
 OUT = Path(__file__).resolve().parent / "out"
 CLI = [sys.executable, "-m", "agent_custody_state"]

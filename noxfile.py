@@ -390,10 +390,15 @@ def repo(session: nox.Session) -> None:
     """Repository-wide checks: every hook documented, every plugin has its extra, versions, every
     distribution's README, project URLs and license, `[all]`, the changelog's format, the
     README's install block; the layer contracts catch a deliberate violation
-    (tests/test_layers.py)."""
-    _install_groups(session, *TESTS, "lint")
+    (tests/test_layers.py); every benchmark starts and has a quick mode."""
+    _install_groups(session, *TESTS, "lint", "bench")
     session.run(
-        "pytest", "tests/test_repository.py", "tests/test_layers.py", "-q", *session.posargs
+        "pytest",
+        "tests/test_repository.py",
+        "tests/test_layers.py",
+        "tests/test_bench_scripts.py",
+        "-q",
+        *session.posargs,
     )
 
 

@@ -254,7 +254,7 @@ class ChainRules(BackendRules):
                 ledger.backend.append(
                     [event_from_dict(_original(f"o{i}-{j}", self._args())) for j in range(i + 1)]
                 )
-            whole = head_after(ledger.backend.last_event(), ledger.backend.iter_events)
+            whole = head_after(ledger.backend.last_event(), ledger.backend.stored_events)
             assert ledger.chain_head() == whole
         backwards = ledger.backend.events_newest_first()
         events = list(ledger.backend.iter_events())
@@ -264,7 +264,7 @@ class ChainRules(BackendRules):
             def whole_ledger() -> None:
                 raise AssertionError("the head was computed from the whole ledger")
 
-            monkeypatch.setattr(ledger.backend, "iter_events", whole_ledger)
+            monkeypatch.setattr(ledger.backend, "stored_events", whole_ledger)
         head = ledger.chain_head()
         assert (head.seq, head.chained) == (len(events), False)
         self._assert(ledger, subject="last")

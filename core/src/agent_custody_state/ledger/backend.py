@@ -248,7 +248,7 @@ class EventBackend(abc.ABC):
         computed is remembered with its last event, so the next call reads only what came
         after it (or nothing)."""
         last = self.last_event()
-        head = head_after(last, self.iter_events, self.events_newest_first, self._computed_head)
+        head = head_after(last, self.stored_events, self.events_newest_first, self._computed_head)
         if last is not None and not head.chained:
             self._computed_head = (last.event_id, head)
         return head

@@ -309,6 +309,10 @@ class SqlEventBackend(SchemaSetup):
                 return
             last = rows[-1][0]
 
+    def first_event(self) -> Event | None:
+        rows = self._rows(self._q.page, {"after": 0, "n": 1})  # not a first page of 2,000
+        return self._decode(rows)[0] if rows else None
+
     def events_newest_first(self) -> Iterator[Event]:
         # Pages growing from 8 rows: the reader (``chain.head_after``) usually stops within
         # the first few events.

@@ -243,11 +243,13 @@ class ChainRules(BackendRules):
         writing the same ledger) are linked in by the next chained event, which reads back only
         to the last chain record: the head is the one a pass from the start computes, the
         ledger verifies, and ``events_newest_first`` (optional: None when not offered) gives
-        every event in reverse append order.
+        every event in reverse append order; ``first_event`` (which names the ledger in
+        checkpoints and certificates) is the first of ``iter_events``, None while empty.
 
         Troubleshooting: ``events_newest_first`` must yield exactly ``iter_events`` reversed,
         lazily (a writer stops at the first event with a chain record), or return None.
         """
+        assert ledger.backend.first_event() is None
         for i in range(3):
             self._assert(ledger, subject=f"ours-{i}")
             with ledger.backend.transaction():
@@ -258,6 +260,7 @@ class ChainRules(BackendRules):
             assert ledger.chain_head() == whole
         backwards = ledger.backend.events_newest_first()
         events = list(ledger.backend.iter_events())
+        assert ledger.backend.first_event() == events[0]
         if backwards is not None:
             assert [e.event_id for e in backwards] == [e.event_id for e in reversed(events)]
 

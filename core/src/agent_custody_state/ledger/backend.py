@@ -219,6 +219,11 @@ class EventBackend(abc.ABC):
 
     # -- the chain (``chain``, ``docs/proofs.md``) --------------------------------------------
 
+    def first_event(self) -> Event | None:
+        """The first event appended, or None (it names the ledger in checkpoints and
+        certificates). The default takes the first of ``iter_events()``."""
+        return next(iter(self.iter_events()), None)
+
     def last_event(self) -> Event | None:
         """The last event appended, or None; inside ``transaction()`` this section's appends
         count. The default reads every event: override it with one indexed read."""

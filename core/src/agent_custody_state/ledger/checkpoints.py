@@ -266,7 +266,7 @@ class Checkpointer:
 def ledger_origin(backend: EventBackend) -> str:
     """The checkpoint origin of a ledger: named by the id of its first event, which no later
     write changes (``-`` while it is empty)."""
-    first = next(iter(backend.iter_events()), None)
+    first = backend.first_event()
     return ORIGIN_PREFIX + (first.event_id if first is not None else "-")
 
 

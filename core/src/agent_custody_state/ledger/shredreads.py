@@ -120,6 +120,10 @@ class ShreddedReads:
     def iter_events(self) -> Iterator[Event]:
         return self._stream(self.inner.iter_events())
 
+    def first_event(self) -> Event | None:
+        event = self.inner.first_event()
+        return None if event is None else self._open([event])[0]
+
     def events_newest_first(self) -> Iterator[Event] | None:
         events = self.inner.events_newest_first()
         return None if events is None else self._stream(events)

@@ -379,10 +379,6 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
         self.refresh()
         return self._index.events[-1] if len(self._index) else None
 
-    def first_event(self) -> Event | None:
-        self.refresh()
-        return self._index.events[0] if len(self._index) else None
-
     def events_newest_first(self) -> Iterator[Event]:
         self.refresh()
         return reversed(list(self._index.events))

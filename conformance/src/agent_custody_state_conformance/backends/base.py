@@ -22,7 +22,7 @@ from agent_custody_state.ledger.model import AssertEvent
 from ..clock import StepClock
 from ..rules import ConformanceSuite
 
-__all__ = ["BackendRules", "KeyStoreFactory", "StoreFactory", "fact_ids"]
+__all__ = ["BackendRules", "KeyStoreFactory", "StoreFactory", "fact_ids", "original_assert"]
 
 StoreFactory = Callable[..., EventBackend]
 
@@ -34,6 +34,31 @@ KeyStoreFactory = Callable[[EventBackend], KeyStore | str | None]
 def fact_ids(facts: list[Any]) -> list[str]:
     """The fact ids of facts (or events), in order."""
     return [f.fact_id for f in facts]
+
+
+def original_assert(event_id: str, **fact: Any) -> dict[str, Any]:
+    """An assert as the TypeScript original writes it (no chain record, salt, commitment or
+    envelope), as its wire dict: the fact's fields given over defaults."""
+    return {
+        "eventId": event_id,
+        "kind": "assert",
+        "txTime": "2026-01-01T00:00:00.000Z",
+        "fact": {
+            "factId": f"f-{event_id}",
+            "subject": "acct:42",
+            "predicate": "plan",
+            "value": "pro",
+            "space": "org",
+            "actor": "agent",
+            **fact,
+            "source": {"receiptId": None},
+            "provenance": "claimed",
+            "validFrom": "2026-01-01T00:00:00.000Z",
+            "validTo": None,
+            "confidence": None,
+        },
+        "supersedes": None,
+    }
 
 
 class BackendRules(ConformanceSuite):

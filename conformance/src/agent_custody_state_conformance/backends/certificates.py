@@ -5,7 +5,8 @@ hold its events (None: not scannable). The rule holds the answer to account: the
 those files must find a distinctive value before it is forgotten (a list that names the wrong
 files could never find anything) and nothing after, and the signed certificate must verify
 against the backend's stored events. In crypto-shred mode (CE-2) the key store answers the same
-question (``KeyStore.local_files``), and the rule holds it to account with the fact's data key.
+question (``KeyStore.local_files``), and the rule holds it to account with the fact's data key;
+a value that mode holds unencrypted is certified as it was erased (CE-3).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from agent_custody_state.ledger.bytescan import scan_files
 from agent_custody_state.ledger.certificate import CertificateOptions
 from agent_custody_state.ledger.certverify import check_against, check_certificate
 from agent_custody_state.ledger.envelope import kid_of
+from agent_custody_state.ledger.model import event_from_dict
+from agent_custody_state.ledger.residual import residual_windows
 from agent_custody_state.ledger.shred import ShreddingBackend
 
 from ..rules import rule
-from .base import BackendRules
+from .base import BackendRules, original_assert
 
 __all__ = ["CertificateRules"]
 
@@ -112,3 +115,37 @@ class CertificateRules(BackendRules):
         assert predicate["outcome"] == "complete"
         assert not done.forgetting.keys, "the certificate kept the destroyed key"
         check_against(statement, backend.stored_events())
+
+    @rule("CE-3")
+    def test_a_value_stored_unencrypted_is_certified_as_cleared(self, shredded: Ledger) -> None:
+        """A crypto-shred ledger may hold values stored as they are (written before it took
+        that mode, or by the original): forgetting one, the certificate says how it was
+        erased: Clear / overwrite-and-vacuum with the backend's residual windows (a backup
+        taken before the forget holds the value), never Purge; a sealed value beside it is
+        still Purge.
+
+        Troubleshooting: the method follows the stored assert's value (an envelope or not),
+        which ``get_assert`` of the inner backend must return as stored.
+        """
+        backend = shredded.backend
+        assert isinstance(backend, ShreddingBackend)
+        key = Ed25519PrivateKey.generate()
+        raw = original_assert("before-shred", value=SECRET)
+        with backend.inner.transaction():
+            backend.inner.append([event_from_dict(raw)])
+        sealed = self._assert(shredded, subject="acct:43", value="sealed")
+        options = CertificateOptions(key=key)
+        public = PublicKeyRef.of(key.public_key())
+        plain = shredded.forget(fact_id=raw["fact"]["factId"], actor="x", reason="r",
+                                certificate=options)  # fmt: skip
+        predicate = check_certificate(plain.certificate, public)["predicate"]
+        assert predicate["sanitization"]["category"] == "Clear"
+        assert predicate["sanitization"]["method"] == "overwrite-and-vacuum"
+        assert predicate["residualWindows"] == residual_windows(backend.kind, "plain")
+        if backend.kind != "memory":
+            assert predicate["residualWindows"], "a value stored as it is leaves residual copies"
+        done = shredded.forget(fact_id=sealed.fact_id, actor="x", reason="r", certificate=options)
+        predicate = check_certificate(done.certificate, public)["predicate"]
+        assert predicate["sanitization"]["category"] == "Purge"
+        assert predicate["residualWindows"] == []
+        check_against(check_certificate(plain.certificate, public), backend.stored_events())

@@ -27,7 +27,7 @@ from agent_custody_state.ledger.verify import verify_lines
 
 from ..clock import StepClock
 from ..rules import rule
-from .base import BackendRules, StoreFactory
+from .base import BackendRules, StoreFactory, original_assert
 
 __all__ = ["ChainRules"]
 
@@ -36,25 +36,6 @@ def _verify(ledger: Ledger) -> None:
     report = verify_lines(ledger.backend.stored_events())
     assert report.ok, report.problems[:5]
     assert report.events == ledger.count()
-
-
-def _original(event_id: str, args: dict[str, object]) -> dict[str, Any]:
-    """An assert as the TypeScript original writes it: no chain record, salt or commitment."""
-    return {
-        "eventId": event_id,
-        "kind": "assert",
-        "txTime": "2026-01-01T00:00:00.000Z",
-        "fact": {
-            "factId": f"f-{event_id}",
-            **args,
-            "source": {"receiptId": None},
-            "provenance": "claimed",
-            "validFrom": "2026-01-01T00:00:00.000Z",
-            "validTo": None,
-            "confidence": None,
-        },
-        "supersedes": None,
-    }
 
 
 class ChainRules(BackendRules):
@@ -139,7 +120,7 @@ class ChainRules(BackendRules):
         Troubleshooting: ``last_event`` must return the event as stored (without a chain
         record here), so the ledger knows the chain starts.
         """
-        raw = _original("original-1", self._args())
+        raw = original_assert("original-1")
         with ledger.backend.transaction():
             ledger.backend.append([event_from_dict(raw)])
         head = ledger.chain_head()
@@ -254,7 +235,7 @@ class ChainRules(BackendRules):
             self._assert(ledger, subject=f"ours-{i}")
             with ledger.backend.transaction():
                 ledger.backend.append(
-                    [event_from_dict(_original(f"o{i}-{j}", self._args())) for j in range(i + 1)]
+                    [event_from_dict(original_assert(f"o{i}-{j}")) for j in range(i + 1)]
                 )
             whole = head_after(ledger.backend.last_event(), ledger.backend.stored_events)
             assert ledger.chain_head() == whole

@@ -99,13 +99,16 @@ def signing_key(options: CertificateOptions, fallback: Any) -> KeyPair:
 @dataclass(frozen=True)
 class Forgetting:
     """What the ledger saw while it forgot one fact: the assert (with its value, before the
-    erasure), the forget event, the chain before and after, and in crypto-shred mode the data
-    keys it destroyed (for the byte scan only: ``_certify`` drops them once it has scanned)."""
+    erasure), the forget event, the chain before and after, how the value was stored
+    (``stored``: ``"crypto-shred"`` when sealed under a data key, else ``"plain"``, whatever the
+    ledger's mode: the certificate's method and residual windows follow it), and the data keys
+    it destroyed (for the byte scan only: ``_certify`` drops them once it has scanned)."""
 
     assert_event: AssertEvent
     event: ForgetEvent
     before: ChainHead
     after: ChainHead
+    stored: str = "plain"
     keys: tuple[bytes, ...] = field(default=(), repr=False)
 
 
@@ -126,7 +129,14 @@ def draft(
 ) -> dict[str, Any]:
     """The predicate of the ledger's part (no stores section yet: ``with_stores``)."""
     fact, event = done.assert_event.fact, done.event
-    category, method, details = _METHODS[forget_mode]
+    # The method is how this value was stored, not the ledger's mode: a value written before
+    # the ledger took crypto-shred mode (or by the original) was stored as it is.
+    category, method, details = _METHODS[done.stored]
+    if done.stored != forget_mode:
+        details += (
+            "; this value was written before the ledger took crypto-shred mode (or by the "
+            "original), so it was stored unencrypted and was erased by overwriting"
+        )
     scan_part: dict[str, Any] = (
         scan.to_dict() if scan is not None else {"scanned": False, "why": "not scannable"}
     )
@@ -167,7 +177,7 @@ def draft(
         "fact": {"factId": fact.fact_id, "digestKind": event.digest_kind},
         "legalHolds": {"checked": True, "onHold": False, "at": event.tx_time},
         "chain": {"before": _head(done.before), "after": _head(done.after)},
-        "residualWindows": residual_windows(backend, forget_mode),
+        "residualWindows": residual_windows(backend, done.stored),
         "stores": {"covered": False, "stores": []},
     }
 

@@ -51,18 +51,23 @@ if TYPE_CHECKING:
 Certify = bool | CertificateOptions
 
 
-def _data_keys(backend: EventBackend, fact_id: str) -> tuple[bytes, ...]:
-    """In crypto-shred mode, the data keys of ``fact_id``'s value(s), read before the forget
-    destroys them so the certificate's byte scan can look for them in the key store's files."""
+def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, ...]]:
+    """How ``fact_id``'s value is stored (``"crypto-shred"``: sealed under a data key;
+    ``"plain"``: as it is, which a ledger in crypto-shred mode holds for values written before
+    it took that mode, or by the original) and, when sealed, its data keys, read before the
+    forget destroys them so the certificate's byte scan can look for them in the key store's
+    files (a key already gone is not among them)."""
     if not isinstance(backend, ShreddingBackend):
-        return ()
+        return "plain", ()
     events = backend.inner.events_for([fact_id])
     kids = {
         kid
         for e in events
         if isinstance(e, AssertEvent) and (kid := kid_of(e.fact.value)) is not None
     }
-    return tuple(backend.keys.get(kids).values()) if kids else ()
+    if not kids:
+        return "plain", ()
+    return "crypto-shred", tuple(backend.keys.get(kids).values())
 
 
 class LedgerForgetting:
@@ -210,7 +215,7 @@ class LedgerForgetting:
             digest, kind = value_digest(
                 state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
             )
-            destroyed = _data_keys(self.backend, fact_id) if certify else ()
+            stored, destroyed = _data_keys(self.backend, fact_id) if certify else ("plain", ())
             self.backend.ordered()  # the checks are done: stamp, seal and write in order
             before = self.backend.chain_head() if certify else None
             tx = self.now()
@@ -230,7 +235,7 @@ class LedgerForgetting:
             if before is None:
                 return event, None
             after = self.backend.chain_head()
-        return event, Forgetting(state.assert_event, event, before, after, destroyed)
+        return event, Forgetting(state.assert_event, event, before, after, stored, destroyed)
 
     def sweep(
         self,

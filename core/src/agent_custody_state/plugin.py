@@ -14,7 +14,7 @@ crypto-shred mode returns a :class:`KeyStore` from ``EventBackend.keystore`` (a 
 
 from __future__ import annotations
 
-from agent_custody_state.backends.keystore_file import FileKeyStore
+from agent_custody_state.backends.keystore_file import FileKeyStore, SidecarKeys
 from agent_custody_state.fastjson import loads as json_loads
 from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, hookimpl
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
@@ -78,6 +78,7 @@ __all__ = [
     "RegisterStore",
     "ReleaseEvent",
     "RetractEvent",
+    "SidecarKeys",
     "Source",
     "Store",
     "StoreError",

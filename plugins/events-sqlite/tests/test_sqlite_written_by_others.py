@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlite_support import SPEC_DDL, SPEC_INDEXES, assert_plan, index_columns
 
-from agent_custody_state import Ledger
+from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.ledger.backend import EventBackendError
 
 
@@ -191,3 +191,21 @@ def test_open_does_not_read_events(tmp_path: Path) -> None:
         assert ledger.get(good.fact_id) is not None
         with pytest.raises(EventBackendError, match=r"l\.sqlite: the event with seq 2 is not a "):
             ledger.history("f-bad")
+
+
+def test_a_file_written_in_crypto_shred_mode_takes_no_plaintext_value(tmp_path: Path) -> None:
+    """Its key store beside it (``<ledger>.keys``) tells a plain-mode opener the mode: reads
+    and value-less events go on, values are refused (nothing written)."""
+    path = tmp_path / "l.sqlite"
+    fact = {"subject": "acct:1", "predicate": "plan", "space": "org", "actor": "a"}
+    with Ledger(path, forget_mode="crypto-shred") as sealed:
+        first = sealed.assert_fact(**fact, value="secret")
+    with Ledger(path) as plain:
+        assert plain.backend.default_keystore_exists()
+        with pytest.raises(LedgerError, match="crypto-shred mode") as refused:
+            plain.assert_fact(**fact, value="would be plaintext")
+        assert refused.value.code == "crypto_shred" and plain.count() == 1
+        plain.confirm(fact_id=first.fact_id, actor="ops")
+    with Ledger(tmp_path / "plain.sqlite") as other:
+        other.assert_fact(**fact, value="plain")
+        assert not other.backend.default_keystore_exists()

@@ -33,7 +33,7 @@ from agent_custody_state.backends.jsonl_recovery import (
 )
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
 from agent_custody_state.backends.jsonl_size import check_size, warn_on_crossing
-from agent_custody_state.backends.keystore_file import FileKeyStore
+from agent_custody_state.backends.keystore_file import SidecarKeys
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
 from agent_custody_state.ledger.checkpoints import FileCheckpointLog
 from agent_custody_state.ledger.files import check_folder, open_private
@@ -49,7 +49,7 @@ from agent_custody_state.ledger.sections import ReentrantTransactions
 log = logging.getLogger(__name__)
 
 
-class JsonlBackend(ReentrantTransactions, EventBackend):
+class JsonlBackend(SidecarKeys, ReentrantTransactions, EventBackend):
     """Events in a JSONL file, indexed in memory; crash leftovers are settled by ``Recovery``."""
 
     kind = "jsonl"
@@ -186,10 +186,6 @@ class JsonlBackend(ReentrantTransactions, EventBackend):
     def local_files(self) -> list[str]:
         """The ledger and every sidecar of it (``jsonl_recovery.ledger_files``)."""
         return ledger_files(self.path)
-
-    def keystore(self, location: str | None = None) -> FileKeyStore:
-        """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``."""
-        return FileKeyStore(location if location is not None else f"{self.path}.keys")
 
     def refresh(self) -> None:
         with self._lock:

@@ -198,3 +198,18 @@ class FileKeyStore(KeyStore):
             self._closed = True
             with suppress(self._error):
                 self._conn.close()
+
+
+class SidecarKeys:
+    """For an event backend whose events are one file (``path``): crypto-shred keys in the
+    file key store ``<ledger>.keys`` beside it by default, never inside the ledger's file,
+    which every backup copies whole. The sidecar's existence also tells a ledger opened in
+    plain mode that the file is written in crypto-shred mode (``default_keystore_exists``)."""
+
+    path: Path
+
+    def keystore(self, location: str | None = None) -> FileKeyStore:
+        return FileKeyStore(location if location is not None else f"{self.path}.keys")
+
+    def default_keystore_exists(self) -> bool:
+        return os.path.exists(f"{self.path}.keys")

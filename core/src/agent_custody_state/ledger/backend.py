@@ -325,6 +325,12 @@ class EventBackend(abc.ABC):
         or None for a backend that repairs itself on open (SQL engines recover on their own)."""
         return None
 
+    def default_keystore_exists(self) -> bool:
+        """Whether ``keystore(None)`` exists already (without creating it): the ledger was
+        written in crypto-shred mode, and a ledger opened in plain mode refuses to write values
+        into it (``shred.check_plain_values``). Default: False (not known)."""
+        return False
+
     def keystore(self, location: str | None = None) -> KeyStore:
         """The key store for this ledger's data keys in crypto-shred mode (``ledger.keystore``).
 

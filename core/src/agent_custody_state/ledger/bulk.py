@@ -15,6 +15,7 @@ from agent_custody_state.ledger.locking import batch_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import Batch, check_assert, check_replacement
+from agent_custody_state.ledger.shred import check_plain_values
 
 E = TypeVar("E", bound=Event)
 
@@ -23,6 +24,7 @@ class LedgerBulk:
     """``assert_many`` and ``import_events``; ``Ledger`` provides the rest."""
 
     backend: EventBackend
+    forget_mode: str
     _chain: ChainWriter
 
     def now(self) -> str:
@@ -48,6 +50,7 @@ class LedgerBulk:
         transaction time, as they share one transaction (docs/decisions.md).
         """
         items = list(items)
+        check_plain_values(self.forget_mode, self.backend)
         with section(self.backend, batch_keys(items) if self.backend.locks_keys else None):
             # Build every event first, so the backend is asked once which of their fact ids it
             # already holds (not once per item); the first build error is raised at its place
@@ -115,6 +118,7 @@ class LedgerBulk:
     def import_events(self, events: Iterable[Event], *, batch_size: int = 5000) -> int:
         """Append exported events unchanged (``agent-custody-memory import``); needs an empty
         ledger."""
+        check_plain_values(self.forget_mode, self.backend)
         count = self.backend.count()
         if count:
             raise LedgerError(

@@ -51,7 +51,7 @@ from agent_custody_state.ledger.rules import (
     check_replacement,
     refuse,
 )
-from agent_custody_state.ledger.shred import forget_mode_arg, shredding
+from agent_custody_state.ledger.shred import check_plain_values, forget_mode_arg, shredding
 from agent_custody_state.timeutil import TimeFormatError, format_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -200,6 +200,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
         (if any) under the write lock, after the rules."""
         request = request or AssertRequest(**kwargs)
+        check_plain_values(self.forget_mode, self.backend)
         with section(self.backend, assert_keys(request)):
             # Validated under the key locks alone (other topics' writers validate alongside),
             # with a provisional stamp; the final one is taken in the ordered phase.

@@ -92,6 +92,20 @@ def check_plain_forget(mode: str, event: AssertEvent) -> None:
         )
 
 
+def check_plain_values(mode: str, backend: EventBackend) -> None:
+    """Refuse to write values in plain mode into a ledger written in crypto-shred mode (its
+    default key store exists): they would be stored unencrypted, out of crypto-shred's reach,
+    by a process that was only started without the mode. Reads, retractions and the other
+    events without a value go on."""
+    if mode == "plain" and backend.default_keystore_exists():
+        raise LedgerError(
+            f"{backend.location} is written in crypto-shred mode (it has a key store): open "
+            'it with forget_mode="crypto-shred" to write values; in plain mode they would be '
+            "stored unencrypted",
+            code="crypto_shred",
+        )
+
+
 def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> ShreddingBackend:
     """``backend`` in crypto-shred mode, with ``key_store`` (a location, a key store, or None
     for the backend's default). The backend is closed if the key store cannot be opened. A

@@ -29,9 +29,9 @@ from agent_custody_state.plugin import (
     ChainHead,
     Event,
     EventBackendError,
-    FileKeyStore,
     ForgetEvent,
     Forgotten,
+    SidecarKeys,
     check_folder,
     create_private,
 )
@@ -45,7 +45,7 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 DEFAULT_CACHE_KIB = 32 * 1024
 
 
-class SqliteBackend(SqlEventBackend):
+class SqliteBackend(SidecarKeys, SqlEventBackend):
     """Events in a SQLite file; ``location`` is its path (``.sqlite`` or ``.db``)."""
 
     kind = "sqlite"
@@ -243,11 +243,6 @@ class SqliteBackend(SqlEventBackend):
     def local_files(self) -> list[str]:
         """The database, its ``-wal``, ``-shm`` and (outside WAL mode) ``-journal``."""
         return [str(self.path)] + [f"{self.path}-{x}" for x in ("wal", "shm", "journal")]
-
-    def keystore(self, location: str | None = None) -> FileKeyStore:
-        """Crypto-shred keys in a SQLite file of their own, by default ``<ledger>.keys``: never
-        a table of this file, which every backup of the ledger copies whole."""
-        return FileKeyStore(location if location is not None else f"{self.path}.keys")
 
     def close(self) -> None:
         if self._erasure_pending and not self._closed:

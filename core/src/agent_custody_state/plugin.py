@@ -42,6 +42,7 @@ from agent_custody_state.ledger.model import (
     event_from_json,
     forget_assert,
 )
+from agent_custody_state.ledger.modemark import ModeFile, ModeMark
 from agent_custody_state.ledger.sections import ReentrantTransactions
 from agent_custody_state.plugins import resolve_ref
 from agent_custody_state.stores.base import (
@@ -73,6 +74,8 @@ __all__ = [
     "KeyName",
     "KeyStore",
     "KeyStoreError",
+    "ModeFile",
+    "ModeMark",
     "ReentrantTransactions",
     "RegisterEventBackend",
     "RegisterStore",

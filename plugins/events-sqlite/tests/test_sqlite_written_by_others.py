@@ -201,11 +201,12 @@ def test_a_file_written_in_crypto_shred_mode_takes_no_plaintext_value(tmp_path: 
     with Ledger(path, forget_mode="crypto-shred") as sealed:
         first = sealed.assert_fact(**fact, value="secret")
     with Ledger(path) as plain:
-        assert plain.backend.default_keystore_exists()
+        mark = plain.backend.recorded_forget_mode()
+        assert mark is not None and mark.mode == "crypto-shred"
         with pytest.raises(LedgerError, match="crypto-shred mode") as refused:
             plain.assert_fact(**fact, value="would be plaintext")
         assert refused.value.code == "crypto_shred" and plain.count() == 1
         plain.confirm(fact_id=first.fact_id, actor="ops")
     with Ledger(tmp_path / "plain.sqlite") as other:
         other.assert_fact(**fact, value="plain")
-        assert not other.backend.default_keystore_exists()
+        assert other.backend.recorded_forget_mode() is None

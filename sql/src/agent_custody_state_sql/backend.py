@@ -38,6 +38,7 @@ from agent_custody_state.plugin import (
     ForgetEvent,
     Forgotten,
     KeyName,
+    ModeMark,
     forget_assert,
     json_loads,
 )
@@ -53,6 +54,7 @@ from agent_custody_state_sql.schema import (
     events_table,
     index_ddl,
 )
+from agent_custody_state_sql.settings import SqlSettings
 
 #: Ids per statement: bounds the size of one parameter, not a driver limit.
 ID_CHUNK = 5000
@@ -98,6 +100,7 @@ class SqlEventBackend(SchemaSetup):
                 in_ids=self._in_ids,
             )
             self.table = self._q.table
+            self._settings = SqlSettings(self)
         except BaseException:
             self.close()
             raise
@@ -368,6 +371,15 @@ class SqlEventBackend(SchemaSetup):
 
     def checkpoint_log(self) -> SqlCheckpointLog:
         return SqlCheckpointLog(self)
+
+    def recorded_forget_mode(self) -> ModeMark | None:
+        """The mark in ``<table>_settings`` (``settings``), else what a mixin before this
+        class says (SQLite: its default key store beside the file)."""
+        recorded = self._settings.mark()
+        return recorded if recorded is not None else super().recorded_forget_mode()
+
+    def record_forget_mode(self, mark: ModeMark) -> None:
+        self._settings.record(mark)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, "table": self._qualified}

@@ -14,10 +14,11 @@ paragraph says what to look at when it fails.
 
 The rules come in groups, one module each: ``asserts`` (SPEC 2.1, 1.3), ``reads`` (2.2),
 ``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, atomicity), ``shred`` (crypto-shred
-mode over the backend and its key store), ``chain`` (the tamper-evident chain: last event,
-stored events, forget, genesis, checkpoints), and the property-based comparison with the reference
-backend (``..property``); ``base`` holds the fixtures they share. A backend whose default key
-store needs preparing overrides the ``key_store_factory`` fixture (see ``shred``).
+mode over the backend and its key store), ``shredmode`` (the mode recorded with the ledger),
+``chain`` (the tamper-evident chain: last event, stored events, forget, genesis, checkpoints),
+and the property-based comparison with the reference backend (``..property``); ``base`` holds
+the fixtures they share. A backend whose default key store needs preparing overrides the
+``key_store_factory`` fixture (see ``shred``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .mutations import MutationRules
 from .persistence import PersistenceRules
 from .reads import ReadRules
 from .shred import KeyStoreFactory, ShredRules
+from .shredmode import ShredModeRules
 
 __all__ = ["BackendRules", "EventBackendConformance", "KeyStoreFactory", "StoreFactory"]
 
@@ -41,6 +43,7 @@ class EventBackendConformance(
     MutationRules,
     PersistenceRules,
     ShredRules,
+    ShredModeRules,
     ChainRules,
     CertificateRules,
     PropertyChecks,

@@ -91,6 +91,11 @@ class BackendRules(ConformanceSuite):
         ) as ledger:
             yield ledger
 
+    def _open(self, backend: EventBackend, factory: KeyStoreFactory, **kw: Any) -> Ledger:
+        """A crypto-shred ledger over ``backend``, its key store from ``factory`` unless given."""
+        key_store = kw.pop("key_store", None) or factory(backend)
+        return Ledger(backend, forget_mode="crypto-shred", key_store=key_store, **kw)
+
     def _assert(self, ledger: Ledger, **kw: Any) -> AssertEvent:
         args: dict[str, Any] = {
             "subject": "acct:42",

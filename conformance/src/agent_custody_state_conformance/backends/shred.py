@@ -100,10 +100,6 @@ class ShredRules(BackendRules):
 
     __suite_root__ = True
 
-    def _open(self, backend: EventBackend, factory: KeyStoreFactory, **kw: Any) -> Ledger:
-        key_store = kw.pop("key_store", None) or factory(backend)
-        return Ledger(backend, forget_mode="crypto-shred", key_store=key_store, **kw)
-
     @rule("EB-S-same-reads")
     def test_shred_reads_match_plain(
         self, store_factory: StoreFactory, key_store_factory: KeyStoreFactory
@@ -305,24 +301,6 @@ class ShredRules(BackendRules):
             one.forget(fact_id=b.fact_id, actor="x", reason="r")
             gone = two.get(b.fact_id)
             assert gone is not None and gone.value is None
-
-    @rule("EB-S-plain-refused")
-    def test_shred_plain_mode_cannot_forget(
-        self, store_factory: StoreFactory, key_store_factory: KeyStoreFactory, clock: StepClock
-    ) -> None:
-        """The same location opened in plain mode shows envelopes as opaque values and refuses
-        to forget them (the key would survive).
-
-        Troubleshooting: nothing backend-specific: the ledger refuses before writing.
-        """
-        with self._open(store_factory("shred-plain"), key_store_factory, clock=clock) as shred:
-            a = self._assert(shred, value=VALUES[0])
-        with Ledger(store_factory("shred-plain"), clock=clock) as plain:
-            fact = plain.get(a.fact_id)
-            assert fact is not None and kid_of(fact.value) is not None
-            with pytest.raises(LedgerError, match="crypto-shred") as info:
-                plain.forget(fact_id=a.fact_id, actor="x", reason="r")
-            assert info.value.code == "crypto_shred"
 
 
 def _keys_of(backend: EventBackend, factory: KeyStoreFactory) -> KeyStore:

@@ -44,12 +44,13 @@ from agent_custody_state.ledger.model import (
     Forgotten,
     event_from_dict,
 )
+from agent_custody_state.ledger.modemark import ModeFile
 from agent_custody_state.ledger.sections import ReentrantTransactions
 
 log = logging.getLogger(__name__)
 
 
-class JsonlBackend(SidecarKeys, ReentrantTransactions, EventBackend):
+class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
     """Events in a JSONL file, indexed in memory; crash leftovers are settled by ``Recovery``."""
 
     kind = "jsonl"

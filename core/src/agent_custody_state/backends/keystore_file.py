@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
+from agent_custody_state.ledger.modemark import CRYPTO_SHRED, ModeMark
 
 if TYPE_CHECKING:
     import sqlite3
@@ -203,13 +204,17 @@ class FileKeyStore(KeyStore):
 class SidecarKeys:
     """For an event backend whose events are one file (``path``): crypto-shred keys in the
     file key store ``<ledger>.keys`` beside it by default, never inside the ledger's file,
-    which every backup copies whole. The sidecar's existence also tells a ledger opened in
-    plain mode that the file is written in crypto-shred mode (``default_keystore_exists``)."""
+    which every backup copies whole. That sidecar's existence also marks the file as written in
+    crypto-shred mode (``recorded_forget_mode``) when nothing else records it: ledgers written
+    before the mark existed (``ledger.modemark``)."""
 
     path: Path
 
     def keystore(self, location: str | None = None) -> FileKeyStore:
         return FileKeyStore(location if location is not None else f"{self.path}.keys")
 
-    def default_keystore_exists(self) -> bool:
-        return os.path.exists(f"{self.path}.keys")
+    def recorded_forget_mode(self) -> ModeMark | None:
+        recorded: ModeMark | None = super().recorded_forget_mode()  # type: ignore[misc]
+        if recorded is None and os.path.exists(f"{self.path}.keys"):
+            return ModeMark(CRYPTO_SHRED, f"{self.path}.keys")
+        return recorded

@@ -14,6 +14,7 @@ from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.checkpoints import MemoryCheckpointLog
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from agent_custody_state.ledger.modemark import ModeMark
 from agent_custody_state.ledger.sections import ReentrantTransactions
 
 
@@ -32,6 +33,7 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         self._undo: list[tuple[int, Event]] = []
         self._keys: MemoryKeyStore | None = None
         self._checkpoints = MemoryCheckpointLog()
+        self._mark: ModeMark | None = None
 
     # -- the write section (``ReentrantTransactions``) ---------------------------------------
 
@@ -55,6 +57,12 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
             self._undo.append((pos, self._index.events[pos]))
         self._index.rewrite_forgotten(fact_id, forgotten)
         self._index.add(event)
+
+    def recorded_forget_mode(self) -> ModeMark | None:
+        return self._mark
+
+    def record_forget_mode(self, mark: ModeMark) -> None:
+        self._mark = self._mark or mark
 
     def get_assert(self, fact_id: str) -> AssertEvent | None:
         return self._index.get_assert(fact_id)

@@ -23,6 +23,7 @@ from agent_custody_state.ledger.model import AssertEvent, Event, Fact, ForgetEve
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.keystore import KeyStore
+    from agent_custody_state.ledger.modemark import ModeMark
 
 
 T = TypeVar("T")
@@ -325,11 +326,16 @@ class EventBackend(abc.ABC):
         or None for a backend that repairs itself on open (SQL engines recover on their own)."""
         return None
 
-    def default_keystore_exists(self) -> bool:
-        """Whether ``keystore(None)`` exists already (without creating it): the ledger was
-        written in crypto-shred mode, and a ledger opened in plain mode refuses to write values
-        into it (``shred.check_plain_values``). Default: False (not known)."""
-        return False
+    def recorded_forget_mode(self) -> ModeMark | None:
+        """The forget mode recorded with this ledger (``modemark``), or None: none recorded, or
+        the backend keeps no mark. A ledger opened in plain mode refuses to write values into
+        one marked crypto-shred (``shred.check_plain_values``), which asks at every write: a
+        backend for which reading the mark costs a round trip may remember it for a moment."""
+        return None
+
+    def record_forget_mode(self, mark: ModeMark) -> None:  # noqa: B027 - optional hook
+        """Record ``mark`` with this ledger, where every later opener reads it (called by a
+        crypto-shred opener of a ledger that has none). Default: nothing is kept."""
 
     def keystore(self, location: str | None = None) -> KeyStore:
         """The key store for this ledger's data keys in crypto-shred mode (``ledger.keystore``).

@@ -45,6 +45,7 @@ from agent_custody_state.ledger.keypool import KeyPool
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
 from agent_custody_state.ledger.locking import section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
+from agent_custody_state.ledger.modemark import CRYPTO_SHRED, ModeMark
 from agent_custody_state.ledger.shredreads import ShreddedReads
 
 log = logging.getLogger(__name__)
@@ -93,30 +94,35 @@ def check_plain_forget(mode: str, event: AssertEvent) -> None:
 
 
 def check_plain_values(mode: str, backend: EventBackend) -> None:
-    """Refuse to write values in plain mode into a ledger written in crypto-shred mode (its
-    default key store exists): they would be stored unencrypted, out of crypto-shred's reach,
-    by a process that was only started without the mode. Reads, retractions and the other
-    events without a value go on."""
-    if mode == "plain" and backend.default_keystore_exists():
+    """Refuse to write values in plain mode into a ledger marked as written in crypto-shred
+    mode (``modemark``): they would be stored unencrypted, out of crypto-shred's reach, by a
+    process that was only started without the mode. Reads, retractions and the other events
+    without a value go on."""
+    if mode != "plain":
+        return
+    mark = backend.recorded_forget_mode()
+    if mark is not None and mark.mode == CRYPTO_SHRED:
+        where = f" (its key store: {mark.key_store})" if mark.key_store else ""
         raise LedgerError(
-            f"{backend.location} is written in crypto-shred mode (it has a key store): open "
-            'it with forget_mode="crypto-shred" to write values; in plain mode they would be '
-            "stored unencrypted",
+            f"{backend.location} is written in crypto-shred mode{where}: open it with "
+            'forget_mode="crypto-shred" and that key store to write values; in plain mode they '
+            "would be stored unencrypted",
             code="crypto_shred",
         )
 
 
 def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> ShreddingBackend:
     """``backend`` in crypto-shred mode, with ``key_store`` (a location, a key store, or None
-    for the backend's default). The backend is closed if the key store cannot be opened. A
-    ``KeyStore`` object passed in stays the caller's: closing the ledger does not close it."""
+    for the backend's default), marked so (``modemark``) for every later opener. The backend is
+    closed if the key store cannot be opened. A ``KeyStore`` object passed in stays the
+    caller's: closing the ledger does not close it."""
     if isinstance(backend, ShreddingBackend):
         return backend
     owned = not isinstance(key_store, KeyStore)
     keys: KeyStore | None = None
     try:
         keys = key_store if isinstance(key_store, KeyStore) else backend.keystore(key_store)
-        return ShreddingBackend(backend, keys, owns_keys=owned)
+        shredder = ShreddingBackend(backend, keys, owns_keys=owned)
     except BaseException:
         with suppress(Exception):
             if keys is not None and owned:
@@ -124,6 +130,18 @@ def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> Shredd
         with suppress(Exception):
             backend.close()
         raise
+    _mark(backend, keys)
+    return shredder
+
+
+def _mark(backend: EventBackend, keys: KeyStore) -> None:
+    """Record crypto-shred mode with ``backend`` unless it is recorded already. A reader that
+    may not write the mark (a read-only role, a read-only folder) goes on, with a warning."""
+    try:
+        if backend.recorded_forget_mode() is None:
+            backend.record_forget_mode(ModeMark(CRYPTO_SHRED, keys.location))
+    except EventBackendError as exc:
+        log.warning("%s: crypto-shred mode is not recorded with the ledger: %s", backend, exc)
 
 
 def value_opener(keys: KeyStore) -> Callable[[str, Any], Any]:
@@ -345,6 +363,12 @@ class ShreddingBackend(ShreddedReads, EventBackend):
         inner = self.inner.repair()
         done = self.recover()
         return None if inner is None and not done else [*(inner or []), *done]
+
+    def recorded_forget_mode(self) -> ModeMark | None:
+        return self.inner.recorded_forget_mode()
+
+    def record_forget_mode(self, mark: ModeMark) -> None:
+        self.inner.record_forget_mode(mark)
 
     def keystore(self, location: str | None = None) -> KeyStore:
         return self.keys

@@ -107,8 +107,8 @@ def check_certificate(envelope: dict[str, Any], pem: bytes) -> dict[str, Any]:
     need(st.get("predicateType") == PREDICATE, "not an erasure certificate")
     need(len(st.get("subject") or []) == 1, "the statement has not one subject")
     need(p.get("outcome") in ("complete", "partial"), "outcome is malformed")
-    stores = [s["verification"] != "verified" for s in p["stores"]["stores"]]
-    dirty = p["verification"]["byteScan"].get("hits") or any(stores)
+    v, stores = p["verification"], [s["verification"] != "verified" for s in p["stores"]["stores"]]
+    dirty = v["byteScan"].get("hits") or v.get("keysNotFound") or any(stores)
     need(p["outcome"] == "partial" or not dirty, "outcome is complete, but it is not")
     need(p["chain"]["after"]["size"] > p["chain"]["before"]["size"], "chain heads out of order")
     return dict(st)

@@ -105,3 +105,32 @@ def test_stdio_startup_line_names_crypto_shred(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"; forget: crypto-shred (keys {ledger}.keys)" in done.stderr.splitlines()[0]
     assert (tmp_path / "l.jsonl.keys").exists()
+
+
+def _serve(*args: str) -> str:
+    done = subprocess.run(
+        [*CLI, "serve", *args], input="", capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr.splitlines()[0]
+
+
+def test_the_startup_line_warns_of_a_forget_mode_the_ledger_does_not_record(
+    tmp_path: Path,
+) -> None:
+    """The mode recorded with the ledger (``modemark``) against the server's: a plain server on
+    a crypto-shred ledger, and a crypto-shred server with another key store than the ledger's."""
+    ledger, vault, other = tmp_path / "l.jsonl", tmp_path / "vault.keys", tmp_path / "other.keys"
+    sealed = _serve(
+        "--ledger", str(ledger), "--forget-mode", "crypto-shred", "--key-store", str(vault)
+    )
+    assert "warning" not in sealed
+    plain = _serve("--ledger", str(ledger))
+    assert (
+        f"warning: the ledger is written in crypto-shred mode (keys {vault}) and this server is "
+        "not: it will refuse to write values" in plain
+    )
+    split = _serve(
+        "--ledger", str(ledger), "--forget-mode", "crypto-shred", "--key-store", str(other)
+    )
+    assert f"warning: the ledger records its keys in {vault}, this server uses {other}" in split

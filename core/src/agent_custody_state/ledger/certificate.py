@@ -101,8 +101,10 @@ class Forgetting:
     """What the ledger saw while it forgot one fact: the assert (with its value, before the
     erasure), the forget event, the chain before and after, how the value was stored
     (``stored``: ``"crypto-shred"`` when sealed under a data key, else ``"plain"``, whatever the
-    ledger's mode: the certificate's method and residual windows follow it), and the data keys
-    it destroyed (for the byte scan only: ``_certify`` drops them once it has scanned)."""
+    ledger's mode: the certificate's method and residual windows follow it), the data keys
+    it destroyed (for the byte scan only: ``_certify`` drops them once it has scanned), and how
+    many of the value's keys the key store did not hold (``keys_not_found``: a key store other
+    than this ledger's may hold them, so their destruction is not verified)."""
 
     assert_event: AssertEvent
     event: ForgetEvent
@@ -110,6 +112,7 @@ class Forgetting:
     after: ChainHead
     stored: str = "plain"
     keys: tuple[bytes, ...] = field(default=(), repr=False)
+    keys_not_found: int = 0
 
 
 def _head(head: ChainHead) -> dict[str, Any]:
@@ -137,6 +140,17 @@ def draft(
             "; this value was written before the ledger took crypto-shred mode (or by the "
             "original), so it was stored unencrypted and was erased by overwriting"
         )
+    verification: dict[str, Any] = {
+        "method": "byte scan of the ledger's own files for the value; removal checks of "
+        "each write-through store",
+        "result": "",  # set by finish()
+    }
+    if done.keys_not_found:
+        verification["keysNotFound"] = done.keys_not_found
+        details += (
+            f"; {done.keys_not_found} of the value's data keys were not in this ledger's key "
+            "store (another key store may hold them), so their destruction is not verified"
+        )
     scan_part: dict[str, Any] = (
         scan.to_dict() if scan is not None else {"scanned": False, "why": "not scannable"}
     )
@@ -158,12 +172,7 @@ def draft(
         },
         "sanitization": {"category": category, "method": method, "details": details},
         "tool": {"name": TOOL, "version": __version__},
-        "verification": {
-            "method": "byte scan of the ledger's own files for the value; removal checks of "
-            "each write-through store",
-            "result": "",  # set by finish()
-            "byteScan": scan_part,
-        },
+        "verification": {**verification, "byteScan": scan_part},
         "destination": options.destination,
         "sanitizer": {"name": sanitizer.name, "role": sanitizer.role, "date": event.tx_time},
         "verifier": {"name": verifier.name, "role": verifier.role, "date": now},
@@ -200,6 +209,9 @@ def finish(predicate: dict[str, Any]) -> dict[str, Any]:
         missing.append(f"ledger files: {scan['hits']} hit(s) of the value")
     if any("error" in f for f in scan.get("files", [])):
         missing.append("ledger files: some could not be read")
+    if predicate["verification"].get("keysNotFound"):
+        count = predicate["verification"]["keysNotFound"]
+        missing.append(f"key store: {count} data key(s) of the value not in it, not verified")
     for store in predicate["stores"]["stores"]:
         if store.get("verification") != "verified":
             missing.append(f"store {store['name']}: {store.get('verification')}")

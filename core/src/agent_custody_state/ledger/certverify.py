@@ -98,7 +98,7 @@ def _check_outcome(predicate: dict[str, Any]) -> None:
         raise CertificateError("outcome is neither complete nor partial")
     scan = predicate["verification"].get("byteScan", {})
     stores = predicate["stores"].get("stores", []) if isinstance(predicate["stores"], dict) else []
-    dirty = bool(scan.get("hits")) or any(
+    dirty = bool(scan.get("hits") or predicate["verification"].get("keysNotFound")) or any(
         not isinstance(s, dict) or s.get("verification") != "verified" for s in stores
     )
     if outcome == "complete" and dirty:

@@ -51,14 +51,15 @@ if TYPE_CHECKING:
 Certify = bool | CertificateOptions
 
 
-def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, ...]]:
+def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, ...], int]:
     """How ``fact_id``'s value is stored (``"crypto-shred"``: sealed under a data key;
     ``"plain"``: as it is, which a ledger in crypto-shred mode holds for values written before
-    it took that mode, or by the original) and, when sealed, its data keys, read before the
-    forget destroys them so the certificate's byte scan can look for them in the key store's
-    files (a key already gone is not among them)."""
+    it took that mode, or by the original), when sealed its data keys, read before the forget
+    destroys them so the certificate's byte scan can look for them in the key store's files,
+    and how many of its keys the key store does not hold (another key store may: their
+    destruction cannot be verified)."""
     if not isinstance(backend, ShreddingBackend):
-        return "plain", ()
+        return "plain", (), 0
     events = backend.inner.events_for([fact_id])
     kids = {
         kid
@@ -66,8 +67,9 @@ def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, .
         if isinstance(e, AssertEvent) and (kid := kid_of(e.fact.value)) is not None
     }
     if not kids:
-        return "plain", ()
-    return "crypto-shred", tuple(backend.keys.get(kids).values())
+        return "plain", (), 0
+    found = backend.keys.get(kids)
+    return "crypto-shred", tuple(found.values()), len(kids) - len(found)
 
 
 class LedgerForgetting:
@@ -215,7 +217,9 @@ class LedgerForgetting:
             digest, kind = value_digest(
                 state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
             )
-            stored, destroyed = _data_keys(self.backend, fact_id) if certify else ("plain", ())
+            stored, destroyed, unfound = (
+                _data_keys(self.backend, fact_id) if certify else ("plain", (), 0)
+            )
             self.backend.ordered()  # the checks are done: stamp, seal and write in order
             before = self.backend.chain_head() if certify else None
             tx = self.now()
@@ -235,7 +239,8 @@ class LedgerForgetting:
             if before is None:
                 return event, None
             after = self.backend.chain_head()
-        return event, Forgetting(state.assert_event, event, before, after, stored, destroyed)
+        done = Forgetting(state.assert_event, event, before, after, stored, destroyed, unfound)
+        return event, done
 
     def sweep(
         self,

@@ -201,9 +201,7 @@ def startup_line(runtime: Runtime, where: str) -> str:
         f"serving {where}",
         f"trust: {trust}; {direct}",
     ]
-    if ledger.forget_mode == "crypto-shred":
-        keys = ledger.backend.keystore()
-        parts.append(f"forget: crypto-shred (keys {keys.location})")
+    parts += _mode_parts(ledger)
     if runtime.stores:
         parts.append("stores: " + ", ".join(s.name for s in runtime.stores))
     if runtime.identity is not None:
@@ -214,6 +212,29 @@ def startup_line(runtime: Runtime, where: str) -> str:
     if runtime.config.checkpoint_every:
         parts.append(f"chain checkpoints every {runtime.config.checkpoint_every} events")
     return "agent-custody-memory: " + "; ".join(parts)
+
+
+def _mode_parts(ledger: Ledger) -> list[str]:
+    """The forget mode, and a warning when the mode recorded with the ledger (``modemark``)
+    disagrees: a plain-mode server on a crypto-shred ledger refuses every value, and one whose
+    key store is not the recorded one cannot forget the facts whose keys are in the other."""
+    mark = ledger.backend.recorded_forget_mode()
+    if ledger.forget_mode != "crypto-shred":
+        if mark is None or mark.mode != "crypto-shred":
+            return []
+        return [
+            "warning: the ledger is written in crypto-shred mode (keys "
+            f"{mark.key_store or '?'}) and this server is not: it will refuse to write values "
+            '(set forget_mode = "crypto-shred")'
+        ]
+    keys = ledger.backend.keystore()
+    parts = [f"forget: crypto-shred (keys {keys.location})"]
+    if mark is not None and mark.key_store and mark.key_store != keys.location:
+        parts.append(
+            f"warning: the ledger records its keys in {mark.key_store}, this server uses "
+            f"{keys.location}: a fact written through one cannot be forgotten through the other"
+        )
+    return parts
 
 
 def suffix_typo(location: str, kind: str) -> str | None:

@@ -13,40 +13,39 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from agent_custody_state.plugin import EventBackendError
-from agent_custody_state_sql.schema import Prepared
+from agent_custody_state_sql.schema import Prepared, SideTable
 
 if TYPE_CHECKING:
     from agent_custody_state_sql.backend import SqlEventBackend
 
 
-class SqlCheckpointLog:
+class SqlCheckpointLog(SideTable):
     """``CheckpointLog`` over the table ``<events table>_checkpoints`` (id, size, note)."""
 
+    _backend: SqlEventBackend
+
     def __init__(self, backend: SqlEventBackend) -> None:
-        self._backend = backend
-        dialect = backend._engine.dialect
-        table = sa.Table(
-            f"{backend._table_name}_checkpoints",
-            sa.MetaData(),
+        super().__init__(
+            backend,
+            "checkpoints",
             sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=True),
             sa.Column("size", sa.BigInteger, nullable=False),
             sa.Column("note", sa.Text, nullable=False),
-            schema=backend._schema,
         )
-        name = dialect.identifier_preparer.format_table(table)
-        self.location = f"{backend.location} table {name}"
         self._create = (
-            f"CREATE TABLE IF NOT EXISTS {name} "
+            f"CREATE TABLE IF NOT EXISTS {self.name} "
             f"(id {backend.seq_ddl}, size BIGINT NOT NULL, note TEXT NOT NULL)"
         )
         self._insert = Prepared(
-            table.insert().values(
+            self.table.insert().values(
                 size=sa.bindparam("size", type_=sa.BigInteger),
                 note=sa.bindparam("note", type_=sa.Text),
             ),
-            dialect,
+            self._dialect,
         )
-        self._select = Prepared(sa.select(table.c.note).order_by(table.c.id), dialect)
+        self._select = Prepared(
+            sa.select(self.table.c.note).order_by(self.table.c.id), self._dialect
+        )
 
     def add(self, note: str) -> None:
         size = int(note.split("\n", 2)[1])

@@ -138,3 +138,18 @@ class Prepared:
         if self.names is None:
             return merged
         return tuple(merged[n] for n in self.names)
+
+
+class SideTable:
+    """A table ``<events table>_<suffix>`` in the events' schema, beside a SQL ledger's events
+    (its checkpoints, its settings): ``table``, its quoted ``name`` and a display ``location``.
+    The original reads only the events table, so a side table changes nothing for it."""
+
+    def __init__(self, backend: Any, suffix: str, *columns: sa.Column[Any]) -> None:
+        self._backend = backend
+        self._dialect: sa.Dialect = backend._engine.dialect
+        self.table = sa.Table(
+            f"{backend._table_name}_{suffix}", sa.MetaData(), *columns, schema=backend._schema
+        )
+        self.name = self._dialect.identifier_preparer.format_table(self.table)
+        self.location = f"{backend.location} table {self.name}"

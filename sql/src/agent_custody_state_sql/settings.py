@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from agent_custody_state.plugin import EventBackendError, ModeMark
-from agent_custody_state_sql.schema import Prepared
+from agent_custody_state.plugin import ModeMark
+from agent_custody_state_sql.schema import Prepared, SideTable
 
 if TYPE_CHECKING:
     from agent_custody_state_sql.backend import SqlEventBackend
@@ -32,21 +32,19 @@ RECHECK = 1.0
 _MARK = "forget_mode"
 
 
-class SqlSettings:
+class SqlSettings(SideTable):
     """The settings table of ``backend``; ``mark()`` and ``record()`` of the forget mode."""
 
+    _backend: SqlEventBackend
+
     def __init__(self, backend: SqlEventBackend) -> None:
-        self._backend = backend
-        dialect = backend._engine.dialect
-        table = sa.Table(
-            f"{backend._table_name}_settings",
-            sa.MetaData(),
+        super().__init__(
+            backend,
+            "settings",
             sa.Column("name", sa.Text, primary_key=True),
             sa.Column("value", sa.Text, nullable=False),
-            schema=backend._schema,
         )
-        name = dialect.identifier_preparer.format_table(table)
-        self.location = f"{backend.location} table {name}"
+        name = self.name
         self._create = (
             f"CREATE TABLE IF NOT EXISTS {name} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
         )
@@ -54,11 +52,12 @@ class SqlSettings:
             sa.text(
                 f"INSERT INTO {name} (name, value) VALUES (:name, :value) ON CONFLICT DO NOTHING"
             ),
-            dialect,
+            self._dialect,
         )
+        column = self.table.c
         self._select = Prepared(
-            sa.select(table.c.value).where(table.c.name == sa.bindparam("name", type_=sa.Text)),
-            dialect,
+            sa.select(column.value).where(column.name == sa.bindparam("name", type_=sa.Text)),
+            self._dialect,
         )
         self._known: ModeMark | None = None
         self._read_at = -RECHECK
@@ -68,16 +67,18 @@ class SqlSettings:
         if self._known is not None:
             return self._known
         now = time.monotonic()
-        # Inside a write section a failed read would end the transaction: answer what was read.
+        # Inside a write section the answer read before it stands (no catalog reads there).
         if now - self._read_at < RECHECK or self._backend._depth:
             return None
-        try:
-            rows = self._backend._rows(self._select, {"name": _MARK})
-        except EventBackendError as exc:
-            text = str(exc)
-            if "no such table" not in text and "does not exist" not in text:
-                raise
-            rows = []  # nothing recorded yet
+        backend = self._backend
+        # The catalog first, so a ledger without the table (every plain one) fails no query:
+        # on PostgreSQL a failed statement is an aborted transaction, and a failure may look
+        # like a dropped connection.
+        table = self.table
+        there = backend._run(
+            lambda: sa.inspect(backend._conn).has_table(table.name, schema=table.schema)
+        )
+        rows = backend._rows(self._select, {"name": _MARK}) if there else []
         self._read_at = now
         if rows:
             try:

@@ -334,3 +334,23 @@ def test_a_head_over_events_without_records_is_computed_once(
         ledger.assert_fact(**FACT, value="ours")
     report = _verify(path)
     assert report.ok and report.genesis == 5, report.problems
+
+
+def test_a_head_is_the_one_after_the_event_it_was_asked_for(tmp_path: Path) -> None:
+    """Another writer appends while the head after ``last`` is computed (on a ledger of the
+    original's, a long pass): the events after ``last`` are not folded in, backwards or
+    forwards, so the head remembered with ``last``'s id is the head after it."""
+    path = tmp_path / "l.jsonl"
+    path.write_text("\n".join(ORIGINAL_LINES) + "\n")
+    more = [line.replace('"e1"', '"e3"').replace('"e2"', '"e4"') for line in ORIGINAL_LINES]
+    with Ledger(path) as ledger:
+        backend = ledger.backend
+        last = backend.last_event()
+        expected = ledger.chain_head()
+        with open(path, "a") as fh:  # the other writer, after ``last`` was read
+            fh.write("\n".join(more) + "\n")
+        backend.refresh()
+        assert backend.last_event().event_id == "e4"  # type: ignore[union-attr]
+        backwards = head_after(last, backend.stored_events, backend.events_newest_first)
+        forwards = head_after(last, backend.stored_events)
+    assert backwards == forwards == expected and expected.seq == 2

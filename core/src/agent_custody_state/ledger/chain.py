@@ -194,8 +194,10 @@ def head_after(
     when the backend cannot read backwards), or else found in one pass over ``stored()``
     (every event's stored JSON text, in append order, as ``verify`` reads them) from the
     start. ``known``: an event id and the head after it, computed before (an append-only
-    ledger never changes it), where reading back may stop as at a record. Used by writers,
-    which trust the records they find; ``verify`` is what checks them."""
+    ledger never changes it), where reading back may stop as at a record. The head is the one
+    after ``last`` exactly, even when other writers append after it while this reads (their
+    events are passed over): it is remembered with ``last``'s id. Used by writers, which
+    trust the records they find; ``verify`` is what checks them."""
     if last is None:
         return ChainHead(0, ZERO_HEAD, chained=False)
     record = chain_record(last)
@@ -206,7 +208,12 @@ def head_after(
     backwards = newest_first() if newest_first is not None else None
     if backwards is not None:
         tail: list[Event] = []
+        reached = False  # ``last`` met: events appended after it since are not this head's
         for event in backwards:
+            if not reached:
+                reached = event.event_id == last.event_id
+                if not reached:
+                    continue
             found = chain_record(event)
             if found is not None:
                 return _linked(found["seq"], bytes.fromhex(found["head"]), reversed(tail))
@@ -227,6 +234,8 @@ def head_after(
             head = bytes.fromhex(found["head"])
         else:
             head = link(head, leaf_of(data))
+        if data.get("eventId") == last.event_id:
+            break  # what other writers appended since is not this head's
     return ChainHead(seq, head.hex(), chained=False)
 
 

@@ -259,6 +259,13 @@ class EventBackend(abc.ABC):
             self._computed_head = (last.event_id, head)
         return head
 
+    def remember_head(self, event_id: str, head: ChainHead) -> None:
+        """Take ``head``, the chain head after the event ``event_id`` computed elsewhere (the
+        server's start-up, on a second instance: ``server.warmup``), as ``chain_head`` would
+        remember its own; kept unless ``chain_head`` has computed one already."""
+        if self._computed_head is None:
+            self._computed_head = (event_id, head)
+
     def stored_events(self) -> Iterator[str | bytes]:
         """Every event as stored (its JSON text), in append order, without parsing it: what
         ``agent-custody-memory verify`` reads, so an event the backend could not parse is

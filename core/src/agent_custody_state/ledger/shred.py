@@ -364,6 +364,9 @@ class ShreddingBackend(ShreddedReads, EventBackend):
         done = self.recover()
         return None if inner is None and not done else [*(inner or []), *done]
 
+    def remember_head(self, event_id: str, head: ChainHead) -> None:
+        self.inner.remember_head(event_id, head)
+
     def recorded_forget_mode(self) -> ModeMark | None:
         return self.inner.recorded_forget_mode()
 

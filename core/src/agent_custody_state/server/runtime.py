@@ -16,12 +16,14 @@ from typing import Any, TextIO
 
 from agent_custody_state.authconfig import OAuthConfig
 from agent_custody_state.config import ConfigError, MemoryConfig, build_stores, env_secret
+from agent_custody_state.ledger.host import default_host
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.guard import BearerToken
 from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.oauth import OAuthSettings
 from agent_custody_state.server.scopes import SpaceScope
 from agent_custody_state.server.signing import SigningIdentity
+from agent_custody_state.server.warmup import needs_warming, warm_chain_head
 from agent_custody_state.server.worker import LedgerWorker
 
 NO_FORGET_KEY_WARNING = (
@@ -124,6 +126,10 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         raise
     worker.inline = not ledger.backend.blocking
     count = worker.call(ledger.count)
+    last = worker.call(needs_warming, ledger.backend, count)
+    if last is not None:  # an original's ledger: its chain head, computed while we serve
+        location = config.ledger
+        warm_chain_head(ledger.backend, last, lambda: default_host().open_backend(location))
     created = sorted(_files_beside(config.ledger) - before)
     return Runtime(config, ledger, worker, tokens, oauth, identity, stores, count, created)
 

@@ -1,6 +1,6 @@
 """A ledger written in crypto-shred mode, opened in plain mode: it reads (envelopes as stored)
 and records events without values, but refuses to write values, which it would store
-unencrypted (``shred.check_plain_values``); the files stay byte for byte as they were."""
+unencrypted (``modemark.check_plain_values``); the files stay byte for byte as they were."""
 
 from __future__ import annotations
 

@@ -336,7 +336,7 @@ class EventBackend(abc.ABC):
     def recorded_forget_mode(self) -> ModeMark | None:
         """The forget mode recorded with this ledger (``modemark``), or None: none recorded, or
         the backend keeps no mark. A ledger opened in plain mode refuses to write values into
-        one marked crypto-shred (``shred.check_plain_values``), which asks at every write: a
+        one marked crypto-shred (``modemark.check_plain_values``), which asks at every write: a
         backend for which reading the mark costs a round trip may remember it for a moment."""
         return None
 

@@ -13,9 +13,9 @@ from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.locking import batch_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event
+from agent_custody_state.ledger.modemark import check_plain_values
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import Batch, check_assert, check_replacement
-from agent_custody_state.ledger.shred import check_plain_values
 
 E = TypeVar("E", bound=Event)
 

@@ -39,10 +39,11 @@ from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.locking import fact_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, Source
+from agent_custody_state.ledger.modemark import check_plain_forget
 from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.rules import check_known, refuse
-from agent_custody_state.ledger.shred import ShreddingBackend, check_plain_forget
+from agent_custody_state.ledger.shred import ShreddingBackend
 from agent_custody_state.timeutil import format_time, utc_now
 
 if TYPE_CHECKING:

@@ -41,6 +41,7 @@ from agent_custody_state.ledger.model import (
     RetractEvent,
     Source,
 )
+from agent_custody_state.ledger.modemark import check_plain_values, forget_mode_arg
 from agent_custody_state.ledger.queries import FactState, fact_states
 from agent_custody_state.ledger.reading import LedgerReads
 from agent_custody_state.ledger.requests import AssertRequest
@@ -51,7 +52,7 @@ from agent_custody_state.ledger.rules import (
     check_replacement,
     refuse,
 )
-from agent_custody_state.ledger.shred import check_plain_values, forget_mode_arg, shredding
+from agent_custody_state.ledger.shred import shredding
 from agent_custody_state.timeutil import TimeFormatError, format_time, utc_now
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The forget mode a ledger records with its events, so that every opener knows it.
+"""The forget mode: the argument, the mark a ledger records of it, and who may write what.
 
 A ledger written in crypto-shred mode must not take plaintext values from a process that was
 only started without the mode (a script, a second server, an operator's shell): those values
@@ -16,6 +16,10 @@ later opener reads it, and a plain-mode opener refuses to write values (``shred`
 The mark is one small JSON object: the mode, and where its key store was (the display form,
 which never holds a password), so the refusal can say what to open the ledger with. A plain
 ledger records nothing: the absence of a mark means plain.
+
+The checks a plain-mode ledger makes live here too: ``check_plain_values`` (no value into a
+marked ledger) and ``check_plain_forget`` (no forget of a sealed value, whose key would
+survive); ``forget_mode_arg`` validates the mode a caller names.
 """
 
 from __future__ import annotations
@@ -25,11 +29,28 @@ import os
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state.ledger.envelope import kid_of
+from agent_custody_state.ledger.errors import LedgerError
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.backend import EventBackend
+    from agent_custody_state.ledger.model import AssertEvent
 
 CRYPTO_SHRED = "crypto-shred"
+
+FORGET_MODES = ("plain", "crypto-shred")
+
+
+def forget_mode_arg(mode: object) -> str:
+    """``mode`` if it names a forget mode, else ``LedgerError`` naming the choices."""
+    if mode not in FORGET_MODES:
+        raise LedgerError(
+            f'forget_mode must be "plain" or "crypto-shred"; got {mode!r}', field="forget_mode"
+        )
+    return str(mode)
 
 
 @dataclass(frozen=True)
@@ -96,3 +117,32 @@ class ModeFile:
             with suppress(OSError):
                 os.unlink(temporary)
             raise EventBackendError(f"{where}: cannot record the forget mode: {exc}") from None
+
+
+def check_plain_forget(mode: str, event: AssertEvent) -> None:
+    """Refuse a plain-mode forget of a value written in crypto-shred mode: it would leave the
+    key alive, so every earlier copy of the events would still open."""
+    if mode == "plain" and kid_of(event.fact.value) is not None:
+        raise LedgerError(
+            f"fact {event.fact_id} was written in crypto-shred mode: forget it with "
+            'forget_mode="crypto-shred" (and its key store), so that its key is destroyed',
+            code="crypto_shred",
+        )
+
+
+def check_plain_values(mode: str, backend: EventBackend) -> None:
+    """Refuse to write values in plain mode into a ledger marked as written in crypto-shred
+    mode (``modemark``): they would be stored unencrypted, out of crypto-shred's reach, by a
+    process that was only started without the mode. Reads, retractions and the other events
+    without a value go on."""
+    if mode != "plain":
+        return
+    mark = backend.recorded_forget_mode()
+    if mark is not None and mark.mode == CRYPTO_SHRED:
+        where = f" (its key store: {mark.key_store})" if mark.key_store else ""
+        raise LedgerError(
+            f"{backend.location} is written in crypto-shred mode{where}: open it with "
+            'forget_mode="crypto-shred" and that key store to write values; in plain mode they '
+            "would be stored unencrypted",
+            code="crypto_shred",
+        )

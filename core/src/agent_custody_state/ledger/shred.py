@@ -52,17 +52,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-FORGET_MODES = ("plain", "crypto-shred")
-
-
-def forget_mode_arg(mode: object) -> str:
-    """``mode`` if it names a forget mode, else ``LedgerError`` naming the choices."""
-    if mode not in FORGET_MODES:
-        raise LedgerError(
-            f'forget_mode must be "plain" or "crypto-shred"; got {mode!r}', field="forget_mode"
-        )
-    return str(mode)
-
 
 def _relined(event: AssertEvent, boxed: AssertEvent, plain: bytes) -> AssertEvent:
     """``boxed`` (``event`` with its value, whose wire JSON is ``plain``, sealed) with its line,
@@ -80,35 +69,6 @@ def _relined(event: AssertEvent, boxed: AssertEvent, plain: bytes) -> AssertEven
         if line is not None:
             object.__setattr__(boxed, "line", line)
     return boxed
-
-
-def check_plain_forget(mode: str, event: AssertEvent) -> None:
-    """Refuse a plain-mode forget of a value written in crypto-shred mode: it would leave the
-    key alive, so every earlier copy of the events would still open."""
-    if mode == "plain" and kid_of(event.fact.value) is not None:
-        raise LedgerError(
-            f"fact {event.fact_id} was written in crypto-shred mode: forget it with "
-            'forget_mode="crypto-shred" (and its key store), so that its key is destroyed',
-            code="crypto_shred",
-        )
-
-
-def check_plain_values(mode: str, backend: EventBackend) -> None:
-    """Refuse to write values in plain mode into a ledger marked as written in crypto-shred
-    mode (``modemark``): they would be stored unencrypted, out of crypto-shred's reach, by a
-    process that was only started without the mode. Reads, retractions and the other events
-    without a value go on."""
-    if mode != "plain":
-        return
-    mark = backend.recorded_forget_mode()
-    if mark is not None and mark.mode == CRYPTO_SHRED:
-        where = f" (its key store: {mark.key_store})" if mark.key_store else ""
-        raise LedgerError(
-            f"{backend.location} is written in crypto-shred mode{where}: open it with "
-            'forget_mode="crypto-shred" and that key store to write values; in plain mode they '
-            "would be stored unencrypted",
-            code="crypto_shred",
-        )
 
 
 def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> ShreddingBackend:

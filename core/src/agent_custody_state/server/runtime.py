@@ -16,14 +16,13 @@ from typing import Any, TextIO
 
 from agent_custody_state.authconfig import OAuthConfig
 from agent_custody_state.config import ConfigError, MemoryConfig, build_stores, env_secret
-from agent_custody_state.ledger.host import default_host
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.guard import BearerToken
 from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.oauth import OAuthSettings
 from agent_custody_state.server.scopes import SpaceScope
 from agent_custody_state.server.signing import SigningIdentity
-from agent_custody_state.server.warmup import needs_warming, warm_chain_head
+from agent_custody_state.server.warmup import Warmup, needs_warming
 from agent_custody_state.server.worker import LedgerWorker
 
 NO_FORGET_KEY_WARNING = (
@@ -63,8 +62,11 @@ class Runtime:
         }
 
     created: list[Path] = field(default_factory=list)  # files this start created
+    warmup: Warmup | None = None  # the chain head being computed at start-up (``warmup``)
 
     def close(self) -> None:
+        if self.warmup is not None:
+            self.warmup.stop()
         try:
             self.worker.call(self.ledger.close)
         finally:
@@ -126,12 +128,14 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         raise
     worker.inline = not ledger.backend.blocking
     count = worker.call(ledger.count)
-    last = worker.call(needs_warming, ledger.backend, count)
-    if last is not None:  # an original's ledger: its chain head, computed while we serve
-        location = config.ledger
-        warm_chain_head(ledger.backend, last, lambda: default_host().open_backend(location))
+    # An original's ledger: its chain head, computed in a child process while we serve.
+    warmup = (
+        Warmup(ledger.backend, config.ledger)
+        if worker.call(needs_warming, ledger.backend, count)
+        else None
+    )
     created = sorted(_files_beside(config.ledger) - before)
-    return Runtime(config, ledger, worker, tokens, oauth, identity, stores, count, created)
+    return Runtime(config, ledger, worker, tokens, oauth, identity, stores, count, created, warmup)
 
 
 def oauth_settings(table: OAuthConfig) -> OAuthSettings:

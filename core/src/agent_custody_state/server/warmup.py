@@ -94,7 +94,7 @@ class Warmup:
 def _main() -> int:
     """The child: the ledger's location on stdin; prints the head after its last event as
     ``{"event", "seq", "hash"}``, or ``null`` when the last event carries a record."""
-    import agent_custody_state  # noqa: F401 - installs the plugin host
+    # Run as ``-m``, the package was imported first, and with it the plugin host.
     from agent_custody_state.ledger.host import default_host
 
     location = sys.stdin.read()

@@ -68,7 +68,10 @@ class Warmup:
         try:
             out, err = self._child.communicate(location)
             if self._child.returncode != 0:
-                log.warning("could not compute the chain head at start-up: %s", err.strip())
+                # The error's last line only: the backends' messages show the location
+                # without its password, a traceback's other lines need not.
+                why = (err.strip().splitlines() or ["exit %d" % self._child.returncode])[-1]
+                log.warning("could not compute the chain head at start-up: %s", why)
                 return
             answer = json.loads(out)
             if answer is None:

@@ -70,7 +70,7 @@ class Warmup:
             if self._child.returncode != 0:
                 # The error's last line only: the backends' messages show the location
                 # without its password, a traceback's other lines need not.
-                why = (err.strip().splitlines() or ["exit %d" % self._child.returncode])[-1]
+                why = (err.strip().splitlines() or [f"exit {self._child.returncode}"])[-1]
                 log.warning("could not compute the chain head at start-up: %s", why)
                 return
             answer = json.loads(out)

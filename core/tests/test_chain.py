@@ -302,14 +302,20 @@ def test_events_the_original_adds_later_are_covered_by_a_new_genesis(tmp_path: P
     assert any("events 2..3 were written without a chain record" in n for n in report.notes)
 
 
+def _original_ledger(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A JSONL ledger of the original's two events (no chain record), and two more such lines
+    (``e3``, ``e4``) for the original to write later."""
+    path = tmp_path / "l.jsonl"
+    path.write_text("\n".join(ORIGINAL_LINES) + "\n")
+    return path, [line.replace('"e1"', '"e3"').replace('"e2"', '"e4"') for line in ORIGINAL_LINES]
+
+
 def test_a_head_over_events_without_records_is_computed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A ledger of the original's: its head is computed once, then remembered; when the
     original writes more, only its new events are read (back to the event the head follows)."""
-    path = tmp_path / "l.jsonl"
-    path.write_text("\n".join(ORIGINAL_LINES) + "\n")
-    more = [line.replace('"e1"', '"e3"').replace('"e2"', '"e4"') for line in ORIGINAL_LINES]
+    path, more = _original_ledger(tmp_path)
     with Ledger(path) as ledger:
         backend = ledger.backend
         first = ledger.chain_head()
@@ -340,9 +346,7 @@ def test_a_head_is_the_one_after_the_event_it_was_asked_for(tmp_path: Path) -> N
     """Another writer appends while the head after ``last`` is computed (on a ledger of the
     original's, a long pass): the events after ``last`` are not folded in, backwards or
     forwards, so the head remembered with ``last``'s id is the head after it."""
-    path = tmp_path / "l.jsonl"
-    path.write_text("\n".join(ORIGINAL_LINES) + "\n")
-    more = [line.replace('"e1"', '"e3"').replace('"e2"', '"e4"') for line in ORIGINAL_LINES]
+    path, more = _original_ledger(tmp_path)
     with Ledger(path) as ledger:
         backend = ledger.backend
         last = backend.last_event()

@@ -176,3 +176,43 @@ def test_a_bad_row_is_named_by_its_seq(backend: LiteBackend) -> None:
 def test_a_lone_surrogate_is_refused_not_a_crash(backend: LiteBackend) -> None:
     with pytest.raises(EventBackendError, match="lone surrogate"):
         backend.get_assert("\ud800")
+
+
+def test_the_count_is_kept_and_follows_other_writers(tmp_path: Path) -> None:
+    """``count`` scans once, then reads only the rows after the last one it saw; what a
+    section counted is not kept, and a lost connection forgets what was kept."""
+    path = tmp_path / "events.db"
+    one, two = LiteBackend(path), LiteBackend(path)
+    asked: list[str] = []
+    rows = one._rows
+
+    def spy(q: Any, params: Any = None) -> list[Any]:
+        asked.append(
+            "after" if q is one._q.count_after else "full" if q is one._q.count_top else ""
+        )
+        return rows(q, params)
+
+    one._rows = spy  # type: ignore[method-assign]
+    try:
+        first, second = Ledger(one), Ledger(two)
+        _write(first, 1)
+        assert one.count() == 1
+        for value in range(2, 5):
+            _write(second, value)  # another writer's rows
+        assert one.count() == 4 and one.count() == 4
+        with pytest.raises(KeyError), one.transaction():
+            _write(first, 5)
+            assert one.count() == 5  # the section's own row, not kept
+            raise KeyError("boom")
+        assert one.count() == 4 and two.count() == 4
+        _write(second, 6)
+        assert one.count() == 5
+        counts = [a for a in asked if a]
+        assert counts[0] == "full" and set(counts[1:]) == {"after"}
+        one.lost = True
+        one._raw.close()  # the server dropped us: what was kept may be gone with it
+        asked.clear()
+        assert one.count() == 5 and [a for a in asked if a] == ["after", "full"]
+    finally:
+        one.close()
+        two.close()

@@ -69,7 +69,18 @@ class Statements:
                 sa.or_(t.c.fact_id == sa.bindparam("f"), t.c.supersedes == sa.bindparam("f2"))
             ).order_by(seq)
         )
-        self.count = p(sa.select(sa.func.count()).select_from(t))
+        # Every row and the last one, as two subqueries of one statement (one snapshot, and
+        # each planned alone: the count on the smallest index, the max at the key's end).
+        self.count_top = p(
+            sa.select(
+                sa.select(sa.func.count()).select_from(t).scalar_subquery(),
+                sa.select(sa.func.max(t.c.seq)).scalar_subquery(),
+            )
+        )
+        # The rows after the last one counted, and the last of them (``count``).
+        self.count_after = p(
+            sa.select(sa.func.count(), sa.func.max(t.c.seq)).where(t.c.seq > sa.bindparam("after"))
+        )
         # The row with the highest seq, with its ``tx_time`` column (third: the key a writer's
         # stamp is raised to, unparsed), as one probe at the primary key's end. PostgreSQL:
         # the first entry of a backward scan, the cheaper statement to plan (a write section

@@ -216,3 +216,27 @@ def test_the_count_is_kept_and_follows_other_writers(tmp_path: Path) -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_a_column_that_disagrees_with_its_event_is_named(backend: LiteBackend) -> None:
+    """The chain covers the JSON; reads go by the columns: ``index_problems`` names each row
+    whose column was edited, by its position, and nothing on an intact table. A time column in
+    another spelling is named too: reads compare the column as text."""
+    ledger = Ledger(backend)
+    ids = [_write(ledger, value) for value in range(4)]
+    ledger.retract(fact_id=ids[1], actor="a", reason="r")
+    assert backend.index_problems() == []
+    with sqlite3.connect(backend.location) as raw:
+        raw.execute("UPDATE events SET tx_time = replace(tx_time, 'Z', '+00:00') WHERE seq = 1")
+        raw.execute("UPDATE events SET kind = 'retract' WHERE seq = 2")
+        raw.execute("UPDATE events SET subject = NULL WHERE seq = 3")
+        raw.execute("UPDATE events SET fact_id = 'other' WHERE seq = 5")
+    found = backend.index_problems()
+    assert [position for position, _ in found] == [1, 2, 3, 5]
+    assert found[1][1] == (
+        "its kind column reads 'retract' but the event says 'assert' "
+        "(reads find events by that column)"
+    )
+    assert found[0][1].startswith("its tx_time column reads '") and "+00:00" in found[0][1]
+    assert "its subject column reads None but the event says 's'" in found[2][1]
+    assert f"its fact_id column reads 'other' but the event says '{ids[1]}'" in found[3][1]

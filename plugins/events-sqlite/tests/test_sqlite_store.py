@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlite_support import SPEC_DDL, SPEC_INDEXES, assert_plan, index_columns
 
-from agent_custody_state import Ledger, open_store
+from agent_custody_state import Ledger, LedgerError, open_store
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.model import AssertEvent
 from agent_custody_state_events_sqlite.store import SqliteBackend
@@ -230,8 +230,10 @@ def test_lone_surrogates_are_refused_cleanly(tmp_path: Path) -> None:
     column is an EventBackendError naming the ledger, not a raw UnicodeEncodeError (which the
     server reported as an internal error); inside the JSON (a value) it is escaped and kept."""
     with Ledger(tmp_path / "l.sqlite") as ledger:
-        with pytest.raises(EventBackendError, match="lone surrogate"):
+        with pytest.raises(LedgerError, match="lone surrogate"):  # refused before any backend
             ledger.assert_fact(subject="x\udfff", predicate="p", value=1, space="org", actor="a")
+        with pytest.raises(EventBackendError, match="lone surrogate"):
+            ledger.backend.get_assert("x\udfff")
         with pytest.raises(EventBackendError, match="lone surrogate"):
             ledger.as_of(subject="\ud800")
         assert ledger.count() == 0

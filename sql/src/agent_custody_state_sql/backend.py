@@ -8,6 +8,7 @@ share is split by responsibility:
 * ``migration``: creating the table, or migrating an older one in place, when a backend opens;
 * ``queries``: the statement behind each ``EventBackend`` question, compiled once;
 * ``decoding``: rows back into events;
+* ``indexcheck``: the query columns against the stored JSON (what ``verify`` adds);
 * this module: the ``EventBackend`` methods themselves, on top of those.
 
 Nothing in the core imports this distribution (only the plugins do), so the core installs and
@@ -25,7 +26,6 @@ Design notes, because each was a choice:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,15 +44,14 @@ from agent_custody_state.plugin import (
 )
 from agent_custody_state_sql.checkpoints import SqlCheckpointLog
 from agent_custody_state_sql.decoding import decode
+from agent_custody_state_sql.indexcheck import index_problems
 from agent_custody_state_sql.migration import SchemaSetup
 from agent_custody_state_sql.queries import Statements
 from agent_custody_state_sql.schema import (
-    INDEXES,
     ROW_COLUMNS,
     Prepared,
     event_values,
     events_table,
-    index_ddl,
 )
 from agent_custody_state_sql.settings import SqlSettings
 
@@ -143,28 +142,6 @@ class SqlEventBackend(SchemaSetup):
         path (PostgreSQL's COPY) overrides it."""
         rows = [event_values(e) for e in events]
         self._many_args(self._q.insert, self._q.insert.rows_args(rows, ROW_COLUMNS))
-
-    @contextmanager
-    def indexes_deferred(self) -> Iterator[None]:
-        """A bulk load into an empty table (``EventBackend.bulk_load``; a dialect opts in):
-        SPEC section 3's five secondary indexes dropped first, under the write lock, and made
-        again at the end, each sorted once rather than kept up row by row. The unique event id
-        stays, so a duplicate is refused as ever. A table that is not empty keeps its indexes. A
-        process that dies inside leaves the table without them until the next open, which
-        creates them (``migration``); reads meanwhile scan, with the same answers."""
-        prefix = self._index_prefix
-        with self.transaction():
-            dropped = self.count() == 0
-            if dropped:
-                for suffix in INDEXES:
-                    self._exec(f"DROP INDEX IF EXISTS {prefix}_{suffix}")
-        try:
-            yield
-        finally:
-            if dropped:
-                with self.transaction():
-                    for statement in index_ddl(self._qualified, prefix, INDEXES):
-                        self._exec(statement)
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         self._require_transaction()
@@ -304,13 +281,10 @@ class SqlEventBackend(SchemaSetup):
         return sorted(r[0] for r in rows)[:limit]
 
     def count(self) -> int:
-        """Counted once in full (a scan: 0.1-0.5 s at 10M rows on SQLite), then as the count
-        up to the last row seen plus the rows after it (one probe of the primary key). The
-        ledger deletes no row and its rows commit in ``seq`` order (one writer at a time on
-        SQLite, the order lock on PostgreSQL), so the rows below one seen never change. What a
-        write section counts (its own rows not yet committed) is not kept, and a lost
-        connection (a server that crashed may have lost rows committed asynchronously) forgets
-        what was kept."""
+        """Counted in full once (0.1-0.5 s at 10M rows on SQLite), then as the rows up to the
+        last one seen plus those after it: the ledger deletes no row and its rows commit in
+        ``seq`` order. A section's count (rows not yet committed) is not kept; a lost
+        connection (a crashed server may have lost rows committed asynchronously) counts again."""
         with self._lock:
             known = self._counted
             if known is not None:
@@ -392,6 +366,9 @@ class SqlEventBackend(SchemaSetup):
             if len(rows) < PAGE:
                 return
             last = rows[-1][0]
+
+    def index_problems(self) -> list[tuple[int, str]]:
+        return index_problems(self)  # ``indexcheck``: the columns against the JSON
 
     def checkpoint_log(self) -> SqlCheckpointLog:
         return SqlCheckpointLog(self)

@@ -4,7 +4,8 @@ Opening a backend never reads events. It inspects the table: if it is missing it
 (``schema.create_ddl``, byte for byte the TypeScript implementation's layout); if it lacks the
 query columns of an older layout they are added and filled from the stored JSON, and any missing
 index is created. Both happen inside the dialect's schema lock, so two processes opening a new
-ledger at once do it once.
+ledger at once do it once. A bulk load into an empty table drops the secondary indexes and makes
+them again at its end (``indexes_deferred``).
 """
 
 from __future__ import annotations
@@ -117,3 +118,25 @@ class SchemaSetup(SqlConnection):
         wanted = {s: cols for s, cols in INDEXES.items() if f"{prefix}_{s}" not in indexes}
         for statement in index_ddl(self._qualified, prefix, wanted):
             conn.exec_driver_sql(statement)
+
+    @contextmanager
+    def indexes_deferred(self) -> Iterator[None]:
+        """A bulk load into an empty table (``EventBackend.bulk_load``; a dialect opts in):
+        SPEC section 3's five secondary indexes dropped first, under the write lock, and made
+        again at the end, each sorted once rather than kept up row by row. The unique event id
+        stays, so a duplicate is refused as ever. A table that is not empty keeps its indexes. A
+        process that dies inside leaves the table without them until the next open, which
+        creates them (``migration``); reads meanwhile scan, with the same answers."""
+        prefix = self._index_prefix
+        with self.transaction():
+            dropped = self.count() == 0
+            if dropped:
+                for suffix in INDEXES:
+                    self._exec(f"DROP INDEX IF EXISTS {prefix}_{suffix}")
+        try:
+            yield
+        finally:
+            if dropped:
+                with self.transaction():
+                    for statement in index_ddl(self._qualified, prefix, INDEXES):
+                        self._exec(statement)

@@ -47,11 +47,37 @@ def time_arg(value: TimeLike | None, name: str) -> str | None:
         raise LedgerError(f"{name}: {exc}", field=name) from None
 
 
+def required_time_arg(value: TimeLike | None, name: str) -> str:
+    """``time_arg`` for an argument that must be given (a sweep's ``before``: a missing one
+    must never read as "everything up to now")."""
+    cutoff = time_arg(value, name)
+    if cutoff is None:
+        raise LedgerError(f"{name} is required", field=name)
+    return cutoff
+
+
+def bool_arg(value: object, name: str) -> bool:
+    """A flag given as a bool, not as anything truthy ("no" would read as True)."""
+    if not isinstance(value, bool):
+        raise LedgerError(f"{name} must be true or false", field=name)
+    return value
+
+
 def text_arg(value: object, name: str, *, empty_ok: bool = False) -> str:
     if not isinstance(value, str):
         raise LedgerError(f"{name} must be a string", field=name)
     if not empty_ok and not value:
         raise LedgerError(f"{name} must not be empty", field=name)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # JSON can escape it, but no SQL text column can hold it: refused on every backend
+            # alike, so a ledger moves between backends whole.
+            bad = value[exc.start : exc.end]
+            raise LedgerError(
+                f"{name} has a lone surrogate ({bad!r}): pass valid Unicode", field=name
+            ) from None
     return value
 
 
@@ -208,8 +234,9 @@ def build_assert(
         or not 0 <= confidence <= 1
     ):
         raise LedgerError("confidence must be between 0 and 1", field="confidence")
-    if external is not None and not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in external.items()
+    if external is not None and (
+        not isinstance(external, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in external.items())
     ):
         raise LedgerError("external must map store names to string ids", field="external")
     if fact_id is not None:

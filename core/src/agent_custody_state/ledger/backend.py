@@ -274,6 +274,14 @@ class EventBackend(abc.ABC):
         for event in self.iter_events():
             yield event.to_json()
 
+    def index_problems(self) -> list[tuple[int, str]]:
+        """Events whose copy in the backend's own index (what reads look events up by) differs
+        from the event as stored: ``(position, reason)``, positions counted from 1 in append
+        order as ``verify`` counts them. The chain covers the stored events only, so ``verify``
+        adds these. Default: none (a backend whose index is derived from the stored text, as
+        JSONL's and memory's are, has nothing to add)."""
+        return []
+
     def local_files(self) -> list[str] | None:
         """The files on this machine that hold this ledger's events, for the byte scan of an
         erasure certificate (``ledger.bytescan``): the event files and every temporary, journal

@@ -49,7 +49,7 @@ class LedgerBulk:
         an item may supersede a fact asserted earlier in the same batch. The events share one
         transaction time, as they share one transaction (docs/decisions.md).
         """
-        items = list(items)
+        items = _listed(items)
         check_plain_values(self.forget_mode, self.backend)
         with section(self.backend, batch_keys(items) if self.backend.locks_keys else None):
             # Build every event first, so the backend is asked once which of their fact ids it
@@ -139,6 +139,16 @@ class LedgerBulk:
         with section(self.backend, None):
             self.backend.append(batch)
         return len(batch)
+
+
+def _listed(items: Iterable[Any]) -> list[Any]:
+    """A batch's items as a list; anything but an iterable of facts is a refusal."""
+    if isinstance(items, str | bytes | Mapping):
+        raise LedgerError(f"items must be a list of facts, not {type(items).__name__}")
+    try:
+        return list(items)
+    except TypeError:
+        raise LedgerError(f"items must be a list of facts, not {type(items).__name__}") from None
 
 
 def _item_error(index: int, exc: LedgerError) -> LedgerError:

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from agent_custody_state.canonical import value_digest
 from agent_custody_state.ledger.arguments import (
     FORGET_WIRE_KEYS,
+    bool_arg,
     extra_arg,
     new_id,
+    required_time_arg,
     text_arg,
-    time_arg,
 )
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.bytescan import scan_files
@@ -206,6 +207,7 @@ class LedgerForgetting:
     ) -> tuple[ForgetEvent, Forgetting | None]:
         for name, value in (("actor", actor), ("reason", reason)):
             text_arg(value, name, empty_ok=True)
+        bool_arg(keep_digest, "keep_digest")
         with section(self.backend, fact_keys(self.backend, fact_id)):
             text_arg(fact_id, "fact_id")
             state = check_known(fact_states(self.backend, [fact_id]), fact_id, "forget")
@@ -260,8 +262,8 @@ class LedgerForgetting:
         ``progress(done, total)`` is called after each fact (a command line's progress bar);
         ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact, in the
         result's ``certificates`` (fact id to ``CertifiedForget``)."""
-        cutoff = time_arg(before, "before")
-        assert cutoff is not None
+        cutoff = required_time_arg(before, "before")
+        bool_arg(keep_digest, "keep_digest")
         if space is not None:
             text_arg(space, "space")
         options, key = self.certifying(certificates)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent_custody_state.ledger.arguments import time_arg
+from agent_custody_state.ledger.arguments import required_time_arg, time_arg
 from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import (
@@ -175,8 +175,7 @@ class LedgerReads:
 
     def learned_before(self, before: TimeLike, space: str | None = None) -> list[Fact]:
         """Facts whose assert ``txTime < before``, not yet forgotten, in append order (SPEC 2.7)."""
-        cutoff = time_arg(before, "before")
-        assert cutoff is not None
+        cutoff = required_time_arg(before, "before")
         events = list(self.backend.find_asserts(space=space, tx_before=cutoff))
         return [e.fact for e in events if e.fact.forgotten is None]
 
@@ -232,8 +231,7 @@ class LedgerReads:
     def plan_sweep(self, before: TimeLike, space: str | None = None) -> SweepPlan:
         """What ``sweep(before=..., space=...)`` would forget and which held facts it would
         keep, changing nothing (``sweep --dry-run``)."""
-        cutoff = time_arg(before, "before")
-        assert cutoff is not None
+        cutoff = required_time_arg(before, "before")
         self.backend.refresh()
         asserts = [
             e

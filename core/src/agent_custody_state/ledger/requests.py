@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.frozen import frozen_init
 
 TimeLike = datetime | str
@@ -50,4 +51,22 @@ class AssertRequest:
         """Accept a request or a mapping of ``assert_fact`` keyword arguments."""
         if isinstance(item, AssertRequest):
             return item
+        if not isinstance(item, Mapping):
+            raise LedgerError(
+                f"a fact must be a mapping of assert_fact's arguments, not {type(item).__name__}"
+            )
+        unknown = sorted(set(item) - _FIELDS)
+        if unknown:
+            raise LedgerError(f"unknown argument {unknown[0]!r}", field=str(unknown[0]))
+        missing = [name for name in _REQUIRED if name not in item]
+        if missing:
+            raise LedgerError(f"{missing[0]} is required", field=missing[0])
         return cls(**item)
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(AssertRequest))
+_REQUIRED = tuple(
+    f.name
+    for f in dataclasses.fields(AssertRequest)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)

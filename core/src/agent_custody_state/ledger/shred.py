@@ -291,6 +291,9 @@ class ShreddingBackend(ShreddedReads, EventBackend):
     def stored_events(self) -> Iterator[str | bytes]:
         return self.inner.stored_events()  # as stored: sealed values, what verify must see
 
+    def index_problems(self) -> list[tuple[int, str]]:
+        return self.inner.index_problems()
+
     def checkpoint_log(self) -> CheckpointLog | None:
         return self.inner.checkpoint_log()
 

@@ -1,14 +1,12 @@
-"""An offline verifier of an erasure certificate and a JSONL ledger's chain: standard library
-and ``cryptography`` only, from docs/proofs.md (not the package's code), to read in one sitting.
-``python -m agent_custody_state_conformance.offline CERT --key PUB [--ledger L.jsonl]``: exit 0
-and ``ok``, or 1 and ``FAILED: <first reason>``."""
+"""An offline verifier of an erasure certificate and a JSONL ledger's chain, from docs/proofs.md
+alone (standard library and ``cryptography``), read in one sitting: exit 0 ``ok``, 1 ``FAILED``."""
 
+import argparse
 import base64
 import hashlib
 import hmac
 import json
 import re
-import sys
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -63,8 +61,7 @@ def leaf(event: dict[str, Any]) -> bytes:  # the redacted form: no chain record,
     return hashlib.sha256(b"\0" + canonical(form).encode("utf-8", "surrogatepass")).digest()
 
 
-def check_chain(path: str) -> list[dict[str, Any]]:
-    """Every event's leaf, link, record, genesis and commitment; the events, parsed."""
+def check_chain(path: str) -> list[dict[str, Any]]:  # leaves, links, records, commitments
     head, events, started = bytes(32), list[dict[str, Any]](), False
     for n, line in enumerate(filter(bytes.strip, Path(path).read_bytes().split(b"\n")), 1):
         try:
@@ -132,13 +129,16 @@ def check_against(st: dict[str, Any], events: list[dict[str, Any]]) -> None:
     need(gone == value, f"fact {fact_id} is not forgotten in this ledger with the subject's digest")
 
 
-def main(argv: list[str]) -> int:
-    cert, key = argv[0], argv[argv.index("--key") + 1]
-    ledger = argv[argv.index("--ledger") + 1] if "--ledger" in argv else None
+def main(argv: list[str] | None = None) -> int:
+    cli = argparse.ArgumentParser("python -m agent_custody_state_conformance.offline")
+    cli.add_argument("cert", type=Path, metavar="CERT", help="the erasure certificate (DSSE)")
+    cli.add_argument("--key", type=Path, required=True, metavar="PUB", help="the signer's PEM key")
+    cli.add_argument("--ledger", metavar="L.jsonl", help="also check it against this JSONL ledger")
+    a = cli.parse_args(argv)
     try:
-        st = check_certificate(json.loads(Path(cert).read_text("utf-8")), Path(key).read_bytes())
-        if ledger is not None:
-            check_against(st, check_chain(ledger))
+        st = check_certificate(json.loads(a.cert.read_text("utf-8")), a.key.read_bytes())
+        if a.ledger is not None:
+            check_against(st, check_chain(a.ledger))
     except Exception as exc:  # every failure is a reason, printed on one line
         print(f"FAILED: {str(exc) or type(exc).__name__}")
         return 1
@@ -147,4 +147,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())

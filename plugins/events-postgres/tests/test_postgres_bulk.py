@@ -23,9 +23,14 @@ def _events() -> list[Event]:
     """Events whose text needs COPY's escaping: tabs, newlines, backslashes, quotes, non-ASCII,
     a null column and an unknown key."""
     value = {"text": 'tab\there\nnew line \\ back\\slash "q" é 日本 \U0001f600', "n": [1, None]}
-    first = AssertEvent("e-1", T, Fact("f-1", "acct:\t1", "plan", value, "org", "a\\b"), None)
+    first = AssertEvent(
+        "e-1", T, Fact("f-1", "acct:\t1", "plan", value, "org", "a\\b", valid_from=T), None
+    )
     second = AssertEvent(
-        "e-2", T, Fact("f-2", "acct:\t1", "plan", "x", "org", "b", Source("r\n1")), "f-1"
+        "e-2",
+        T,
+        Fact("f-2", "acct:\t1", "plan", "x", "org", "b", Source("r\n1"), valid_from=T),
+        "f-1",
     )
     third = RetractEvent("e-3", T, "f-2", "c", "why\r\nnot", Source(None), {"note": "\\N"})
     return [first, second, third]

@@ -11,6 +11,7 @@ from agent_custody_state.ledger.arguments import build_assert, new_ids, restamp
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.importcheck import check_export
 from agent_custody_state.ledger.locking import batch_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.modemark import check_plain_values
@@ -117,7 +118,10 @@ class LedgerBulk:
 
     def import_events(self, events: Iterable[Event], *, batch_size: int = 5000) -> int:
         """Append exported events unchanged (``agent-custody-memory import``); needs an empty
-        ledger."""
+        ledger. Every event is checked first (``importcheck``): a bad one is refused before
+        anything is written."""
+        events = list(events)
+        check_export(events)
         check_plain_values(self.forget_mode, self.backend)
         count = self.backend.count()
         if count:
@@ -126,14 +130,10 @@ class LedgerBulk:
                 code="not_empty",
             )
         total = 0
-        batch: list[Event] = []
         with self.backend.bulk_load():  # indexes built once at the end, where a backend can
-            for event in events:
-                batch.append(event)
-                if len(batch) >= batch_size:
-                    total += self._append_unchanged(batch)
-                    batch = []
-            return total + (self._append_unchanged(batch) if batch else 0)
+            for start in range(0, len(events), batch_size):
+                total += self._append_unchanged(events[start : start + batch_size])
+        return total
 
     def _append_unchanged(self, batch: list[Event]) -> int:
         with section(self.backend, None):

@@ -19,6 +19,7 @@ Code = Literal[
     "not_on_hold",
     "bad_replacement",  # a replacement changes subject/predicate or starts earlier
     "not_empty",  # import into a ledger that has events
+    "bad_export",  # an import whose events do not read as a ledger (``importcheck``)
     "not_claimed",  # a caller's precondition: only claimed facts (the server's direct callers)
     "space_out_of_scope",  # the server's space-scoped token named a space it may not use
     "crypto_shred",  # a plain-mode forget of a value written in crypto-shred mode

@@ -1,0 +1,99 @@
+"""``import_events`` checks the whole export before it appends anything (``importcheck``):
+ids once each, times that parse, references to facts asserted before, forgotten facts without
+values and with their forget event. A refused import leaves the ledger empty."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent_custody_state import Ledger, LedgerError
+from agent_custody_state.ledger.model import AssertEvent, Event, RetractEvent
+
+
+def _export(tmp_path: Path) -> list[Event]:
+    with Ledger(tmp_path / "src.jsonl") as ledger:
+        ids = [
+            ledger.assert_fact(subject=f"s{i}", predicate="p", value=i, space="org", actor="a")
+            for i in range(3)
+        ]
+        ledger.retract(fact_id=ids[0].fact_id, actor="a", reason="r")
+        ledger.forget(fact_id=ids[1].fact_id, actor="a", reason="r")
+        return list(ledger.backend.iter_events())
+
+
+def _fact(event: Event, **changes: object) -> AssertEvent:
+    assert isinstance(event, AssertEvent)
+    return dataclasses.replace(event, fact=dataclasses.replace(event.fact, **changes))
+
+
+Edit = Callable[[list[Event]], list[Event]]
+CASES: list[tuple[str, Edit, str]] = [
+    ("event id twice", lambda e: [*e, e[2]], "event 6: eventId {e2} is also event 3's"),
+    (
+        "fact id twice",
+        lambda e: [*e, dataclasses.replace(e[2], event_id="x-1")],
+        "event 6: fact {f2} is also asserted by event 3",
+    ),
+    (
+        "retract of nothing",
+        lambda e: [*e, RetractEvent("x-2", e[3].tx_time, "nope", "a", "r")],
+        "event 6: a retract of fact nope, which no earlier event asserts",
+    ),
+    (
+        "time",
+        lambda e: [e[0], dataclasses.replace(e[1], tx_time="yesterday"), *e[2:]],
+        "event 2: txTime: 'yesterday' is not an RFC 3339 time such as 2026-09-01T00:00:00Z",
+    ),
+    (
+        "valid from",
+        lambda e: [_fact(e[0], valid_from="2026-03-01T00:00:03"), *e[1:]],
+        "event 1: validFrom: '2026-03-01T00:00:03' has no UTC offset; add Z or +hh:mm",
+    ),
+    (
+        "supersedes nothing",
+        lambda e: [
+            *e,
+            dataclasses.replace(_fact(e[2], fact_id="x-3"), event_id="x-4", supersedes="nope"),
+        ],
+        "event 6: supersedes of fact nope, which no earlier event asserts",
+    ),
+    (
+        "forgotten with a value",
+        lambda e: [e[0], _fact(e[1], value="leak"), *e[2:]],
+        "event 2: fact {f1} is marked forgotten but holds a value",
+    ),
+    (
+        "forgotten without a forget",
+        lambda e: e[:4],
+        "event 2: fact {f1} is marked forgotten, but no forget event records it",
+    ),
+    (
+        "surrogate",
+        lambda e: [_fact(e[0], subject="x\ud800"), *e[1:]],
+        "event 1: subject has a lone surrogate ('\\ud800'): pass valid Unicode",
+    ),
+]
+
+
+@pytest.mark.parametrize("name", ["to.jsonl", "to.sqlite"])
+@pytest.mark.parametrize(("case", "edit", "message"), CASES, ids=[c[0] for c in CASES])
+def test_a_bad_export_is_refused_before_anything_is_written(
+    tmp_path: Path, name: str, case: str, edit: Edit, message: str
+) -> None:
+    events = _export(tmp_path)
+    names = {"e2": events[2].event_id, "f1": events[1].fact_id, "f2": events[2].fact_id}  # type: ignore[attr-defined]
+    with Ledger(tmp_path / name) as ledger:
+        with pytest.raises(LedgerError) as caught:
+            ledger.import_events(edit(events))
+        assert str(caught.value) == message.format(**names)
+        assert caught.value.code == "bad_export" and ledger.count() == 0
+
+
+def test_an_intact_export_imports_whole(tmp_path: Path) -> None:
+    events = _export(tmp_path)
+    with Ledger(tmp_path / "to.sqlite") as ledger:
+        assert ledger.import_events(events) == len(events) == ledger.count()

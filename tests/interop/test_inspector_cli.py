@@ -28,8 +28,11 @@ class Inspector:
         self.base = [str(node), str(modules.joinpath(*LAUNCHER)), "--cli"]
         self.target = [str(cli), "serve", "--ledger", str(ledger)]
 
-    def __call__(self, method: str, *args: str, status: int = 0) -> Any:
-        report, _ = self.run(method, *args, status=status)
+    def __call__(
+        self, method: str, *args: str, status: int = 0, meta: list[str] | None = None
+    ) -> Any:
+        extra = ["--metadata", *meta] if meta else []
+        report, _ = self.run(method, *args, *extra, status=status)
         return report
 
     def run(self, method: str, *args: str, status: int = 0) -> tuple[Any, Any]:
@@ -96,16 +99,18 @@ def test_write_read_and_resources(inspector: Inspector, ledger: Path) -> None:
     assert read["_meta"]["agent-custody/facts"] == [fact["factId"]]
     assert [f["value"] for f in read["structuredContent"]["facts"]] == [{"tier": "team"}]
 
-    listed = [r["uri"] for r in inspector("resources/list")["resources"]]
+    # Resources are the gateway's too: a request without its receipt is refused.
+    listed = [r["uri"] for r in inspector("resources/list", meta=GATEWAY)["resources"]]
     assert listed == ["memory://ledger/head", "memory://subject/acct%3Ainspector"]
     templates = inspector("resources/templates/list")["resourceTemplates"]
     assert {t["uriTemplate"] for t in templates} == {
         "memory://fact/{factId}",
         "memory://subject/{subject}",
     }
-    [shown] = inspector("resources/read", "--uri", f"memory://fact/{fact['factId']}")["contents"]
+    uri = f"memory://fact/{fact['factId']}"
+    [shown] = inspector("resources/read", "--uri", uri, meta=GATEWAY)["contents"]
     assert json.loads(shown["text"])["fact"] == _public(ledger_events(ledger)[-1]["fact"])
-    [timeline] = inspector("resources/read", "--uri", listed[1])["contents"]
+    [timeline] = inspector("resources/read", "--uri", listed[1], meta=GATEWAY)["contents"]
     assert [f["factId"] for f in json.loads(timeline["text"])["facts"]] == [fact["factId"]]
 
 

@@ -130,21 +130,30 @@ async function exercise(client, seen) {
     _meta: GATEWAY_META("rcpt-ts-read"),
   });
 
-  out.resources = await client.listResources();
+  // Resources and completions are the gateway's too: a request without its receipt is refused.
+  out.resources = await client.listResources({ _meta: GATEWAY_META("rcpt-ts-resources") });
   out.templates = await client.listResourceTemplates();
   const factUri = `memory://fact/${encodeURIComponent(factId)}`;
   const subjectUri = `memory://subject/${encodeURIComponent(subject)}`;
-  out.factResource = await client.readResource({ uri: factUri });
-  out.subjectResource = await client.readResource({ uri: subjectUri });
+  out.factResource = await client.readResource({
+    uri: factUri,
+    _meta: GATEWAY_META("rcpt-ts-fact"),
+  });
+  out.subjectResource = await client.readResource({
+    uri: subjectUri,
+    _meta: GATEWAY_META("rcpt-ts-subject"),
+  });
 
   out.completions = {
     factId: await client.complete({
       ref: { type: "ref/resource", uri: "memory://fact/{factId}" },
       argument: { name: "factId", value: factId.slice(0, 6) },
+      _meta: GATEWAY_META("rcpt-ts-complete"),
     }),
     subject: await client.complete({
       ref: { type: "ref/prompt", name: "memory.read" },
       argument: { name: "subject", value: subject.slice(0, 7) },
+      _meta: GATEWAY_META("rcpt-ts-complete"),
     }),
   };
 
@@ -152,7 +161,7 @@ async function exercise(client, seen) {
   client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
     updated.push(n.params.uri);
   });
-  await client.subscribeResource({ uri: factUri });
+  await client.subscribeResource({ uri: factUri, _meta: GATEWAY_META("rcpt-ts-subscribe") });
   out.retract = await client.callTool({
     name: "memory.retract",
     arguments: { factId, reason: "interop test" },
@@ -160,7 +169,10 @@ async function exercise(client, seen) {
   });
   await until((list) => list.includes(factUri), updated, 10_000);
   out.subscription = { uri: factUri, subjectUri, updated: [...updated] };
-  out.factAfterRetract = await client.readResource({ uri: factUri });
+  out.factAfterRetract = await client.readResource({
+    uri: factUri,
+    _meta: GATEWAY_META("rcpt-ts-fact-after"),
+  });
   return out;
 }
 

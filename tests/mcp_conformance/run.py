@@ -2,8 +2,8 @@
 
 Usage: ``python tests/mcp_conformance/run.py --node NODE --suite-js INDEX_JS [--scenario NAME]``
 (the ``mcp_conformance`` nox session installs both and calls this). A fresh JSONL ledger in a
-temporary folder, the server on a free loopback port without a token (what a local client
-uses), then ``conformance server --url ... --expected-failures baseline.yml``: scenarios that do
+temporary folder, the server on a free loopback port without a token and with
+``--allow-direct`` (what a local client without the gateway uses), then ``conformance server --url ... --expected-failures baseline.yml``: scenarios that do
 not apply to the memory server are listed in ``baseline.yml``; every other one must pass, and a
 listed one that passes fails the run (the list stays exact). Exits with the suite's status.
 """
@@ -23,7 +23,12 @@ BASELINE = Path(__file__).with_name("baseline.yml")
 
 
 def start_server(folder: Path) -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "agent_custody_state", "serve", "--http", "--port", "0"]
+    # The suite is a direct client (no gateway, no receipts): --allow-direct admits it, its
+    # writes quarantined, as a local client without the gateway is.
+    command = [
+        *(sys.executable, "-m", "agent_custody_state", "serve", "--http", "--port", "0"),
+        "--allow-direct",
+    ]
     proc = subprocess.Popen(
         [*command, "--ledger", str(folder / "ledger.jsonl")], stderr=subprocess.PIPE, text=True
     )

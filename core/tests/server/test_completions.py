@@ -14,12 +14,13 @@ from mcp import Client
 
 from agent_custody_state import Ledger
 from agent_custody_state.server.app import create_memory_server
-from agent_custody_state_conformance.gateway import GatewayClient
+from agent_custody_state_conformance.gateway import AGENT_KEY, RECEIPT_KEY, GatewayClient
 
 pytestmark = pytest.mark.anyio
 
 FACT = types.ResourceTemplateReference(uri="memory://fact/{factId}")
 SUBJECT = types.ResourceTemplateReference(uri="memory://subject/{subject}")
+GATEWAY_META: Any = {RECEIPT_KEY: "rcpt-complete", AGENT_KEY: "agent"}
 
 
 def _tool(name: str) -> types.PromptReference:
@@ -27,8 +28,13 @@ def _tool(name: str) -> types.PromptReference:
 
 
 async def _values(session: Any, ref: Any, name: str, value: str) -> types.Completion:
-    result = await session.complete(ref, {"name": name, "value": value})
-    return result.completion  # type: ignore[no-any-return]
+    """Complete as the gateway does: with its receipt in ``_meta`` (else refused)."""
+    session = getattr(session, "session", session)  # an in-process ``Client``'s session
+    params = types.CompleteRequestParams(
+        ref=ref, argument=types.CompletionArgument(name=name, value=value), _meta=GATEWAY_META
+    )
+    request = types.CompleteRequest(params=params)
+    return (await session.send_request(request, types.CompleteResult)).completion
 
 
 async def test_completions_over_stdio(tmp_path: Path) -> None:

@@ -92,13 +92,20 @@ async def test_body_is_replayed_unchanged_and_limit_is_exact() -> None:
 
 
 def test_host_and_origin_policy() -> None:
-    policy = HostPolicy(["127.0.0.1", "localhost", "[::1]", "memory:8790"], ["https://ops.example"])
+    policy = HostPolicy(
+        ["127.0.0.1", "localhost", "[::1]", "memory:8790"], ["https://ops.example"], port=8790
+    )
     assert policy.host_ok("127.0.0.1:8790") and policy.host_ok("LOCALHOST")
     assert policy.host_ok("[::1]:1") and policy.host_ok("memory:8790")
     assert not policy.host_ok("memory:8791") and not policy.host_ok(None)
     assert not policy.host_ok("evil.example")
-    assert policy.origin_ok(None) and policy.origin_ok("http://localhost:3000")
-    assert policy.origin_ok("https://ops.example/") and policy.origin_ok("http://[::1]:9")
+    assert policy.origin_ok(None) and policy.origin_ok("http://localhost:8790")
+    assert policy.origin_ok("https://ops.example/") and policy.origin_ok("http://[::1]:8790")
+    assert policy.origin_ok("http://memory:8790") and policy.origin_ok("HTTP://127.0.0.1:8790")
+    # another port or scheme is another origin (SPEC 4.5)
+    for foreign in ("http://localhost:3000", "https://localhost:8790", "http://[::1]:9999"):
+        assert not policy.origin_ok(foreign), foreign
+    assert not policy.origin_ok("http://localhost") and not policy.origin_ok("http://memory:1")
     assert not policy.origin_ok("http://evil.example") and not policy.origin_ok("null")
     assert not policy.origin_ok("file://localhost")
     # Malformed values that a lenient parser would read as a loopback name.

@@ -137,22 +137,26 @@ async def test_client_without_token_fails(http_server: HttpServer) -> None:
 def test_foreign_origin_403_and_host_421(http_server: HttpServer) -> None:
     auth = {"Authorization": f"Bearer {GATEWAY_TOKEN}"}
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    for origin in ("http://evil.example", "null", "http://127.0.0.1.evil.example"):
+    port = http_server.url.split(":")[2].split("/")[0]
+    other = "3000" if port != "3000" else "3001"
+    foreign = ("http://evil.example", "null", "http://127.0.0.1.evil.example")
+    # the same host on another port or scheme is another site (SPEC 4.5)
+    foreign += (f"http://localhost:{other}", f"https://localhost:{port}", "http://localhost")
+    for origin in (*foreign, f"http://[::1]:{other}", f"https://127.0.0.1:{port}"):
         response = httpx.post(http_server.url, headers={**auth, "Origin": origin}, json=ping)
         assert response.status_code == 403, origin
     for host in ("evil.example", "evil.example:80", "127.0.0.1.nip.io"):
         response = httpx.post(http_server.url, headers={**auth, "Host": host}, json=ping)
         assert response.status_code == 421, host
-    port = http_server.url.split(":")[2].split("/")[0]
-    response = httpx.post(
-        http_server.url, headers={**auth, "Origin": f"http://localhost:{port}"}, json=ping
-    )
-    assert response.status_code not in (401, 403, 421)
+    for alias in ("localhost", "127.0.0.1", "[::1]"):  # loopback aliases of the same port
+        origin = f"http://{alias}:{port}"
+        response = httpx.post(http_server.url, headers={**auth, "Origin": origin}, json=ping)
+        assert response.status_code not in (401, 403, 421), origin
 
 
 def test_other_paths_404(http_server: HttpServer) -> None:
     base = http_server.url.removesuffix("/mcp")
-    for path in ("/", "/sse", "/mcp/x", "/health"):
+    for path in ("/", "/sse", "/mcp/x", "/health", "/mcp/"):
         response = httpx.get(base + path, headers={"Authorization": f"Bearer {GATEWAY_TOKEN}"})
         assert response.status_code == 404, path
 

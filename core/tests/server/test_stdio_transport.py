@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 from servertest import CLI, unique
@@ -188,3 +189,50 @@ def test_line_framer_splits_and_drops() -> None:
     assert isinstance(out[0], Oversized) and out[0].size == 14 and out[1] == b"ok"
     exact = framer.feed(b"0123456789\n")
     assert exact == [b"0123456789"]
+
+
+@pytest.mark.anyio
+async def test_messages_the_sdk_cannot_parse_are_answered_by_id_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """An integer of more than 4,300 digits anywhere, or nesting past the SDK parser's limit:
+    the official client gets an error for its call (not a timeout) saying what to change."""
+    async with GatewayClient.stdio("serve", "--ledger", str(tmp_path / "l.jsonl")) as gw:
+        with anyio.fail_after(20):
+            with pytest.raises(MCPError) as caught:
+                await gw.call("memory.read", {"note": 10**4300})
+            assert "more than 4300 digits; send it as a string" in str(caught.value)
+            deep: Any = []
+            for _ in range(220):
+                deep = [deep]
+            with pytest.raises(MCPError) as caught:
+                await gw.call("memory.write", {**WRITE, "value": deep})
+            assert "nested too deeply" in str(caught.value)
+        assert not (await gw.call("memory.read", {})).is_error
+
+
+def test_a_lone_surrogate_is_named_with_the_request_id(tmp_path: Path) -> None:
+    # The official Python client cannot send one; a JavaScript client can ("\ud800").
+    call = (
+        b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"memory.write",'
+        b'"arguments":{"subject":"a\\ud800b","predicate":"p","value":1,"space":"org"}}}'
+    )
+    [reply] = [r for r in _exchange(tmp_path, [call]) if r.get("id") == 41]
+    assert reply["error"]["message"] == (
+        "invalid JSON-RPC message: params.arguments.subject: lone surrogate, pass valid Unicode"
+    )
+
+
+def test_nan_confidence_is_an_invalid_argument(tmp_path: Path) -> None:
+    # NaN compares false with every bound; the Python client sends it as null, others as NaN.
+    call = (
+        b'{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"memory.write",'
+        b'"_meta":{"agent-custody/receipt":"r","agent-custody/agent":"a"},"arguments":'
+        b'{"subject":"s","predicate":"p","value":1,"space":"org","confidence":NaN}}}'
+    )
+    [reply] = [r for r in _exchange(tmp_path, [call]) if r.get("id") == 42]
+    assert reply["result"]["isError"] is True
+    assert reply["result"]["content"][0]["text"] == (
+        "invalid arguments: confidence: must be a finite number, got nan"
+    )
+    assert not (tmp_path / "raw.jsonl").exists() or not (tmp_path / "raw.jsonl").read_bytes()

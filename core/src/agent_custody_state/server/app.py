@@ -11,7 +11,10 @@ ledger as resources (``resources.py``) and tells subscribed clients when a fact 
 changed (``notify.py``: ``resources/subscribe`` on 2025-11-25, ``subscriptions/listen`` on
 2026-07-28). What the server logs while serving a call reaches the caller as
 ``notifications/message`` (``session_log.py``), and ``completion/complete`` offers subjects,
-predicates, spaces and fact ids from the ledger's indexes (``completions.py``).
+predicates, spaces and fact ids from the ledger's indexes (``completions.py``). Resources,
+completions and subscriptions pass the tool calls' gateway requirement (a receipt in the
+request's ``_meta``, unless ``--allow-direct``); only ``tools/list`` and
+``resources/templates/list``, which describe the server and not the ledger, are open to all.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_REQUEST
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
@@ -32,7 +37,12 @@ from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.session_log import SessionLog, install_collector
 from agent_custody_state.server.tools import SCHEMAS, TOOLS
-from agent_custody_state.server.trust import Role, role_of_request, spaces_of_request
+from agent_custody_state.server.trust import (
+    Role,
+    gateway_refusal,
+    role_of_request,
+    spaces_of_request,
+)
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 
@@ -119,6 +129,17 @@ def create_memory_server(
     def spaces_of(ctx: Any) -> SpaceScope | None:
         return spaces_of_request(ctx.request, default=own_spaces)
 
+    def admit(ctx: Any, params: Any) -> None:
+        # Resources, completions and subscriptions pass the same gate as tool calls: a caller
+        # refused a tool call for want of a believed receipt learns nothing here either. The
+        # gateway sends its receipt in each request's ``_meta``, as on its tool calls.
+        meta = getattr(params, "meta", None) if params is not None else None
+        refused = gateway_refusal(
+            service.require_gateway, meta, role_of_request(ctx.request, default=stream_role)
+        )
+        if refused is not None:
+            raise MCPError(INVALID_REQUEST, refused)
+
     listed = tool_list(has_stores=bool(service.stores.stores))
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -139,12 +160,14 @@ def create_memory_server(
         return result.to_mcp()
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        admit(ctx, params)
         key = completions.key_for(params, SCHEMAS, SCHEMAS)
         return await service.worker.run(
             completions.complete, ledger, key, params.argument.value, spaces_of(ctx)
         )
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        admit(ctx, params)
         cursor = params.cursor if params is not None else None
         return await service.worker.run(resources.list_page, ledger, cursor, spaces_of(ctx))
 
@@ -154,17 +177,21 @@ def create_memory_server(
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        admit(ctx, params)
         return await service.worker.run(
             resources.read_resource, ledger, str(params.uri), spaces_of(ctx)
         )
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        admit(ctx, params)
         spaces = spaces_of(ctx)
-        if spaces is not None:  # only what it may read; else the same "not found"
-            await service.worker.run(resources.read_resource, ledger, str(params.uri), spaces)
+        # Only to what the caller could read: a missing resource and one outside its spaces
+        # get the same "Resource not found", scoped or not.
+        await service.worker.run(resources.read_resource, ledger, str(params.uri), spaces)
         return await notifier.subscribe(ctx, params, spaces)
 
     async def listen(ctx: Any, params: Any) -> Any:
+        admit(ctx, params)
         return await notifier.listen_for(spaces_of(ctx))(ctx, params)
 
     server = MemoryServer(

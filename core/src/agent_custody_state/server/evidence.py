@@ -12,6 +12,7 @@ from typing import Any
 
 from agent_custody_state.canonical import canonical_equal
 from agent_custody_state.server.trust import CallContext
+from agent_custody_state.server.validation import ArgumentErrors
 
 EVIDENCE_NEEDS_GATEWAY = (
     "evidence needs the gateway: only a fact the gateway fetched itself can verify a value"
@@ -25,7 +26,12 @@ class EvidenceError(ValueError):
 
 
 def walk(value: Any, path: str | None) -> Any:
-    """Follow ``a.b.0.c`` into a JSON value; ``_MISSING`` when a step does not exist."""
+    """Follow ``a.b.0.c`` into a JSON value; ``_MISSING`` when a step does not exist.
+
+    An array index is ASCII digits only: ``str.isdigit`` also takes ``²`` (which ``int``
+    refuses) and ``١`` (which it reads as 1), so a step of other digits into an array is
+    refused as an invalid argument rather than read as an index.
+    """
     if not path:
         return value
     current = value
@@ -35,6 +41,10 @@ def walk(value: Any, path: str | None) -> Any:
                 return _MISSING
             current = current[step]
         elif isinstance(current, list) and step.isdigit():
+            if not step.isascii():
+                raise ArgumentErrors(
+                    [f"evidence.path: {step!r} indexes an array: write the index in ASCII digits"]
+                )
             index = int(step)
             if index >= len(current):
                 return _MISSING

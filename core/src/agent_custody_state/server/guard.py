@@ -101,22 +101,25 @@ def _split_host(value: str) -> tuple[str, str | None]:
         name, _, rest = value[1:].partition("]")
         if not rest:
             return name, None
-        if rest.startswith(":") and rest[1:].isdigit():
+        if rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit():
             return name, rest[1:]
         return value, None
     if value.count(":") == 1:
         name, port = value.split(":")
-        return (name, port) if port.isdigit() else (value, None)
+        return (name, port) if port.isascii() and port.isdigit() else (value, None)
     return value, None
 
 
 class HostPolicy:
-    """Which ``Host`` and ``Origin`` values name this server."""
+    """Which ``Host`` and ``Origin`` values name this server. An ``Origin`` does when listed in
+    ``allowed_origins``, or as ``http://`` with an allowed host and its port, else the bound
+    ``port`` (loopback names are aliases on it; ``https://`` only through the list)."""
 
-    def __init__(self, allowed_hosts: Sequence[str] | None, allowed_origins: Sequence[str] = ()):
-        self.any_host = allowed_hosts is not None and "*" in allowed_hosts
-        self.hosts = [_split_host(h) for h in (allowed_hosts or ()) if h != "*"]
-        self.origins = {o.rstrip("/").lower() for o in allowed_origins}
+    def __init__(self, hosts: Sequence[str] | None, origins: Sequence[str] = (), port: int = 0):
+        self.any_host = hosts is not None and "*" in hosts
+        self.hosts = [_split_host(h) for h in (hosts or ()) if h != "*"]
+        self.origins = {o.rstrip("/").lower() for o in origins}
+        self.port = port  # 0 until bound (an app served in process): any port
 
     def host_ok(self, host: str | None) -> bool:
         if self.any_host:
@@ -132,14 +135,16 @@ class HostPolicy:
         if origin.rstrip("/").lower() in self.origins:
             return True
         parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or not parts.netloc or "@" in parts.netloc:
+        if parts.scheme.lower() != "http" or not parts.netloc or "@" in parts.netloc:
             return False
         if parts.path not in ("", "/") or parts.query or parts.fragment:
             return False  # an origin is scheme://host[:port], nothing more
         # The host part goes through the same strict split as Host (urlsplit alone reads
         # "http://[::1].evil.example" as host ::1).
         name, port = _split_host(parts.netloc)
-        return any(name == n and (p is None or p == port) for n, p in self.hosts)
+        port = port or "80"
+        own = str(self.port) if self.port else port
+        return any(name == n and port == (p or own) for n, p in self.hosts)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -156,6 +156,7 @@ def build_http_app(
         exception_handlers={404: _not_found},
         lifespan=lambda _app: manager.run(),
     )
+    app.router.redirect_slashes = False  # /mcp/ is another path: 404, not a 307 to /mcp
     return app, guard
 
 
@@ -239,6 +240,7 @@ class MemoryHttpServer:
         if sock is None:
             sock = listen(self.host, self.port, self.backlog)
         self.port = sock.getsockname()[1]
+        self.guard.hosts.port = self.port  # an Origin must name this port (SPEC 4.5)
         self.socket = sock
         config = uvicorn.Config(
             self.app,

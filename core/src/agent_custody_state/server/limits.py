@@ -11,7 +11,11 @@ times per write: the ledger line, the result, the digest) and its size. So:
 - measuring a value stops as soon as it passes a limit (a 900,000-element array costs one
   ``len``), and a value still being measured after ``INLINE_STEPS`` elements is finished on a
   worker thread, where the interpreter lets the event loop run between bytecodes;
-- a result larger than ``INLINE_RENDER`` elements or bytes is encoded on a worker thread too.
+- a result larger than ``INLINE_RENDER`` elements or bytes is encoded on a worker thread too;
+- ``memory.write`` refuses a value nested more than ``max_depth`` (128) levels deep
+  (``invalid arguments: value: ...``): the results that carry a value nest it about six levels
+  deeper, and the official Python client refuses JSON nested 200 levels deep, so a deeper
+  value, once accepted, would break every read that returns it (docs/security.md).
 
 The byte count is the compact JSON size with escapes aside (a string counts its UTF-8 bytes
 and two quotes; a number its decimal digits): close enough to bound the work, and cheap.
@@ -30,6 +34,8 @@ from agent_custody_state.ledger.errors import LedgerError
 
 DEFAULT_MAX_VALUE_ELEMENTS = 10_000
 DEFAULT_MAX_VALUE_BYTES = 1024 * 1024
+#: Levels of arrays and objects a written value may nest (``[]`` is one, ``[[]]`` two).
+DEFAULT_MAX_VALUE_DEPTH = 128
 #: Elements a measurement may look at on the event loop before moving to a worker thread.
 INLINE_STEPS = 2_000
 #: A result past this many elements (or bytes) is encoded on a worker thread.
@@ -39,13 +45,15 @@ INLINE_RENDER_BYTES = 256 * 1024
 
 @dataclass(frozen=True)
 class ValueLimits:
-    """``max_value_elements`` and ``max_value_bytes`` (``[server]`` in the config file)."""
+    """``max_value_elements`` and ``max_value_bytes`` (``[server]`` in the config file), and
+    the deepest nesting (``max_depth``, not a setting: see the module docstring)."""
 
     max_elements: int = DEFAULT_MAX_VALUE_ELEMENTS
     max_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    max_depth: int = DEFAULT_MAX_VALUE_DEPTH
 
     def __post_init__(self) -> None:
-        if self.max_elements < 1 or self.max_bytes < 1:
+        if self.max_elements < 1 or self.max_bytes < 1 or self.max_depth < 1:
             raise ValueError("max_value_elements and max_value_bytes must be positive")
 
 
@@ -142,6 +150,31 @@ async def check_value(value: Any, limits: ValueLimits) -> None:
             f"max_value_bytes = {limits.max_bytes}",
             field="value",
         )
+
+
+def too_deep(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` nests arrays and objects more than ``max_depth`` levels (iteratively:
+    only containers are visited, and a value reaching here has passed the element limit)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        members = item.values() if isinstance(item, Mapping) else item
+        for member in members:
+            if isinstance(member, list | tuple | Mapping):
+                if depth >= max_depth:
+                    return True
+                stack.append((member, depth + 1))
+    return False
+
+
+def depth_problem(value: Any, max_depth: int) -> str | None:
+    """The refusal of a value nested too deeply (``value: ...``), or None."""
+    if not isinstance(value, list | tuple | Mapping) or not too_deep(value, max_depth):
+        return None
+    return (
+        f"value: nested too deeply: more than {max_depth} levels of arrays and objects; the "
+        "results that return a value must stay readable by every MCP client"
+    )
 
 
 async def render_json(data: Any) -> str:

@@ -16,7 +16,9 @@ on the service's worker thread.
 A space-scoped caller (``scopes.py``) sees only its spaces: a fact elsewhere is a missing
 resource, a subject shows only its facts in scope (none: missing), events about unseen facts are
 left out, and the head (whose counts and spaces describe the whole ledger) is neither listed
-nor readable.
+nor readable. Claimed (quarantined) facts are shown, with their provenance: a resource is an
+audit view, as ``memory.get`` and ``memory.history`` are (docs/decisions.md). Who may read
+resources at all is decided in ``app.py`` (the gateway requirement).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.server.appender import Appender
 from agent_custody_state.server.evidence import EvidenceError
 from agent_custody_state.server.handlers import HANDLERS
-from agent_custody_state.server.limits import ValueLimits, check_value
+from agent_custody_state.server.limits import ValueLimits, check_value, depth_problem
 from agent_custody_state.server.policy import refusal
 from agent_custody_state.server.results import ToolResult
 from agent_custody_state.server.scopes import SpaceScope
@@ -167,7 +167,12 @@ class MemoryService:
         try:
             if name == "memory.write":  # before the ledger or any store spends time on it
                 await check_value(args["value"], self.limits)
+                deep = depth_problem(args["value"], self.limits.max_depth)
+                if deep is not None:
+                    return ToolResult.error(str(ArgumentErrors([deep])))
             return await handler(self, context, args)
+        except ArgumentErrors as exc:  # found while serving (an evidence path)
+            return ToolResult.error(str(exc))
         except _REFUSALS as exc:
             code = getattr(exc, "code", None)
             return ToolResult.error(str(exc), code if isinstance(code, str) else None)

@@ -128,22 +128,68 @@ def _parse(line: bytes) -> SessionMessage:
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except Exception as exc:
-        try:
-            data = json.loads(line)
-        except ValueError:
-            return _error(None, types.PARSE_ERROR, f"parse error: {exc.__class__.__name__}")
-        except RecursionError:
-            # Valid JSON nested thousands deep: answering it must not end the server (the
-            # reader task would die with it), and the caller waits for its id, found the way
-            # an oversized message's is.
-            request_id = Oversized(len(line), line[:_KEEP], line[-_KEEP:]).request_id()
-            return _error(
-                request_id, types.PARSE_ERROR, "parse error: the message is nested too deeply"
-            )
-        request_id = data.get("id") if isinstance(data, dict) else None
-        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-            request_id = None
-        return _error(request_id, types.INVALID_REQUEST, "invalid JSON-RPC message")
+        return _refusal(line, exc)
+
+
+#: What the SDK parser's refusal says -> what the caller is told.
+_REASONS = (
+    ("recursion limit exceeded", "nested too deeply (a memory value may nest 128 levels)"),
+    ("number out of range", "a number has more than 4300 digits; send it as a string"),
+)
+
+
+def _lenient_int(digits: str) -> int | None:
+    # Python will not read an integer of more than 4,300 digits; the request is refused anyway,
+    # so such a number reads as None and the rest of the message (its id) is still found.
+    return int(digits) if len(digits.lstrip("-")) <= 4300 else None
+
+
+def _surrogate_path(data: Any) -> str | None:
+    """Where the first string (or key) with a lone surrogate is, as ``params.arguments.s``."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return path or "(message)"
+        elif isinstance(item, dict):
+            for key, member in reversed(item.items()):
+                where = f"{path}.{key}" if path else str(key)
+                if _surrogate_path(key) is not None:
+                    return where
+                stack.append((member, where))
+        elif isinstance(item, list):
+            stack.extend(reversed([(m, f"{path}[{i}]") for i, m in enumerate(item)]))
+    return None
+
+
+def _refusal(line: bytes, exc: Exception) -> SessionMessage:
+    """The answer to a line the SDK's parser refused, with the request's id whenever it can be
+    found and the reason when it is one a caller can fix."""
+    detail = str(exc)
+    try:
+        data = json.loads(line, parse_int=_lenient_int)
+    except ValueError:
+        return _error(None, types.PARSE_ERROR, f"parse error: {exc.__class__.__name__}")
+    except RecursionError:
+        # Valid JSON nested thousands deep: answering it must not end the server (the
+        # reader task would die with it), and the caller waits for its id, found the way
+        # an oversized message's is.
+        request_id = Oversized(len(line), line[:_KEEP], line[-_KEEP:]).request_id()
+        return _error(
+            request_id, types.PARSE_ERROR, "parse error: the message is nested too deeply"
+        )
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    reason = next((text for needle, text in _REASONS if needle in detail), None)
+    if reason is None and (where := _surrogate_path(data)) is not None:
+        reason = f"{where}: lone surrogate, pass valid Unicode"
+    message = "invalid JSON-RPC message" + (f": {reason}" if reason else "")
+    return _error(request_id, types.INVALID_REQUEST, message)
 
 
 def pollable(fd: int) -> bool:

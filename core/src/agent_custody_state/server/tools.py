@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 _FACT_ID = {"type": "string", "minLength": 1, "description": "The fact's id (factId)."}
-_REASON = {"type": "string", "description": "Why: recorded on the event, shown in audits."}
+_REASON = {
+    "type": "string",
+    "maxLength": 65_536,  # every other string argument: at most 4,096 (validation.py)
+    "description": "Why: recorded on the event, shown in audits.",
+}
 _TIME = {"type": "string", "format": "date-time"}
 
 

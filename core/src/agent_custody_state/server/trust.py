@@ -88,6 +88,16 @@ def call_context(
     )
 
 
+def gateway_refusal(
+    require_gateway: bool, meta: Mapping[str, Any] | None, role: Role
+) -> str | None:
+    """``GATEWAY_REQUIRED`` when a server that requires the gateway gets a request (a tool call,
+    a resource read, a completion, a subscription) without a believed receipt id, else None."""
+    if require_gateway and call_context(meta, role).receipt_id is None:
+        return GATEWAY_REQUIRED
+    return None
+
+
 def role_of_request(request: Any, default: Role = "gateway") -> Role:
     """The caller's role as the transport recorded it.
 

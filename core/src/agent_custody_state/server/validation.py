@@ -1,19 +1,25 @@
 """Argument checking against the tools' JSON schemas, with field paths a caller can act on.
 
 Only the schema subset ``tools.py`` uses is interpreted: ``type``, ``required``, ``properties``,
-``minLength``, ``minimum``/``maximum`` and ``format: date-time``. Extra arguments are ignored
+``minLength``, ``maxLength``, ``minimum``/``maximum`` and ``format: date-time``. A string argument
+without its own ``maxLength`` may hold at most ``MAX_TEXT`` (4,096) characters: subjects,
+predicates, spaces, actors and ids are keys, and nothing larger belongs in them (a ``reason`` may
+hold 65,536: ``tools.py``); the value is bounded by the value limits (``limits.py``). Extra arguments are ignored
 (the gateway's fact lookups put their own keys there). Times are parsed with their offset and
 normalised to the wire form here, so handlers only ever see ``2026-09-01T00:00:00.000Z``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from agent_custody_state.timeutil import TimeFormatError, normalize_time
 
 _ARTICLE = {"object": "an object", "array": "an array"}
+#: The longest string argument, in characters, unless its schema says otherwise.
+MAX_TEXT = 4096
 
 
 def json_type(value: Any) -> str:
@@ -92,6 +98,10 @@ def _check_value(schema: Mapping[str, Any], value: Any, path: str, problems: lis
         if len(value) < schema.get("minLength", 0):
             problems.append(f"{path}: must not be empty")
             return value
+        longest = schema.get("maxLength", MAX_TEXT)
+        if len(value) > longest:
+            problems.append(f"{path}: too long: {len(value)} characters; the limit is {longest}")
+            return value
         if schema.get("format") == "date-time":
             try:
                 return normalize_time(value)
@@ -100,6 +110,9 @@ def _check_value(schema: Mapping[str, Any], value: Any, path: str, problems: lis
                 return value
     if expected == "number":
         low, high = schema.get("minimum"), schema.get("maximum")
-        if (low is not None and value < low) or (high is not None and value > high):
+        if isinstance(value, float) and not math.isfinite(value):
+            # NaN compares false with everything: it would pass any range check below.
+            problems.append(f"{path}: must be a finite number, got {value}")
+        elif (low is not None and value < low) or (high is not None and value > high):
             problems.append(f"{path}: must be between {low} and {high}")
     return value

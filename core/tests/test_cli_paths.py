@@ -139,7 +139,7 @@ def test_a_suffix_that_looks_like_a_typo_is_warned_about_on_the_startup_line(
         [sys.executable, "-m", "agent_custody_state", "serve", "--ledger", str(tmp_path / name)],
         capture_output=True,
         text=True,
-        stdin=subprocess.DEVNULL,
+        input="",  # a pipe at its end: /dev/null is refused, it is no MCP client
         timeout=60,
     )
     startup = done.stderr.splitlines()[0]

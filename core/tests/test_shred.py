@@ -249,7 +249,7 @@ def test_config_and_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["export", "--ledger", str(ledger), "--out", str(out), *shred]) == 0
     assert json.dumps(SECRET, ensure_ascii=False) in out.read_text()  # an export is plaintext
     sweep = ["sweep", "--ledger", str(ledger), "--before", "2100-01-01T00:00:00Z", "--reason", "r"]
-    assert main(sweep) == 1
+    assert main([*sweep, "--forget-mode", "plain"]) == 1  # asked for plain mode: refused
     assert "written in crypto-shred mode" in capsys.readouterr().err
     assert main([*sweep, *shred]) == 0
     capsys.readouterr()
@@ -266,7 +266,8 @@ def test_verify_checks_sealed_values_with_the_key_store(
         kept = ledger.assert_fact(subject="s", predicate="p", value=SECRET, space="o", actor="a")
         gone = ledger.assert_fact(subject="t", predicate="p", value="bye", space="o", actor="a")
         ledger.forget(fact_id=gone.fact_id, actor="a", reason="gdpr")
-    assert main(["verify", "--ledger", str(path)]) == 0  # leaves and links; values noted
+    plain = ["--forget-mode", "plain"]  # without the key store: leaves and links, values noted
+    assert main(["verify", "--ledger", str(path), *plain]) == 0
     assert "1 value(s) sealed by crypto-shred mode" in capsys.readouterr().err
     assert main(["verify", "--ledger", str(path), "--key-store", "default"]) == 0
     assert "sealed" not in capsys.readouterr().err

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from servertest import CLI, run_cli
@@ -39,28 +42,52 @@ def test_demo_runs_the_whole_tour() -> None:
     assert 'plan="pro" (attested)' in bitemporal and "txAt" in bitemporal
 
 
-def test_demo_next_steps_run_as_printed() -> None:
-    """The closing hints of ``demo --keep`` are commands that run as printed."""
-    done = run_cli("demo", "--keep", "--color", "never", timeout=120)
+def _next_steps(path: str) -> tuple[str, list[str]]:
+    """The demo's output with ``PATH`` set to ``path``, and its closing hints (``--keep``)."""
+    done = run_cli("demo", "--keep", "--color", "never", env={"PATH": path}, timeout=120)
     assert done.returncode == 0, done.stderr
-    hints = [
-        line.strip().split("  #")[0].strip()
-        for line in done.stdout.split("next steps")[1].splitlines()[1:]
-        if line.strip().startswith("agent-custody-memory")
-    ]
-    assert len(hints) >= 4, hints
-    folder = None
-    try:
-        for hint in hints:
-            words = shlex.split(hint)
-            assert words[0] == "agent-custody-memory"
-            if "--ledger" in words:
-                folder = Path(words[words.index("--ledger") + 1]).parent
-            ran = run_cli(*words[1:], timeout=60)
-            assert ran.returncode == 0, (hint, ran.stderr)
-    finally:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+    steps = done.stdout.split("next steps")[1]
+    hints = [line.strip().split("  #")[0].strip() for line in steps.splitlines()[1:]]
+    return done.stdout, [hint for hint in hints if hint]
+
+
+def test_demo_next_steps_run_as_printed() -> None:
+    """The closing hints of ``demo --keep`` are commands that run as printed: by name when the
+    PATH finds this one, else by the path of the running one (a nox virtualenv)."""
+    here = os.path.dirname(sys.executable)
+    for path, start in (
+        (f"{here}{os.pathsep}{os.environ.get('PATH', '')}", ["agent-custody-memory"]),
+        (os.defpath, [sys.executable, "-m", "agent_custody_state"]),
+    ):
+        _out, hints = _next_steps(path)
+        assert len(hints) >= 4, hints
+        folder = None
+        try:
+            for hint in hints:
+                words = shlex.split(hint)
+                assert words[: len(start)] == start, (hint, start)
+                if "--ledger" in words:
+                    folder = Path(words[words.index("--ledger") + 1]).parent
+                ran = subprocess.run(
+                    words,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    env={**os.environ, "PATH": path},
+                )
+                assert ran.returncode == 0, (hint, ran.stderr)
+        finally:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_demo_prints_no_path_into_its_deleted_folder() -> None:
+    done = run_cli("demo", "--color", "never", timeout=120)
+    assert done.returncode == 0, done.stderr
+    folder = re.search(r"ledger (\S+)/ledger\.\w+", done.stdout)
+    assert folder is not None and not os.path.exists(folder.group(1))
+    assert "certificate.json" not in done.stdout
+    assert "the certificate (in the temporary folder): " in done.stdout
 
 
 def test_stdio_startup_line_and_forget_key_warning(tmp_path: Path) -> None:
@@ -134,3 +161,76 @@ def test_the_startup_line_warns_of_a_forget_mode_the_ledger_does_not_record(
         "--ledger", str(ledger), "--forget-mode", "crypto-shred", "--key-store", str(other)
     )
     assert f"warning: the ledger records its keys in {vault}, this server uses {other}" in split
+
+
+def test_serve_over_stdio_refuses_dev_null_as_stdin(tmp_path: Path) -> None:
+    """cron, systemd and nohup start it with /dev/null on stdin, which no MCP client is (and
+    the event loop cannot wait on): one line, exit 2, nothing left behind."""
+    ledger = tmp_path / "l.jsonl"
+    done = subprocess.run(
+        [*CLI, "serve", "--ledger", str(ledger)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "error: serve over stdio needs its MCP client on stdin (a pipe); stdin is /dev/null: "
+        "start it from an MCP client, or serve HTTP with --http\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+    requests = tmp_path / "requests.jsonl"  # a regular file still serves (then ends)
+    requests.write_text("")
+    with open(requests, encoding="utf-8") as stdin:
+        done = subprocess.run(
+            [*CLI, "serve", "--ledger", str(ledger)],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0 and "serving stdio" in done.stderr, done.stderr
+
+
+def test_serve_log_format_json_writes_only_json_to_stderr(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    done = subprocess.run(
+        [*CLI, "serve", "--ledger", str(ledger), "--log-format", "json", "--token-env", "TK"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TK": "t0ken"},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(line["level"], line["logger"]) for line in lines] == [
+        ("info", "serve"),
+        ("info", "serve"),
+        ("warning", "serve"),
+    ]
+    assert lines[0]["message"].startswith("note: bearer tokens apply to HTTP only")
+    assert lines[1]["message"].startswith(f"ledger {ledger} (jsonl, 0 events); serving stdio")
+    assert lines[2]["message"].startswith("no forget key (--forget-key-env)")
+
+
+def test_http_without_tokens_says_how_to_admit_callers(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--ledger", str(tmp_path / "l.jsonl"), "--http", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stderr is not None
+    try:
+        line = proc.stderr.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert line.rstrip().endswith(
+        "trust: no tokens, every caller is direct; calls without a receipt are refused, so every "
+        "call is refused: add --token-env NAME (a gateway's bearer token), or --allow-direct to "
+        "accept direct callers quarantined"
+    ), line

@@ -312,54 +312,6 @@ def test_events_along_follow_retracted_links_only(tmp_path: Path) -> None:
         assert asked == []  # no question beyond the one walk
 
 
-# -- an import builds the secondary indexes once, at the end -----------------------------------
-
-
-def _exported(n: int) -> list[AssertEvent]:
-    with Ledger(":memory:") as source:
-        source.assert_many(
-            {"subject": f"s{i % 7}", "predicate": "p", "value": i, "space": "org", "actor": "a"}
-            for i in range(n)
-        )
-        return [e for e in source.backend.iter_events() if isinstance(e, AssertEvent)]
-
-
-def test_an_import_builds_the_indexes_at_the_end(tmp_path: Path) -> None:
-    path = tmp_path / "l.sqlite"
-    events = _exported(30)
-    seen: list[dict[str, list[str]]] = []
-
-    def watched() -> Any:
-        for i, event in enumerate(events):
-            if i == 20:  # after the first batch of 10 went in: no secondary index yet
-                seen.append(index_columns(path))
-            yield event
-
-    with Ledger(path) as ledger:
-        assert ledger.import_events(watched(), batch_size=10) == 30
-        assert ledger.count() == 30
-    assert seen == [{}]
-    assert index_columns(path) == SPEC_INDEXES
-    with sqlite3.connect(path) as db:
-        plan = db.execute("EXPLAIN QUERY PLAN SELECT * FROM events WHERE fact_id = 'x'").fetchall()
-    assert "USING INDEX" in str(plan)
-
-
-def test_an_import_that_fails_still_ends_with_every_index(tmp_path: Path) -> None:
-    path = tmp_path / "l.sqlite"
-    events = _exported(12)
-
-    def broken() -> Any:
-        yield from events[:10]
-        raise OSError("the export file went away")
-
-    with Ledger(path) as ledger, pytest.raises(OSError, match="went away"):
-        ledger.import_events(broken(), batch_size=5)
-    assert index_columns(path) == SPEC_INDEXES
-    with Ledger(path) as again:
-        assert again.count() == 10  # the batches before the failure stay, as before
-
-
 def test_a_table_with_events_keeps_its_indexes_and_an_open_restores_lost_ones(
     tmp_path: Path,
 ) -> None:

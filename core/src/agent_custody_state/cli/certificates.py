@@ -17,6 +17,7 @@ from typing import Any
 
 from agent_custody_state.cli.common import (
     LEDGER_HELP,
+    RECORDED,
     CliError,
     add_forget_mode_flags,
     add_json_argument,
@@ -30,8 +31,7 @@ from agent_custody_state.cli.common import (
 def cmd_forget(args: argparse.Namespace) -> int:
     import anyio
 
-    from agent_custody_state.cli.sweep import _forget_key, _forget_mode, _load, _stores
-    from agent_custody_state.ledger.ledger import Ledger
+    from agent_custody_state.cli.sweep import _forget_key, _forget_mode, _load, _stores, open_mode
     from agent_custody_state.stores.flows import Custody
 
     config, location = _load(args)
@@ -42,7 +42,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         raise CliError("--certificate needs --key K (or key = ... in the --config file)")
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
-    with Ledger(location, forget_key=forget_key, **_forget_mode(args, config)) as ledger:
+    with open_mode(location, _forget_mode(args, config), forget_key=forget_key) as ledger:
         custody = Custody(ledger, stores, verify=verify, certificate_key=key)
         done = anyio.run(
             lambda: custody.forget(
@@ -133,7 +133,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--certificate", metavar="FILE", help="write the signed certificate here")
     p.add_argument("--key", metavar="K", help="Ed25519 private key that signs it (PKCS8 PEM)")
     add_json_argument(p, "memory.forget's JSON")
-    add_forget_mode_flags(p)
+    add_forget_mode_flags(p, default=f"the --config file's forget_mode, else {RECORDED}")
     p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("certificate", help="check an erasure certificate")

@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+from agent_custody_state.ledger.backend import EventBackendError
 
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
 
@@ -28,6 +31,8 @@ def is_path(location: str) -> bool:
 
 def check_location(location: str, *, must_exist: bool, flag: str = "--ledger") -> None:
     """Refuse a ledger path whose folder is missing, or (``must_exist``) that is not there."""
+    if not location.strip():
+        raise CliError(f"{flag} is empty; name the ledger (a file, or a URL)")
     if not is_path(location):
         return
     path = Path(location)
@@ -45,32 +50,133 @@ def check_location(location: str, *, must_exist: bool, flag: str = "--ledger") -
         raise CliError(f"{flag} {location} is a folder; name the ledger file inside it")
 
 
-def add_forget_mode_flags(parser: argparse.ArgumentParser) -> None:
-    """``--forget-mode`` and ``--key-store``, for every command that opens a ledger."""
+#: What ``--forget-mode`` says of its default where a command opens an existing ledger.
+RECORDED = "the mode the ledger records (crypto-shred with its key store), else plain"
+
+
+def add_forget_mode_flags(
+    parser: argparse.ArgumentParser, *, default: str = RECORDED, key_store: str | None = None
+) -> None:
+    """``--forget-mode`` and ``--key-store``, for every command that opens a ledger;
+    ``default`` says what happens without them, ``key_store`` replaces the key store's help."""
     parser.add_argument(
         "--forget-mode",
         choices=("plain", "crypto-shred"),
-        help="crypto-shred: values encrypted, forget destroys the key (docs/forget.md)",
+        help="crypto-shred: values encrypted, forget destroys the key (docs/forget.md); "
+        f"default: {default}",
     )
     parser.add_argument(
         "--key-store",
         metavar="LOCATION",
-        help="crypto-shred key store (default: beside the ledger, or <db>_keys for PostgreSQL)",
+        help=key_store
+        or "crypto-shred key store (default: the one the ledger records, else beside the "
+        "ledger, or <db>_keys for PostgreSQL)",
     )
+
+
+def missing_keys(location: str, store: str) -> CliError:
+    """The refusal when the key store a crypto-shred ledger records is not there."""
+    return CliError(
+        f"{location} is written in crypto-shred mode and its key store {store} is not there; "
+        f"{KEYS_ADVICE}"
+    )
+
+
+KEYS_ADVICE = (
+    "pass --key-store LOCATION (or --forget-mode plain to read the sealed values as stored)"
+)
 
 
 def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **kwargs: Any) -> Any:
     """The ledger named by ``--ledger`` (imported lazily: ``--help`` stays fast), in the forget
-    mode of ``--forget-mode``/``--key-store`` where the command has them."""
+    mode of ``--forget-mode``/``--key-store`` where the command has them (a flag wins over
+    ``kwargs``), else in the mode the ledger records (``open_recorded``)."""
+    check_location(args.ledger, must_exist=must_exist)
+    mode = {f: getattr(args, f) for f in ("forget_mode", "key_store") if getattr(args, f, None)}
+    if mode.get("key_store") is not None and mode.get("forget_mode") is None:
+        mode["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
+    return open_recorded(args.ledger, **{**kwargs, **mode})
+
+
+def open_recorded(location: str, **kwargs: Any) -> Any:
+    """The ledger at ``location`` in the forget mode ``kwargs`` name, else in the mode recorded
+    with it (``modemark``): a ledger written in crypto-shred mode is opened in that mode with
+    the key store it records, so its values read as values, not as the envelopes that seal
+    them. A recorded key store that is not there, or cannot be opened, is a one-line error (a
+    new, empty one would read every value as forgotten)."""
+    from agent_custody_state.ledger.ledger import Ledger
+    from agent_custody_state.ledger.modemark import CRYPTO_SHRED
+
+    backend = open_backend(location)
+    mark = store = None
+    try:
+        if kwargs.get("forget_mode") is not None:
+            return Ledger(backend, **kwargs)
+        mark = backend.recorded_forget_mode()
+        if mark is None or mark.mode != CRYPTO_SHRED:
+            return Ledger(backend, **kwargs)
+        store = mark.key_store
+        if store is not None and is_path(store) and not Path(store).exists():
+            raise missing_keys(location, store)
+        return Ledger(backend, forget_mode=CRYPTO_SHRED, key_store=store, **kwargs)
+    except EventBackendError as exc:
+        with suppress(Exception):
+            backend.close()
+        if kwargs.get("forget_mode") is not None or mark is None:
+            raise
+        if store is not None and not is_path(store):
+            ledger = _default_keys(location, store, kwargs)  # recorded without its password
+            if ledger is not None:
+                return ledger
+        raise CliError(
+            f"{location} is written in crypto-shred mode and its key store "
+            f"{store or '(the default)'} cannot be opened ({exc}); {KEYS_ADVICE}"
+        ) from None
+    except BaseException:
+        with suppress(Exception):
+            backend.close()
+        raise
+
+
+def _default_keys(location: str, store: str, kwargs: dict[str, Any]) -> Any:
+    """The ledger with its backend's default key store when that is the one recorded (a
+    display form, without the password the ledger's own URL holds), else None."""
     from agent_custody_state.ledger.ledger import Ledger
 
-    check_location(args.ledger, must_exist=must_exist)
-    for flag in ("forget_mode", "key_store"):  # a flag wins over a config file's value
-        if getattr(args, flag, None) is not None:
-            kwargs[flag] = getattr(args, flag)
-    if kwargs.get("key_store") is not None and kwargs.get("forget_mode") is None:
-        kwargs["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
-    return Ledger(args.ledger, **kwargs)
+    backend = open_backend(location)
+    try:
+        ledger = Ledger(backend, forget_mode="crypto-shred", **kwargs)
+    except EventBackendError:
+        with suppress(Exception):
+            backend.close()
+        return None
+    if ledger.backend.keystore().location == store:
+        return ledger
+    ledger.close()
+    return None
+
+
+def open_backend(location: str) -> Any:
+    """The event backend at ``location``; a driver's own error (SQLAlchemy that cannot parse a
+    URL, say) becomes one line naming the location, without its password."""
+    from agent_custody_state.ledger.errors import LedgerError
+    from agent_custody_state.ledger.host import default_host
+    from agent_custody_state.plugins import PluginError
+
+    try:
+        return default_host().open_backend(location)
+    except (CliError, LedgerError, EventBackendError, PluginError, OSError, UnicodeError):
+        raise
+    except Exception as exc:
+        raise CliError(
+            f"--ledger {without_password(location)}: cannot open it ({type(exc).__name__}: "
+            f"{exc}); check the location, e.g. {LEDGER_KINDS.split(', or ')[-1]}"
+        ) from None
+
+
+def without_password(location: str) -> str:
+    """``location`` with the password of a ``scheme://user:password@host`` URL replaced."""
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/:@]*):[^/@]*@", r"\1:***@", location)
 
 
 #: What a ledger location may be (the start of every ``--ledger`` help).
@@ -106,7 +212,24 @@ def time_option(value: str | None, flag: str) -> str | None:
 
 def certificate_key(args: argparse.Namespace, config: Any) -> str | None:
     """``--key``, else the config file's ``key`` (the key that signs results)."""
-    return args.key or (config.key if config is not None else None)
+    key: str | None = args.key or (config.key if config is not None else None)
+    return check_private_key(key)
+
+
+def check_private_key(key: str | None) -> str | None:
+    """``key``, unless it is the public half (``keygen``'s ``.pub``) of the key meant: the
+    signing key's own error would then say to create a key that exists."""
+    if key is None:
+        return None
+    try:
+        with open(key, "rb") as fh:
+            public = b"-----BEGIN PUBLIC KEY-----" in fh.read(4096)
+    except OSError:
+        return key  # the key's own loader says what is wrong with the file
+    if public:
+        private = key.removesuffix(".pub") if key.endswith(".pub") else "the file without .pub"
+        raise CliError(f"{key} is a public key; pass the private key ({private})")
+    return key
 
 
 def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
@@ -127,3 +250,25 @@ def write_certificate(path: Path, envelope: dict[str, Any]) -> None:
     """The envelope as pretty JSON, created exclusively (never over another file)."""
     with open(path, "x", encoding="utf-8") as fh:
         fh.write(json.dumps(envelope, indent=2) + "\n")
+
+
+def command() -> str:
+    """How to run this command line as printed: ``agent-custody-memory`` when that is what the
+    PATH finds, else the running one by its path (a nox or tox virtualenv, ``python -m``)."""
+    import os
+    import shlex
+    import shutil
+    import sys
+
+    name = "agent-custody-memory"
+    script = sys.argv[0] if os.path.basename(sys.argv[0]) == name else None
+    running = script or os.path.join(os.path.dirname(sys.executable), name)
+    found = shutil.which(name)
+    try:
+        if found is not None and os.path.samefile(found, running):
+            return name
+    except OSError:
+        pass
+    if script is not None:
+        return shlex.quote(os.path.abspath(script))
+    return f"{shlex.quote(sys.executable)} -m agent_custody_state"

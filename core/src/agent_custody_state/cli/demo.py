@@ -23,6 +23,7 @@ import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from agent_custody_state.cli.common import command
 from agent_custody_state.server.trust import AGENT_KEY, RECEIPT_KEY
 
 
@@ -162,9 +163,9 @@ def _check_chain(ledger: str, tour: Tour) -> None:
     )
 
 
-def _check_certificate(ledger: str, path: str, tour: Tour) -> None:
+def _check_certificate(ledger: str, path: str, tour: Tour, *, keep: bool) -> None:
     """Keep the certificate memory.forget returned and verify it as ``agent-custody-memory
-    certificate verify`` does: signature, shape, and against the ledger."""
+    certificate verify`` does: signature, shape, and against the ledger (its path only if kept)."""
     from agent_custody_state.cli.proofs import stored
     from agent_custody_state.keys import PublicKeyRef
     from agent_custody_state.ledger.certverify import CertificateError, check_against
@@ -184,7 +185,8 @@ def _check_certificate(ledger: str, path: str, tour: Tour) -> None:
     print(
         "   "
         + tour.paint("32", "✓ ")
-        + f"{path}: {p['sanitization']['category']}, outcome {p['outcome']}, "
+        + f"{path if keep else 'the certificate (in the temporary folder)'}: "
+        f"{p['sanitization']['category']}, outcome {p['outcome']}, "
         f"{scan.get('hits', 0)} hits in {scan.get('filesScanned', 0)} ledger files, "
         f"stores {[s['name'] + ': ' + s['verification'] for s in p['stores']['stores']]}, "
         f"chain {p['chain']['before']['size']} -> {p['chain']['after']['size']} events"
@@ -366,7 +368,7 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
         tour.title("The ledger is tamper-evident: its hash chain verifies after the forget")
         _check_chain(ledger, tour)
         tour.title("The forget's signed erasure certificate verifies against the ledger")
-        _check_certificate(ledger, os.path.join(folder, "certificate.json"), tour)
+        _check_certificate(ledger, os.path.join(folder, "certificate.json"), tour, keep=keep)
         print("\n" + paint("1;32", "done.") + " Every step above is an event in the ledger:")
         from agent_custody_state.ledger.ledger import Ledger
 
@@ -374,23 +376,24 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
             kinds = [event.kind for event in book.export()]
         print("   " + ", ".join(kinds))
         print("\n" + paint("1", "next steps") + paint("2", " (each runs as printed):"))
+        cli = command()
         if keep:
-            for hint in next_steps(ledger):
+            for hint in next_steps(ledger, cli):
                 print("   " + hint)
         else:
-            print("   agent-custody-memory demo --keep      # keep the ledger to look inside it")
-        print("   agent-custody-memory serve --help     # run the memory server for your gateway")
-        print("   agent-custody-memory --help           # every command")
+            print(f"   {cli} demo --keep      # keep the ledger to look inside it")
+        print(f"   {cli} serve --help     # run the memory server for your gateway")
+        print(f"   {cli} --help           # every command")
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
-def next_steps(ledger: str) -> list[str]:
+def next_steps(ledger: str, cli: str = "agent-custody-memory") -> list[str]:
     """Commands to try on the kept ledger; the demo test runs each of them."""
     return [
-        f"agent-custody-memory facts --ledger {ledger}",
-        f"agent-custody-memory timeline acct:42 --ledger {ledger}",
-        f"agent-custody-memory verify --ledger {ledger}",
+        f"{cli} facts --ledger {ledger}",
+        f"{cli} timeline acct:42 --ledger {ledger}",
+        f"{cli} verify --ledger {ledger}",
     ]

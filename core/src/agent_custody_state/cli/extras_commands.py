@@ -111,6 +111,8 @@ def cmd_blast(args: argparse.Namespace) -> int:
     summaries = load_summaries(_receipts_dir(args.receipts))
     with _ledger(args) as ledger:
         b = blast_radius(ledger, summaries, args.fact)
+        if b.fact is None:
+            raise CliError(f"--fact {args.fact}: not in this ledger; check the fact id")
         report = None
         if args.retract and b.fact is not None:
             options = {
@@ -138,7 +140,7 @@ def cmd_blast(args: argparse.Namespace) -> int:
             _say("\n" + retract.format_report(report))
     if report is not None and report.problems():
         raise CliError(f"not everything was undone: {'; '.join(report.problems())}")
-    return 0 if b.fact is not None else 1
+    return 0
 
 
 def _stores(config_path: str) -> tuple[list[Any], Any]:

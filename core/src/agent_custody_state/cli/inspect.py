@@ -4,6 +4,8 @@ Each opens an existing ledger (any backend: JSONL, SQLite, PostgreSQL, a plugin'
 ledger one read and prints it: a table for people, or with ``--json`` the wire JSON the memory
 tools answer (``facts``: memory.read's ``{"facts": [...]}``; ``history``: memory.history's
 ``{"events": [...]}``; ``show``: memory.get's fact). Nothing is written and no ledger is created.
+A ledger written in crypto-shred mode is read in that mode, with the key store it records
+(``common.open_recorded``), unless ``--forget-mode``/``--key-store`` say otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from agent_custody_state.cli.common import (
     TIME_FORMAT,
     CliError,
+    add_forget_mode_flags,
     add_json_argument,
     add_ledger_argument,
     open_ledger,
@@ -284,6 +287,7 @@ def add_commands(sub: Any) -> None:
         "--tx-at 2026-01-01T00:00:00Z",
     )
     add_ledger_argument(p)
+    add_forget_mode_flags(p)
     p.add_argument("--subject", help="only facts about this subject, e.g. user:42")
     p.add_argument("--predicate", help="only this predicate, e.g. plan")
     p.add_argument("--space", help="only this space, e.g. org or team:support")
@@ -317,6 +321,7 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("fact", metavar="FACT", help="the fact id")
     add_ledger_argument(p)
+    add_forget_mode_flags(p)
     add_json_argument(p, 'memory.history\'s {"events": [...]}')
     p.set_defaults(func=cmd_history)
 
@@ -329,6 +334,7 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("subject", metavar="SUBJECT", help="the subject, e.g. user:42")
     add_ledger_argument(p)
+    add_forget_mode_flags(p)
     p.add_argument("--predicate", help="only this predicate")
     p.add_argument("--space", help="only this space")
     p.add_argument(
@@ -344,5 +350,6 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("fact", metavar="FACT", help="the fact id")
     add_ledger_argument(p)
+    add_forget_mode_flags(p)
     add_json_argument(p, "memory.get's fact")
     p.set_defaults(func=cmd_show)

@@ -18,6 +18,7 @@ from agent_custody_state.cli.common import (
     add_json_argument,
     add_ledger_argument,
     check_location,
+    is_path,
     open_ledger,
 )
 from agent_custody_state.cli.progress import progress_bars
@@ -189,14 +190,48 @@ def cmd_import(args: argparse.Namespace) -> int:
     check_location(args.ledger, must_exist=False)
     with progress_bars() as bars:
         batch = list(events(bars.add("reading (bytes)", total=source.stat().st_size)))
+        if not batch:  # opening the ledger would create it (and its lock) for nothing
+            print(
+                f"nothing to import: {source} has no events; {_untouched(args.ledger)}",
+                file=sys.stderr,
+            )
+            return 0
+        sealed = _sealed(batch, source)
+        new = is_path(args.ledger) and not Path(args.ledger).exists()
+        plain = args.forget_mode != "crypto-shred" and args.key_store is None
+        if sealed is not None and new and plain:
+            raise sealed  # a new ledger is plain: refused before it is created
         with open_ledger(args, must_exist=False) as ledger:
+            if sealed is not None and ledger.forget_mode != "crypto-shred":
+                raise sealed
             count = ledger.import_events(counted(batch, bars.add("importing", total=len(batch))))
     print(f"imported {count} events into {ledger.location}", file=sys.stderr)
     return 0
 
 
+def _untouched(location: str) -> str:
+    if is_path(location) and not Path(location).exists():
+        return f"{location} not created"
+    return f"{location} unchanged"
+
+
+def _sealed(batch: list[Any], source: Path) -> CliError | None:
+    """The refusal of crypto-shred envelopes (an export of a crypto-shred ledger in plain mode)
+    going into a plain ledger, where they would read as values; None when there are none."""
+    from agent_custody_state.ledger.envelope import kid_of
+
+    for event in batch:
+        if event.kind == "assert" and kid_of(event.fact.value) is not None:
+            return CliError(
+                f"{source}: fact {event.fact_id} holds a crypto-shred envelope, not a value (an "
+                "export in plain mode of a crypto-shred ledger): export it again without "
+                "--forget-mode plain, so that its values are decrypted"
+            )
+    return None
+
+
 def cmd_repair(args: argparse.Namespace) -> int:
-    with open_ledger(args) as ledger:
+    with open_ledger(args, forget_mode="plain") as ledger:  # no value is read (flags may say)
         repairs = ledger.backend.repair()
     if repairs is None:
         print(f"{ledger.location}: {ledger.backend.kind} ledgers repair themselves on open")

@@ -94,3 +94,17 @@ def configure_logging(level: str = "info", fmt: str = "text", stream: TextIO | N
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(min(number, logging.WARNING))
+
+
+def console(line: str, fmt: str = "text", stream: TextIO | None = None) -> None:
+    """A line the server writes itself (its startup line, a warning, a note): as it is in text
+    format; in json one object like every log line, its level from a ``warning:``/``note:``
+    after the ``agent-custody-memory:`` prefix (which a JSON line does not need)."""
+    if fmt == "json":
+        message = line.removeprefix(f"{_HANDLER_NAME}: ")
+        level = logging.INFO
+        if message.startswith("warning: "):
+            level, message = logging.WARNING, message.removeprefix("warning: ")
+        record = logging.LogRecord(f"{_OURS}.serve", level, __file__, 0, message, None, None)
+        line = JsonFormatter().format(record)
+    print(line, file=stream or sys.stderr, flush=True)

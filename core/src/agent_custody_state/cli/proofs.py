@@ -8,7 +8,6 @@ like any other problem. Other ledgers are read through their backend's ``stored_
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.cli.common import CliError, check_location, is_path, open_ledger
+from agent_custody_state.cli.common import (
+    CliError,
+    add_forget_mode_flags,
+    check_location,
+    check_private_key,
+    is_path,
+    missing_keys,
+    open_ledger,
+)
 
 #: Problems listed after the first one.
 SHOWN = 10
@@ -37,11 +44,11 @@ def add_commands(sub: Any) -> None:
         metavar="FILE",
         help="checkpoints to check against (repeatable; default: the ledger's own)",
     )
-    p.add_argument(
-        "--key-store",
-        metavar="LOCATION",
-        help="a crypto-shred ledger's key store (`default`: the ledger's own), so the "
-        "commitments of sealed values are checked too",
+    add_forget_mode_flags(
+        p,
+        default="the mode the ledger records; plain: sealed values' commitments are not checked",
+        key_store="a crypto-shred ledger's key store (`default`: the ledger's own), so the "
+        "commitments of sealed values are checked too (default: the one the ledger records)",
     )
     p.add_argument(
         "--jobs",
@@ -73,7 +80,10 @@ def _jobs(text: str) -> int:
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    with open_ledger(args, checkpoint_key=args.key, checkpoints=args.checkpoints) as ledger:
+    check_private_key(args.key)
+    with open_ledger(
+        args, checkpoint_key=args.key, checkpoints=args.checkpoints, forget_mode="plain"
+    ) as ledger:  # the chain covers the events as stored: no value is read
         cp = ledger.checkpoint()
         log = ledger.backend.checkpoint_log()
         where = args.checkpoints or (log.location if log is not None else "?")
@@ -115,7 +125,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 open_value=open_value,
             )
     if args.json:
-        print(json.dumps(_as_json(report), indent=2))
+        from agent_custody_state.cli.render import print_json
+
+        print_json(_as_json(report))
     else:
         _print(args.ledger, report, signed=public_key is not None)
     return 0 if report.ok else 1
@@ -123,26 +135,71 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _opener(args: argparse.Namespace) -> Iterator[Any]:
-    """With ``--key-store``: what opens sealed values, from the ledger's key store."""
-    if not args.key_store:
-        yield None
-        return
+    """What opens sealed values to check their commitments: from ``--key-store``, else from the
+    key store the ledger records (``modemark``); None in plain mode. A JSONL ledger is not
+    opened through its backend (a broken line must be reported, not refuse the open)."""
+    from agent_custody_state.ledger.modemark import CRYPTO_SHRED
     from agent_custody_state.ledger.shred import value_opener
 
-    where = None if args.key_store == "default" else args.key_store
-    with open_ledger(
-        argparse.Namespace(ledger=args.ledger, forget_mode="crypto-shred", key_store=where),
-        chain=False,
-    ) as ledger:
-        yield value_opener(ledger.backend.keystore())
+    if args.forget_mode == "plain":
+        yield None
+        return
+    named = args.key_store is not None or args.forget_mode == CRYPTO_SHRED
+    where = None if args.key_store in (None, "default") else args.key_store
+    if _is_jsonl(args.ledger):
+        marks = _file_marks(Path(args.ledger))
+        if not named:
+            mark = marks.recorded_forget_mode()
+            if mark is None or mark.mode != CRYPTO_SHRED:
+                yield None
+                return
+            where = mark.key_store
+        keys_at = where or f"{args.ledger}.keys"
+        if not Path(keys_at).is_file():
+            if named:
+                raise CliError(f"--key-store {keys_at}: no such key store")
+            raise missing_keys(args.ledger, keys_at)
+        keys = marks.keystore(keys_at)
+        try:
+            yield value_opener(keys)
+        finally:
+            keys.close()
+        return
+    mode = argparse.Namespace(
+        ledger=args.ledger, forget_mode=CRYPTO_SHRED if named else None, key_store=where
+    )
+    with open_ledger(mode, chain=False) as ledger:
+        shred = ledger.forget_mode == CRYPTO_SHRED
+        yield value_opener(ledger.backend.keystore()) if shred else None
+
+
+def _file_marks(path: Path) -> Any:
+    """A JSONL ledger's forget-mode mark and key store, read as its backend reads them (the
+    same mixins), without loading its events."""
+    from agent_custody_state.backends.keystore_file import SidecarKeys
+    from agent_custody_state.ledger.modemark import ModeFile, ModeMark
+
+    class NoMark:
+        def recorded_forget_mode(self) -> ModeMark | None:
+            return None
+
+    class FileMarks(SidecarKeys, ModeFile, NoMark):
+        def __init__(self) -> None:
+            self.path = path
+
+    return FileMarks()
+
+
+def _is_jsonl(location: str) -> bool:
+    from agent_custody_state.plugins import get_plugin_manager
+
+    return is_path(location) and get_plugin_manager().backend_for(location).name == "jsonl"
 
 
 @contextmanager
 def stored(location: str) -> Iterator[tuple[Any, Any]]:
     """The ledger's stored events and a callable giving its own checkpoint notes."""
-    from agent_custody_state.plugins import get_plugin_manager
-
-    if is_path(location) and get_plugin_manager().backend_for(location).name == "jsonl":
+    if _is_jsonl(location):
         from agent_custody_state.backends.jsonl_lines import stored_lines
 
         path = Path(location)
@@ -155,7 +212,10 @@ def stored(location: str) -> Iterator[tuple[Any, Any]]:
             if fd is not None:
                 os.close(fd)
         return
-    with open_ledger(argparse.Namespace(ledger=location), chain=False) as ledger:
+    # Plain mode: the events as stored (envelopes sealed), which the chain's leaves cover.
+    with open_ledger(
+        argparse.Namespace(ledger=location), chain=False, forget_mode="plain"
+    ) as ledger:
         log = ledger.backend.checkpoint_log()
         yield ledger.backend.stored_events(), lambda: ["\n".join(log.notes())] if log else []
 

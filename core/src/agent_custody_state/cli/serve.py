@@ -16,81 +16,26 @@ from typing import Any
 from agent_custody_state.cli.common import LEDGER_KINDS, CliError, add_forget_mode_flags
 from agent_custody_state.cli.logs import FORMATS, LEVELS
 
-#: ``[server]`` limits that have a flag of the same name (``--max-value-elements`` ...).
-LIMIT_FLAGS = (
-    "max_value_elements",
-    "max_value_bytes",
-    "sessions_per_token",
-    "session_idle_timeout",
-    "header_timeout",
-    "body_timeout",
-    "max_connections",
-    "backlog",
-)
-
-
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Only the flags actually given: an absent flag must not mask the file or environment."""
-    top = {
-        k: getattr(args, k)
-        for k in (
-            "ledger",
-            "key",
-            "forget_key_env",
-            "forget_mode",
-            "key_store",
-            "retention",
-            "checkpoint_every",
-        )
-        if getattr(args, k) is not None
-    }
-    server: dict[str, Any] = {}
-    if args.http:
-        server["transport"] = "http"
-    if args.transport is not None:
-        server["transport"] = args.transport
-    for name in (
-        "host",
-        "port",
-        "max_request_bytes",
-        "max_concurrency",
-        "log_level",
-        "log_format",
-        *LIMIT_FLAGS,
-    ):
-        if getattr(args, name) is not None:
-            server[name] = getattr(args, name)
-    if args.allow_direct:
-        server["allow_direct"] = True
-    if args.stateless:
-        server["stateless"] = True
-    if args.spaces:
-        server["spaces"] = [s.strip() for s in args.spaces.split(",") if s.strip()]
-    if args.allowed_host:
-        server["allowed_hosts"] = args.allowed_host
-    if args.token_env or args.direct_token_env:
-        server["tokens"] = [{"env": n, "role": "gateway"} for n in args.token_env or []] + [
-            {"env": n, "role": "direct"} for n in args.direct_token_env or []
-        ]
-    if server:
-        top["server"] = server
-    return top
-
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from agent_custody_state.cli.common import check_location, is_path
-    from agent_custody_state.config import ConfigError, load_config
+    from agent_custody_state.cli.common import check_location, is_path, without_password
+    from agent_custody_state.cli.serve_setup import announce, load, stdin_problem
+    from agent_custody_state.config import ConfigError
+    from agent_custody_state.ledger.backend import EventBackendError
+    from agent_custody_state.ledger.errors import LedgerError
+    from agent_custody_state.plugins import PluginError
     from agent_custody_state.server.http import check_bind, listen
-    from agent_custody_state.server.runtime import announce, open_runtime
+    from agent_custody_state.server.runtime import open_runtime
 
     sock = None
+    config = load(args)
+    fmt = config.server.log_format
     try:
-        config = load_config(args.config, **_overrides(args))
         from agent_custody_state.cli.logs import configure_logging
 
-        configure_logging(config.server.log_level, config.server.log_format)
+        configure_logging(config.server.log_level, fmt)
         if config.ledger and is_path(config.ledger):
             check_location(config.ledger, must_exist=False)
         if config.server.transport == "http":
@@ -103,10 +48,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if sock is not None:
             sock.close()
         raise CliError(str(exc)) from None
+    except (CliError, LedgerError, EventBackendError, PluginError, OSError):
+        if sock is not None:
+            sock.close()
+        raise
+    except Exception as exc:  # a driver's own error, e.g. SQLAlchemy that cannot parse a URL
+        if sock is not None:
+            sock.close()
+        raise CliError(
+            f"cannot start: {type(exc).__name__}: {exc} (ledger "
+            f"{without_password(config.ledger or '')}); check the location"
+        ) from None
     except BaseException:
         if sock is not None:
             sock.close()
         raise
+    problem = stdin_problem() if sock is None else None
+    if problem is not None:  # every other check first; the event loop would fail on it
+        runtime.discard()
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         server = _build_server(config, runtime)
     except ValueError as exc:
@@ -119,13 +80,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if sock is not None:
             with _graceful_stop(stopping, server.request_stop):
                 anyio.run(
-                    lambda: server.serve(sock=sock, on_bound=lambda s: announce(runtime, s.url))
+                    lambda: server.serve(
+                        sock=sock, on_bound=lambda s: announce(runtime, s.url, fmt)
+                    )
                 )
         else:
             from agent_custody_state.server.stdio import serve_stdio
 
             with _graceful_stop(stopping):
-                announce(runtime, "stdio")
+                announce(runtime, "stdio", fmt)
                 anyio.run(
                     lambda: serve_stdio(
                         server,
@@ -165,10 +128,12 @@ def _build_server(config: Any, runtime: Any) -> Any:
     from agent_custody_state.server.app import create_memory_server
 
     if runtime.tokens:
-        print(
+        from agent_custody_state.cli.logs import console
+
+        console(
             "agent-custody-memory: note: bearer tokens apply to HTTP only; over stdio "
             "the spawning process is the gateway",
-            file=sys.stderr,
+            config.server.log_format,
         )
     return create_memory_server(runtime.ledger, **runtime.server_options())
 
@@ -204,8 +169,16 @@ def _graceful_stop(
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from agent_custody_state.server.signing import generate_key_pair
 
+    folder = Path(args.out).parent
+    if not folder.is_dir():
+        raise CliError(
+            f"--out {args.out}: the folder {folder} does not exist; create it first (no "
+            "command creates a missing folder)"
+        )
     try:
         private, public, key_id = generate_key_pair(args.out, force=args.force)
     except FileExistsError as exc:
@@ -227,8 +200,8 @@ def add_commands(sub: Any) -> None:
         "serve",
         help="run the MCP memory server (stdio, or Streamable HTTP)",
         description="Serve the ten memory.* tools over stdio (default: the spawning process is "
-        "the gateway) or Streamable HTTP at /mcp. Flags override the config file, which "
-        "overrides AGENT_CUSTODY_* variables. Logs go to standard error.",
+        "the gateway) or Streamable HTTP at /mcp. Flags override AGENT_CUSTODY_* variables, "
+        "which override the config file. Logs go to standard error.",
         epilog="examples:\n"
         "  agent-custody-memory serve --ledger memory.sqlite\n"
         "  agent-custody-memory serve --config memory.toml --http --port 8790 "
@@ -255,7 +228,12 @@ def add_commands(sub: Any) -> None:
         metavar="NAME",
         help="environment variable holding the forget key (HMAC digests of forgotten values)",
     )
-    add_forget_mode_flags(p)
+    add_forget_mode_flags(
+        p,
+        default="the config's forget_mode, else plain",
+        key_store="crypto-shred key store (default: beside the ledger, or <db>_keys for "
+        "PostgreSQL)",
+    )
     p.add_argument(
         "--checkpoint-every",
         type=int,

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent_custody_state.cli.common import (
     LEDGER_HELP,
+    RECORDED,
     TIME_FORMAT,
     CliError,
     add_forget_mode_flags,
@@ -66,7 +67,6 @@ def _forget_key(args: argparse.Namespace, config: Any) -> str | None:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import anyio
 
-    from agent_custody_state.ledger.ledger import Ledger
     from agent_custody_state.stores.flows import Custody
 
     before = time_option(args.before, "--before")
@@ -80,7 +80,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     check_location(location, must_exist=True)
     mode = _forget_mode(args, config)
     if args.dry_run:
-        with Ledger(location, **mode) as ledger:
+        with open_mode(location, mode) as ledger:
             custody = Custody(ledger, retention=retention)
             holders = bool(config is not None and config.stores)
             preview = anyio.run(
@@ -99,7 +99,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise CliError("--certificates needs --key K (or key = ... in the --config file)")
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
-    with Ledger(location, forget_key=forget_key, **mode) as ledger:
+    with open_mode(location, mode, forget_key=forget_key) as ledger:
         from agent_custody_state.cli.progress import progress_bars
 
         custody = Custody(ledger, stores, retention=retention, verify=verify, certificate_key=key)
@@ -140,16 +140,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _forget_mode(args: argparse.Namespace, config: Any) -> dict[str, Any]:
-    """``forget_mode``/``key_store`` from the config file, overridden by the flags."""
+    """``forget_mode``/``key_store`` from the config file, overridden by the flags; empty when
+    neither names a mode (the ledger is then opened in the mode it records: ``open_mode``)."""
     mode: dict[str, Any] = {}
     if config is not None and config.forget_mode == "crypto-shred":
         mode = {"forget_mode": "crypto-shred", "key_store": config.key_store}
+    elif config is not None and "forget_mode" in config.model_fields_set:
+        mode = {"forget_mode": config.forget_mode}
     for flag in ("forget_mode", "key_store"):
         if getattr(args, flag, None) is not None:
             mode[flag] = getattr(args, flag)
     if mode.get("key_store") is not None and mode.get("forget_mode") is None:
         mode["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
     return mode
+
+
+def open_mode(location: str, mode: dict[str, Any], **kwargs: Any) -> Any:
+    """The ledger in ``mode`` (``_forget_mode``), or in the mode it records when none is named."""
+    from agent_custody_state.cli.common import open_recorded
+
+    return open_recorded(location, **mode, **kwargs)
 
 
 def _stores(config: Any) -> tuple[list[Any], Any]:
@@ -266,5 +276,5 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--key", metavar="K", help="Ed25519 private key that signs the certificates")
     add_json_argument(p, "memory.sweep's JSON (with --dry-run: the facts that would go)")
-    add_forget_mode_flags(p)
+    add_forget_mode_flags(p, default=f"the --config file's forget_mode, else {RECORDED}")
     p.set_defaults(func=cmd_sweep)

@@ -124,8 +124,9 @@ def check_plain_forget(mode: str, event: AssertEvent) -> None:
     key alive, so every earlier copy of the events would still open."""
     if mode == "plain" and kid_of(event.fact.value) is not None:
         raise LedgerError(
-            f"fact {event.fact_id} was written in crypto-shred mode: forget it with "
-            'forget_mode="crypto-shred" (and its key store), so that its key is destroyed',
+            f"fact {event.fact_id} was written in crypto-shred mode: forget it in that mode "
+            '(forget_mode="crypto-shred", on the command line --forget-mode crypto-shred) with '
+            "its key store, so that its key is destroyed",
             code="crypto_shred",
         )
 
@@ -141,8 +142,8 @@ def check_plain_values(mode: str, backend: EventBackend) -> None:
     if mark is not None and mark.mode == CRYPTO_SHRED:
         where = f" (its key store: {mark.key_store})" if mark.key_store else ""
         raise LedgerError(
-            f"{backend.location} is written in crypto-shred mode{where}: open it with "
-            'forget_mode="crypto-shred" and that key store to write values; in plain mode they '
-            "would be stored unencrypted",
+            f"{backend.location} is written in crypto-shred mode{where}: open it in that mode "
+            '(forget_mode="crypto-shred", on the command line --forget-mode crypto-shred) with '
+            "that key store to write values; in plain mode they would be stored unencrypted",
             code="crypto_shred",
         )

@@ -206,6 +206,11 @@ def startup_line(runtime: Runtime, where: str) -> str:
         if server.allow_direct
         else "calls without a receipt are refused"
     )
+    if server.transport == "http" and not (runtime.tokens or runtime.oauth or server.allow_direct):
+        direct += (  # then every call is refused: say how to be reachable
+            ", so every call is refused: add --token-env NAME (a gateway's bearer token), or "
+            "--allow-direct to accept direct callers quarantined"
+        )
     parts = [
         f"ledger {ledger.location} ({ledger.backend.kind}, {count} events)",
         f"serving {where}",

@@ -1,0 +1,158 @@
+"""What ``serve`` checks and says before it serves: its flags as config overrides, the config
+file read with errors that name it, every environment variable it names but that is not set
+(in one error), standard input fit for stdio, and the startup lines in the log format.
+
+Everything here runs before the ledger is opened, so a refused start leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+from typing import Any
+
+from agent_custody_state.cli.common import CliError
+
+#: ``[server]`` limits that have a flag of the same name (``--max-value-elements`` ...).
+LIMIT_FLAGS = (
+    "max_value_elements",
+    "max_value_bytes",
+    "sessions_per_token",
+    "session_idle_timeout",
+    "header_timeout",
+    "body_timeout",
+    "max_connections",
+    "backlog",
+)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Only the flags actually given: an absent flag must not mask the file or environment."""
+    top = {
+        k: getattr(args, k)
+        for k in (
+            "ledger",
+            "key",
+            "forget_key_env",
+            "forget_mode",
+            "key_store",
+            "retention",
+            "checkpoint_every",
+        )
+        if getattr(args, k) is not None
+    }
+    server: dict[str, Any] = {}
+    if args.http:
+        server["transport"] = "http"
+    if args.transport is not None:
+        server["transport"] = args.transport
+    for name in (
+        "host",
+        "port",
+        "max_request_bytes",
+        "max_concurrency",
+        "log_level",
+        "log_format",
+        *LIMIT_FLAGS,
+    ):
+        if getattr(args, name) is not None:
+            server[name] = getattr(args, name)
+    if args.allow_direct:
+        server["allow_direct"] = True
+    if args.stateless:
+        server["stateless"] = True
+    if args.spaces:
+        server["spaces"] = [s.strip() for s in args.spaces.split(",") if s.strip()]
+    if args.allowed_host:
+        server["allowed_hosts"] = args.allowed_host
+    if args.token_env or args.direct_token_env:
+        server["tokens"] = [{"env": n, "role": "gateway"} for n in args.token_env or []] + [
+            {"env": n, "role": "direct"} for n in args.direct_token_env or []
+        ]
+    if server:
+        top["server"] = server
+    return top
+
+
+def load(args: argparse.Namespace) -> Any:
+    """The configuration: the file, the environment, the flags. A file that is not UTF-8 is
+    named (Python's decode error names no file); an empty ``--ledger`` is said to be empty."""
+    from agent_custody_state.config import ConfigError, load_config
+
+    if args.ledger is not None and not args.ledger.strip():
+        raise CliError("--ledger is empty; name the ledger (a file or a URL)")
+    try:
+        config = load_config(args.config, **overrides(args))
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1]
+        raise CliError(
+            f"--config {args.config}: not UTF-8 text (byte {exc.start} is {bad!r}); save the "
+            "file as UTF-8"
+        ) from None
+    except (ConfigError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    if config.ledger is not None and not config.ledger.strip():
+        raise CliError("the ledger location is empty; name the ledger (a file or a URL)")
+    from agent_custody_state.cli.common import check_private_key
+
+    check_private_key(config.key)
+    missing = unset_variables(config)
+    if len(missing) > 1:  # one alone is named by the check that needs it, as before
+        raise CliError(
+            "environment variables not set: "
+            + ", ".join(missing)
+            + "; set them (non-empty) or remove them from the configuration"
+        )
+    return config
+
+
+def unset_variables(config: Any) -> list[str]:
+    """Every environment variable the configuration names that is unset or empty, with what
+    names it: the forget key, the bearer tokens, the stores' ``*_env`` settings. The server
+    would stop at the first; an operator wants the list."""
+    named: list[tuple[str, str]] = []
+    if config.forget_key_env:
+        named.append((config.forget_key_env, "forget_key_env"))
+    for i, token in enumerate(config.server.tokens):
+        named.append((token.env, f"server.tokens[{i}] ({token.role})"))
+    for store in config.stores:
+        for key, value in store.settings().items():
+            if key.endswith("_env") and isinstance(value, str) and value:
+                named.append((value, f"store {store.name} {key}"))
+    return [f"{name} ({what})" for name, what in named if not os.environ.get(name, "").strip()]
+
+
+def stdin_problem() -> str | None:
+    """Why standard input cannot carry stdio MCP, or None. /dev/null (cron, systemd, nohup) is
+    no client, and the event loop cannot wait on it; a closed descriptor neither. A pipe, a
+    socket, a terminal and a regular file are fine."""
+    closed = "serve over stdio needs its MCP client on stdin (a pipe); stdin is closed"
+    if sys.stdin is None:  # closed when Python started: fd 0 may since name another file
+        return closed
+    try:
+        mode = os.fstat(0)
+    except OSError:
+        return closed
+    if stat.S_ISCHR(mode.st_mode):
+        try:
+            null = os.stat(os.devnull)
+        except OSError:
+            return None
+        if mode.st_rdev == null.st_rdev:
+            return (
+                "serve over stdio needs its MCP client on stdin (a pipe); stdin is "
+                f"{os.devnull}: start it from an MCP client, or serve HTTP with --http"
+            )
+    return None
+
+
+def announce(runtime: Any, where: str, fmt: str) -> None:
+    """The startup line, and the warning when no forget key is set, in the log format."""
+    from agent_custody_state.cli.logs import console
+    from agent_custody_state.server.runtime import NO_FORGET_KEY_WARNING, startup_line
+
+    console(startup_line(runtime, where), fmt)
+    if runtime.ledger.forget_key is None:
+        console(NO_FORGET_KEY_WARNING, fmt)

@@ -116,7 +116,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             checkpoints = [cp for text in notes for cp in read_checkpoints(text)]
         except CheckpointError as exc:
             raise CliError(f"a checkpoint cannot be read: {exc}") from None
-        with _opener(args) as open_value:
+        with _opener(args) as open_value, _index_check(args.ledger) as index_problems:
             report = verify_parallel(
                 lines,
                 jobs=args.jobs,
@@ -124,6 +124,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 public_key=public_key,
                 open_value=open_value,
             )
+            for seq, reason in index_problems():
+                report.add(seq, reason)
     if args.json:
         from agent_custody_state.cli.render import print_json
 
@@ -194,6 +196,24 @@ def _is_jsonl(location: str) -> bool:
     from agent_custody_state.plugins import get_plugin_manager
 
     return is_path(location) and get_plugin_manager().backend_for(location).name == "jsonl"
+
+
+@contextmanager
+def _index_check(location: str) -> Iterator[Any]:
+    """The backend's own index against its stored events (``EventBackend.index_problems``: a
+    SQL table's query columns against each row's JSON), asked on a thread of its own while the
+    chain is verified (the database does the work, without the interpreter's lock); yields
+    what gives the answer, ``(position, reason)`` pairs. A JSONL ledger's index is its lines."""
+    if _is_jsonl(location):
+        yield list
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with (
+        open_ledger(argparse.Namespace(ledger=location), chain=False, forget_mode="plain") as led,
+        ThreadPoolExecutor(1, thread_name_prefix="index-check") as pool,
+    ):
+        yield pool.submit(led.backend.index_problems).result
 
 
 @contextmanager

@@ -97,3 +97,22 @@ def test_an_intact_export_imports_whole(tmp_path: Path) -> None:
     events = _export(tmp_path)
     with Ledger(tmp_path / "to.sqlite") as ledger:
         assert ledger.import_events(events) == len(events) == ledger.count()
+
+
+def test_the_command_refuses_a_bad_export_before_creating_the_ledger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent_custody_state.cli import main
+
+    events = _export(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(e.to_json() + "\n" for e in [*events, events[2]]), "utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for name in ("to.jsonl", "to.sqlite"):
+        assert main(["import", "--ledger", str(tmp_path / name), "--from", str(bad)]) == 1
+        err = capsys.readouterr().err
+        assert err == (
+            f"error: {bad}: event 6: eventId {events[2].event_id} is also event 3's; "
+            "nothing imported\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # not even a lock file

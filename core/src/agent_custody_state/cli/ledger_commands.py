@@ -154,6 +154,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from agent_custody_state.ledger.errors import LedgerError
+    from agent_custody_state.ledger.importcheck import check_export
     from agent_custody_state.ledger.model import event_from_dict
 
     source = Path(args.source)
@@ -196,6 +198,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 0
+        try:  # the export's own consistency, before the ledger is opened (or created)
+            check_export(batch)
+        except LedgerError as exc:
+            raise CliError(f"{source}: {exc}; nothing imported") from None
         sealed = _sealed(batch, source)
         new = is_path(args.ledger) and not Path(args.ledger).exists()
         plain = args.forget_mode != "crypto-shred" and args.key_store is None

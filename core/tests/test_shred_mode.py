@@ -100,3 +100,25 @@ def test_an_opener_that_cannot_record_the_mode_goes_on_with_a_warning(
         [fact] = sealed.as_of(subject="acct:1")
     assert fact.value == "secret" and backend.recorded_forget_mode() is None
     assert "crypto-shred mode is not recorded with the ledger: read-only" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["l.jsonl", "l.sqlite"])
+def test_a_default_key_store_moved_away_leaves_the_mark(tmp_path: Path, name: str) -> None:
+    """The mode is recorded even when the key store is the default one beside the ledger, and a
+    ledger written before the mark (its keys beside it, no mark) gets it at its next crypto-shred
+    open: moving the key store elsewhere (another volume, as docs/forget.md advises) must not
+    make the ledger read as plain."""
+    path = tmp_path / name
+    with Ledger(path, forget_mode="crypto-shred") as sealed:
+        sealed.assert_fact(**FACT, value="secret")
+    if name.endswith(".jsonl"):  # as a writer before the mark left it: keys beside, no mark
+        (tmp_path / f"{name}.mode").unlink()
+        with Ledger(path, forget_mode="crypto-shred"):
+            pass
+        assert (tmp_path / f"{name}.mode").exists()
+    moved = tmp_path / "vault.keys"
+    (tmp_path / f"{name}.keys").rename(moved)
+    with Ledger(path) as plain, pytest.raises(LedgerError, match="crypto-shred mode"):
+        plain.assert_fact(**FACT, value="would be plaintext")
+    with Ledger(path, forget_mode="crypto-shred", key_store=str(moved)) as again:
+        assert again.as_of(subject="acct:1")[0].value == "secret"

@@ -216,5 +216,5 @@ class SidecarKeys:
     def recorded_forget_mode(self) -> ModeMark | None:
         recorded: ModeMark | None = super().recorded_forget_mode()  # type: ignore[misc]
         if recorded is None and os.path.exists(f"{self.path}.keys"):
-            return ModeMark(CRYPTO_SHRED, f"{self.path}.keys")
+            return ModeMark(CRYPTO_SHRED, f"{self.path}.keys", inferred=True)
         return recorded

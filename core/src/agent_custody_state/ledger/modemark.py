@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +56,14 @@ def forget_mode_arg(mode: object) -> str:
 @dataclass(frozen=True)
 class ModeMark:
     """What a ledger records of its forget mode: ``mode`` ("crypto-shred") and the display
-    location of the key store its writer used (None when not known)."""
+    location of the key store its writer used (None when not known). ``inferred``: not
+    recorded, but told from something else (a default key store beside a file ledger written
+    before the mark existed); a crypto-shred opener then records it, so that moving the key
+    store away does not make the ledger read as plain. Not part of what is stored."""
 
     mode: str
     key_store: str | None = None
+    inferred: bool = field(default=False, compare=False)
 
     def to_json(self) -> str:
         return json.dumps({"forget_mode": self.mode, "key_store": self.key_store})

@@ -98,7 +98,8 @@ def _mark(backend: EventBackend, keys: KeyStore) -> None:
     """Record crypto-shred mode with ``backend`` unless it is recorded already. A reader that
     may not write the mark (a read-only role, a read-only folder) goes on, with a warning."""
     try:
-        if backend.recorded_forget_mode() is None:
+        recorded = backend.recorded_forget_mode()
+        if recorded is None or recorded.inferred:
             backend.record_forget_mode(ModeMark(CRYPTO_SHRED, keys.location))
     except EventBackendError as exc:
         log.warning("%s: crypto-shred mode is not recorded with the ledger: %s", backend, exc)

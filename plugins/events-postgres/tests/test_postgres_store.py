@@ -340,3 +340,18 @@ def test_the_key_store_reconnects_after_the_server_drops_it(
             admin.execute("SELECT pg_terminate_backend(%s)", (keys._conn.info.backend_pid,))
         assert [f.value for f in ledger.as_of(subject="s")] == [{"v": 1}]
         assert ledger.get(a.fact_id).value == {"v": 1}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [("postgresql://u:secret@h:notaport/db", "postgresql://u:***@h:notaport/db")],
+)
+def test_a_url_the_driver_cannot_read_is_a_backend_error(url: str, shown: str) -> None:
+    """Not the driver's own exception (the command line showed its traceback), and never the
+    password."""
+    from agent_custody_state_events_postgres.store import PostgresBackend
+
+    with pytest.raises(EventBackendError) as refused:
+        PostgresBackend(url)
+    assert str(refused.value).startswith(f"{shown}: not a PostgreSQL URL (")
+    assert "secret" not in str(refused.value)

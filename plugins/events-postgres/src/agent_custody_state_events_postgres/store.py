@@ -132,14 +132,17 @@ class PostgresBackend(HoldingBackend):
             raise EventBackendError(str(exc)) from None
         self.vacuum = where.vacuum
         self.where = where
-        engine = sa.create_engine(
-            where.connect_url,
-            # Autocommit at the driver: a read never leaves a transaction open (which would
-            # block VACUUM FULL); write sections are explicit BEGIN ... COMMIT.
-            isolation_level="AUTOCOMMIT",
-            poolclass=sa.pool.NullPool,
-            connect_args={"connect_timeout": connect_timeout},
-        )
+        try:
+            engine = sa.create_engine(
+                where.connect_url,
+                # Autocommit at the driver: a read never leaves a transaction open (which would
+                # block VACUUM FULL); write sections are explicit BEGIN ... COMMIT.
+                isolation_level="AUTOCOMMIT",
+                poolclass=sa.pool.NullPool,
+                connect_args={"connect_timeout": connect_timeout},
+            )
+        except (sa.exc.ArgumentError, ValueError) as exc:  # a URL the driver cannot read
+            raise EventBackendError(f"{where.display}: not a PostgreSQL URL ({exc})") from None
         # The advisory key for schema setup (before the table exists, LOCK TABLE cannot work).
         self._advisory_key = advisory_key(where.qualified)
         self._write_key = advisory_key(where.qualified, "write")

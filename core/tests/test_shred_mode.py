@@ -122,3 +122,20 @@ def test_a_default_key_store_moved_away_leaves_the_mark(tmp_path: Path, name: st
         plain.assert_fact(**FACT, value="would be plaintext")
     with Ledger(path, forget_mode="crypto-shred", key_store=str(moved)) as again:
         assert again.as_of(subject="acct:1")[0].value == "secret"
+
+
+@pytest.mark.parametrize("name", ["new.jsonl", "new.sqlite"])
+def test_an_open_refused_part_way_leaves_no_file(tmp_path: Path, name: str) -> None:
+    """A new ledger whose key store (or checkpoint key) is refused leaves the folder as it was:
+    no ledger file, no lock, no journal. An existing ledger keeps its files."""
+    with pytest.raises(Exception, match="does not exist"):
+        Ledger(tmp_path / name, forget_mode="crypto-shred", key_store=str(tmp_path / "no" / "k"))
+    with pytest.raises(LedgerError, match="cannot read signing key"):
+        Ledger(tmp_path / name, checkpoint_key=str(tmp_path / "missing.key"))
+    assert list(tmp_path.iterdir()) == []
+    with Ledger(tmp_path / name) as ledger:
+        ledger.assert_fact(**FACT, value=1)
+    kept = _files(tmp_path / name)
+    with pytest.raises(Exception, match="does not exist"):
+        Ledger(tmp_path / name, forget_mode="crypto-shred", key_store=str(tmp_path / "no" / "k"))
+    assert _files(tmp_path / name) == kept

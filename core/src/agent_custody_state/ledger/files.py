@@ -14,6 +14,7 @@ Two rules (SPEC 3, issue 11 item 5):
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.ledger.backend import EventBackendError
@@ -79,3 +80,28 @@ def create_private(path: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+class NewFiles:
+    """The files a ledger's open creates beside a path that did not exist yet (the ledger
+    itself, its lock, journal, WAL, key store, mark), so an open refused part-way (a key store
+    in a missing folder, a checkpoint key that does not load) can take them away again and
+    leave the folder as it found it. A ledger that existed is never touched."""
+
+    def __init__(self, location: str) -> None:
+        path = Path(location)
+        self._fresh = "://" not in location and not path.exists() and path.parent.is_dir()
+        self._path = path
+        self._before = set(self._siblings()) if self._fresh else set()
+
+    def _siblings(self) -> list[Path]:
+        name = self._path.name
+        return [p for p in self._path.parent.iterdir() if p.name.startswith(name)]
+
+    def remove(self) -> None:
+        """Remove what the open created (call after the backend was closed)."""
+        if not self._fresh:
+            return
+        for created in set(self._siblings()) - self._before:
+            with suppress(OSError):  # a folder, or gone already: nothing of ours to take back
+                created.unlink()

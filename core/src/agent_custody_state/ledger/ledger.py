@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ from agent_custody_state.ledger.bulk import LedgerBulk
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.files import NewFiles
 from agent_custody_state.ledger.forgetting import LedgerForgetting
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
@@ -101,25 +103,29 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         if key_store is not None and self.forget_mode != "crypto-shred":
             raise LedgerError('key_store needs forget_mode="crypto-shred"', field="key_store")
         self._host = host
+        created: NewFiles | None = None
         if isinstance(location, EventBackend):
             self.backend = location
         else:
             import os
 
+            created = NewFiles(os.fspath(location))
             self.backend = (host or default_host()).open_backend(
                 os.fspath(location), **backend_options
             )
-        if self.forget_mode == "crypto-shred":
-            self.backend = shredding(self.backend, key_store)
         self.forget_key = forget_key or None
         self._clock = clock or utc_now
         try:
+            if self.forget_mode == "crypto-shred":
+                self.backend = shredding(self.backend, key_store)  # closes the backend if refused
             self._chain = chain_writer(
                 self.backend, chain, key=checkpoint_key, every=checkpoint_every, where=checkpoints
             )
-        except LedgerError:
-            if not isinstance(location, EventBackend):  # opened here: release it
-                self.backend.close()
+        except Exception:
+            if created is not None:  # opened here: release it, and what its open created
+                with suppress(Exception):
+                    self.backend.close()
+                created.remove()
             raise
 
     # -- plumbing ------------------------------------------------------------------------------

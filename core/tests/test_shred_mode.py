@@ -102,20 +102,19 @@ def test_an_opener_that_cannot_record_the_mode_goes_on_with_a_warning(
     assert "crypto-shred mode is not recorded with the ledger: read-only" in caplog.text
 
 
-@pytest.mark.parametrize("name", ["l.jsonl", "l.sqlite"])
-def test_a_default_key_store_moved_away_leaves_the_mark(tmp_path: Path, name: str) -> None:
+def test_a_default_key_store_moved_away_leaves_the_mark(tmp_path: Path) -> None:
     """The mode is recorded even when the key store is the default one beside the ledger, and a
     ledger written before the mark (its keys beside it, no mark) gets it at its next crypto-shred
     open: moving the key store elsewhere (another volume, as docs/forget.md advises) must not
     make the ledger read as plain."""
+    name = "l.jsonl"
     path = tmp_path / name
     with Ledger(path, forget_mode="crypto-shred") as sealed:
         sealed.assert_fact(**FACT, value="secret")
-    if name.endswith(".jsonl"):  # as a writer before the mark left it: keys beside, no mark
-        (tmp_path / f"{name}.mode").unlink()
-        with Ledger(path, forget_mode="crypto-shred"):
-            pass
-        assert (tmp_path / f"{name}.mode").exists()
+    (tmp_path / f"{name}.mode").unlink()  # as a writer before the mark left it: keys beside
+    with Ledger(path, forget_mode="crypto-shred"):
+        pass
+    assert (tmp_path / f"{name}.mode").exists()
     moved = tmp_path / "vault.keys"
     (tmp_path / f"{name}.keys").rename(moved)
     with Ledger(path) as plain, pytest.raises(LedgerError, match="crypto-shred mode"):
@@ -124,10 +123,11 @@ def test_a_default_key_store_moved_away_leaves_the_mark(tmp_path: Path, name: st
         assert again.as_of(subject="acct:1")[0].value == "secret"
 
 
-@pytest.mark.parametrize("name", ["new.jsonl", "new.sqlite"])
-def test_an_open_refused_part_way_leaves_no_file(tmp_path: Path, name: str) -> None:
+def test_an_open_refused_part_way_leaves_no_file(tmp_path: Path) -> None:
     """A new ledger whose key store (or checkpoint key) is refused leaves the folder as it was:
-    no ledger file, no lock, no journal. An existing ledger keeps its files."""
+    no ledger file, no lock, no journal. An existing ledger keeps its files (SQLite: the
+    plugin's ``test_sqlite_refusals.py``)."""
+    name = "new.jsonl"
     with pytest.raises(Exception, match="does not exist"):
         Ledger(tmp_path / name, forget_mode="crypto-shred", key_store=str(tmp_path / "no" / "k"))
     with pytest.raises(LedgerError, match="cannot read signing key"):

@@ -20,18 +20,10 @@ def _error(capsys: pytest.CaptureFixture[str]) -> str:
     return err.strip()
 
 
-@pytest.fixture
-def ledger(tmp_path: Path) -> Path:
-    path = tmp_path / "ledger.jsonl"
-    with Ledger(path) as opened:
-        opened.assert_fact(subject="s", predicate="p", value="v", space="o", actor="a")
-    return path
-
-
 def test_an_unparseable_sql_url_is_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("agent_custody_state_events_postgres")
     assert main(["facts", "--ledger", "postgresql://"]) == 1
-    assert _error(capsys).startswith("error: --ledger postgresql://: cannot open it (")
+    assert _error(capsys).startswith("error: postgresql://: not a PostgreSQL URL (")
     assert main(["facts", "--ledger", "postgresql://u:hunter2@h:port/db"]) == 1
     err = _error(capsys)
     assert "postgresql://u:***@h:port/db" in err and "hunter2" not in err

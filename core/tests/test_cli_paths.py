@@ -8,16 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_custody_state import Ledger
 from agent_custody_state.cli import main
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Path:
-    path = tmp_path / "ledger.jsonl"
-    with Ledger(path) as opened:
-        opened.assert_fact(subject="s", predicate="p", value="v", space="o", actor="a")
-    return path
 
 
 def _error(capsys: pytest.CaptureFixture[str]) -> str:

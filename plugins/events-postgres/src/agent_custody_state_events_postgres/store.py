@@ -142,7 +142,9 @@ class PostgresBackend(HoldingBackend):
                 connect_args={"connect_timeout": connect_timeout},
             )
         except (sa.exc.ArgumentError, ValueError) as exc:  # a URL the driver cannot read
-            raise EventBackendError(f"{where.display}: not a PostgreSQL URL ({exc})") from None
+            # No host part, so no password in it: the location as given, without its options.
+            shown = where.display if "//" in where.display else str(location).split("?")[0]
+            raise EventBackendError(f"{shown}: not a PostgreSQL URL ({exc})") from None
         # The advisory key for schema setup (before the table exists, LOCK TABLE cannot work).
         self._advisory_key = advisory_key(where.qualified)
         self._write_key = advisory_key(where.qualified, "write")

@@ -40,6 +40,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,16 @@ from agent_custody_state import Ledger
 from agent_custody_state.backends.jsonl_lines import stored_lines
 from agent_custody_state.ledger.chain import ZERO_HEAD, ChainHead, seal
 from agent_custody_state.ledger.checkpoints import Checkpoint, read_checkpoints
-from agent_custody_state.ledger.model import AssertEvent, Fact, RetractEvent, Source
+from agent_custody_state.ledger.model import (
+    AssertEvent,
+    Fact,
+    RetractEvent,
+    Source,
+    event_from_json,
+)
 from agent_custody_state.ledger.parallel import default_jobs, verify_parallel, worker_pool
 from agent_custody_state.ledger.verify import verify_lines
+from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 from benchkit.mutations import (
     jsonl_trials,
     mutation_test,
@@ -138,28 +146,38 @@ def throughput(workdir: Path, n: int, jobs: int) -> dict[str, Any]:
     with Ledger(db, chain=False) as ledger:  # creates the table; rows loaded directly
         pass
     conn = sqlite3.connect(db)
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8") as fh:  # the rows as the backend writes them
         conn.executemany(
-            "INSERT INTO events (event_id, kind, tx_time, fact_id, json) VALUES (?, ?, ?, ?, ?)",
-            ((str(i), "x", "t", "f", line.rstrip("\n")) for i, line in enumerate(fh)),
+            f"INSERT INTO events ({', '.join(ROW_COLUMNS)}) VALUES ({', '.join('?' * 9)})",
+            (event_values(event_from_json(line)) for line in fh),
         )
     conn.commit()
     conn.close()
     with Ledger(db) as ledger:
         out["sqlite"] = _rates(ledger.backend.stored_events, n, jobs)
+        # What ``agent-custody-memory verify`` does on SQL: the query columns against the JSON
+        # too, on a thread beside the chain's pass (``EventBackend.index_problems``).
+        out["sqlite_with_columns"] = _rates(
+            ledger.backend.stored_events, n, jobs, columns=ledger.backend.index_problems
+        )
     db.unlink()
     return out
 
 
-def _rates(stored: Callable[[], Any], n: int, jobs: int) -> dict[str, Any]:
+def _rates(
+    stored: Callable[[], Any], n: int, jobs: int, columns: Callable[[], Any] | None = None
+) -> dict[str, Any]:
     """Events/s verifying ``stored()`` in this process, then with ``jobs`` workers, in turns
     (twice each, the better of two kept), with the CPU seconds of this process and the
-    machine's load at the start."""
+    machine's load at the start; with ``columns``, that check runs on a thread beside it."""
     best: dict[str, float] = {}
     for _ in range(2):
         for name, workers in (("single", 1), ("parallel", jobs)):
             started = time.perf_counter()
-            report = verify_parallel(stored(), jobs=workers)
+            with ThreadPoolExecutor(1) as pool:
+                found = pool.submit(columns) if columns is not None else None
+                report = verify_parallel(stored(), jobs=workers)
+                assert found is None or found.result() == []
             elapsed = time.perf_counter() - started
             assert report.ok and report.events == n, report.problems[:3]
             best[name] = min(best.get(name, elapsed), elapsed)

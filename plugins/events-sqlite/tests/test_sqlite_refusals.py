@@ -30,7 +30,9 @@ def test_text_with_a_lone_surrogate_is_a_ledger_error_and_changes_nothing(
     with Ledger(tmp_path / "l.sqlite") as ledger:
         ledger.assert_fact(**FACT, value=1)
         before = _files(tmp_path)
-        with pytest.raises(LedgerError, match=r"^item 1: subject has a lone surrogate \('\\ud800'\)"):
+        with pytest.raises(
+            LedgerError, match=r"^item 1: subject has a lone surrogate \('\\ud800'\)"
+        ):
             ledger.assert_many([{**FACT, "value": 2}, {**FACT, "subject": "x\ud800", "value": 3}])
         assert _files(tmp_path) == before and ledger.count() == 1
 

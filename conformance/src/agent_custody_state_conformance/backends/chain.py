@@ -255,6 +255,28 @@ class ChainRules(BackendRules):
         monkeypatch.undo()
         _verify(ledger)
 
+    @rule("CH-9")
+    def test_an_intact_ledger_has_no_index_problems(self, ledger: Ledger) -> None:
+        """``index_problems`` (what ``verify`` adds beyond the chain: the backend's own index,
+        such as SQL's query columns, against its stored events) finds nothing on a ledger the
+        ledger wrote: every kind of event, a supersession, a forget.
+
+        Troubleshooting: a backend whose index is derived from the stored text keeps the
+        default (``[]``); one that keeps its own copy (columns, a side index) compares it with
+        each stored event and names the position (from 1) of each one that differs, with no
+        difference reported where the two hold the same thing.
+        """
+        first = self._assert(ledger, subject='a\u00e9 "q"')
+        second = self._assert(ledger, subject='a\u00e9 "q"', value="x", supersedes=first.fact_id)
+        other = self._assert(ledger, subject="b", space="team:\u65e5")
+        ledger.confirm(fact_id=second.fact_id, actor="x")
+        ledger.hold(fact_id=other.fact_id, actor="x", reason="case")
+        ledger.release(fact_id=other.fact_id, actor="x", reason="closed")
+        ledger.retract(fact_id=second.fact_id, actor="x", reason="r")
+        ledger.forget(fact_id=other.fact_id, actor="x", reason="gdpr")
+        assert ledger.backend.index_problems() == []
+        _verify(ledger)
+
     def _args(self, **kw: object) -> dict[str, object]:
         args: dict[str, object] = {
             "subject": "acct:42",

@@ -20,7 +20,13 @@ _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})$",
     re.ASCII,
 )
-_NORMAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$", re.ASCII)
+#: A time in the normal form every stored time takes, its fields in range (whether the day
+#: exists in its month, and year 0, are told by ``_real_day``, once per date).
+NORMAL_TIME = re.compile(
+    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
+    r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z",
+    re.ASCII,
+)
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
@@ -96,21 +102,10 @@ def parse_time(value: object) -> datetime:
         raise TimeFormatError(f"{value!r} is outside the years 0001-9999 in UTC") from None
 
 
-def _real(normal: str) -> bool:
-    """Whether a string of the normal form names a time that exists (not 2026-02-30, 24:00 or
-    year 0): what ``parse_time`` accepts, told without building a ``datetime``. Two digits
-    compare as text as they do as numbers, and a day is checked once (a ledger's times fall on
-    few days), so most times cost three slices and a cache hit."""
-    return (
-        normal[11:13] < "24"
-        and normal[14:16] < "60"
-        and normal[17:19] < "60"
-        and _real_day(normal[:10])
-    )
-
-
 @functools.lru_cache(maxsize=1 << 12)
 def _real_day(date: str) -> bool:
+    """Whether the date of a normal-form time exists (not 2026-02-30, not year 0): what
+    ``parse_time`` accepts, told once per date (a ledger's times fall on few days)."""
     year, month, day = int(date[0:4]), int(date[5:7]), int(date[8:10])
     if year < 1 or not 1 <= month <= 12 or not 1 <= day <= _MONTH_DAYS[month - 1]:
         return False
@@ -121,8 +116,8 @@ def _real_day(date: str) -> bool:
 
 def normalize_time(value: object) -> str:
     """Parse and re-format: the one form every stored and compared time takes."""
-    if isinstance(value, str) and _NORMAL.fullmatch(value):
-        if _real(value):
+    if isinstance(value, str) and NORMAL_TIME.fullmatch(value):
+        if _real_day(value[:10]):
             return value
         parse_time(value)  # an impossible date such as 2026-02-30: the parser's own error
     return format_time(parse_time(value))
@@ -133,7 +128,7 @@ def wire_time_key(value: str) -> str:
     A normal time is its own key (one match, no cache: a read of a large ledger keys times it
     has not seen, and a cache miss costs more than the match); any other is keyed once and
     cached."""
-    if _NORMAL.fullmatch(value):
+    if NORMAL_TIME.fullmatch(value):
         return value
     return _other_time_key(value)
 

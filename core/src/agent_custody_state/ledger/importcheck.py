@@ -19,26 +19,26 @@ export, and an import is the place to move a ledger, not to judge its history.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from agent_custody_state.ledger.arguments import text_arg, time_arg
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent
+from agent_custody_state.timeutil import NORMAL_TIME
 
 
 def check_export(events: Sequence[Event]) -> None:
     """Raise ``LedgerError("event <n>: ...")`` at the first event that cannot be imported.
 
     One loop with its state in locals and the common case tested inline: ASCII text, and a time
-    in the normal form (one pattern checks its fields' ranges) on the day of the time checked
+    in the normal form (``timeutil.NORMAL_TIME`` checks its fields' ranges) on the day of the time checked
     before it (a ledger's times come in order), so an import pays about a microsecond an
     event."""
     event_ids: dict[str, int] = {}
     asserted: dict[str, int] = {}
     forgotten: dict[str, int] = {}  # fact id -> its assert's position, until its forget
     day = "-"  # the date of the last normal-form time found real (times come in order)
-    normal = _NORMAL.fullmatch
+    normal = NORMAL_TIME.fullmatch
     position = 0
     try:
         for position, event in enumerate(events, 1):
@@ -102,22 +102,13 @@ def check_export(events: Sequence[Event]) -> None:
         )
 
 
-#: A time in the normal form, its fields in range (whether the day exists in its month is
-#: checked by ``time_arg``, once per date).
-_NORMAL = re.compile(
-    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])"
-    r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z",
-    re.ASCII,
-)
-
-
 def _time(value: object, name: str, day: str) -> str:
     """Check ``value`` in full; the date the fast path compares with next (``day``, kept when
     ``value`` is not in the normal form)."""
     if not isinstance(value, str):
         raise LedgerError(f"{name} must be a string", field=name)
     time_arg(value, name)
-    return value[:10] if _NORMAL.fullmatch(value) else day
+    return value[:10] if NORMAL_TIME.fullmatch(value) else day
 
 
 def _unknown(fact_id: object, what: str) -> None:

@@ -44,6 +44,7 @@ from agent_custody_state.ledger.model import (
 )
 from agent_custody_state.ledger.modemark import ModeFile, ModeMark
 from agent_custody_state.ledger.sections import ReentrantTransactions
+from agent_custody_state.ledger.stored import ChunkRead, LedgerChanged, StoredChunk
 from agent_custody_state.plugins import resolve_ref
 from agent_custody_state.stores.base import (
     Store,
@@ -61,6 +62,7 @@ __all__ = [
     "AssertEvent",
     "ChainHead",
     "CheckpointLog",
+    "ChunkRead",
     "ConfigPath",
     "ConfirmEvent",
     "Event",
@@ -74,6 +76,7 @@ __all__ = [
     "KeyName",
     "KeyStore",
     "KeyStoreError",
+    "LedgerChanged",
     "ModeFile",
     "ModeMark",
     "ReentrantTransactions",
@@ -85,6 +88,7 @@ __all__ = [
     "Source",
     "Store",
     "StoreError",
+    "StoredChunk",
     "Verification",
     "call_sdk",
     "check_folder",

@@ -25,7 +25,7 @@ Design notes, because each was a choice:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -54,6 +54,7 @@ from agent_custody_state_sql.schema import (
     events_table,
 )
 from agent_custody_state_sql.settings import SqlSettings
+from agent_custody_state_sql.stored import SqlChunk, stored_chunks
 
 #: Ids per statement: bounds the size of one parameter, not a driver limit.
 ID_CHUNK = 5000
@@ -369,6 +370,15 @@ class SqlEventBackend(SchemaSetup):
 
     def index_problems(self) -> list[tuple[int, str]]:
         return index_problems(self)  # ``indexcheck``: the columns against the JSON
+
+    def _reader(self) -> Callable[[], Any] | None:
+        """A picklable callable opening another driver connection to the table, in autocommit
+        mode, in another process (``stored``); None: the dialect offers none."""
+        return None
+
+    def stored_chunks(self, size: int) -> Iterator[SqlChunk] | None:
+        connect = self._reader()
+        return None if connect is None else stored_chunks(self, connect, size)  # ``stored``
 
     def checkpoint_log(self) -> SqlCheckpointLog:
         return SqlCheckpointLog(self)

@@ -25,6 +25,9 @@ from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 if TYPE_CHECKING:
     from agent_custody_state_sql.backend import SqlEventBackend
 
+#: Rows per page when every row is compared here.
+PAGE = 2000
+
 #: The columns checked, in ``ROW_COLUMNS`` order (all but the JSON itself).
 CHECKED = ROW_COLUMNS[:-1]
 
@@ -43,14 +46,14 @@ _PATHS = (
 )
 
 
-def check_statement(qualified: str, dialect: str) -> str:
-    """The statement naming every row whose columns may disagree with its JSON: ``seq``, the
-    checked columns and the JSON, each row's JSON parsed once. SQLite: one ``json_extract`` of
-    every path against ``json_array`` of the columns (both written by SQLite's own serialiser).
-    PostgreSQL: the JSON cast to ``jsonb`` once per row (a lateral), each column compared
-    NULL-safely. A column whose kind is not ``assert`` is compared with the non-assert paths:
-    any disagreement on ``kind`` itself is named by the ``kind`` column's own comparison."""
-    columns = ", ".join(ROW_COLUMNS)
+def differs(dialect: str) -> tuple[str, str]:
+    """What the FROM clause needs (after the table) and the condition true for a row whose
+    columns may disagree with its JSON, each row's JSON parsed once. SQLite: one
+    ``json_extract`` of every path against ``json_array`` of the columns (both written by
+    SQLite's own serialiser). PostgreSQL: the JSON cast to ``jsonb`` once per row (a lateral),
+    each column compared NULL-safely. A column whose kind is not ``assert`` is compared with the
+    non-assert paths: any disagreement on ``kind`` itself is named by the ``kind`` column's own
+    comparison. On a row whose JSON does not parse, the condition is an error."""
     if dialect == "sqlite":
         paths = ", ".join(
             "CASE WHEN kind = 'assert' THEN '$.fact.factId' ELSE '$.factId' END"
@@ -58,10 +61,7 @@ def check_statement(qualified: str, dialect: str) -> str:
             else f"'$.{'.'.join(path)}'"
             for path in _PATHS
         )
-        return (
-            f"SELECT seq, {columns} FROM {qualified} "
-            f"WHERE json_array({', '.join(CHECKED)}) <> json_extract(json, {paths}) ORDER BY seq"
-        )
+        return "", f"json_array({', '.join(CHECKED)}) <> json_extract(json, {paths})"
 
     def field(*path: str) -> str:
         return f"(x.j #>> '{{{','.join(path)}}}')"
@@ -76,14 +76,27 @@ def check_statement(qualified: str, dialect: str) -> str:
         else field(*path)
         for path in _PATHS
     ]
-    differs = " OR ".join(
+    condition = " OR ".join(
         f"({column} <> {sql} OR ({column} IS NULL) <> ({sql} IS NULL))"
         for column, sql in zip(CHECKED, expected, strict=True)
     )
-    columns = columns.replace("json", "json::text")  # a jsonb column (older writers) as text
+    return " CROSS JOIN LATERAL (SELECT json::jsonb AS j) AS x", f"({condition})"
+
+
+def row_columns(dialect: str) -> str:
+    """``ROW_COLUMNS`` as a select list, the JSON as text (a ``jsonb`` column of older
+    PostgreSQL writers included)."""
+    columns = ", ".join(ROW_COLUMNS)
+    return columns if dialect == "sqlite" else columns.replace("json", "json::text")
+
+
+def check_statement(qualified: str, dialect: str) -> str:
+    """The statement naming every row whose columns may disagree with its JSON: ``seq``, the
+    checked columns and the JSON (``differs``)."""
+    lateral, condition = differs(dialect)
     return (
-        f"SELECT seq, {columns} FROM {qualified} "
-        f"CROSS JOIN LATERAL (SELECT json::jsonb AS j) AS x WHERE {differs} ORDER BY seq"
+        f"SELECT seq, {row_columns(dialect)} FROM {qualified}{lateral} "
+        f"WHERE {condition} ORDER BY seq"
     )
 
 
@@ -105,18 +118,35 @@ def row_problems(rows: list[Any]) -> Iterator[tuple[int, str]]:
                 break
 
 
+def _every_row(conn: Any, qualified: str, dialect: str) -> Iterator[tuple[int, str]]:
+    """``row_problems`` of every row, read in pages of ``PAGE`` rows."""
+    page = sa.text(
+        f"SELECT seq, {row_columns(dialect)} FROM {qualified} WHERE seq > :after "
+        "ORDER BY seq LIMIT :n"
+    )
+    after = 0
+    while rows := list(conn.execute(page, {"after": after, "n": PAGE})):
+        yield from row_problems(rows)
+        after = rows[-1][0]
+
+
 def index_problems(backend: SqlEventBackend) -> list[tuple[int, str]]:
     """``EventBackend.index_problems`` of a SQL backend: ``(position, reason)`` of each row whose
     columns disagree with its JSON, on a connection of its own (so the statement may run beside
-    ``verify``'s pass over the events on the backend's connection)."""
-    statement = check_statement(backend._qualified, backend._engine.dialect.name)
+    ``verify``'s pass over the events on the backend's connection). When some row's JSON does
+    not parse (the database's check stops at it), every row is compared here instead."""
+    dialect = backend._engine.dialect.name
     position = sa.text(f"SELECT count(*) FROM {backend._qualified} WHERE seq <= :s")
     try:
         with backend._engine.connect() as conn:
-            rows = list(conn.exec_driver_sql(statement).fetchall())
+            try:
+                rows = list(conn.exec_driver_sql(check_statement(backend._qualified, dialect)))
+                found = list(row_problems(rows))
+            except (sa.exc.SQLAlchemyError, backend._driver_error):
+                conn.rollback()
+                found = list(_every_row(conn, backend._qualified, dialect))
             return [
-                (int(conn.execute(position, {"s": seq}).scalar_one()), why)
-                for seq, why in row_problems(rows)
+                (int(conn.execute(position, {"s": seq}).scalar_one()), why) for seq, why in found
             ]
     except (sa.exc.SQLAlchemyError, backend._driver_error) as exc:
         raise EventBackendError(f"{backend.location}: {reason(exc)}") from None

@@ -22,7 +22,7 @@ from agent_custody_state import Ledger
 from agent_custody_state.ledger.chain import head_after
 from agent_custody_state.ledger.checkpoints import read_checkpoints
 from agent_custody_state.ledger.model import event_from_dict
-from agent_custody_state.ledger.parallel import verify_parallel, worker_pool
+from agent_custody_state.ledger.parallel import verify_parallel, verify_stored, worker_pool
 from agent_custody_state.ledger.verify import verify_lines
 
 from ..clock import StepClock
@@ -276,6 +276,35 @@ class ChainRules(BackendRules):
         ledger.forget(fact_id=other.fact_id, actor="x", reason="gdpr")
         assert ledger.backend.index_problems() == []
         _verify(ledger)
+
+    @rule("CH-10")
+    def test_stored_chunks_read_elsewhere_give_the_same_report(self, ledger: Ledger) -> None:
+        """A backend offering ``stored_chunks`` (chunks ``verify``'s worker processes read
+        themselves) cuts every stored event into exactly one chunk, in order, each holding the
+        count it was cut with; read in worker processes they give the report of the events
+        read here (``verify_lines`` over ``stored_events``), with no index problem.
+
+        Troubleshooting: a chunk is pickled to another process, so it holds what opens the
+        ledger again (a path, a URL), never an open connection; it covers only the events
+        stored when ``stored_chunks`` was called, and its ``read`` returns the stored text of
+        the event before it (None for the first chunk).
+        """
+        for i in range(7):
+            self._assert(ledger, subject=f"s{i}", value=i)
+        ledger.forget(fact_id=self._assert(ledger, subject="gone").fact_id, actor="x", reason="r")
+        cut = ledger.backend.stored_chunks(3)
+        if cut is None:
+            pytest.skip("this backend offers no stored_chunks: verify reads it in one process")
+        chunks = list(cut)
+        stored = list(ledger.backend.stored_events())
+        reads = [chunk.read() for chunk in chunks]
+        assert [chunk.count for chunk in chunks] == [3, 3, 3]
+        assert [line for read in reads for line in read.lines] == stored
+        assert [read.before for read in reads] == [None, stored[2], stored[5]]
+        assert all(read.index_problems == [] for read in reads)
+        with worker_pool(2) as pool:
+            report = verify_stored(chunks, executor=pool)
+        assert asdict(report) == asdict(verify_lines(stored)) and report.ok
 
     def _args(self, **kw: object) -> dict[str, object]:
         args: dict[str, object] = {

@@ -24,6 +24,7 @@ from agent_custody_state.ledger.model import AssertEvent, Event, Fact, ForgetEve
 if TYPE_CHECKING:
     from agent_custody_state.ledger.keystore import KeyStore
     from agent_custody_state.ledger.modemark import ModeMark
+    from agent_custody_state.ledger.stored import StoredChunk
 
 
 T = TypeVar("T")
@@ -281,6 +282,12 @@ class EventBackend(abc.ABC):
         adds these. Default: none (a backend whose index is derived from the stored text, as
         JSONL's and memory's are, has nothing to add)."""
         return []
+
+    def stored_chunks(self, size: int) -> Iterator[StoredChunk] | None:
+        """``stored_events`` and ``index_problems`` in chunks of ``size`` events (the last may
+        be shorter), up to the last event stored now, that ``verify``'s worker processes read
+        themselves (``ledger.stored``). Default: None, the events are read in this process."""
+        return None
 
     def local_files(self) -> list[str] | None:
         """The files on this machine that hold this ledger's events, for the byte scan of an

@@ -22,6 +22,11 @@ the state its worker computed, with no problem and no note, so the report (probl
 notes, head, genesis, checkpoints) is the sequential one. Checkpoints are checked by the worker
 of the chunk holding their size; signatures and the end of the ledger, after the merge.
 
+A backend that offers ``stored_chunks`` (``ledger.stored``: SQL) is verified by
+``verify_stored``: each worker reads its own chunk, with the backend's index problems found in
+the same read, so no event's text is read here or sent to a worker; a chunk is read here again
+only to be verified again.
+
 Memory stays bounded: at most ``2 * jobs`` chunks are in flight, and the merge keeps only what
 the sequential verifier keeps. Crypto-shred values opened with a key store (``open_value``) are
 verified sequentially: the key store lives in this process.
@@ -35,13 +40,14 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import chain, islice
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent_custody_state.ledger.checkpoints import Checkpoint
+from agent_custody_state.ledger.stored import ChunkRead, LedgerChanged, StoredChunk
 from agent_custody_state.ledger.verdict import START, State, VerifyReport, signatures
 from agent_custody_state.ledger.verify import OpenValue, Verifier, stored_head, verify_lines
 
@@ -62,6 +68,8 @@ class ChunkResult:
     genesis: int | None
     sealed: int
     checkpoints_checked: int
+    #: the backend's index problems in the chunk (``verify_stored``): ``(position, reason)``
+    index_problems: list[tuple[int, str]] = field(default_factory=list)
 
 
 def verify_chunk(
@@ -135,23 +143,132 @@ def verify_parallel(
     stream = iter(lines)
     head = list(islice(stream, chunk))
     if open_value is not None or (executor is None and jobs <= 1) or len(head) < chunk:
-        report = verify_lines(
+        if stats is not None:
+            stats.update(merged=0, rerun=0)
+        return verify_lines(
             chain(head, stream),
+            checkpoints=checkpoints,
+            public_key=public_key,
+            open_value=open_value,
+        )
+    pieces = (_Read(part) for part in chain([head], _chunks(stream, chunk)))
+    return _merged(pieces, checkpoints, public_key, jobs, executor, stats)
+
+
+def verify_stored(
+    chunks: Iterable[StoredChunk],
+    *,
+    jobs: int | None = None,
+    checkpoints: Iterable[Checkpoint] = (),
+    public_key: Ed25519PublicKey | None = None,
+    open_value: OpenValue | None = None,
+    executor: Executor | None = None,
+    stats: dict[str, int] | None = None,
+) -> VerifyReport:
+    """``verify_parallel`` of a backend's ``stored_chunks``, each read by the worker verifying
+    it, with the backend's index problems (``EventBackend.index_problems``, found in the same
+    reads) in the report: the report of ``verify_lines`` over ``stored_events`` with each of
+    ``index_problems`` added. One chunk, one job, or ``open_value``: read in this process."""
+    checkpoints = list(checkpoints)
+    jobs = default_jobs() if jobs is None else jobs
+    stream = iter(chunks)
+    head = list(islice(stream, 2))
+    found: list[tuple[int, str]] = []
+    if open_value is not None or (executor is None and jobs <= 1) or len(head) < 2:
+        report = verify_lines(
+            _read_here(chain(head, stream), found),
             checkpoints=checkpoints,
             public_key=public_key,
             open_value=open_value,
         )
         if stats is not None:
             stats.update(merged=0, rerun=0)
-        return report
+    else:
+        pieces = (_Stored(c) for c in chain(head, stream))
+        report = _merged(pieces, checkpoints, public_key, jobs, executor, stats, found)
+    for seq, reason in found:
+        report.add(seq, reason)
+    return report
+
+
+def _read_here(chunks: Iterable[StoredChunk], found: list[tuple[int, str]]) -> Iterator[Text]:
+    """The chunks' events read in this process, their index problems added to ``found``."""
+    first = 1
+    for stored in chunks:
+        read = _checked(stored)
+        found.extend((first + offset, reason) for offset, reason in read.index_problems)
+        yield from read.lines
+        first += len(read.lines)
+
+
+def _checked(stored: StoredChunk) -> ChunkRead:
+    read = stored.read()
+    if len(read.lines) != stored.count:
+        raise LedgerChanged(
+            f"a chunk of {stored.count} events now reads as {len(read.lines)}: the ledger "
+            "changed while it was verified (run verify again)"
+        )
+    return read
+
+
+def verify_stored_chunk(
+    first: int, stored: StoredChunk, checkpoints: list[Checkpoint]
+) -> ChunkResult:
+    """``verify_chunk`` of a chunk this worker reads itself, with its index problems."""
+    read = _checked(stored)
+    result = verify_chunk(first, read.lines, read.before, checkpoints)
+    found = [(first + offset, reason) for offset, reason in read.index_problems]
+    return replace(result, index_problems=found)
+
+
+class _Read:
+    """A chunk read in this process and sent to a worker."""
+
+    def __init__(self, lines: list[Text]) -> None:
+        self.count = len(lines)
+        self.lines = lines
+
+    def submit(self, pool: Executor, first: int, before: Text | None, ours: Any) -> Any:
+        return pool.submit(verify_chunk, first, self.lines, before, ours)
+
+    def again(self) -> list[Text]:
+        return self.lines
+
+
+class _Stored:
+    """A chunk its worker reads (``ledger.stored``); read here again only to verify it again."""
+
+    def __init__(self, stored: StoredChunk) -> None:
+        self.count = stored.count
+        self.stored = stored
+        self.lines: list[Text] | None = None  # the last event's text is the next one's "before"
+
+    def submit(self, pool: Executor, first: int, before: Text | None, ours: Any) -> Any:
+        return pool.submit(verify_stored_chunk, first, self.stored, ours)
+
+    def again(self) -> list[Text]:
+        return _checked(self.stored).lines
+
+
+def _merged(
+    pieces: Iterable[_Read | _Stored],
+    checkpoints: list[Checkpoint],
+    public_key: Ed25519PublicKey | None,
+    jobs: int,
+    executor: Executor | None,
+    stats: dict[str, int] | None,
+    found: list[tuple[int, str]] | None = None,
+) -> VerifyReport:
     merge = _Merge(Verifier(checkpoints))
     if executor is not None:
-        count = merge.run(executor, chain([head], _chunks(stream, chunk)), checkpoints, jobs)
+        count = merge.run(executor, pieces, checkpoints, jobs)
     else:
         with worker_pool(jobs) as pool:
-            count = merge.run(pool, chain([head], _chunks(stream, chunk)), checkpoints, jobs)
+            count = merge.run(pool, pieces, checkpoints, jobs)
     if stats is not None:
         stats.update(merged=merge.merged, rerun=merge.rerun)
+    if found is not None:
+        found.extend(merge.index_problems)
     return signatures(merge.verifier.finish(count), checkpoints, public_key)
 
 
@@ -167,35 +284,37 @@ class _Merge:
         self.verifier = verifier
         self.merged = 0
         self.rerun = 0
+        self.index_problems: list[tuple[int, str]] = []
 
     def run(
         self,
         pool: Executor,
-        chunks: Iterable[list[Text]],
+        pieces: Iterable[_Read | _Stored],
         checkpoints: list[Checkpoint],
         jobs: int,
     ) -> int:
-        inflight: deque[tuple[Future[ChunkResult], int, list[Text]]] = deque()
+        inflight: deque[tuple[Future[ChunkResult], int, _Read | _Stored]] = deque()
         first = 1
         before: Text | None = None
-        for part in chunks:
-            last = first + len(part) - 1
+        for piece in pieces:
+            last = first + piece.count - 1
             ours = [cp for cp in checkpoints if first <= cp.size <= last]
-            future = pool.submit(verify_chunk, first, part, before, ours)
-            inflight.append((future, first, part))
+            inflight.append((piece.submit(pool, first, before, ours), first, piece))
             while len(inflight) >= 2 * max(jobs, 1):
                 self.take(*inflight.popleft())
-            first, before = last + 1, part[-1]
+            first = last + 1
+            before = piece.lines[-1] if piece.lines else None
         while inflight:
             self.take(*inflight.popleft())
         return first - 1
 
-    def take(self, future: Future[ChunkResult], first: int, part: list[Text]) -> None:
+    def take(self, future: Future[ChunkResult], first: int, piece: _Read | _Stored) -> None:
         result = future.result()
+        self.index_problems.extend(result.index_problems)
         verifier = self.verifier
         if not result.clean or result.start is None or result.start != verifier.state():
             self.rerun += 1
-            for seq, text in enumerate(part, first):
+            for seq, text in enumerate(piece.again(), first):
                 verifier.event(seq, text)
             return
         self.merged += 1

@@ -28,7 +28,7 @@ from psycopg import sql
 
 from agent_custody_state.plugin import KeyStore, KeyStoreError
 
-from .location import LocationError, PostgresLocation, parse_location
+from .location import LocationError, PostgresLocation, libpq_url, parse_location
 from .relfiles import find_relations, relation_files
 
 T = TypeVar("T")
@@ -47,10 +47,6 @@ def default_keys_location(where: PostgresLocation) -> str:
     return urlunsplit(("postgresql", parts.netloc, f"/{database}_keys", urlencode(query), ""))
 
 
-def _libpq(url: str) -> str:
-    return "postgresql://" + url.split("://", 1)[1]
-
-
 class PostgresKeyStore(KeyStore):
     """Keys in a PostgreSQL table (``location``: a ``postgres[ql]://`` URL with ``?table=``)."""
 
@@ -64,7 +60,7 @@ class PostgresKeyStore(KeyStore):
         except LocationError as exc:
             raise KeyStoreError(str(exc)) from None
         self.location = where.display
-        self._url = _libpq(where.connect_url)
+        self._url = libpq_url(where.connect_url)
         self._timeout = connect_timeout
         names = where.qualified.split(".")
         self._keys = sql.Identifier(*names)
@@ -99,7 +95,7 @@ class PostgresKeyStore(KeyStore):
         database = urlsplit(self._url).path.lstrip("/")
         try:
             with psycopg.connect(
-                _libpq(creator_url), autocommit=True, connect_timeout=self._timeout
+                libpq_url(creator_url), autocommit=True, connect_timeout=self._timeout
             ) as conn:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
         except psycopg.errors.DuplicateDatabase:

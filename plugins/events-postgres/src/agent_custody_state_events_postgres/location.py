@@ -8,7 +8,10 @@ and in a ``password=`` parameter, with ``***``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agent_custody_state_sql import TABLE_NAME
@@ -45,6 +48,24 @@ class PostgresLocation:
     @property
     def qualified(self) -> str:
         return f"{self.schema}.{self.table}" if self.schema else self.table
+
+
+def libpq_url(url: str) -> str:
+    """A ``connect_url`` (SQLAlchemy's ``postgresql+psycopg://``) as libpq reads it."""
+    return "postgresql://" + url.split("://", 1)[1]
+
+
+def reader(where: PostgresLocation, connect_timeout: int) -> Callable[[], Any]:
+    """What opens another connection to the ledger in autocommit mode, picklable (the chunks
+    ``verify``'s workers read themselves: ``SqlEventBackend._reader``)."""
+    import psycopg
+
+    return partial(
+        psycopg.connect,
+        libpq_url(where.connect_url),
+        autocommit=True,
+        connect_timeout=connect_timeout,
+    )
 
 
 def _secret(key: str) -> bool:

@@ -38,15 +38,14 @@ Forget updates the assert rows in place in the same transaction as the forget ev
 (run by the ledger after a forget or sweep) does ``VACUUM FULL`` on the table, which rewrites it
 without the dead row versions, unless the location says ``?vacuum=false``.
 
-A table whose ``json`` column is ``jsonb`` (older writers) is read through a cast to text and
-written through a cast to jsonb.
+A ``jsonb`` column (older writers) is read and written through a cast.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -64,7 +63,7 @@ from agent_custody_state.plugin import (
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
 from .held import HoldingBackend
-from .location import LocationError, parse_location
+from .location import LocationError, parse_location, reader
 from .relfiles import find_relations, relation_files
 from .statistics import Growth, quick_analyze, warned
 
@@ -132,6 +131,7 @@ class PostgresBackend(HoldingBackend):
             raise EventBackendError(str(exc)) from None
         self.vacuum = where.vacuum
         self.where = where
+        self._connect_timeout = connect_timeout
         try:
             engine = sa.create_engine(
                 where.connect_url,
@@ -142,7 +142,7 @@ class PostgresBackend(HoldingBackend):
                 connect_args={"connect_timeout": connect_timeout},
             )
         except (sa.exc.ArgumentError, ValueError) as exc:  # a URL the driver cannot read
-            # No host part, so no password in it: the location as given, without its options.
+            # No host part, so no password: the location as given, without its options.
             shown = where.display if "//" in where.display else str(location).split("?")[0]
             raise EventBackendError(f"{shown}: not a PostgreSQL URL ({exc})") from None
         # The advisory key for schema setup (before the table exists, LOCK TABLE cannot work).
@@ -166,6 +166,9 @@ class PostgresBackend(HoldingBackend):
             self._grouped = self._flush_granted()
         self._growth = Growth(lambda: self._run(self._rows_known))
 
+    def _reader(self) -> Callable[[], Any]:
+        return reader(self.where, self._connect_timeout)
+
     def _rows_known(self) -> float:
         """The row count the table's planner statistics describe (-1: never analysed)."""
         row = self._raw.execute(_RELTUPLES, (self._qualified,)).fetchone()
@@ -188,8 +191,7 @@ class PostgresBackend(HoldingBackend):
 
     def _begin_write(self) -> None:
         # Held, and sent in front of the section's first statement (``held``; simple query
-        # protocol: no parameters, the keys are integers we made): a single append is a
-        # handful of round trips in all, so each one shows in the rate.
+        # protocol, the keys are our integers): each round trip of an append shows in the rate.
         self._ordered = self._wrote = False
         self._head_rows = None
         self._growth.begin()
@@ -256,8 +258,7 @@ class PostgresBackend(HoldingBackend):
     def ordered(self) -> None:
         # Taken before the ledger stamps the transaction time, never after: a section stamped
         # before taking it could commit after one stamped later, and transaction time would go
-        # backwards along the append order (a read "as of" a past instant would then change).
-        # Found by the reliability tier's two-server concurrency run.
+        # backwards along the append order (found by the reliability tier's two-server run).
         self._require_transaction()
         if self._section_keys is None or self._ordered or self.where.lock == "table":
             return  # an exclusive section, or the order lock is held already
@@ -277,8 +278,7 @@ class PostgresBackend(HoldingBackend):
     def chain_head(self) -> ChainHead:
         # Inside a keyed section the head is read under the order lock (taken here if the
         # ledger has not entered its ordered phase yet), so the head this section extends is
-        # the last committed one and no other section can append after it until this one
-        # commits.
+        # the last committed one and no other section can append after it until it commits.
         if self._depth:
             self.ordered()
             return super().chain_head()

@@ -17,8 +17,9 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,11 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         # One JSON-array parameter for any number of ids; SQLite probes the index per element.
         return sa.select(sa.column("value")).select_from(
             sa.func.json_each(sa.bindparam(name, type_=sa.Text))
+        )
+
+    def _reader(self) -> Callable[[], Any]:
+        return partial(
+            sqlite3.connect, str(self.path), timeout=self._busy_ms / 1000, isolation_level=None
         )
 
     def _ids_param(self, ids: Sequence[str]) -> Any:

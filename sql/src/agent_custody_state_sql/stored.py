@@ -1,0 +1,147 @@
+"""``verify``'s chunks of a SQL ledger (``EventBackend.stored_chunks``, ``ledger.stored``).
+
+The process running ``verify`` only cuts the table into chunks of consecutive rows (one probe of
+the primary key per chunk); each chunk is read by the worker process verifying it, on a
+connection of its own (opened by the dialect's picklable ``_reader``), in one statement that
+returns each row's JSON with the check of its query columns (``indexcheck.differs``) beside it.
+So the table is read once, by the processes that parse it, and no event's text crosses a pipe.
+
+A chunk flagged by that check, or one whose check stopped at a row whose JSON does not parse,
+is read again with its columns and compared in Python (``indexcheck.row_problems``), which
+names only real disagreements. A chunk covers the rows up to the last one stored when ``verify``
+started; one that no longer holds the rows it was cut with raises ``LedgerChanged``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from agent_custody_state.plugin import ChunkRead, LedgerChanged
+from agent_custody_state_sql.indexcheck import differs, row_columns, row_problems
+
+if TYPE_CHECKING:
+    from agent_custody_state_sql.backend import SqlEventBackend
+
+
+@dataclass(frozen=True)
+class Statements:
+    """The two reads of a chunk, as driver SQL with two positional parameters (first and last
+    seq): each row's seq, JSON text and check flag; each row's seq, columns and JSON text."""
+
+    flagged: str
+    exact: str
+
+
+@dataclass(frozen=True)
+class SqlChunk:
+    """Rows ``after < seq <= upto`` (``count`` of them when cut) and the row ``after`` itself
+    (the event before the chunk; 0: none), read through ``connect`` (``StoredChunk``)."""
+
+    key: str  # which ledger: the connection a worker keeps is for one key at a time
+    connect: Callable[[], Any]
+    statements: Statements
+    after: int
+    upto: int
+    count: int
+
+    def read(self) -> ChunkRead:
+        cached = multiprocessing.parent_process() is not None  # a worker keeps its connection
+        conn = _connection(self.key, self.connect) if cached else self.connect()
+        try:
+            return self._read(conn)
+        finally:
+            if not cached:
+                conn.close()
+
+    def _read(self, conn: Any) -> ChunkRead:
+        bounds = (self.after, self.upto)
+        try:
+            rows = _fetch(conn, self.statements.flagged, bounds)
+            exact = any(row[2] for row in rows)
+        except Exception:  # the driver's error at a row whose JSON does not parse
+            rows, exact = [], True  # the exact read names it
+        if exact:  # rare: an edited row, or one that is not JSON
+            full = _fetch(conn, self.statements.exact, bounds)
+            rows = [(row[0], row[-1]) for row in full]
+        before = None
+        if self.after:
+            if not rows or rows[0][0] != self.after:
+                raise LedgerChanged(f"event seq {self.after} is gone: the ledger changed")
+            before = rows[0][1]
+            rows = rows[1:]
+        problems: list[tuple[int, str]] = []
+        if exact:
+            offset = {row[0]: i for i, row in enumerate(rows)}
+            problems = [
+                (offset[seq], why) for seq, why in row_problems(full[1:] if self.after else full)
+            ]
+        return ChunkRead(before, [row[1] for row in rows], problems)
+
+
+def _fetch(conn: Any, statement: str, bounds: tuple[int, int]) -> list[Any]:
+    cur = conn.cursor()
+    try:
+        cur.execute(statement, bounds)
+        return list(cur.fetchall())
+    finally:
+        cur.close()
+
+
+#: The connection a worker process keeps: (key, connection), at most one.
+_kept: list[tuple[str, Any]] = []
+
+
+def _connection(key: str, connect: Callable[[], Any]) -> Any:
+    if _kept and _kept[0][0] == key:
+        return _kept[0][1]
+    while _kept:
+        _kept.pop()[1].close()
+    conn = connect()
+    _kept.append((key, conn))
+    return conn
+
+
+def statements(backend: SqlEventBackend) -> Statements:
+    """The chunk reads of ``backend``'s table, in its driver's parameter style."""
+    dialect = backend._engine.dialect
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    table = backend._qualified if mark == "?" else backend._qualified.replace("%", "%%")
+    lateral, condition = differs(dialect.name)
+    json_text = "json" if dialect.name == "sqlite" else "json::text"
+    where = f"WHERE seq >= {mark} AND seq <= {mark} ORDER BY seq"
+    return Statements(
+        flagged=f"SELECT seq, {json_text}, {condition} FROM {table}{lateral} {where}",
+        exact=f"SELECT seq, {row_columns(dialect.name)} FROM {table} {where}",
+    )
+
+
+def stored_chunks(
+    backend: SqlEventBackend, connect: Callable[[], Any], size: int
+) -> Iterator[SqlChunk]:
+    """The chunks of ``size`` rows of the table as it is now, cut on ``backend``'s connection
+    (each a probe of the primary key); ``connect`` opens the table again (``_reader``)."""
+    t = backend._q.table
+    seq = t.c.seq
+    compile_ = backend._q.compile
+    top_q = compile_(sa.select(sa.func.coalesce(sa.func.max(seq), 0)))
+    in_range = (seq > sa.bindparam("after"), seq <= sa.bindparam("top"))
+    cut_q = compile_(sa.select(seq).where(*in_range).order_by(seq).offset(size - 1).limit(1))
+    rest_q = compile_(sa.select(sa.func.count()).where(*in_range))
+    reads = statements(backend)
+    key = f"{backend.location}#{backend._qualified}"
+    top = int(backend._rows(top_q)[0][0])
+    after = 0
+    while after < top:
+        bounds = {"after": after, "top": top}
+        cut = backend._rows(cut_q, bounds)
+        upto, count = (
+            (int(cut[0][0]), size) if cut else (top, int(backend._rows(rest_q, bounds)[0][0]))
+        )
+        if count:
+            yield SqlChunk(key, connect, reads, after, upto, count)
+        after = upto

@@ -3,7 +3,8 @@
 Commands never create a folder (a missing one is usually an unmounted volume or a typo), and the
 commands that only read or clean a ledger (``export``, ``sweep``, ``repair``) never create a
 ledger either: before this rule, ``export`` of a mistyped path created an empty ledger and
-reported "exported 0 events".
+reported "exported 0 events". Nor does a command that writes no value create a key store or
+record crypto-shred mode with a ledger (``open_recorded``'s ``read_only``).
 """
 
 from __future__ import annotations
@@ -87,46 +88,83 @@ KEYS_ADVICE = (
 )
 
 
-def open_ledger(args: argparse.Namespace, *, must_exist: bool = True, **kwargs: Any) -> Any:
+def plain_ledger(location: str) -> CliError:
+    """The refusal of crypto-shred mode, asked by a command that does not write values, for a
+    ledger that records plain mode: opening it so would create a key store and mark the ledger
+    (docs/decisions.md, "Reads never change a ledger's mode")."""
+    return CliError(
+        f"{location} records plain mode (no crypto-shred mark, no key store); this command does "
+        "not change a ledger's mode or create a key store: run it without --forget-mode "
+        "crypto-shred"
+    )
+
+
+def no_key_store(store: str) -> CliError:
+    """The refusal of a ``--key-store`` path that is not there, by a command that does not
+    write values (it never creates a key store: a new, empty one reads every value as null)."""
+    return CliError(f"--key-store {store}: no such key store")
+
+
+def open_ledger(
+    args: argparse.Namespace, *, must_exist: bool = True, writes: bool = False, **kwargs: Any
+) -> Any:
     """The ledger named by ``--ledger`` (imported lazily: ``--help`` stays fast), in the forget
     mode of ``--forget-mode``/``--key-store`` where the command has them (a flag wins over
-    ``kwargs``), else in the mode the ledger records (``open_recorded``)."""
+    ``kwargs``), else in the mode the ledger records (``open_recorded``). Unless the command
+    ``writes`` values (``import``), the open never changes the ledger's mode: no key store is
+    created and no mark recorded (``open_recorded``'s ``read_only``)."""
     check_location(args.ledger, must_exist=must_exist)
     mode = {f: getattr(args, f) for f in ("forget_mode", "key_store") if getattr(args, f, None)}
     if mode.get("key_store") is not None and mode.get("forget_mode") is None:
         mode["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
-    return open_recorded(args.ledger, **{**kwargs, **mode})
+    return open_recorded(args.ledger, read_only=not writes, **{**kwargs, **mode})
 
 
-def open_recorded(location: str, **kwargs: Any) -> Any:
+def open_recorded(location: str, *, read_only: bool = False, **kwargs: Any) -> Any:
     """The ledger at ``location`` in the forget mode ``kwargs`` name, else in the mode recorded
     with it (``modemark``): a ledger written in crypto-shred mode is opened in that mode with
     the key store it records, so its values read as values, not as the envelopes that seal
     them. A recorded key store that is not there, or cannot be opened, is a one-line error (a
-    new, empty one would read every value as forgotten)."""
+    new, empty one would read every value as forgotten).
+
+    ``read_only`` (a command that writes no value) never changes the ledger's mode: crypto-shred
+    mode asked for a ledger that records plain mode is refused (``plain_ledger``) unless a key
+    store that exists is named, a named key store path that is not there is refused, and the
+    mark is not recorded, not even for a ledger from before the mark (its keys beside it)."""
     from agent_custody_state.ledger.ledger import Ledger
     from agent_custody_state.ledger.modemark import CRYPTO_SHRED
 
+    asked = kwargs.pop("forget_mode", None)
+    named = kwargs.pop("key_store", None)
     backend = open_backend(location)
     mark = store = None
+    from_mark = False  # opened with the key store the mark records
     try:
-        if kwargs.get("forget_mode") is not None:
-            return Ledger(backend, **kwargs)
+        if (asked, named) != (None, None) and not (read_only and asked == CRYPTO_SHRED):
+            mode = {"forget_mode": asked} if asked is not None else {}
+            return Ledger(backend, **mode, key_store=named, **kwargs)
         mark = backend.recorded_forget_mode()
-        if mark is None or mark.mode != CRYPTO_SHRED:
+        recorded = mark is not None and mark.mode == CRYPTO_SHRED
+        if asked is not None:  # crypto-shred, for a command that writes no value
+            if named is not None:
+                keys = _existing_keys(location, named, recorded=recorded)
+                return _crypto(backend, keys, kwargs, read_only=True)
+            if not recorded:
+                raise plain_ledger(location)
+        if mark is None or not recorded:
             return Ledger(backend, **kwargs)
-        store = mark.key_store
+        from_mark, store = True, mark.key_store
         if store is not None and is_path(store) and not Path(store).exists():
             raise missing_keys(location, store)
-        return Ledger(backend, forget_mode=CRYPTO_SHRED, key_store=store, **kwargs)
+        return _crypto(backend, store, kwargs, read_only=read_only)
     except EventBackendError as exc:
         with suppress(Exception):
             backend.close()
-        if kwargs.get("forget_mode") is not None or mark is None:
+        if not from_mark:
             raise
         if store is not None and not is_path(store):
-            ledger = _default_keys(location, store, kwargs)  # recorded without its password
-            if ledger is not None:
+            ledger = _default_keys(location, store, kwargs, read_only=read_only)
+            if ledger is not None:  # recorded without its password
                 return ledger
         raise CliError(
             f"{location} is written in crypto-shred mode and its key store "
@@ -138,14 +176,42 @@ def open_recorded(location: str, **kwargs: Any) -> Any:
         raise
 
 
-def _default_keys(location: str, store: str, kwargs: dict[str, Any]) -> Any:
+def _existing_keys(location: str, named: Any, *, recorded: bool) -> Any:
+    """``named`` (``--key-store``) for a command that writes no value: a path must be a key
+    store that exists; any other location (a URL, which cannot be looked at without opening
+    it) only for a ledger that records crypto-shred mode."""
+    if isinstance(named, str) and is_path(named):
+        if not Path(named).is_file():
+            raise no_key_store(named)
+    elif not recorded:
+        raise plain_ledger(location)
+    return named
+
+
+def _crypto(backend: Any, store: Any, kwargs: dict[str, Any], *, read_only: bool) -> Any:
+    """The ledger on ``backend`` in crypto-shred mode with the key store ``store`` (None: the
+    backend's default); ``read_only``: without recording the mode (``shred.shredding``)."""
+    from agent_custody_state.ledger.ledger import Ledger
+    from agent_custody_state.ledger.modemark import CRYPTO_SHRED
+    from agent_custody_state.ledger.shred import shredding
+
+    if not read_only:
+        return Ledger(backend, forget_mode=CRYPTO_SHRED, key_store=store, **kwargs)
+    sealed = shredding(backend, store, mark=False)  # closes the backend if refused
+    try:
+        return Ledger(sealed, forget_mode=CRYPTO_SHRED, **kwargs)
+    except BaseException:
+        with suppress(Exception):
+            sealed.close()
+        raise
+
+
+def _default_keys(location: str, store: str, kwargs: dict[str, Any], *, read_only: bool) -> Any:
     """The ledger with its backend's default key store when that is the one recorded (a
     display form, without the password the ledger's own URL holds), else None."""
-    from agent_custody_state.ledger.ledger import Ledger
-
     backend = open_backend(location)
     try:
-        ledger = Ledger(backend, forget_mode="crypto-shred", **kwargs)
+        ledger = _crypto(backend, None, kwargs, read_only=read_only)
     except EventBackendError:
         with suppress(Exception):
             backend.close()

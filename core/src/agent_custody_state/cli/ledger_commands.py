@@ -207,7 +207,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         plain = args.forget_mode != "crypto-shred" and args.key_store is None
         if sealed is not None and new and plain:
             raise sealed  # a new ledger is plain: refused before it is created
-        with open_ledger(args, must_exist=False) as ledger:
+        with open_ledger(args, must_exist=False, writes=True) as ledger:
             if sealed is not None and ledger.forget_mode != "crypto-shred":
                 raise sealed
             count = ledger.import_events(counted(batch, bars.add("importing", total=len(batch))))

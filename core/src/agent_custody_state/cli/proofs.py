@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent_custody_state.cli.common import (
     CliError,
@@ -22,7 +22,9 @@ from agent_custody_state.cli.common import (
     check_private_key,
     is_path,
     missing_keys,
+    no_key_store,
     open_ledger,
+    plain_ledger,
 )
 
 #: Problems listed after the first one.
@@ -95,14 +97,13 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from agent_custody_state.keys import SigningKeyError, load_public_key
     from agent_custody_state.ledger.checkpoints import CheckpointError, read_checkpoints
-    from agent_custody_state.ledger.parallel import verify_parallel
 
     check_location(args.ledger, must_exist=True)
     try:
         public_key = load_public_key(args.key) if args.key else None
     except SigningKeyError as exc:
         raise CliError(f"--key: {exc}") from None
-    with stored(args.ledger) as (lines, own_notes):
+    with _source(args.ledger) as (source, own_notes):
         notes: list[str] = []
         if args.checkpoint:
             for name in args.checkpoint:
@@ -116,16 +117,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             checkpoints = [cp for text in notes for cp in read_checkpoints(text)]
         except CheckpointError as exc:
             raise CliError(f"a checkpoint cannot be read: {exc}") from None
-        with _opener(args) as open_value, _index_check(args.ledger) as index_problems:
-            report = verify_parallel(
-                lines,
-                jobs=args.jobs,
-                checkpoints=checkpoints,
-                public_key=public_key,
-                open_value=open_value,
-            )
-            for seq, reason in index_problems():
-                report.add(seq, reason)
+        with _opener(args) as open_value:
+            report = _verified(source, args.jobs, checkpoints, public_key, open_value)
     if args.json:
         from agent_custody_state.cli.render import print_json
 
@@ -137,9 +130,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _opener(args: argparse.Namespace) -> Iterator[Any]:
-    """What opens sealed values to check their commitments: from ``--key-store``, else from the
-    key store the ledger records (``modemark``); None in plain mode. A JSONL ledger is not
-    opened through its backend (a broken line must be reported, not refuse the open)."""
+    """What opens sealed values to check their commitments: from ``--key-store`` (``default``:
+    the one beside a file ledger), else from the key store the ledger records (``modemark``);
+    None in plain mode. Nothing is created or marked: crypto-shred mode asked for a ledger that
+    records plain mode is refused (``plain_ledger``), a key store that is not there too. A
+    JSONL ledger is not opened through its backend (a broken line must be reported, not refuse
+    the open)."""
     from agent_custody_state.ledger.modemark import CRYPTO_SHRED
     from agent_custody_state.ledger.shred import value_opener
 
@@ -147,21 +143,24 @@ def _opener(args: argparse.Namespace) -> Iterator[Any]:
         yield None
         return
     named = args.key_store is not None or args.forget_mode == CRYPTO_SHRED
-    where = None if args.key_store in (None, "default") else args.key_store
+    where = args.key_store
+    if where == "default":
+        where = f"{args.ledger}.keys" if is_path(args.ledger) else None
     if _is_jsonl(args.ledger):
         marks = _file_marks(Path(args.ledger))
-        if not named:
-            mark = marks.recorded_forget_mode()
+        mark = marks.recorded_forget_mode()
+        if where is None:
             if mark is None or mark.mode != CRYPTO_SHRED:
+                if named:
+                    raise plain_ledger(args.ledger)
                 yield None
                 return
-            where = mark.key_store
-        keys_at = where or f"{args.ledger}.keys"
-        if not Path(keys_at).is_file():
-            if named:
-                raise CliError(f"--key-store {keys_at}: no such key store")
-            raise missing_keys(args.ledger, keys_at)
-        keys = marks.keystore(keys_at)
+            where = mark.key_store or f"{args.ledger}.keys"
+        if not Path(where).is_file():
+            if args.key_store is not None:
+                raise no_key_store(where)
+            raise missing_keys(args.ledger, where)
+        keys = marks.keystore(where)
         try:
             yield value_opener(keys)
         finally:
@@ -170,7 +169,7 @@ def _opener(args: argparse.Namespace) -> Iterator[Any]:
     mode = argparse.Namespace(
         ledger=args.ledger, forget_mode=CRYPTO_SHRED if named else None, key_store=where
     )
-    with open_ledger(mode, chain=False) as ledger:
+    with open_ledger(mode, chain=False) as ledger:  # never creates or marks (read only)
         shred = ledger.forget_mode == CRYPTO_SHRED
         yield value_opener(ledger.backend.keystore()) if shred else None
 
@@ -198,27 +197,39 @@ def _is_jsonl(location: str) -> bool:
     return is_path(location) and get_plugin_manager().backend_for(location).name == "jsonl"
 
 
-@contextmanager
-def _index_check(location: str) -> Iterator[Any]:
-    """The backend's own index against its stored events (``EventBackend.index_problems``: a
-    SQL table's query columns against each row's JSON), asked on a thread of its own while the
-    chain is verified (the database does the work, without the interpreter's lock); yields
-    what gives the answer, ``(position, reason)`` pairs. A JSONL ledger's index is its lines."""
-    if _is_jsonl(location):
-        yield list
-        return
-    from concurrent.futures import ThreadPoolExecutor
+def _verified(source: Any, jobs: int | None, checkpoints: Any, key: Any, opener: Any) -> Any:
+    """The report on ``source`` (``stored``): its chunks read by the workers, or its events read
+    here, with the backend's own index problems (``EventBackend.index_problems``) added."""
+    from agent_custody_state.ledger.parallel import verify_parallel, verify_stored
 
-    with (
-        open_ledger(argparse.Namespace(ledger=location), chain=False, forget_mode="plain") as led,
-        ThreadPoolExecutor(1, thread_name_prefix="index-check") as pool,
-    ):
-        yield pool.submit(led.backend.index_problems).result
+    options = {"jobs": jobs, "checkpoints": checkpoints, "public_key": key, "open_value": opener}
+    if isinstance(source, Chunks):
+        return verify_stored(source.chunks, **options)
+    lines, backend = source
+    report = verify_parallel(lines, **options)
+    for seq, reason in backend.index_problems() if backend is not None else ():
+        report.add(seq, reason)
+    return report
+
+
+class Chunks(NamedTuple):
+    """A ledger whose backend's chunks are read by ``verify``'s workers (``stored_chunks``)."""
+
+    chunks: Any
 
 
 @contextmanager
 def stored(location: str) -> Iterator[tuple[Any, Any]]:
     """The ledger's stored events and a callable giving its own checkpoint notes."""
+    with _source(location, chunked=False) as ((lines, _backend), notes):
+        yield lines, notes
+
+
+@contextmanager
+def _source(location: str, *, chunked: bool = True) -> Iterator[tuple[Any, Any]]:
+    """What ``verify`` reads (``Chunks`` when ``chunked`` and the backend offers them, else the
+    stored events and the backend whose index to check, None for JSONL) and a callable giving
+    the ledger's own checkpoint notes."""
     if _is_jsonl(location):
         from agent_custody_state.backends.jsonl_lines import stored_lines
 
@@ -227,7 +238,8 @@ def stored(location: str) -> Iterator[tuple[Any, Any]]:
         lock = f"{location}.lock"
         fd = os.open(lock, os.O_RDONLY) if os.path.exists(lock) else None
         try:
-            yield stored_lines(path, fd), lambda: [own.read_text("utf-8")] if own.exists() else []
+            notes = lambda: [own.read_text("utf-8")] if own.exists() else []  # noqa: E731
+            yield (stored_lines(path, fd), None), notes
         finally:
             if fd is not None:
                 os.close(fd)
@@ -236,8 +248,13 @@ def stored(location: str) -> Iterator[tuple[Any, Any]]:
     with open_ledger(
         argparse.Namespace(ledger=location), chain=False, forget_mode="plain"
     ) as ledger:
-        log = ledger.backend.checkpoint_log()
-        yield ledger.backend.stored_events(), lambda: ["\n".join(log.notes())] if log else []
+        from agent_custody_state.ledger.parallel import CHUNK
+
+        backend = ledger.backend
+        log = backend.checkpoint_log()
+        chunks = backend.stored_chunks(CHUNK) if chunked else None
+        source = Chunks(chunks) if chunks is not None else (backend.stored_events(), backend)
+        yield source, lambda: ["\n".join(log.notes())] if log else []
 
 
 def _as_json(report: Any) -> dict[str, Any]:

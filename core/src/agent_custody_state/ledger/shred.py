@@ -71,11 +71,14 @@ def _relined(event: AssertEvent, boxed: AssertEvent, plain: bytes) -> AssertEven
     return boxed
 
 
-def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> ShreddingBackend:
+def shredding(
+    backend: EventBackend, key_store: str | KeyStore | None, *, mark: bool = True
+) -> ShreddingBackend:
     """``backend`` in crypto-shred mode, with ``key_store`` (a location, a key store, or None
-    for the backend's default), marked so (``modemark``) for every later opener. The backend is
-    closed if the key store cannot be opened. A ``KeyStore`` object passed in stays the
-    caller's: closing the ledger does not close it."""
+    for the backend's default), marked so (``modemark``) for every later opener unless
+    ``mark`` is False (a command that only reads: it records nothing, and its caller opens
+    only a key store that exists). The backend is closed if the key store cannot be opened. A
+    ``KeyStore`` object passed in stays the caller's: closing the ledger does not close it."""
     if isinstance(backend, ShreddingBackend):
         return backend
     owned = not isinstance(key_store, KeyStore)
@@ -90,7 +93,8 @@ def shredding(backend: EventBackend, key_store: str | KeyStore | None) -> Shredd
         with suppress(Exception):
             backend.close()
         raise
-    _mark(backend, keys)
+    if mark:
+        _mark(backend, keys)
     return shredder
 
 

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.cli.common import CliError, check_location, open_ledger
-from agent_custody_state.extras.jsview import pretty
+from agent_custody_state.extras.jsview import parse, pretty, well_formed
 from agent_custody_state.extras.verify import VerifyOptions
 from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
-from agent_custody_state.signing import js_parse
 
 
 def _public(paths: list[str] | None) -> list[PublicKeyRef]:
@@ -69,7 +68,7 @@ def _ledger(args: argparse.Namespace) -> AbstractContextManager[Any]:
 
 def _read_envelope(path: str) -> Any:
     try:
-        return js_parse(Path(path).read_bytes())
+        return parse(Path(path).read_bytes())
     except ValueError as exc:
         raise CliError(f"{path}: not JSON ({exc})") from None
 
@@ -88,7 +87,7 @@ def _write(target: Path | None, envelope: Any) -> None:
 
 
 def _say(text: str) -> None:
-    print(text)
+    print(well_formed(text))
 
 
 # -- blast ----------------------------------------------------------------------------------------
@@ -160,6 +159,7 @@ def _stores(config_path: str) -> tuple[list[Any], Any]:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from agent_custody_state.extras.actionpack import sign_action_pack, verify_action_pack
+    from agent_custody_state.extras.bundles import BundleError
     from agent_custody_state.extras.explain import build_action_pack, format_explain
     from agent_custody_state.extras.verify import verify_bundle
 
@@ -184,7 +184,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     signer = _private(args.sign) if args.out else None
     target = _target(args) if args.out else None
     with _ledger(args) as ledger:
-        pack = build_action_pack(_receipts_dir(args.receipts), args.receipt, ledger)
+        try:
+            pack = build_action_pack(_receipts_dir(args.receipts), args.receipt, ledger)
+        except BundleError as exc:
+            raise CliError(f"receipt {args.receipt}: not a receipt bundle: {exc}") from None
     verification = verify_bundle(pack["receipt"], keys) if keys is not None else None
     if args.json:
         _say(pretty({"pack": pack, "verification": _result_json(verification)}))

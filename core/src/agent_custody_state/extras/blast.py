@@ -80,17 +80,20 @@ def _hashable(value: Any) -> bool:
 def fact_line(fact_id: str, fact: Fact | None) -> str:
     """``fact <id>: <subject> <predicate> = <value> (space .., by .., <provenance>)``."""
     if fact is None:
-        return f"fact {fact_id}: not in this ledger"
+        return f"fact {text(fact_id)}: not in this ledger"
     return (
-        f"fact {fact_id}: {fact.subject} {fact.predicate} = {compact(fact.value)} "
-        f"(space {fact.space}, by {fact.actor}, {fact.provenance})"
+        f"fact {text(fact_id)}: {text(fact.subject)} {text(fact.predicate)} = "
+        f"{compact(fact.value)} (space {text(fact.space)}, by {text(fact.actor)}, "
+        f"{text(fact.provenance)})"
     )
 
 
 def format_blast(b: BlastRadius, fact_id: str) -> str:
     lines = [fact_line(fact_id, b.fact)]
     r = b.retraction
-    lines.append(f"retracted at {r.tx_time} by {r.actor}: {r.reason}" if r else "not retracted")
+    lines.append(
+        f"retracted at {r.tx_time} by {text(r.actor)}: {text(r.reason)}" if r else "not retracted"
+    )
     lines.append(f"{len(b.receipts)} call(s) made after the agent was shown it:")
     for s in b.receipts:
         lines.append(
@@ -104,7 +107,8 @@ def format_blast(b: BlastRadius, fact_id: str) -> str:
     )
     for f in b.derived_facts:
         lines.append(
-            f"  {f.subject} {f.predicate} = {compact(f.value)}  fact {f.fact_id[:8]}  "
+            f"  {text(f.subject)} {text(f.predicate)} = {compact(f.value)}  "
+            f"fact {text(f.fact_id)[:8]}  "
             + ("STILL BELIEVED" if f.fact_id in still else "no longer believed")
         )
     return "\n".join(lines)

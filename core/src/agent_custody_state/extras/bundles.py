@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.extras.jsview import at
-from agent_custody_state.signing import b64decode_lenient, js_parse
+from agent_custody_state.extras.jsview import at, parse
+from agent_custody_state.signing import b64decode_lenient
 
 AUTHORIZATION_SUFFIX = ".authorization.json"
 #: A receipt id as the review pages route it (and as static page file names accept it).
@@ -37,7 +37,12 @@ def bundle_files(directory: str | os.PathLike[str]) -> list[Path]:
 
 
 def read_json(path: Path) -> Any:
-    return js_parse(path.read_bytes())
+    """A file's JSON; ``BundleError`` when it is not JSON (or is nested absurdly deep)."""
+    data = path.read_bytes()
+    try:
+        return parse(data)
+    except ValueError as exc:
+        raise BundleError(f"not JSON ({exc})") from None
 
 
 def decode_statement(bundle: Any) -> Any:
@@ -46,7 +51,7 @@ def decode_statement(bundle: Any) -> Any:
     if not isinstance(payload, str):
         raise BundleError("the bundle has no envelope payload")
     try:
-        return js_parse(b64decode_lenient(payload))
+        return parse(b64decode_lenient(payload))
     except ValueError as exc:
         raise BundleError(f"the envelope payload is not JSON ({exc})") from None
 

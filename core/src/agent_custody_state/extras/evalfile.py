@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.extras.jsview import at, has, text
-from agent_custody_state.extras.signed import sign_statement
-from agent_custody_state.signing import KeyPair, PublicKeyRef, digest_of, dsse_verify, js_parse
+from agent_custody_state.extras.jsview import at, has, parse, text
+from agent_custody_state.extras.signed import sign_statement, verify_envelope
+from agent_custody_state.signing import KeyPair, PublicKeyRef, digest_of
 from agent_custody_state.timeutil import format_time, utc_now
 
 EVAL_REPORT_TYPE = "https://agent-custody.dev/eval-report/v0.1"
@@ -157,7 +157,7 @@ def load_scenarios(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Read and validate a scenario file; ``ScenarioFileError`` names every problem."""
     raw = Path(path).read_bytes()  # OSError goes up as is: the CLI names the file
     try:
-        data = js_parse(raw)
+        data = parse(raw)
     except ValueError as exc:
         raise ScenarioFileError(f"scenario file {path}: not JSON ({exc})") from None
     scenarios, issues = validate_scenarios(data)
@@ -181,7 +181,7 @@ def sign_report(
 
 def verify_report(envelope: Any, keys: list[PublicKeyRef]) -> tuple[Any, str, str]:
     """``(predicate, keyid, "")`` when the report verifies, else ``(None, "", error)``."""
-    result = dsse_verify(envelope, keys)
+    result = verify_envelope(envelope, keys)
     if not result.ok:
         return None, "", result.error
     statement = result.payload

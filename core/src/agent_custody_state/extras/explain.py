@@ -24,11 +24,11 @@ from agent_custody_state.extras.bundles import (
     load_summaries,
     time_key,
 )
-from agent_custody_state.extras.jsview import at, compact, text, truthy
+from agent_custody_state.extras.jsview import at, compact, items, parse, text, truthy
 from agent_custody_state.extras.ledgerview import all_facts, get_fact, status_of
 from agent_custody_state.extras.verify import VerifyResult
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.signing import b64decode_lenient, js_parse
+from agent_custody_state.signing import b64decode_lenient
 from agent_custody_state.timeutil import format_time, utc_now
 
 LABEL_WIDTH = 28
@@ -119,7 +119,7 @@ def _grant(envelope: Any) -> Any:
     if not isinstance(payload, str):
         return None
     try:
-        return js_parse(b64decode_lenient(payload))
+        return parse(b64decode_lenient(payload))
     except ValueError:
         return None
 
@@ -235,9 +235,9 @@ def _saw(out: _Rows, p: Any, pack: Any, with_ledger: bool) -> None:
         out.more("no beliefs shown before this call")
     else:
         out.more(f"{shown} belief(s) shown before this call:")
-        for f in at(pack, "consumed", "facts") or []:
+        for f in items(at(pack, "consumed", "facts")):
             out.more(f"  {fact_line(f)}")
-        for fact_id in at(pack, "consumed", "unknown") or []:
+        for fact_id in items(at(pack, "consumed", "unknown")):
             out.more(f"  {text(fact_id)[:8]} (not in this ledger)")
 
 
@@ -285,10 +285,10 @@ def _evidence(out: _Rows, p: Any, pack: Any) -> None:
 
 
 def _depends(out: _Rows, pack: Any) -> None:
-    written = at(pack, "written") or []
+    written = items(at(pack, "written"))
     status = at(pack, "status") or {}
-    later = at(pack, "downstream", "receipts") or []
-    derived = at(pack, "downstream", "derivedFacts") or []
+    later = items(at(pack, "downstream", "receipts"))
+    derived = items(at(pack, "downstream", "derivedFacts"))
     if not written:
         out.row(
             "DID ANYTHING DEPEND ON THIS",
@@ -307,7 +307,7 @@ def _depends(out: _Rows, pack: Any) -> None:
                 f"  then {text(at(r, 'timestamp'))} {text(at(r, 'tool'))} {text(at(r, 'status'))} "
                 f"(receipt {text(at(r, 'receiptId'))[:8]})"
             )
-    still = at(pack, "downstream", "stillBelieved") or []
+    still = items(at(pack, "downstream", "stillBelieved"))
     open_facts = [f for f in written if at(status, text(at(f, "factId"))) == "believed"] + list(
         still
     )

@@ -4,15 +4,55 @@ Bundles and packs are untrusted input: a field may be missing or of another type
 path and yields ``None`` where JavaScript's optional chaining would yield ``undefined``; ``text``
 interpolates a value as a template literal would. ``pretty`` is ``JSON.stringify(x, null, 2)``
 (every file the extras write and every ``--json`` output), ``compact`` is ``JSON.stringify(x)``.
+``parse`` reads what the extras read (receipt files, payloads, signed files, scenario files)
+and refuses JSON nested deeper than ``MAX_DEPTH``: Python could not digest or print it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agent_custody_state.canonical import js_json, js_key_order, js_number, js_string
+from agent_custody_state.signing import js_parse
 
 MISSING: Any = object()
+#: The deepest JSON the extras read: a ledger value may be 256 levels deep, and a receipt holds
+#: it a few levels down. Far deeper input would exhaust Python's recursion when digested.
+MAX_DEPTH = 300
+
+
+def parse(data: bytes | str) -> Any:
+    """``JSON.parse``; ``ValueError`` for what is not JSON or nests deeper than ``MAX_DEPTH``."""
+    too_deep = f"nested more than {MAX_DEPTH} levels deep"
+    try:
+        value = js_parse(data)
+    except RecursionError:
+        raise ValueError(too_deep) from None
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError(too_deep)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def well_formed(value: str) -> str:
+    """``value.toWellFormed()``: a lone surrogate (JSON allows ``"\\ud800"``) becomes U+FFFD,
+    as Node writes it; Python cannot encode one, so text is made well-formed before output."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
+def items(value: Any) -> list[Any]:
+    """``value`` when it is an array, else ``[]`` (a signed file may hold anything)."""
+    return value if isinstance(value, list) else []
 
 
 def at(value: Any, *path: str | int) -> Any:
@@ -43,8 +83,20 @@ def truthy(value: Any) -> bool:
     return bool(value) and value is not MISSING
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown(value: str) -> str:
+    """A string as a text output shows it: control characters escaped as JSON escapes them
+    (``\\n``, ``\\u001b``), so a value from a receipt or the ledger cannot start a line of its
+    own (a forged answer, or a forged row of a review page) or drive the terminal."""
+    return _CONTROL.sub(lambda m: _SHORT.get(m[0], f"\\u{ord(m[0]):04x}"), value)
+
+
 def text(value: Any) -> str:
-    """``${value}`` of a JSON value (``null``, ``undefined``, numbers the JavaScript way)."""
+    """``${value}`` of a JSON value (``null``, ``undefined``, numbers the JavaScript way);
+    strings are ``shown``."""
     if value is None:
         return "null"
     if value is MISSING:
@@ -54,7 +106,7 @@ def text(value: Any) -> str:
     if value is False:
         return "false"
     if isinstance(value, str):
-        return value
+        return shown(value)
     if isinstance(value, int | float):
         return js_number(value)
     if isinstance(value, list):

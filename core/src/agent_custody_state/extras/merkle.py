@@ -9,10 +9,14 @@ check every bundle's inclusion proof goes through.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from agent_custody_state.canonical import canonical_bytes
+
+#: A proof hash: hex digits only (``bytes.fromhex`` would also take spaces, which Node does not).
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2})+")
 
 
 def leaf_hash(leaf: bytes) -> bytes:
@@ -68,10 +72,7 @@ def verify_inclusion(leaf: bytes, inclusion: Any, root_hash: Any) -> bool:
         return False
     r = leaf
     for item in hashes:
-        try:
-            p = bytes.fromhex(item) if isinstance(item, str) else None
-        except ValueError:
-            p = None
+        p = bytes.fromhex(item) if isinstance(item, str) and _HEX.fullmatch(item) else None
         if p is None or sn == 0:
             return False
         if fn % 2 == 1 or fn == sn:

@@ -14,7 +14,7 @@ from typing import Any
 from agent_custody_state.extras.actionpack import NO_ISSUER_KEY, Checks, PackVerification
 from agent_custody_state.extras.blast import blast_radius
 from agent_custody_state.extras.bundles import decode_statement, load_bundles, load_summaries
-from agent_custody_state.extras.jsview import at, compact, text, truthy
+from agent_custody_state.extras.jsview import at, compact, items, parse, text, truthy
 from agent_custody_state.extras.signed import open_pack, sign_statement
 from agent_custody_state.extras.verify import VerifyOptions, verify_bundle
 from agent_custody_state.ledger.ledger import Ledger
@@ -25,7 +25,7 @@ from agent_custody_state.ledger.model import (
     HoldEvent,
     ReleaseEvent,
 )
-from agent_custody_state.signing import KeyPair, PublicKeyRef, js_parse
+from agent_custody_state.signing import KeyPair, PublicKeyRef
 from agent_custody_state.timeutil import format_time, utc_now
 
 PACK_TYPE = "https://agent-custody.dev/custody-pack/v0.1"
@@ -59,7 +59,7 @@ def receipt_result(bundle: Any) -> Any:
     if not isinstance(body, str) or not body:
         return None
     try:
-        return js_parse(body)
+        return parse(body)
     except ValueError:
         return body
 
@@ -127,7 +127,7 @@ def verify_pack(
         f"{count} cited receipt(s) absent" if count else None,
     )
     receipts = pack.get("receipts") if isinstance(pack.get("receipts"), dict) else {}
-    for event in pack.get("history") or []:
+    for event in items(pack.get("history")):
         rid = _cited(event)
         if truthy(rid):
             c.add(
@@ -171,14 +171,15 @@ def format_pack(p: Any) -> str:
     else:
         first = f"fact {fact_id}: not in this ledger"
     lines = [first]
-    history = at(p, "history") or []
+    history = items(at(p, "history"))
     lines.append(f"history: {' → '.join(text(at(e, 'kind')) for e in history)}")
-    receipts = at(p, "receipts") or {}
-    missing = at(p, "missingReceipts") or []
+    receipts = at(p, "receipts")
+    receipts = receipts if isinstance(receipts, dict) else {}
+    missing = items(at(p, "missingReceipts"))
     lines.append(
         f"receipts in pack: {len(receipts)}" + (f", missing {len(missing)}" if missing else "")
     )
-    holds = at(p, "holds") or []
+    holds = items(at(p, "holds"))
     if holds:
         lines.append(
             "holds: "
@@ -203,8 +204,8 @@ def format_pack(p: Any) -> str:
         )
     blast = at(p, "blast")
     lines.append(
-        f"blast radius: {len(at(blast, 'receipts') or [])} later call(s), "
-        f"{len(at(blast, 'derivedFacts') or [])} derived belief(s), "
-        f"{len(at(blast, 'stillBelieved') or [])} still believed"
+        f"blast radius: {len(items(at(blast, 'receipts')))} later call(s), "
+        f"{len(items(at(blast, 'derivedFacts')))} derived belief(s), "
+        f"{len(items(at(blast, 'stillBelieved')))} still believed"
     )
     return "\n".join(lines)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_custody_state.extras.blast import BlastRadius
-from agent_custody_state.extras.jsview import compact
+from agent_custody_state.extras.jsview import compact, text
 from agent_custody_state.extras.ledgerview import believed_ids
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import Fact, RetractEvent
@@ -138,4 +138,5 @@ def format_report(report: RetractReport) -> str:
 
 
 def _line(fact: Fact) -> str:
-    return f"{fact.subject} {fact.predicate} = {compact(fact.value)}  fact {fact.fact_id[:8]}"
+    value = compact(fact.value)
+    return f"{text(fact.subject)} {text(fact.predicate)} = {value}  fact {fact.fact_id[:8]}"

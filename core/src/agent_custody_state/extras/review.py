@@ -23,7 +23,7 @@ from agent_custody_state.extras.bundles import (
     time_key,
 )
 from agent_custody_state.extras.explain import LABEL_WIDTH, build_action_pack, format_explain
-from agent_custody_state.extras.jsview import at, text
+from agent_custody_state.extras.jsview import at, text, well_formed
 from agent_custody_state.extras.verify import VerifyOptions, VerifyResult, verify_bundle
 from agent_custody_state.ledger.ledger import Ledger
 
@@ -127,7 +127,7 @@ dd{margin:0;white-space:pre-wrap;overflow-wrap:anywhere}
 
 
 def page(title: str, body: str) -> str:
-    return (
+    return well_formed(
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f'<meta http-equiv="content-security-policy" content="{esc(CSP)}">\n'

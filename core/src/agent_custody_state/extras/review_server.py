@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent_custody_state.extras.bundles import RECEIPT_ID, load_bundle
-from agent_custody_state.extras.jsview import pretty
+from agent_custody_state.extras.jsview import pretty, well_formed
 from agent_custody_state.extras.review import (
     CSP,
     ReviewOptions,
@@ -73,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
         return  # the review prints its URL once; per-request lines would only be noise
 
     def _send(self, status: int, kind: str, body: str | bytes, head: bool = False) -> None:
-        data = body.encode("utf-8") if isinstance(body, str) else body
+        data = well_formed(body).encode("utf-8") if isinstance(body, str) else body
         self.send_response(status)
         self.send_header("content-type", kind)
         for name, value in HEADERS.items():

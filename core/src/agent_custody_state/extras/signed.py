@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_custody_state.extras.jsview import at
+from agent_custody_state.extras.jsview import at, well_formed
 from agent_custody_state.signing import (
     IN_TOTO_TYPE,
     STATEMENT_TYPE,
+    DsseResult,
     KeyPair,
     PublicKeyRef,
     digest_of,
@@ -41,6 +42,15 @@ def sign_statement(
     return dsse_sign(IN_TOTO_TYPE, statement, key)
 
 
+def verify_envelope(envelope: Any, keys: list[PublicKeyRef]) -> DsseResult:
+    """``dsse_verify``, with a lone surrogate in the payload type made U+FFFD as Node encodes
+    it into the signed bytes (Python cannot encode one at all)."""
+    kind = envelope.get("payloadType") if isinstance(envelope, dict) else None
+    if isinstance(kind, str) and well_formed(kind) != kind:
+        envelope = {**envelope, "payloadType": well_formed(kind)}
+    return dsse_verify(envelope, keys)
+
+
 def open_pack(
     envelope: Any,
     keys: list[PublicKeyRef],
@@ -49,7 +59,7 @@ def open_pack(
 ) -> Any:
     """``pack signature``, ``pack type``, ``pack digest``; the predicate, or None where the
     original stops (a bad signature or type)."""
-    result = dsse_verify(envelope, keys)
+    result = verify_envelope(envelope, keys)
     if not result.ok:
         add("pack signature", False, result.error)
         return None

@@ -14,7 +14,8 @@ from typing import Any
 
 from agent_custody_state.extras.jsview import MISSING, at, has, text, truthy
 from agent_custody_state.extras.merkle import envelope_leaf_hash, verify_inclusion
-from agent_custody_state.signing import IN_TOTO_TYPE, PublicKeyRef, digest_of, dsse_verify
+from agent_custody_state.extras.signed import verify_envelope
+from agent_custody_state.signing import IN_TOTO_TYPE, PublicKeyRef, digest_of
 
 RECEIPT_PREDICATE_TYPE = "https://agent-custody.dev/receipt/v0.2"
 AUTHORIZATION_PREDICATE_TYPE = "https://agent-custody.dev/authorization/v0.1"
@@ -97,7 +98,7 @@ def verify_delegation(envelope: Any, principal_keys: list[PublicKeyRef]) -> tupl
     kind = at(envelope, "payloadType")
     if kind != DELEGATION_TYPE:
         return None, "", f"unexpected payloadType {text(MISSING if kind is None else kind)}"
-    result = dsse_verify(envelope, principal_keys)
+    result = verify_envelope(envelope, principal_keys)
     if not result.ok:
         return None, "", result.error
     grant = result.payload
@@ -132,7 +133,7 @@ def verify_bundle(bundle: Any, opts: VerifyOptions) -> VerifyResult:
     """Every check of SPEC-EXTRAS 1.6, in order; stops where the original stops."""
     c = _Checks()
     envelope = at(bundle, "envelope")
-    sig = dsse_verify(envelope, opts.issuer_keys)
+    sig = verify_envelope(envelope, opts.issuer_keys)
     if not sig.ok:
         c.add("receipt signature (issuer key)", False, sig.error)
         return c.done(None)
@@ -236,7 +237,7 @@ def _upstream_check(c: _Checks, p: Any, opts: VerifyOptions) -> None:
     if not opts.upstream_keys:
         return
     envelope = at(upstream, "envelope")
-    u = dsse_verify(envelope, opts.upstream_keys)
+    u = verify_envelope(envelope, opts.upstream_keys)
     ok, detail = u.ok, (f"keyid {u.keyid[:12]}" if u.ok else u.error)
     if u.ok:
         result = at(p, "execution", "result")
@@ -259,7 +260,7 @@ def _authorization_checks(
     c: _Checks, bundle: Any, p: Any, receipt_keyid: str, opts: VerifyOptions, log_keys: list[Any]
 ) -> None:
     a = at(p, "authorization")
-    asig = dsse_verify(at(a, "envelope"), opts.issuer_keys)
+    asig = verify_envelope(at(a, "envelope"), opts.issuer_keys)
     ast = asig.payload if asig.ok else None
     typed = (
         asig.ok
@@ -290,7 +291,7 @@ def _authorization_checks(
         if same
         else "committed for a different receipt, tool, arguments, agent, or decision",
     )
-    ath = dsse_verify(at(a, "treeHead"), [*log_keys, *opts.issuer_keys])
+    ath = verify_envelope(at(a, "treeHead"), [*log_keys, *opts.issuer_keys])
     c.add(
         "authorization tree head signature",
         ath.ok and at(a, "treeHead", "payloadType") == TREEHEAD_TYPE,
@@ -326,7 +327,7 @@ def _less(a: Any, b: Any, *, strict: bool) -> bool:
 
 def _tree_head_checks(c: _Checks, bundle: Any, opts: VerifyOptions, log_keys: list[Any]) -> None:
     tree_head = at(bundle, "treeHead")
-    th = dsse_verify(tree_head, [*log_keys, *opts.issuer_keys])
+    th = verify_envelope(tree_head, [*log_keys, *opts.issuer_keys])
     by_log = th.ok and any(k.keyid == th.keyid for k in log_keys)
     c.add(
         "tree head signature",

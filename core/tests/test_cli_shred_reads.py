@@ -161,3 +161,23 @@ def test_writers_still_create_the_key_store_and_the_mark(
         ledger.assert_fact(**FACT, value=SECRET)
     assert (tmp_path / "api.jsonl.keys").is_file() and (tmp_path / "api.jsonl.mode").is_file()
     capsys.readouterr()
+
+
+def test_a_writer_asked_for_crypto_shred_uses_the_recorded_key_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sweep --forget-mode crypto-shred`` (a writer) on a ledger whose key store is recorded
+    elsewhere destroys the fact's key there: it creates no empty key store beside the ledger,
+    which would have left the key, and so the value, readable."""
+    keys = tmp_path / "vault" / "ledger.keys"
+    keys.parent.mkdir()
+    path = tmp_path / "ledger.jsonl"
+    with Ledger(path, forget_mode="crypto-shred", key_store=str(keys)) as ledger:
+        ledger.assert_fact(**FACT, value=SECRET)
+    before = keys.read_bytes()
+    argv = ["sweep", "--ledger", str(path), "--before", "2999-01-01T00:00:00Z", "--reason", "r"]
+    assert main([*argv, "--forget-mode", "crypto-shred"]) == 0, capsys.readouterr().err
+    assert not (tmp_path / "ledger.jsonl.keys").exists()
+    assert keys.read_bytes() != before  # the key destroyed where it is kept
+    with Ledger(path, forget_mode="crypto-shred", key_store=str(keys)) as ledger:
+        assert [f.value for f in ledger.facts()] == [None]

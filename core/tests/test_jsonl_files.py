@@ -127,6 +127,15 @@ def test_an_existing_ledger_keeps_the_mode_its_operator_chose(tmp_path: Path, ch
     assert _mode(tmp_path / "ledger.jsonl.lock") == 0o600  # created by the backend
 
 
+def test_the_mode_mark_is_owner_only(tmp_path: Path, umask: int) -> None:
+    """The crypto-shred mark (``<ledger>.mode``) is created 0600 like the ledger and its key
+    store: it names where the keys are kept."""
+    path = tmp_path / "ledger.jsonl"
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value="v", space="org", actor="a")
+    assert _mode(tmp_path / "ledger.jsonl.mode") == 0o600
+
+
 # -- a torn line keeps no value --------------------------------------------------------------------
 
 

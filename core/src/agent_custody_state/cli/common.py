@@ -127,6 +127,7 @@ def open_recorded(location: str, *, read_only: bool = False, **kwargs: Any) -> A
     them. A recorded key store that is not there, or cannot be opened, is a one-line error (a
     new, empty one would read every value as forgotten).
 
+    Crypto-shred mode asked without a key store uses the one the ledger records, if any.
     ``read_only`` (a command that writes no value) never changes the ledger's mode: crypto-shred
     mode asked for a ledger that records plain mode is refused (``plain_ledger``) unless a key
     store that exists is named, a named key store path that is not there is refused, and the
@@ -140,17 +141,22 @@ def open_recorded(location: str, *, read_only: bool = False, **kwargs: Any) -> A
     mark = store = None
     from_mark = False  # opened with the key store the mark records
     try:
-        if (asked, named) != (None, None) and not (read_only and asked == CRYPTO_SHRED):
+        # Crypto-shred without a key store named, or for a command that writes no value: the
+        # key store the ledger records, if it records one.
+        recorded_keys = asked == CRYPTO_SHRED and (read_only or named is None)
+        if (asked, named) != (None, None) and not recorded_keys:
             mode = {"forget_mode": asked} if asked is not None else {}
             return Ledger(backend, **mode, key_store=named, **kwargs)
         mark = backend.recorded_forget_mode()
         recorded = mark is not None and mark.mode == CRYPTO_SHRED
-        if asked is not None:  # crypto-shred, for a command that writes no value
-            if named is not None:
+        if asked is not None:  # crypto-shred
+            if named is not None:  # for a command that writes no value
                 keys = _existing_keys(location, named, recorded=recorded)
                 return _crypto(backend, keys, kwargs, read_only=True)
             if not recorded:
-                raise plain_ledger(location)
+                if read_only:
+                    raise plain_ledger(location)
+                return Ledger(backend, forget_mode=CRYPTO_SHRED, **kwargs)  # a new mode: its default
         if mark is None or not recorded:
             return Ledger(backend, **kwargs)
         from_mark, store = True, mark.key_store

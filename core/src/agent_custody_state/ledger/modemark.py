@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.files import PRIVATE_MODE
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend
@@ -107,7 +108,9 @@ class ModeFile:
         where = self._mode_path()
         temporary = f"{where}.{os.getpid()}.tmp"
         try:
-            with open(temporary, "w", encoding="utf-8") as handle:
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_MODE)
+            os.fchmod(descriptor, PRIVATE_MODE)  # owner-only whatever the umask, as the ledger
+            with open(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(mark.to_json() + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())

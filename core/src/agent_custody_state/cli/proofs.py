@@ -198,37 +198,48 @@ def _is_jsonl(location: str) -> bool:
 
 
 def _verified(source: Any, jobs: int | None, checkpoints: Any, key: Any, opener: Any) -> Any:
-    """The report on ``source`` (``stored``): its chunks read by the workers, or its events read
-    here, with the backend's own index problems (``EventBackend.index_problems``) added."""
-    from agent_custody_state.ledger.parallel import verify_parallel, verify_stored
+    """The report on ``source`` (``_source``): its chunks read by the workers (``verify_stored``)
+    when they run, else its events read here with the backend's own index problems
+    (``EventBackend.index_problems``) asked on a thread meanwhile (the database does that work
+    without the interpreter's lock), added to the report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_custody_state.ledger.parallel import default_jobs, verify_parallel, verify_stored
 
     options = {"jobs": jobs, "checkpoints": checkpoints, "public_key": key, "open_value": opener}
-    if isinstance(source, Chunks):
-        return verify_stored(source.chunks, **options)
-    lines, backend = source
-    report = verify_parallel(lines, **options)
-    for seq, reason in backend.index_problems() if backend is not None else ():
-        report.add(seq, reason)
+    workers = opener is None and (jobs or default_jobs()) > 1
+    lines, backend, chunks = source
+    if chunks is not None and workers:
+        return verify_stored(chunks, **options)
+    if backend is None:  # JSONL: its index is its lines
+        return verify_parallel(lines, **options)
+    with ThreadPoolExecutor(1, thread_name_prefix="index-check") as pool:
+        found = pool.submit(backend.index_problems)
+        report = verify_parallel(lines, **options)
+        for seq, reason in found.result():
+            report.add(seq, reason)
     return report
 
 
-class Chunks(NamedTuple):
-    """A ledger whose backend's chunks are read by ``verify``'s workers (``stored_chunks``)."""
+class Source(NamedTuple):
+    """What ``verify`` reads: the stored events, the backend whose index to check (None: a
+    JSONL file read directly), and the chunks its workers can read themselves (or None)."""
 
+    lines: Any
+    backend: Any
     chunks: Any
 
 
 @contextmanager
 def stored(location: str) -> Iterator[tuple[Any, Any]]:
     """The ledger's stored events and a callable giving its own checkpoint notes."""
-    with _source(location, chunked=False) as ((lines, _backend), notes):
-        yield lines, notes
+    with _source(location, chunked=False) as (source, notes):
+        yield source.lines, notes
 
 
 @contextmanager
 def _source(location: str, *, chunked: bool = True) -> Iterator[tuple[Any, Any]]:
-    """What ``verify`` reads (``Chunks`` when ``chunked`` and the backend offers them, else the
-    stored events and the backend whose index to check, None for JSONL) and a callable giving
+    """What ``verify`` reads (``Source``; its chunks only when ``chunked``) and a callable giving
     the ledger's own checkpoint notes."""
     if _is_jsonl(location):
         from agent_custody_state.backends.jsonl_lines import stored_lines
@@ -239,7 +250,7 @@ def _source(location: str, *, chunked: bool = True) -> Iterator[tuple[Any, Any]]
         fd = os.open(lock, os.O_RDONLY) if os.path.exists(lock) else None
         try:
             notes = lambda: [own.read_text("utf-8")] if own.exists() else []  # noqa: E731
-            yield (stored_lines(path, fd), None), notes
+            yield Source(stored_lines(path, fd), None, None), notes
         finally:
             if fd is not None:
                 os.close(fd)
@@ -253,7 +264,7 @@ def _source(location: str, *, chunked: bool = True) -> Iterator[tuple[Any, Any]]
         backend = ledger.backend
         log = backend.checkpoint_log()
         chunks = backend.stored_chunks(CHUNK) if chunked else None
-        source = Chunks(chunks) if chunks is not None else (backend.stored_events(), backend)
+        source = Source(backend.stored_events(), backend, chunks)
         yield source, lambda: ["\n".join(log.notes())] if log else []
 
 

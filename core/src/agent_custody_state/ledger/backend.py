@@ -279,8 +279,9 @@ class EventBackend(abc.ABC):
         """Events whose copy in the backend's own index (what reads look events up by) differs
         from the event as stored: ``(position, reason)``, positions counted from 1 in append
         order as ``verify`` counts them. The chain covers the stored events only, so ``verify``
-        adds these. Default: none (a backend whose index is derived from the stored text, as
-        JSONL's and memory's are, has nothing to add)."""
+        adds these, asking on a thread of its own while it reads ``stored_events`` (so this
+        reads on a connection of its own). Default: none (a backend whose index is derived from
+        the stored text, as JSONL's and memory's are, has nothing to add)."""
         return []
 
     def stored_chunks(self, size: int) -> Iterator[StoredChunk] | None:

@@ -156,7 +156,8 @@ def open_recorded(location: str, *, read_only: bool = False, **kwargs: Any) -> A
             if not recorded:
                 if read_only:
                     raise plain_ledger(location)
-                return Ledger(backend, forget_mode=CRYPTO_SHRED, **kwargs)  # a new mode: its default
+                # A writer starting crypto-shred mode: the backend's default key store.
+                return Ledger(backend, forget_mode=CRYPTO_SHRED, **kwargs)
         if mark is None or not recorded:
             return Ledger(backend, **kwargs)
         from_mark, store = True, mark.key_store

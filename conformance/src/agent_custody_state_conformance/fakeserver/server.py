@@ -71,6 +71,9 @@ class FakeVendorServer:
     #: ``Authorization`` scheme carrying ``api_key`` (``"Token"``, ``"Bearer"``...);
     #: ``None`` leaves the check to an ``authorized`` override.
     auth_scheme: ClassVar[str | None] = None
+    #: Longest request target (path and query, as sent) the vendor's front accepts; longer
+    #: ones answer 414, as a proxy would (nginx's default is 8 KiB). ``None``: no limit.
+    max_request_target: ClassVar[int | None] = None
 
     def __init__(self, *, api_key: str | None = "test-key") -> None:
         self.api_key = api_key
@@ -283,6 +286,11 @@ def _handler_class(fake: FakeVendorServer) -> type[BaseHTTPRequestHandler]:
             return self.rfile.read(length) if length else b""
 
         def _serve(self) -> None:
+            limit = fake.max_request_target
+            if limit is not None and len(self.path) > limit:
+                self._read_body()
+                self._send(Reply(414, raw=b"414 Request-URI Too Large", content_type="text/plain"))
+                return
             split = urlsplit(self.path)
             request = Request(
                 method=self.command,
@@ -297,6 +305,9 @@ def _handler_class(fake: FakeVendorServer) -> type[BaseHTTPRequestHandler]:
                 reply = fake._dispatch(request)
             except Exception as exc:  # a bug in a fake must still answer, not hang the SDK
                 reply = fake.error(500, f"fake {fake.vendor} crashed: {exc!r}")
+            self._send(reply)
+
+        def _send(self, reply: Reply) -> None:
             payload = reply.encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)

@@ -48,6 +48,30 @@ class VerificationRules(StoreRules):
         assert report.verification == {store.name: "verified"}
         assert await self.find(backdoor, again.fact_id) is None
 
+    @rule("ST-4.3-copies")
+    async def test_verify_sees_every_copy(self, store: Store, backdoor: Any) -> None:
+        """A second record of the same fact (an add retried after a timeout that had landed,
+        a put-back) keeps ``verify_removed`` False after the first is removed, until the vendor
+        holds nothing for the fact.
+
+        Troubleshooting: the read by id is not enough; also search or list by the fact id marker
+        (metadata, tag, key) and count any record of the fact, whatever its id. A store keyed
+        by the fact id (an upsert) passes by holding one record only.
+        """
+        self.require("verify")
+        fact = make_fact()
+        held, first_id = await self.put(store, fact)
+        _, second_id = await self.put(store, fact)
+        await store.remove(first_id, held)
+        if await self.find(backdoor, fact.fact_id) is not None:
+            assert second_id != first_id, "remove left the record it was given"
+            assert await store.verify_removed(first_id, held) is False, (  # type: ignore[attr-defined]
+                "verify_removed answered True while the vendor still holds a copy of the fact"
+            )
+            await store.remove(second_id, held)
+        assert await self.find(backdoor, fact.fact_id) is None
+        assert await store.verify_removed(first_id, held) is True  # type: ignore[attr-defined]
+
     @rule("ST-4.3-unverified")
     async def test_without_verify_reports_unverified(self, store: Store, backdoor: Any) -> None:
         """A store that cannot verify is reported ``unverified`` after a removal, never

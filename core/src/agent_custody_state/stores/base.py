@@ -11,7 +11,10 @@ a blocking SDK runs its calls in a worker thread (``kit.run_sync``).
 
 from __future__ import annotations
 
+import re
+import threading
 from typing import Any, Literal, Protocol, runtime_checkable
+from urllib.parse import unquote, urlsplit
 
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.model import Fact
@@ -19,10 +22,45 @@ from agent_custody_state.ledger.model import Fact
 Verification = Literal["verified", "stillIndexed", "unverified", "failed"]
 
 
+#: Credentials read through ``kit.secret_from_env``, and the passwords inside them: never shown.
+_SECRETS: set[str] = set()
+_SECRETS_LOCK = threading.Lock()  # stores are built while other stores' calls raise errors
+_PASSWORD_PARAM = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+
+
+def register_secret(value: str) -> None:
+    """Keep ``value`` out of every ``StoreError`` (and so out of reports and the store set's
+    log lines) from now on; so too the password inside it when it is a connection URL or
+    string (drivers quote those back in parse errors, e.g. libpq's ``invalid percent-encoded
+    token: "<password>"``)."""
+    fragments = {value}
+    try:
+        password = urlsplit(value).password
+    except ValueError:
+        password = None
+    if password:
+        fragments |= {password, unquote(password)}
+    for match in _PASSWORD_PARAM.finditer(value):
+        fragments |= {match.group(1), match.group(1).strip("'")}
+    with _SECRETS_LOCK:
+        _SECRETS.update(f for f in fragments if f)
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret replaced by ``***``."""
+    with _SECRETS_LOCK:
+        secrets = sorted(_SECRETS, key=len, reverse=True)
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
 class StoreError(Exception):
-    """A store refused or failed an operation; ``store`` names it."""
+    """A store refused or failed an operation; ``store`` names it. Registered secrets are
+    removed from the message (``register_secret``)."""
 
     def __init__(self, store: str, message: str) -> None:
+        message = redact(message)
         super().__init__(f"{store}: {message}")
         self.store = store
         self.message = message
@@ -72,5 +110,4 @@ def mirrors(store: Store) -> bool:
 def error_message(exc: BaseException) -> str:
     if isinstance(exc, StoreError):
         return exc.message
-    text = str(exc) or type(exc).__name__
-    return text
+    return redact(str(exc) or type(exc).__name__)

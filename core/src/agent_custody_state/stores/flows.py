@@ -148,7 +148,25 @@ class Custody(CustodySweep):
                 field=exc.field,
                 code=exc.code,
             ) from exc
+        except Exception:
+            # The backend failed (disk full, connection lost). Unless the fact landed anyway,
+            # the stores hold a fact no ledger records, which no forget could ever reach.
+            if not await self._recorded(fact.fact_id):
+                log.error(
+                    "the ledger failed to append fact %s after the stores took it; compensating",
+                    fact.fact_id,
+                    extra={"fact": fact.fact_id},
+                )
+                await self.stores.compensate(fact, external)
+            raise
         return WriteReport(event, await self._leave_mirrors(event))
+
+    async def _recorded(self, fact_id: str) -> bool:
+        """Whether the ledger holds ``fact_id``; False when it cannot even be read."""
+        try:
+            return await self.run(self.ledger.get, fact_id) is not None
+        except Exception:
+            return False
 
     async def _append_checked(
         self, request: AssertRequest, precondition: Precondition | None
@@ -260,8 +278,8 @@ class Custody(CustodySweep):
     async def _leave(
         self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E], *, forgetting: bool
     ) -> Removal[E]:
-        if not self.stores:
-            return Removal(await self.run(mutate, None), RemovalReport())
+        # Even with no store configured, the plan names the stores the ledger records the fact
+        # in: ``remove_all`` reports those it cannot reach as still holding it.
         plan = await self.run(plan_leaving, self.ledger, fact_id, forgetting=forgetting)
         restore: Restore | None = None
         if plan.uncovers is not None and self.stores.mirroring():

@@ -25,7 +25,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 import anyio
 
-from agent_custody_state.stores.base import StoreError
+from agent_custody_state.stores.base import StoreError, register_secret
 
 __all__ = ["PATH_SETTING", "ConfigPath", "call_sdk", "poll", "run_sync", "secret_from_env"]
 
@@ -79,7 +79,8 @@ def secret_from_env(store: str, variable: str | None, *, what: str = "API key") 
 
     A variable that is named but unset or empty is a configuration error: it raises
     ``StoreError`` naming the store and the variable, so the server fails at startup with a
-    message the operator can act on rather than with a 401 at the first write.
+    message the operator can act on rather than with a 401 at the first write. The value (and
+    a password inside it) is kept out of every ``StoreError`` from then on (``register_secret``).
     """
     if not variable:
         return None
@@ -88,6 +89,7 @@ def secret_from_env(store: str, variable: str | None, *, what: str = "API key") 
         raise StoreError(
             store, f"environment variable {variable} is not set (it should hold the {what})"
         )
+    register_secret(value)
     return value
 
 

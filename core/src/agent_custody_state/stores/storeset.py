@@ -1,7 +1,8 @@
 """The configured stores, in order: put with compensation, remove with verification (SPEC 4.3).
 
 - put: every store in configuration order; a store that fails makes the whole put fail, and the
-  stores already written are compensated (removed), each compensation's outcome reported.
+  stores already written are compensated (removed, and checked like any removal), each
+  compensation's outcome reported.
 - remove: each store holding the fact (by its external id), then ``verify_removed`` with
   retries and exponential delay: ``verified``, ``stillIndexed``, ``unverified`` (the store cannot
   be asked) or ``failed`` (the removal raised).
@@ -139,13 +140,24 @@ class StoreSet:
         return written
 
     async def compensate(self, fact: Fact, written: dict[str, str]) -> dict[str, str]:
-        """Undo puts (newest first); returns store -> ``removed`` or ``removal failed: ...``."""
+        """Undo puts (newest first); returns store -> ``removed``, ``removal failed: ...`` or,
+        when the store's own check still finds the fact, ``removed, but still found ...``."""
         outcome: dict[str, str] = {}
         for name, external_id in reversed(list(written.items())):
             store = self.by_name(name)
             assert store is not None
             try:
                 await store.remove(external_id, fact)
+                # An acknowledged delete is not a removal: check it like any other (SPEC 4.3).
+                if await self._verify(store, external_id, fact) == "stillIndexed":
+                    outcome[name] = "removed, but still found by its check (stillIndexed)"
+                    log.error(
+                        "compensation not verified: fact %s is still found in %s",
+                        fact.fact_id,
+                        name,
+                        extra={"store": name, "fact": fact.fact_id},
+                    )
+                    continue
                 outcome[name] = "removed"
                 log.warning(
                     "compensated: fact %s removed again from %s",
@@ -168,6 +180,9 @@ class StoreSet:
         """Remove the fact from each store holding it (by ``fact.external``) and verify.
 
         ``only`` limits the removal to the stores named (the mirror uses it for supersessions).
+        Without ``only``, a store the fact is recorded in but that is not configured here is
+        reported in ``still_held`` (with no verification): nothing removed it, so the erasure
+        must not look complete.
         """
         report = RemovalReport()
         for store in self.stores:
@@ -200,7 +215,24 @@ class StoreSet:
                     self.verify.attempts,
                     extra={"store": store.name, "fact": fact.fact_id},
                 )
+        if only is None:
+            self._report_unconfigured(fact, report)
         return report
+
+    def _report_unconfigured(self, fact: Fact, report: RemovalReport) -> None:
+        for name, external_id in (fact.external or {}).items():
+            if self.by_name(name) is not None:
+                continue
+            log.error(
+                "fact %s is recorded in store %s, which is not configured here; not removed",
+                fact.fact_id,
+                name,
+                extra={"store": name, "fact": fact.fact_id},
+            )
+            report.still_held[name] = (
+                f"store {name} is not configured here, so its copy (id {external_id}) was "
+                "neither removed nor checked"
+            )
 
     async def _verify(self, store: Store, external_id: str, fact: Fact) -> Verification:
         if not can_verify(store):

@@ -162,10 +162,11 @@ class CustodySweep:
         held: list[str] = []
         copies: dict[str, Fact] = {}
         for where, cutoff in self._cutoffs(before, space, within):
-            if self.stores:
-                # Keep the values the stores must find again to remove and verify, with the ids
-                # the stores hold them under now (a fact put back has new ones).
-                for f in self.ledger.learned_before(cutoff, where):
+            # Keep the values the stores must find again to remove and verify, with the ids
+            # the stores hold them under now (a fact put back has new ones). Without stores,
+            # a fact recorded in one is still kept: the report must name who still holds it.
+            for f in self.ledger.learned_before(cutoff, where):
+                if self.stores or f.external:
                     external = self.ledger.current_external(f.fact_id)
                     if external:
                         copies[f.fact_id] = f.with_(external=external)

@@ -11,7 +11,7 @@ LangGraph agent already searches, under custody::
 
 Removal is ``delete`` (idempotent in every BaseStore). Verification asks twice, as every adapter
 should: ``get`` by key is None, and a ``search`` filtered by ``factId`` (plus a vector search for
-the content when an index is configured) no longer returns the key.
+the content when an index is configured) returns neither the key nor any item of the fact.
 
 Works with any BaseStore; :func:`build` opens LangGraph's own InMemoryStore, SqliteStore or
 PostgresStore from the settings. The sync API runs in worker threads (``storekit.call_sdk``): the
@@ -92,7 +92,8 @@ class LangGraphStore:
         hits = self.base.search(namespace, filter={"factId": fact.fact_id}, limit=self.top_k)
         if self.indexed:
             hits += self.base.search(namespace, query=fact_text(fact), limit=self.top_k)
-        return all(hit.key != key for hit in hits)
+        # A hit under another key that carries the fact id is the fact too.
+        return all(hit.key != key and hit.value.get("factId") != fact.fact_id for hit in hits)
 
     async def put(self, fact: Fact) -> str:
         namespace = self.namespace_for(fact)

@@ -32,6 +32,14 @@ T = TypeVar("T")
 LIST_PAGE = 100
 #: Upper bound on listing pages per check, so a huge archive cannot stall a verification.
 MAX_LIST_PAGES = 20
+#: UTF-8 bytes of the fact text sent as a search query: the checks travel in the query string,
+#: and proxies in front of Letta refuse long request targets (nginx: 8 KiB, percent-encoded).
+QUERY_BYTES = 1024
+
+
+def query_text(fact: Fact) -> str:
+    """A prefix of the fact text short enough for a URL (the ``fact:`` tag does the matching)."""
+    return fact_text(fact).encode()[:QUERY_BYTES].decode(errors="ignore")
 
 
 def split_ids(external_id: str) -> list[str]:
@@ -104,7 +112,7 @@ class LettaStore:
         def ours(passage_id: str | None, tags: list[str] | None) -> bool:
             return passage_id in ids or marker in (tags or [])
 
-        text = fact_text(fact)
+        text = query_text(fact)
         found = await self._call(
             f"searching agent {self.agent_id} for fact {fact.fact_id}",
             self.client.agents.passages.search,

@@ -12,6 +12,9 @@ Routes (all need ``Authorization: Bearer <api_key>``), modelled on the 0.16 serv
   vector search it has no relevance cut-off.
 * ``DELETE /v1/agents/{agent_id}/archival-memory/{memory_id}``: 404 for an unknown passage.
 
+The archival routes take the fact text in the query string (``search``, ``query``), so request
+targets longer than 8 KiB answer 414, as the nginx (or CDN) in front of a Letta server does.
+
 ``fake.chunks = N`` makes an add split its text into N passages (each with the same tags), as a
 server that chunks long text would; the SDK's list return type allows it, so adapters must keep
 every id.
@@ -78,6 +81,7 @@ class FakeLetta(FakeVendorServer):
 
     vendor = "letta"
     auth_scheme = "Bearer"
+    max_request_target = 8 * 1024
 
     def __init__(self, *, api_key: str | None = "test-key", agents: Iterable[str] = ()) -> None:
         super().__init__(api_key=api_key)

@@ -42,6 +42,9 @@ class PgvectorSettings(BaseModel):
     )
     create: bool = Field(True, description="create the table and HNSW index if missing")
     connect_timeout: float = Field(10.0, gt=0, description="seconds to wait for a connection")
+    statement_timeout: float = Field(
+        30.0, gt=0, description="seconds one statement may run, lock waits included"
+    )
 
     @field_validator("table")
     @classmethod

@@ -14,6 +14,7 @@ return. psycopg 3 is synchronous here and runs in worker threads (``storekit.cal
 store works from any event loop; connections are reused through a small idle list whose
 failures surface with the driver's own message (a pool's "timed out" would hide it), and an idle
 connection the server dropped is replaced once, transparently (every statement is idempotent).
+Each statement is bounded by ``statement_timeout`` (the call runs in a thread nobody can cancel).
 """
 
 from __future__ import annotations
@@ -90,9 +91,10 @@ class _Connections:
             reused, conn = self._take()
             try:
                 result = work(conn)
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 conn.close()
-                if reused and attempt == 1:
+                # A statement that timed out is not a dropped connection: do not wait twice.
+                if reused and attempt == 1 and not isinstance(exc, psycopg.errors.QueryCanceled):
                     continue
                 raise
             except BaseException:
@@ -124,12 +126,14 @@ class PgvectorStore:
         distance: str = "cosine",
         create: bool = True,
         connect_timeout: float = 10.0,
+        statement_timeout: float = 30.0,
     ) -> None:
         self.name = name
         self.table = table
         self.dimensions = dimensions
         self.top_k = top_k
         self.create = create
+        self.statement_timeout = statement_timeout
         self._embed = embed
         self._operator, self._opclass = _DISTANCES[distance]
         self._ident = sql.Identifier(*table.split("."))
@@ -156,6 +160,10 @@ class PgvectorStore:
             if not self._ready:
                 self._setup(conn)
                 self._ready = True
+        # Bound every later statement: a lock held elsewhere (a migration, an open transaction)
+        # must fail the removal with a reason, not hang a forget that cannot be cancelled.
+        timeout = f"{max(1, round(self.statement_timeout * 1000))}ms"
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
         register_vector(conn)  # only after the extension exists
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
@@ -258,4 +266,5 @@ def build(settings: PgvectorSettings, *, name: str) -> PgvectorStore:
         distance=settings.distance,
         create=settings.create,
         connect_timeout=settings.connect_timeout,
+        statement_timeout=settings.statement_timeout,
     )

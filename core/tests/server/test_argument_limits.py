@@ -16,6 +16,7 @@ import pytest
 from servertest import ledger_bytes, unique, write
 
 from agent_custody_state.server.limits import DEFAULT_MAX_VALUE_DEPTH
+from agent_custody_state.server.trust import AGENT_KEY, RECEIPT_KEY, call_context
 from agent_custody_state_conformance.gateway import GatewayClient
 
 pytestmark = pytest.mark.anyio
@@ -101,3 +102,23 @@ async def test_text_arguments_are_bounded(gw: GatewayClient, module_dir: Path) -
         assert text.endswith(f"the limit is {limit}"), text
     held = await gw.call("memory.hold", {"factId": fact_id, "reason": "r" * 65_536})
     assert not held.is_error, held.texts
+
+
+async def test_a_gateway_receipt_or_agent_no_ledger_should_hold_counts_as_absent(
+    gw: GatewayClient, module_dir: Path
+) -> None:
+    """A receipt id or agent in ``_meta`` longer than a text argument may be, or holding a lone
+    surrogate, is malformed, as a non-string is: it would land in every event the call writes.
+    Without a believed receipt this gateway-only server refuses the call, and writes nothing."""
+    args = {"subject": unique("m"), "predicate": "p", "space": "org", "value": 1}
+    before = ledger_bytes(module_dir / "limits")
+    result = await gw.call("memory.write", args, receipt="r" * 4097)
+    assert result.is_error and "no receipt id on this call" in result.text, result.texts
+    assert ledger_bytes(module_dir / "limits") == before
+    # The official client cannot send a lone surrogate; the server's reading of one:
+    meta = {RECEIPT_KEY: "rcpt-\ud800", AGENT_KEY: "agent-\udfff"}
+    context = call_context(meta, "gateway")
+    assert (context.receipt_id, context.gateway_agent) == (None, None)
+    written = await gw.call("memory.write", args, receipt="r" * 4096, agent="a" * 4097)
+    assert not written.is_error, written.texts
+    assert written.data["fact"]["provenance"] == "claimed"  # no attested agent: quarantined

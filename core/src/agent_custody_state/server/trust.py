@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_custody_state.server.scopes import SpaceScope
+from agent_custody_state.server.validation import MAX_TEXT
 
 Role = Literal["gateway", "direct", "reader"]
 ROLES: tuple[Role, ...] = ("gateway", "direct", "reader")
@@ -68,8 +69,17 @@ class CallContext:
 
 def _text(value: Any) -> str | None:
     # A key that is not a non-empty string is treated as absent: a malformed receipt must not
-    # count as one, and an empty agent must not attest.
-    return value if isinstance(value, str) and value else None
+    # count as one, and an empty agent must not attest. So is one longer than a text argument
+    # may be (``MAX_TEXT``), or one no ledger can store (a lone surrogate): it would land in
+    # every event the call writes.
+    if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
+        return None
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return value
 
 
 def call_context(

@@ -68,3 +68,29 @@ def test_a_key_in_the_ledgers_own_store_is_complete(tmp_path: Path) -> None:
     predicate = check_certificate(done.certificate, PublicKeyRef.of(key.public_key()))["predicate"]
     assert "keysNotFound" not in predicate["verification"]
     assert predicate["outcome"] == "complete"
+
+
+def test_a_hostile_certificate_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``certificate verify`` on a file nested deeper than Python parses (a traceback before),
+    and on an envelope whose payload type holds a lone surrogate (signed bytes encoded as Node
+    encodes them, U+FFFD: the signature fails instead of raising)."""
+    from agent_custody_state.cli import main
+
+    key = tmp_path / "k.pem"
+    assert main(["keygen", "--out", str(key)]) == 0
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    capsys.readouterr()
+    assert main(["certificate", "verify", str(deep), "--key", str(key)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: {deep}: not JSON (JSON nested too deeply to parse)\n"
+    )
+    keys = load_key_pair(str(key))
+    envelope = dsse_sign(IN_TOTO_TYPE, {"x": 1}, keys)
+    envelope["payloadType"] = "application/vnd.in-toto+json\ud800"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(envelope))
+    assert main(["certificate", "verify", str(odd), "--key", str(key)]) == 1
+    assert "did not verify" in capsys.readouterr().out

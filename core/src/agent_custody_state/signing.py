@@ -45,8 +45,13 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE pre-authentication encoding; lengths are byte counts."""
-    kind = payload_type.encode("utf-8")
+    """DSSE pre-authentication encoding; lengths are byte counts. A lone surrogate in the type
+    (JSON can carry one) is encoded as Node encodes it, U+FFFD, so the check fails as there."""
+    try:
+        kind = payload_type.encode("utf-8")
+    except UnicodeEncodeError:
+        kind = payload_type.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        kind = kind.encode("utf-8")
     return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
 
 
@@ -84,7 +89,10 @@ def _no_constant(name: str) -> Any:
 def js_parse(data: bytes | str) -> Any:
     """``JSON.parse`` of UTF-8 bytes (malformed sequences become U+FFFD, as Node decodes them)."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-    return json.loads(text, parse_int=_js_int, parse_constant=_no_constant)
+    try:
+        return json.loads(text, parse_int=_js_int, parse_constant=_no_constant)
+    except RecursionError:  # nested deeper than this interpreter parses: unreadable here
+        raise ValueError("JSON nested too deeply to parse") from None
 
 
 def dsse_sign(payload_type: str, payload: Any, key: KeyPair) -> dict[str, Any]:

@@ -11,7 +11,6 @@ refused command changes nothing. ``certificate verify`` exits 0 with ``ok: ...``
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +80,7 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         check_against,
         check_certificate,
     )
+    from agent_custody_state.signing import js_parse
 
     try:
         key = load_public_ref(args.key)
@@ -89,7 +89,7 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
     if args.ledger:
         check_location(args.ledger, must_exist=True)
     try:
-        envelope = json.loads(Path(args.file).read_text(encoding="utf-8"))
+        envelope = js_parse(Path(args.file).read_bytes())
     except ValueError as exc:
         raise CliError(f"{args.file}: not JSON ({exc})") from None
     try:

@@ -44,14 +44,24 @@ IN_TOTO_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 
+def well_formed(value: str) -> str:
+    """``value.toWellFormed()``: a lone surrogate (JSON allows ``"\\ud800"``) becomes U+FFFD,
+    as Node writes it; Python cannot encode one, so text is made well-formed before output."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than this interpreter parses."""
+
+
 def pae(payload_type: str, payload: bytes) -> bytes:
     """DSSE pre-authentication encoding; lengths are byte counts. A lone surrogate in the type
     (JSON can carry one) is encoded as Node encodes it, U+FFFD, so the check fails as there."""
-    try:
-        kind = payload_type.encode("utf-8")
-    except UnicodeEncodeError:
-        kind = payload_type.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        kind = kind.encode("utf-8")
+    kind = well_formed(payload_type).encode("utf-8")
     return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
 
 
@@ -92,7 +102,7 @@ def js_parse(data: bytes | str) -> Any:
     try:
         return json.loads(text, parse_int=_js_int, parse_constant=_no_constant)
     except RecursionError:  # nested deeper than this interpreter parses: unreadable here
-        raise ValueError("JSON nested too deeply to parse") from None
+        raise TooDeep("JSON nested too deeply to parse") from None
 
 
 def dsse_sign(payload_type: str, payload: Any, key: KeyPair) -> dict[str, Any]:

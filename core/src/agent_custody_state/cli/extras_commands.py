@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.cli.common import CliError, check_location, open_ledger
-from agent_custody_state.extras.jsview import parse, pretty, well_formed
+from agent_custody_state.extras.jsview import parse, pretty
 from agent_custody_state.extras.verify import VerifyOptions
 from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
+from agent_custody_state.signing import well_formed
 
 
 def _public(paths: list[str] | None) -> list[PublicKeyRef]:

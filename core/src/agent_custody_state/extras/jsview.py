@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from agent_custody_state.canonical import js_json, js_key_order, js_number, js_string
-from agent_custody_state.signing import js_parse
+from agent_custody_state.signing import TooDeep, js_parse
 
 MISSING: Any = object()
 #: The deepest JSON the extras read: a ledger value may be 256 levels deep, and a receipt holds
@@ -27,7 +27,7 @@ def parse(data: bytes | str) -> Any:
     too_deep = f"nested more than {MAX_DEPTH} levels deep"
     try:
         value = js_parse(data)
-    except RecursionError:
+    except TooDeep:
         raise ValueError(too_deep) from None
     stack = [(value, 1)]
     while stack:
@@ -37,16 +37,6 @@ def parse(data: bytes | str) -> Any:
                 raise ValueError(too_deep)
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
-    return value
-
-
-def well_formed(value: str) -> str:
-    """``value.toWellFormed()``: a lone surrogate (JSON allows ``"\\ud800"``) becomes U+FFFD,
-    as Node writes it; Python cannot encode one, so text is made well-formed before output."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return value
 
 

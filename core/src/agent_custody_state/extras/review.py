@@ -23,9 +23,10 @@ from agent_custody_state.extras.bundles import (
     time_key,
 )
 from agent_custody_state.extras.explain import LABEL_WIDTH, build_action_pack, format_explain
-from agent_custody_state.extras.jsview import at, text, well_formed
+from agent_custody_state.extras.jsview import at, text
 from agent_custody_state.extras.verify import VerifyOptions, VerifyResult, verify_bundle
 from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.signing import well_formed
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent_custody_state.extras.bundles import RECEIPT_ID, load_bundle
-from agent_custody_state.extras.jsview import pretty, well_formed
+from agent_custody_state.extras.jsview import pretty
 from agent_custody_state.extras.review import (
     CSP,
     ReviewOptions,
@@ -29,6 +29,7 @@ from agent_custody_state.extras.review import (
     receipt_path,
     render_index,
 )
+from agent_custody_state.signing import well_formed
 
 HEADERS = {
     "cache-control": "no-store",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_custody_state.extras.jsview import at, well_formed
+from agent_custody_state.extras.jsview import at
 from agent_custody_state.signing import (
     IN_TOTO_TYPE,
     STATEMENT_TYPE,
@@ -21,6 +21,7 @@ from agent_custody_state.signing import (
     digest_of,
     dsse_sign,
     dsse_verify,
+    well_formed,
 )
 
 

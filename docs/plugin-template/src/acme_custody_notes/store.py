@@ -91,7 +91,9 @@ class NotesStore:
         def gone() -> bool:
             if self.client.get(external_id) is not None:
                 return False
-            return external_id not in self.client.find(factId=fact.fact_id)
+            # Any record of the fact counts, whatever its id: an add retried after a timeout
+            # that had landed leaves a second copy (conformance rule ST-4.3-copies).
+            return not self.client.find(factId=fact.fact_id)
 
         return await call_sdk(self.name, "verify", gone)
 

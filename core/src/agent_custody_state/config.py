@@ -14,6 +14,7 @@ and a variable that is named but not set stops the server at startup, naming it.
     retention = "org=P365D,team:*=P90D"
     key = "memory.key"
     checkpoint_every = 1000
+    outbox = "/var/lib/memory/removals.outbox"   # optional; default <ledger>.outbox for a file
 
     [server]
     transport = "http"
@@ -149,6 +150,9 @@ class MemoryConfig(BaseSettings):
     checkpoint_every: int | None = Field(default=None, ge=1)
     #: where checkpoints go when not the ledger's own place (``<ledger>.checkpoints``, a table)
     checkpoints: str | None = None
+    #: owed store removals kept across a crash (``stores.outbox``); default ``<ledger>.outbox``
+    #: beside a file ledger, none for a ledger at a URL unless given
+    outbox: str | None = None
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     verify: VerifyConfig = Field(default_factory=lambda: VerifyConfig())
     stores: list[StoreConfig] = Field(default_factory=list)
@@ -254,10 +258,10 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
 
 
 def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> None:
-    """A relative ``ledger``, ``key``, ``key_store`` or ``checkpoints`` written in the file is
+    """A relative ``ledger``, ``key``, ``key_store``, ``checkpoints`` or ``outbox`` in the file is
     relative to the file, so a gateway can spawn the server from any working directory; the same
     value from a flag or the environment stays relative to the working directory."""
-    for key in ("ledger", "key", "key_store", "checkpoints"):
+    for key in ("ledger", "key", "key_store", "checkpoints", "outbox"):
         value = getattr(config, key)
         if value is None or raw.get(key) != value or _is_location_url(value):
             continue

@@ -78,27 +78,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         stopping = threading.Event()
         if sock is not None:
+
+            async def serve_http() -> None:
+                await resume_outbox(server.memory.memory, fmt)
+                await server.serve(sock=sock, on_bound=lambda s: announce(runtime, s.url, fmt))
+
             with _graceful_stop(stopping, server.request_stop):
-                anyio.run(
-                    lambda: server.serve(
-                        sock=sock, on_bound=lambda s: announce(runtime, s.url, fmt)
-                    )
-                )
+                anyio.run(serve_http)
         else:
             from agent_custody_state.server.stdio import serve_stdio
 
+            async def serve_over_stdio() -> None:
+                await resume_outbox(server.memory, fmt)
+                await serve_stdio(
+                    server,
+                    max_message_bytes=config.server.max_request_bytes,
+                    stop_requested=stopping,
+                )
+
             with _graceful_stop(stopping):
                 announce(runtime, "stdio", fmt)
-                anyio.run(
-                    lambda: serve_stdio(
-                        server,
-                        max_message_bytes=config.server.max_request_bytes,
-                        stop_requested=stopping,
-                    )
-                )
+                anyio.run(serve_over_stdio)
     finally:
         runtime.close()
     return 0
+
+
+async def resume_outbox(service: Any, fmt: str) -> None:
+    """Before the first call: finish the store removals a crash left owed (``stores.outbox``),
+    in the event loop the stores will serve in; one summary line when there were any."""
+    from agent_custody_state.cli.logs import console
+
+    done = await service.custody.resume()
+    if done is not None and done.summary():
+        console(f"agent-custody-memory: {done.summary()}", fmt)
 
 
 def _build_server(config: Any, runtime: Any) -> Any:

@@ -149,10 +149,11 @@ def stdin_problem() -> str | None:
 
 
 def announce(runtime: Any, where: str, fmt: str) -> None:
-    """The startup line, and the warning when no forget key is set, in the log format."""
+    """The startup line and its warnings (no forget key; a URL ledger with stores and no
+    outbox), in the log format."""
     from agent_custody_state.cli.logs import console
-    from agent_custody_state.server.runtime import NO_FORGET_KEY_WARNING, startup_line
+    from agent_custody_state.server.runtime import startup_line
 
     console(startup_line(runtime, where), fmt)
-    if runtime.ledger.forget_key is None:
-        console(NO_FORGET_KEY_WARNING, fmt)
+    for warning in runtime.warnings():
+        console(warning, fmt)

@@ -5,12 +5,16 @@ retention windows, the forget key and the stores come from the server's configur
 a cron job needs only ``sweep --config memory.toml --reason retention``. ``--dry-run`` lists
 what would go and changes nothing (not even the stores are contacted). The default output is one
 line (``forgot N facts; M on hold, kept``); ``--json`` prints memory.sweep's JSON.
+
+Like the server, a sweep keeps the store removals it owes in the outbox (``<ledger>.outbox``, or
+the config's ``outbox``) and first finishes those a crash left (``stores.outbox``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from agent_custody_state.cli.common import (
@@ -99,10 +103,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise CliError("--certificates needs --key K (or key = ... in the --config file)")
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
+    outbox = _outbox(location, config)
     with open_mode(location, mode, forget_key=forget_key) as ledger:
         from agent_custody_state.cli.progress import progress_bars
 
-        custody = Custody(ledger, stores, retention=retention, verify=verify, certificate_key=key)
+        custody = Custody(
+            ledger,
+            stores,
+            retention=retention,
+            verify=verify,
+            certificate_key=key,
+            outbox=outbox,
+        )
+        resumed = anyio.run(custody.resume)
+        if resumed is not None and resumed.summary():
+            print(f"agent-custody-memory: {resumed.summary()}", file=sys.stderr)
         with progress_bars() as bars:
             progress = bars.stages({"ledger": "forgetting", "stores": "removing from stores"})
             report = anyio.run(
@@ -160,6 +175,20 @@ def open_mode(location: str, mode: dict[str, Any], **kwargs: Any) -> Any:
     from agent_custody_state.cli.common import open_recorded
 
     return open_recorded(location, **mode, **kwargs)
+
+
+def _outbox(location: str, config: Any) -> Any:
+    """The outbox (``stores.outbox``): the config's ``outbox``, else ``<ledger>.outbox``
+    beside a file ledger; None for a URL ledger without one."""
+    from agent_custody_state.stores.outbox import Outbox, outbox_path
+
+    path = outbox_path(location, config.outbox if config is not None else None)
+    if path is None:
+        return None
+    try:
+        return Outbox(path)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _stores(config: Any) -> tuple[list[Any], Any]:

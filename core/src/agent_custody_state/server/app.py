@@ -19,6 +19,7 @@ request's ``_meta``, unless ``--allow-direct``); only ``tools/list`` and
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ from agent_custody_state.server.trust import (
 )
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
+from agent_custody_state.stores.outbox import Outbox
 
 SERVER_NAME = "agent-custody-memory"
 
@@ -93,6 +95,7 @@ def create_memory_server(
     value_limits: ValueLimits | None = None,
     stream_spaces: SpaceScope | list[str] | None = None,
     subscriptions: bool = True,
+    outbox: Outbox | str | os.PathLike[str] | None = None,
 ) -> MemoryServer:
     """Build the memory server.
 
@@ -111,6 +114,9 @@ def create_memory_server(
       request may reach another process: the capability is then not declared).
     - ``value_limits``: the largest value ``memory.write`` accepts (``ValueLimits``; default
       10,000 elements and 1 MiB of JSON).
+    - ``outbox``: a file (or ``Outbox``) where the store removals a retract, forget or sweep
+      owes are kept until done, so a crash cannot lose them; ``await server.memory.custody
+      .resume()`` finishes those left by a crash (``stores.outbox``). None: not kept.
     """
     service = MemoryService.build(
         ledger,
@@ -121,6 +127,7 @@ def create_memory_server(
         verify=verify,
         worker=worker,
         limits=value_limits,
+        outbox=outbox,
     )
     from agent_custody_state.version import __version__
 

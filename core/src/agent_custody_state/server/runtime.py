@@ -24,10 +24,15 @@ from agent_custody_state.server.scopes import SpaceScope
 from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.warmup import Warmup, needs_warming
 from agent_custody_state.server.worker import LedgerWorker
+from agent_custody_state.stores.outbox import outbox_path
 
 NO_FORGET_KEY_WARNING = (
     "agent-custody-memory: warning: no forget key (--forget-key-env): a forgotten value leaves "
     "a plain sha256 digest, which anyone who guesses the value can confirm"
+)
+NO_OUTBOX_WARNING = (
+    "agent-custody-memory: warning: the ledger is at a URL and no outbox is configured "
+    '(outbox = "PATH"): store removals interrupted by a crash cannot be resumed'
 )
 
 
@@ -59,7 +64,22 @@ class Runtime:
                 self.config.server.max_value_elements, self.config.server.max_value_bytes
             ),
             "stream_spaces": self.config.server.spaces,
+            "outbox": self.outbox,
         }
+
+    @property
+    def outbox(self) -> Path | None:
+        """Where owed store removals are kept (``stores.outbox``), if anywhere."""
+        return outbox_path(self.config.ledger or "", self.config.outbox)
+
+    def warnings(self) -> list[str]:
+        """Start-up warnings beyond the startup line's own."""
+        found = []
+        if self.ledger.forget_key is None:
+            found.append(NO_FORGET_KEY_WARNING)
+        if self.stores and self.outbox is None:
+            found.append(NO_OUTBOX_WARNING)
+        return found
 
     created: list[Path] = field(default_factory=list)  # files this start created
     warmup: Warmup | None = None  # the chain head being computed at start-up (``warmup``)
@@ -282,5 +302,5 @@ def suffix_typo(location: str, kind: str) -> str | None:
 def announce(runtime: Runtime, where: str, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     print(startup_line(runtime, where), file=stream, flush=True)
-    if runtime.ledger.forget_key is None:
-        print(NO_FORGET_KEY_WARNING, file=stream, flush=True)
+    for warning in runtime.warnings():
+        print(warning, file=stream, flush=True)

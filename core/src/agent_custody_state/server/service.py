@@ -16,6 +16,7 @@ line says that a call happened and how it went, the ledger says what it did.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from agent_custody_state.server.validation import ArgumentErrors, validate_argum
 from agent_custody_state.server.worker import LedgerWorker, worker_for
 from agent_custody_state.stores import Store, StoreSet, StoreWriteError, VerifyPolicy
 from agent_custody_state.stores.flows import Custody
+from agent_custody_state.stores.outbox import Outbox
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("agent_custody_state.access")
@@ -77,6 +79,8 @@ class MemoryService:
     identity: SigningIdentity | None = None
     worker: LedgerWorker = field(default_factory=LedgerWorker)
     limits: ValueLimits = field(default_factory=ValueLimits)
+    #: owed store removals kept across a crash (``stores.outbox``); None: not kept
+    outbox: Outbox | None = None
     appender: Appender = field(init=False)
     custody: Custody = field(init=False)
 
@@ -90,6 +94,7 @@ class MemoryService:
             append=self.appender.assert_fact,
             # Erasure certificates are signed with the key that signs results.
             certificate_key=self.identity.private_key if self.identity is not None else None,
+            outbox=self.outbox,
         )
 
     @classmethod
@@ -104,6 +109,7 @@ class MemoryService:
         verify: VerifyPolicy | Mapping[str, Any] | None = None,
         worker: LedgerWorker | None = None,
         limits: ValueLimits | None = None,
+        outbox: Outbox | str | os.PathLike[str] | None = None,
     ) -> MemoryService:
         """Normalise the ``create_memory_server`` options; bad ones fail here, at startup."""
         if isinstance(stores, StoreSet):
@@ -124,6 +130,7 @@ class MemoryService:
             identity=SigningIdentity.load(identity) if identity is not None else None,
             worker=worker or worker_for(ledger),
             limits=limits or ValueLimits(),
+            outbox=outbox if isinstance(outbox, Outbox) or outbox is None else Outbox(outbox),
         )
 
     async def call(

@@ -83,6 +83,16 @@ def can_verify(store: Store) -> bool:
     return callable(getattr(store, "verify_removed", None))
 
 
+def verifies_without_value(store: Store | None) -> bool:
+    """Whether a store declares (``verify_without_value = True``) that its ``verify_removed``
+    needs no value: it checks by the external id and the fact id, not by searching the text.
+    The outbox finishes a forget's removal without the value (``outbox``); any other store's
+    check is then not asked (``unverified``)."""
+    if store is None or getattr(store, "verify_without_value", False) is not True:
+        return False
+    return can_verify(store)
+
+
 def fact_text(fact: Fact) -> str:
     """The text every store receives: ``"<subject> <predicate>: <value>"`` (SPEC 6)."""
     value = fact.value if isinstance(fact.value, str) else js_json(fact.value)

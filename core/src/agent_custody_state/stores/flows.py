@@ -15,6 +15,9 @@ with ``Custody(ledger, stores)`` and ``await custody.write(...)``.
   sweep would do, changing nothing (``sweep --dry-run``).
 - a forget (and each fact of a sweep) can carry a signed erasure certificate, the stores'
   removal included (``certificate``).
+- with an ``outbox``, the removals a retract, forget or sweep owes the stores are recorded
+  durably before the ledger changes and settled once tried, and ``resume`` finishes those a
+  crash left (``outbox``).
 
 Each flow runs shielded from cancellation: a caller that hangs up between the ledger and the
 stores must not leave the two disagreeing. Ledger calls go through ``run`` (the server passes its
@@ -25,6 +28,7 @@ passes its group-commit queue).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -49,6 +53,7 @@ from agent_custody_state.stores.mirror import (
     plan_leaving,
     put_back,
 )
+from agent_custody_state.stores.outbox import Operation, Outbox, Owed, Resumed, resume
 from agent_custody_state.stores.reports import (
     SweepPreview,
     SweepReport,
@@ -100,8 +105,11 @@ class Custody(CustodySweep):
         run: Runner = run_inline,
         append: Append | None = None,
         certificate_key: Any = None,
+        outbox: Outbox | str | os.PathLike[str] | None = None,
     ) -> None:
         self.ledger = ledger
+        #: owed store removals, kept across a crash (``stores.outbox``); None: not kept
+        self.outbox = outbox if isinstance(outbox, Outbox) or outbox is None else Outbox(outbox)
         #: signs erasure certificates (the server's key); None: the ledger's checkpoint key
         self.certificate_key = certificate_key
         self.stores = stores if isinstance(stores, StoreSet) else StoreSet(list(stores), verify)
@@ -285,13 +293,38 @@ class Custody(CustodySweep):
         if plan.uncovers is not None and self.stores.mirroring():
             restore = await put_back(self.stores, plan.uncovers)
         extra = restore.record() if restore is not None and restore.external else None
+        owed = await self._owe(plan.fact, "forget" if forgetting else "retract")
         try:
             event = await self.run(mutate, extra)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, LedgerError):  # refused: the ledger did not change
+                await self._settle(owed)
+            # Any other failure may have committed: the entries stay for ``resume`` to decide.
             if restore is not None and restore.external and plan.uncovers is not None:
                 await self.stores.compensate(plan.uncovers, restore.external)
             raise
         if plan.fact is None or not plan.fact.external:
             return Removal(event, RemovalReport(), restore)
         held_by = list(plan.fact.external)
-        return Removal(event, await self.stores.remove_all(plan.fact), restore, held_by=held_by)
+        report = await self.stores.remove_all(plan.fact)
+        await self._settle(owed)
+        return Removal(event, report, restore, held_by=held_by)
+
+    # -- the outbox ------------------------------------------------------------------------------
+
+    async def _owe(self, fact: Fact | None, operation: Operation) -> list[Owed]:
+        """Record the removals ``fact`` will be owed, before the ledger changes."""
+        if self.outbox is None or fact is None or not fact.external:
+            return []
+        owed: list[Owed] = await self.run(self.outbox.owe, [fact], operation, self.ledger.now())
+        return owed
+
+    async def resume(self) -> Resumed | None:
+        """Finish the store removals a crash left owed in the outbox: removed by external id
+        and verified where the ledger change committed, dropped where it never did (see
+        ``stores.outbox``). None without an outbox. The server and ``sweep`` call it at start."""
+        if self.outbox is None:
+            return None
+        with anyio.CancelScope(shield=True):
+            done = await resume(self.outbox, self.ledger, self.stores, self.run)
+        return done

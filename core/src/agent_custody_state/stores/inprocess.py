@@ -96,6 +96,9 @@ def _matches(record: dict[str, Any], metadata: dict[str, Any]) -> bool:
 class InProcessStore:
     """A ``Store`` over :class:`MemoryVendor`: one record per fact, text + value + custody."""
 
+    #: its check reads by id and searches by fact id, never by the value (``outbox``)
+    verify_without_value = True
+
     def __init__(self, name: str = "memory", vendor: MemoryVendor | None = None) -> None:
         self.name = name
         self.vendor = vendor if vendor is not None else MemoryVendor()

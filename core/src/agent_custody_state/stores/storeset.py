@@ -176,13 +176,16 @@ class StoreSet:
                 outcome[name] = f"removal failed: {error_message(exc)}"
         return outcome
 
-    async def remove_all(self, fact: Fact, only: Collection[str] | None = None) -> RemovalReport:
+    async def remove_all(
+        self, fact: Fact, only: Collection[str] | None = None, blind: Collection[str] = ()
+    ) -> RemovalReport:
         """Remove the fact from each store holding it (by ``fact.external``) and verify.
 
         ``only`` limits the removal to the stores named (the mirror uses it for supersessions).
         Without ``only``, a store the fact is recorded in but that is not configured here is
         reported in ``still_held`` (with no verification): nothing removed it, so the erasure
-        must not look complete.
+        must not look complete. ``blind``: stores whose check is not asked (``unverified``);
+        the outbox names those whose check needs a value the ledger no longer has.
         """
         report = RemovalReport()
         for store in self.stores:
@@ -205,7 +208,11 @@ class StoreSet:
                 report.verification[store.name] = "failed"
                 continue
             report.removed_from.append(store.name)
-            verification = await self._verify(store, external_id, fact)
+            verification: Verification = (
+                "unverified"
+                if store.name in blind
+                else await self._verify(store, external_id, fact)
+            )
             report.verification[store.name] = verification
             if verification == "stillIndexed":
                 log.warning(

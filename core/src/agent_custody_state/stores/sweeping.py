@@ -1,7 +1,8 @@
 """The sweep flow of ``Custody`` (``flows``): the ledger forgets what is older than a cutoff or
 each space's retention window, then each forgotten fact leaves the stores holding it, each with
-its erasure certificate when asked. ``plan_sweep`` answers what a sweep would do, changing
-nothing (``sweep --dry-run``).
+its erasure certificate when asked. With an outbox, the removals are recorded before each
+cutoff's forgets and settled fact by fact once tried (``outbox``). ``plan_sweep`` answers what a
+sweep would do, changing nothing (``sweep --dry-run``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from agent_custody_state.ledger.model import Fact, ForgetEvent
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.certificate import certify_removal
+from agent_custody_state.stores.outbox import Outbox, Owed
 from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 from agent_custody_state.timeutil import format_time, parse_time
@@ -37,6 +39,7 @@ class CustodySweep:
     stores: StoreSet
     retention: RetentionPolicy | None
     run: Any
+    outbox: Outbox | None
 
     def _certificate_options(self, certificate: Any) -> CertificateOptions | None:
         raise NotImplementedError
@@ -62,7 +65,7 @@ class CustodySweep:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         options = self._certificate_options(certificates)
         with anyio.CancelScope(shield=True):
-            forgotten, held, copies, certified = await self.run(
+            forgotten, held, copies, certified, owed = await self.run(
                 self._sweep_ledger,
                 before,
                 space,
@@ -89,6 +92,7 @@ class CustodySweep:
                     if progress is not None:
                         progress("stores", done, leaving)
                     removal = await self.stores.remove_all(fact)
+                    await self._settle(owed.get(event.fact_id, []))
                     done += 1
                 swept = SweptFact(event, removal)
                 if event.fact_id in certified:
@@ -98,6 +102,11 @@ class CustodySweep:
             if progress is not None and leaving:
                 progress("stores", leaving, leaving)
         return report
+
+    async def _settle(self, owed: list[Owed]) -> None:
+        """The removals are done or reported: settle their outbox entries."""
+        if self.outbox is not None and owed:
+            await self.run(self.outbox.settle, owed)
 
     async def plan_sweep(
         self, *, before: TimeLike | None = None, space: str | None = None, holders: bool = False
@@ -156,8 +165,15 @@ class CustodySweep:
         progress: SweepProgress | None = None,
         options: CertificateOptions | None = None,
         within: Callable[[str], bool] | None = None,
-    ) -> tuple[list[ForgetEvent], list[str], dict[str, Fact], dict[str, CertifiedForget]]:
+    ) -> tuple[
+        list[ForgetEvent],
+        list[str],
+        dict[str, Fact],
+        dict[str, CertifiedForget],
+        dict[str, list[Owed]],
+    ]:
         certified: dict[str, CertifiedForget] = {}
+        owed: dict[str, list[Owed]] = {}
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
         copies: dict[str, Fact] = {}
@@ -165,11 +181,16 @@ class CustodySweep:
             # Keep the values the stores must find again to remove and verify, with the ids
             # the stores hold them under now (a fact put back has new ones). Without stores,
             # a fact recorded in one is still kept: the report must name who still holds it.
+            leaving: list[Fact] = []
             for f in self.ledger.learned_before(cutoff, where):
                 if self.stores or f.external:
                     external = self.ledger.current_external(f.fact_id)
                     if external:
                         copies[f.fact_id] = f.with_(external=external)
+                        leaving.append(copies[f.fact_id])
+            if self.outbox is not None and leaving:
+                for entry in self.outbox.owe(leaving, "forget", self.ledger.now()):
+                    owed.setdefault(entry.fact_id, []).append(entry)
             result = self.ledger.sweep(
                 before=cutoff,
                 space=where,
@@ -185,7 +206,11 @@ class CustodySweep:
             forgotten.extend(result.forgotten)
             held.extend(result.held)
             certified.update(result.certificates)
-        return forgotten, held, copies, certified
+            if self.outbox is not None and leaving:  # held: never forgotten, nothing owed
+                gone = {e.fact_id for e in result.forgotten}
+                kept = [f.fact_id for f in leaving if f.fact_id not in gone]
+                self.outbox.settle([o for fact_id in kept for o in owed.pop(fact_id, [])])
+        return forgotten, held, copies, certified, owed
 
 
 def _time_text(value: TimeLike | None) -> str | None:

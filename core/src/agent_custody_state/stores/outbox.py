@@ -1,0 +1,348 @@
+"""The outbox: store removals owed by a retract, forget or sweep, kept durably until done.
+
+A retract, forget or sweep commits in the ledger first and then removes the fact from each store
+holding it (``flows``, ``sweeping``). A process that dies between the two (a crash, ``kill -9``,
+a power cut) would leave the stores' copies behind, with nothing recording that a removal is
+still owed: for a forget, the erased value would stay in a vector store, served by recall. So:
+
+- **before** the ledger change, the flow appends one entry per store holding the fact (fact id,
+  store, the store's external id, ``retract``/``forget``, the time, the writer's pid) to the
+  outbox and fsyncs it;
+- **after** the stores' removal was tried and reported (verified, or named in ``stillHeld``),
+  the flow settles the entries (a ``settled`` line; no fsync: a settle lost in a crash only
+  makes the next start repeat a removal, which every store accepts);
+- **at the next start** (``serve``, ``sweep --config``) ``resume`` finishes what a crash left:
+  where the ledger shows the change committed it removes by external id and verifies, then
+  settles; where it never committed, the entry is dropped (nothing is owed). An entry for a
+  store not configured here, or whose removal fails again, stays and is logged; an entry whose
+  writer is still running (another process's flow in flight) is left to it.
+
+The outbox never holds a value (an erased one would otherwise stay on disk): a removal finished
+from it after a forget is verified only by stores that declare their check needs no value
+(``verify_without_value``); any other reports ``unverified``, never a false ``verified``. After
+a retract the ledger still has the value and verification is the usual one.
+
+Where it lives: ``<ledger>.outbox`` beside a file ledger (JSONL lines, 0600, created only when
+a removal is first owed and removed again once nothing is owed), or the configured ``outbox``
+path for a ledger at a URL. The original TypeScript implementation ignores the file; the
+ledger's own files and rows are unchanged.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agent_custody_state.backends.jsonl_recovery import fsync_dir, write_all
+from agent_custody_state.ledger.files import open_private
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.stores.base import verifies_without_value
+from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+
+log = logging.getLogger(__name__)
+
+Operation = Literal["retract", "forget"]
+
+#: The sidecar beside a file ledger: ``<ledger>.outbox``.
+SUFFIX = ".outbox"
+
+
+def outbox_path(ledger_location: str, configured: str | os.PathLike[str] | None) -> Path | None:
+    """Where a ledger's outbox lives: ``configured`` if given, else ``<ledger>.outbox`` beside a
+    file ledger; None for a ledger at a URL (PostgreSQL, ``memory:``) with no path configured."""
+    if configured is not None and str(configured):
+        return Path(configured)
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", ledger_location):
+        return None
+    return Path(ledger_location + SUFFIX)
+
+
+@dataclass(frozen=True)
+class Owed:
+    """One removal owed to one store. Never the value: only where the copy is."""
+
+    entry: str
+    fact_id: str
+    store: str
+    external_id: str
+    operation: Operation
+    at: str
+    pid: int
+
+    def line(self) -> dict[str, Any]:
+        return {
+            "owe": self.entry,
+            "factId": self.fact_id,
+            "store": self.store,
+            "externalId": self.external_id,
+            "operation": self.operation,
+            "at": self.at,
+            "pid": self.pid,
+        }
+
+
+class Outbox:
+    """The owed removals in one JSONL file, shared by threads and processes (``flock``)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if not self.path.parent.is_dir():
+            raise ValueError(
+                f"outbox {self.path}: the folder {self.path.parent} does not exist; create it "
+                "first (no folder is ever created)"
+            )
+        self._lock = threading.Lock()
+        #: entries this object wrote and has not settled: flows in flight, never resumed
+        self._inflight: set[str] = set()
+
+    @contextmanager
+    def _open(self, create: bool) -> Iterator[int | None]:
+        """The file, locked; None when it does not exist and ``create`` is false. Reopened
+        when another process removed it while this one waited for the lock."""
+        with self._lock:
+            while True:
+                try:
+                    if create:
+                        fd, created = open_private(self.path, os.O_RDWR | os.O_APPEND)
+                    else:
+                        fd, created = os.open(self.path, os.O_RDWR | os.O_APPEND), False
+                except FileNotFoundError:
+                    if create:
+                        raise
+                    yield None
+                    return
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    try:
+                        same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                    except FileNotFoundError:
+                        same = False
+                    if not same:
+                        continue  # removed (emptied) by another process: open it again
+                    if created:
+                        fsync_dir(self.path.parent)  # the entry must survive a power cut
+                    yield fd
+                    return
+                finally:
+                    os.close(fd)
+
+    def owe(self, facts: Iterable[Fact], operation: Operation, at: str) -> list[Owed]:
+        """Record, durably (one fsync), a removal owed to each store each fact's ``external``
+        names."""
+        owed = [
+            Owed(uuid.uuid4().hex, fact.fact_id, store, external_id, operation, at, os.getpid())
+            for fact in facts
+            for store, external_id in sorted((fact.external or {}).items())
+        ]
+        if owed:
+            self._append([o.line() for o in owed], sync=True)
+            with self._lock:
+                self._inflight.update(o.entry for o in owed)
+        return owed
+
+    def settle(self, owed: Iterable[Owed]) -> None:
+        """The removals are done (or reported): they are no longer owed."""
+        entries = [o.entry for o in owed]
+        if not entries:
+            return
+        with self._lock:
+            self._inflight.difference_update(entries)
+            idle = not self._inflight
+        with self._open(create=False) as fd:
+            if fd is None:
+                return
+            _append_lines(fd, [{"settled": entries}], sync=False)
+            if idle and not _pending(_read(fd)):
+                os.unlink(self.path)  # nothing owed: no file beside the ledger
+
+    def pending(self) -> list[Owed]:
+        """Every entry owed and not settled, in the order written."""
+        with self._open(create=False) as fd:
+            return [] if fd is None else _pending(_read(fd))
+
+    def in_flight(self, owed: Owed) -> bool:
+        """Whether a flow of this process, or a process still running, wrote ``owed`` and has
+        not settled it yet (``resume`` leaves such entries to their writer)."""
+        with self._lock:
+            if owed.entry in self._inflight:
+                return True
+        return owed.pid != os.getpid() and _alive(owed.pid)
+
+    def _append(self, lines: list[dict[str, Any]], *, sync: bool) -> None:
+        with self._open(create=True) as fd:
+            assert fd is not None
+            _append_lines(fd, lines, sync=sync)
+
+
+def _append_lines(fd: int, lines: list[dict[str, Any]], *, sync: bool) -> None:
+    data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = b"\n" + data  # a line torn by a crash must not swallow this one
+    write_all(fd, data)
+    if sync:
+        os.fsync(fd)
+
+
+def _read(fd: int) -> list[dict[str, Any]]:
+    size = os.fstat(fd).st_size
+    records = []
+    for raw in os.pread(fd, size, 0).splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue  # torn by a crash: an owe never fsynced (its ledger change never ran)
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _pending(records: list[dict[str, Any]]) -> list[Owed]:
+    settled = {e for r in records for e in r.get("settled", ()) if isinstance(e, str)}
+    owed = []
+    for r in records:
+        if "owe" not in r or r["owe"] in settled:
+            continue
+        try:
+            owed.append(
+                Owed(
+                    str(r["owe"]),
+                    str(r["factId"]),
+                    str(r["store"]),
+                    str(r["externalId"]),
+                    "forget" if r["operation"] == "forget" else "retract",
+                    str(r["at"]),
+                    int(r["pid"]),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            log.error("outbox: an entry that cannot be read is skipped: %.200s", r)
+    return owed
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False  # never signal a process group
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+@dataclass
+class Resumed:
+    """What ``resume`` did: removals finished (fact id -> report), entries dropped (the ledger
+    change never committed) and entries left owed (store not configured here, removal failed
+    again, or still in flight in another process), each with why."""
+
+    finished: dict[str, RemovalReport] = field(default_factory=dict)
+    dropped: list[Owed] = field(default_factory=list)
+    left: dict[str, str] = field(default_factory=dict)  # entry id -> why
+
+    def summary(self) -> str:
+        """One line for an operator; empty when there was nothing to resume."""
+        if not (self.finished or self.dropped or self.left):
+            return ""
+        unverified = sum(
+            1 for r in self.finished.values() for v in r.verification.values() if v != "verified"
+        )
+        line = (
+            f"outbox: finished the store removals of {len(self.finished)} facts left by a "
+            f"crash ({unverified} removals not verified), dropped {len(self.dropped)} entries "
+            "whose ledger change never committed"
+        )
+        if self.left:
+            line = "warning: " + line + f"; {len(self.left)} removals still owed (see the log)"
+        return line
+
+
+Run = Callable[..., Awaitable[Any]]
+
+
+def committed(ledger: Ledger, owed: Owed) -> tuple[bool, Fact | None]:
+    """Whether the ledger change an entry was written for happened, and the fact as it is."""
+    fact = ledger.get(owed.fact_id)
+    if fact is None:
+        return False, None
+    if owed.operation == "forget":
+        return fact.forgotten is not None, fact
+    return ledger.is_retracted(owed.fact_id), fact
+
+
+async def resume(outbox: Outbox, ledger: Ledger, stores: StoreSet, run: Run) -> Resumed:
+    """Finish the removals a crash left owed (see the module docstring)."""
+    done = Resumed()
+    by_fact: dict[str, list[Owed]] = {}
+    for owed in await run(outbox.pending):
+        if outbox.in_flight(owed):
+            done.left[owed.entry] = f"in flight in process {owed.pid}"
+            continue
+        by_fact.setdefault(owed.fact_id, []).append(owed)
+    for fact_id, entries in by_fact.items():
+        happened, fact = await run(committed, ledger, entries[0])
+        if not happened or fact is None:
+            log.info(
+                "outbox: the %s of fact %s never committed in the ledger; nothing is owed",
+                entries[0].operation,
+                fact_id,
+                extra={"fact": fact_id},
+            )
+            done.dropped += entries
+            await run(outbox.settle, entries)
+            continue
+        await _finish(done, outbox, stores, run, fact, entries)
+    return done
+
+
+async def _finish(
+    done: Resumed, outbox: Outbox, stores: StoreSet, run: Run, fact: Fact, entries: list[Owed]
+) -> None:
+    here = [o for o in entries if stores.by_name(o.store) is not None]
+    for o in entries:
+        if o not in here:
+            why = f"store {o.store} is not configured here; its copy (id {o.external_id}) is owed"
+            log.error("outbox: fact %s: %s", fact.fact_id, why, extra={"fact": fact.fact_id})
+            done.left[o.entry] = why
+    if not here:
+        return
+    target = fact.with_(external={o.store: o.external_id for o in here})
+    # After a forget the ledger has no value: only a check that needs none can say "verified".
+    erased = fact.forgotten is not None
+    blind = [
+        o.store for o in here if erased and not verifies_without_value(stores.by_name(o.store))
+    ]
+    report = await stores.remove_all(target, only=[o.store for o in here], blind=blind)
+    done.finished[fact.fact_id] = report
+    for name in blind:
+        log.warning(
+            "outbox: fact %s removed from %s after a crash; its check needs the erased value, "
+            "so the removal is unverified",
+            fact.fact_id,
+            name,
+            extra={"store": name, "fact": fact.fact_id},
+        )
+    for o in here:
+        if o.store in report.still_held:
+            done.left[o.entry] = f"removal failed again: {report.still_held[o.store]}"
+    await run(outbox.settle, [o for o in here if o.entry not in done.left])
+    log.warning(
+        "outbox: finished the removal of fact %s (%s) interrupted by a crash: %s",
+        fact.fact_id,
+        entries[0].operation,
+        ", ".join(f"{k}: {v}" for k, v in report.verification.items()),
+        extra={"fact": fact.fact_id},
+    )

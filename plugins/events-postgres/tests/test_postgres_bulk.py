@@ -151,3 +151,27 @@ def test_a_bulk_load_does_not_wait_for_maintenance(
         assert finished, "the load waited for the lock"
         assert ledger.count() == ANALYZE_MIN
     assert not [r for r in caplog.records if "ANALYZE" in r.getMessage()]
+
+
+def test_a_quick_analyze_that_fails_leaves_the_connection_usable(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The quick ``ANALYZE`` runs in ``BEGIN ... COMMIT`` of its own; one the server ends with
+    an error (here a statement timeout; a cancel does the same) left that transaction open and
+    aborted, and every later statement of the connection failed ("current transaction is
+    aborted") until a write section happened to roll it back."""
+    from agent_custody_state_events_postgres.statistics import ANALYZE_MIN
+
+    with Ledger(f"{postgres_url}&table=cancelled", chain=False) as ledger:
+        ledger.assert_many(
+            [
+                {"subject": f"s{i}", "predicate": "p", "value": i, "space": "o", "actor": "a"}
+                for i in range(ANALYZE_MIN)
+            ]
+        )
+        backend: Any = ledger.backend
+        backend._raw.execute("SET statement_timeout = 1")
+        backend._analyze()  # cancelled by the timeout: a warning, the write was committed
+        assert [r for r in caplog.records if "ANALYZE after a bulk load" in r.getMessage()]
+        backend._raw.execute("SET statement_timeout = 0")
+        assert ledger.count() == ANALYZE_MIN

@@ -180,3 +180,36 @@ def test_a_stamp_never_precedes_the_last_event(location: str) -> None:
     assert event.tx_time == event.fact.valid_from == first.tx_time
     assert other.tx_time == first.tx_time
     assert other.fact.valid_from == "2026-09-01T10:00:00.000Z"
+
+
+def test_one_table_named_two_ways_takes_one_set_of_locks(postgres_url: str) -> None:
+    """``events`` and ``public.events`` are one table: writers that name it differently still
+    share its locks. Keyed on the written name, B superseded the fact A was superseding without
+    waiting (two winners), and the two appends extended one chain head (a fork)."""
+    a = Ledger(f"{postgres_url}&table=aliased")
+    b = Ledger(f"{postgres_url}&table=public.aliased")
+    try:
+        old = a.assert_fact(subject="alice", predicate="city", value="Oslo", space="s", actor="a")
+        section = HeldSection(a, old.fact_id)
+        section.start()
+        try:
+            thread, out = _timed(
+                lambda: b.assert_fact(
+                    subject="alice",
+                    predicate="city",
+                    value="Lima",
+                    space="s",
+                    actor="b",
+                    supersedes=old.fact_id,
+                )
+            )
+            thread.join(1.0)
+            assert thread.is_alive(), "B superseded the fact A is superseding without waiting"
+        finally:
+            section.finish()
+        thread.join(WAIT)
+        assert out["error"].code == "already_superseded"
+        assert verify_lines(a.backend.stored_events()).ok
+    finally:
+        a.close()
+        b.close()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 
 from agent_custody_state import Ledger
+from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state_conformance.postgres import EmbeddedPostgres
 
 pytestmark = pytest.mark.postgres
 
@@ -103,3 +106,23 @@ def test_get_past_retracted_links_is_one_question(postgres_url: str) -> None:
         got = ledger.get(ids[0])
         assert got is not None and got.valid_to == "2026-04-01T00:00:00.000Z"
         assert sent == []
+
+
+def test_a_connection_dropped_inside_a_snapshot_fails_the_read(
+    postgres_url: str, embedded_postgres: EmbeddedPostgres
+) -> None:
+    """A read's later questions were sent again on a new connection in autocommit mode, each
+    seeing the latest commits: an answer from no one snapshot, given as one. The read fails;
+    the next read reconnects."""
+    url = f"{postgres_url}&table=dropsnap"
+    with Ledger(url) as ledger, Ledger(url) as other:
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        backend: Any = ledger.backend
+        with backend.reading():
+            assert backend.count() == 1
+            other.assert_fact(subject="t", predicate="p", value=2, space="org", actor="b")
+            with psycopg.connect(embedded_postgres.admin_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (backend._raw.info.backend_pid,))
+            with pytest.raises(EventBackendError):
+                backend.count()
+        assert ledger.count() == 2

@@ -92,8 +92,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         """Run ``fn`` under the backend lock, turning driver errors into ``EventBackendError``.
 
         A connection the server dropped (restart, idle timeout) is replaced once and ``fn``
-        retried, but only outside a write section: inside one, the transaction is gone and the
-        caller must see the failure.
+        retried, but only outside a write section and a read snapshot (``reading``): inside
+        one, the transaction is gone, and the caller must see the failure (a read's later
+        questions answered on a new connection would not be the snapshot's).
         """
         with self._lock:
             if self._closed:
@@ -109,7 +110,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
                     "or looked up; pass valid Unicode"
                 ) from None
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
-                if self._depth or not self._connection_lost():
+                if self._depth or self._in_read or not self._connection_lost():
                     raise EventBackendError(f"{self.location}: {reason(exc)}") from None
             try:
                 self._reconnect()

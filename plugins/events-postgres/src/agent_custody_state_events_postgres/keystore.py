@@ -28,7 +28,13 @@ from psycopg import sql
 
 from agent_custody_state.plugin import KeyStore, KeyStoreError
 
-from .location import LocationError, PostgresLocation, libpq_url, parse_location
+from .location import (
+    MAX_IDENTIFIER,
+    LocationError,
+    PostgresLocation,
+    libpq_url,
+    parse_location,
+)
 from .relfiles import find_relations, relation_files
 
 T = TypeVar("T")
@@ -63,6 +69,12 @@ class PostgresKeyStore(KeyStore):
         self._url = libpq_url(where.connect_url)
         self._timeout = connect_timeout
         names = where.qualified.split(".")
+        if len(names[-1].encode()) >= MAX_IDENTIFIER:  # "<t>_doomed", cut to 63 bytes, is "<t>"
+            raise KeyStoreError(
+                f'key store {self.location}: table name "{names[-1]}" is too long: PostgreSQL '
+                f'cuts names to {MAX_IDENTIFIER} bytes, and "{names[-1]}_doomed" would be it; '
+                f"keep it within {MAX_IDENTIFIER - 1} bytes"
+            )
         self._keys = sql.Identifier(*names)
         self._tables = [where.qualified, ".".join([*names[:-1], f"{names[-1]}_doomed"])]
         self._doomed = sql.Identifier(*names[:-1], f"{names[-1]}_doomed")

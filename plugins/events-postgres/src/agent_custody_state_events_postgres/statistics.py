@@ -19,7 +19,10 @@ log4(N / 10,000) times; autovacuum's later full ``ANALYZE`` replaces it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
+
+from psycopg.pq import TransactionStatus
 
 #: Fewer rows copied than this never trigger an ``ANALYZE`` (a small table is cheap to scan).
 ANALYZE_MIN = 10_000
@@ -41,7 +44,15 @@ def quick_analyze(raw: Any, table: str, columns: tuple[str, ...]) -> list[str]:
         f"BEGIN; SET LOCAL default_statistics_target = {QUICK_TARGET}; "
         f"ANALYZE (SKIP_LOCKED) {table} ({', '.join(columns)}); COMMIT"
     )
-    return warned(raw, statement, expected=(LOCK_NOT_AVAILABLE,))
+    try:
+        return warned(raw, statement, expected=(LOCK_NOT_AVAILABLE,))
+    except BaseException:
+        # An error (a statement timeout, a cancel) stops the query before its COMMIT: end the
+        # aborted transaction, or every later statement of the connection fails.
+        if not raw.closed and raw.info.transaction_status != TransactionStatus.IDLE:
+            with suppress(Exception):
+                raw.execute("ROLLBACK")
+        raise
 
 
 class Growth:

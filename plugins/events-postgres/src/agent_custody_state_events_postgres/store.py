@@ -43,7 +43,6 @@ A ``jsonb`` column (older writers) is read and written through a cast.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -63,7 +62,8 @@ from agent_custody_state.plugin import (
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
 from .held import HoldingBackend
-from .location import LocationError, parse_location, reader
+from .location import LocationError, fits, parse_location, reader
+from .lockname import advisory_key, lock_name
 from .relfiles import find_relations, relation_files
 from .statistics import Growth, quick_analyze, warned
 
@@ -104,13 +104,6 @@ _FLUSH_GRANTED = (  # the text variant: 3 arguments before PostgreSQL 17, 4 (flu
 )
 
 
-def advisory_key(qualified: str, *parts: str) -> int:
-    """A signed 64-bit advisory lock key for the table ``qualified`` and ``parts``."""
-    text = "\0".join(("agent-custody-state:" + qualified, *parts))
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
 class PostgresBackend(HoldingBackend):
     """Events in a PostgreSQL table; ``location`` is a ``postgres[ql]://`` URL."""
 
@@ -126,7 +119,7 @@ class PostgresBackend(HoldingBackend):
 
     def __init__(self, location: str, *, connect_timeout: int = 10, **_options: object) -> None:
         try:
-            where = parse_location(str(location))
+            where = fits(parse_location(str(location)))
         except LocationError as exc:
             raise EventBackendError(str(exc)) from None
         self.vacuum = where.vacuum
@@ -147,8 +140,6 @@ class PostgresBackend(HoldingBackend):
             raise EventBackendError(f"{shown}: not a PostgreSQL URL ({exc})") from None
         # The advisory key for schema setup (before the table exists, LOCK TABLE cannot work).
         self._advisory_key = advisory_key(where.qualified)
-        self._write_key = advisory_key(where.qualified, "write")
-        self._order_key = advisory_key(where.qualified, "order")
         self._ordered = False  # whether this section holds the order lock
         self._wrote = False  # whether this section appended or forgot anything
         self._head_rows: list[Any] | None = None  # the last row, read with the order lock
@@ -162,6 +153,9 @@ class PostgresBackend(HoldingBackend):
             quoted_table=quoted,
             index_prefix=where.qualified.replace(".", "_"),
         )
+        self._lock_name = self._run(lambda: lock_name(self._raw, self._qualified, where.qualified))
+        self._write_key = advisory_key(self._lock_name, "write")
+        self._order_key = advisory_key(self._lock_name, "order")
         if where.commit == "grouped" and where.lock == "keys":
             self._grouped = self._flush_granted()
         self._growth = Growth(lambda: self._run(self._rows_known))
@@ -239,7 +233,7 @@ class PostgresBackend(HoldingBackend):
     def _key_locks(self, keys: frozenset[str]) -> str:
         """``; SELECT pg_advisory_xact_lock(k), ...`` for the keys, in ascending order (two
         sections locking overlapping keys take them in one order: no deadlock)."""
-        ints = sorted({advisory_key(self.where.qualified, "key", k) for k in keys})
+        ints = sorted({advisory_key(self._lock_name, "key", k) for k in keys})
         if not ints:
             return ""
         return "; SELECT " + ", ".join(f"pg_advisory_xact_lock({k})" for k in ints)

@@ -68,3 +68,25 @@ def test_a_default_key_store_moved_away_leaves_the_mark(tmp_path: Path) -> None:
         plain.assert_fact(**FACT, value="would be plaintext")
     with Ledger(path, forget_mode="crypto-shred", key_store=str(moved)) as again:
         assert again.as_of(subject="acct:1")[0].value == "secret"
+
+
+def test_of_two_racing_imports_one_is_refused(tmp_path: Path) -> None:
+    """Two imports into one new ledger, from two connections: the emptiness checked before the
+    first batch is checked again under the write lock, so the one that lost the race is
+    refused (``not_empty``) instead of appending a second history after the first."""
+    exports = []
+    for name in ("one", "two"):
+        with Ledger(tmp_path / f"{name}.jsonl") as ledger:
+            for i in range(3):
+                ledger.assert_fact(subject=f"s{i}", predicate="p", value=i, space="o", actor="a")
+            exports.append(list(ledger.export()))
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as late, Ledger(path) as early:
+        real = late.backend.count
+        stale = [0]  # the late import's first check ran before the early one committed
+        late.backend.count = lambda: stale.pop() if stale else real()  # type: ignore[method-assign]
+        assert early.import_events(exports[0]) == 3
+        with pytest.raises(LedgerError, match="import needs an empty ledger") as refused:
+            late.import_events(exports[1])
+        assert refused.value.code == "not_empty"
+        assert late.count() == 3

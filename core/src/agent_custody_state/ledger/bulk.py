@@ -123,20 +123,25 @@ class LedgerBulk:
         events = list(events)
         check_export(events)
         check_plain_values(self.forget_mode, self.backend)
+        self._check_empty()
+        total = 0
+        with self.backend.bulk_load():  # indexes built once at the end, where a backend can
+            for start in range(0, len(events), batch_size):
+                total += self._append_unchanged(events[start : start + batch_size], first=not start)
+        return total
+
+    def _check_empty(self) -> None:
         count = self.backend.count()
         if count:
             raise LedgerError(
                 f"import needs an empty ledger; {self.location} already has {count} events",
                 code="not_empty",
             )
-        total = 0
-        with self.backend.bulk_load():  # indexes built once at the end, where a backend can
-            for start in range(0, len(events), batch_size):
-                total += self._append_unchanged(events[start : start + batch_size])
-        return total
 
-    def _append_unchanged(self, batch: list[Event]) -> int:
+    def _append_unchanged(self, batch: list[Event], *, first: bool) -> int:
         with section(self.backend, None):
+            if first:  # again under the write lock: another import may have won the race
+                self._check_empty()
             self.backend.append(batch)
         return len(batch)
 

@@ -126,3 +126,17 @@ def test_a_connection_dropped_inside_a_snapshot_fails_the_read(
             with pytest.raises(EventBackendError):
                 backend.count()
         assert ledger.count() == 2
+
+
+def test_checkpoint_notes_of_a_ledger_without_any_ask_the_catalog(postgres_url: str) -> None:
+    """A ledger that never signed a checkpoint has no checkpoint table. Its notes are asked of
+    the catalog first: the query of the missing table failed, which inside a read snapshot
+    aborted the snapshot's transaction, and was recognised by its English error text only
+    (a server with translated messages, ``lc_messages``, failed ``verify``)."""
+    with Ledger(f"{postgres_url}&table=unsigned") as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value=1, space="o", actor="a")
+        backend: Any = ledger.backend
+        log = backend.checkpoint_log()
+        with backend.reading():
+            assert log.notes() == []
+            assert backend.count() == 1  # the snapshot's transaction is still usable

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from agent_custody_state.plugin import EventBackendError
 from agent_custody_state_sql.schema import Prepared, SideTable
 
 if TYPE_CHECKING:
@@ -55,10 +54,6 @@ class SqlCheckpointLog(SideTable):
             backend._many(self._insert, [{"size": size, "note": note}])
 
     def notes(self) -> list[str]:
-        try:
-            return [row[0] for row in self._backend._rows(self._select)]
-        except EventBackendError as exc:
-            text = str(exc)
-            if "no such table" in text or "does not exist" in text:  # none signed yet
-                return []
-            raise
+        if not self.exists():  # none signed yet
+            return []
+        return [row[0] for row in self._backend._rows(self._select)]

@@ -153,3 +153,14 @@ class SideTable:
         )
         self.name = self._dialect.identifier_preparer.format_table(self.table)
         self.location = f"{backend.location} table {self.name}"
+
+    def exists(self) -> bool:
+        """Whether the table is there, asked of the catalog: a query of a missing table would
+        fail (on PostgreSQL aborting the transaction it runs in), and its error text cannot
+        tell (a server's messages may be translated: ``lc_messages``)."""
+        backend, table = self._backend, self.table
+        return bool(
+            backend._run(
+                lambda: sa.inspect(backend._conn).has_table(table.name, schema=table.schema)
+            )
+        )

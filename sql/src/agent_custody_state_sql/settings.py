@@ -74,11 +74,7 @@ class SqlSettings(SideTable):
         # The catalog first, so a ledger without the table (every plain one) fails no query:
         # on PostgreSQL a failed statement is an aborted transaction, and a failure may look
         # like a dropped connection.
-        table = self.table
-        there = backend._run(
-            lambda: sa.inspect(backend._conn).has_table(table.name, schema=table.schema)
-        )
-        rows = backend._rows(self._select, {"name": _MARK}) if there else []
+        rows = backend._rows(self._select, {"name": _MARK}) if self.exists() else []
         self._read_at = now
         if rows:
             try:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -94,30 +94,41 @@ class PostgresKeyStore(KeyStore):
         try:
             return psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
         except psycopg.OperationalError as exc:
-            if "does not exist" not in str(exc) or creator_url is None:
+            # Whether the database is missing is asked of the server's catalog, not read from
+            # the message (a server's messages may be translated: ``lc_messages``).
+            if creator_url is None or not self._create_database(creator_url):
                 raise KeyStoreError(f"key store {self.location}: {_reason(exc)}") from None
-        self._create_database(creator_url)
         try:
             return psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
         except psycopg.Error as exc:
             raise KeyStoreError(f"key store {self.location}: {_reason(exc)}") from None
 
-    def _create_database(self, creator_url: str) -> None:
-        """Create the key database, connected to the events' database (same server)."""
-        database = urlsplit(self._url).path.lstrip("/")
+    def _create_database(self, creator_url: str) -> bool:
+        """Create the key database, connected to the events' database (same server), if the
+        catalog says it is missing; False when it is there or the server cannot be asked (the
+        first connection's error then stands)."""
+        database = unquote(urlsplit(self._url).path.lstrip("/"))
         try:
-            with psycopg.connect(
+            conn = psycopg.connect(
                 libpq_url(creator_url), autocommit=True, connect_timeout=self._timeout
-            ) as conn:
+            )
+        except psycopg.Error:
+            return False
+        with conn:
+            try:
+                known = "SELECT 1 FROM pg_database WHERE datname = %s"
+                if conn.execute(known, (database,)).fetchone() is not None:
+                    return False
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-        except psycopg.errors.DuplicateDatabase:
-            return  # another process created it first
-        except psycopg.Error as exc:
-            raise KeyStoreError(
-                f"key store {self.location}: the database {database!r} does not exist and "
-                f"cannot be created here ({_reason(exc)}); create it (CREATE DATABASE "
-                f"{database} OWNER <ledger role>) or give key_store= another location"
-            ) from None
+            except psycopg.errors.DuplicateDatabase:
+                return True  # another process created it first
+            except psycopg.Error as exc:
+                raise KeyStoreError(
+                    f"key store {self.location}: the database {database!r} does not exist and "
+                    f"cannot be created here ({_reason(exc)}); create it (CREATE DATABASE "
+                    f"{database} OWNER <ledger role>) or give key_store= another location"
+                ) from None
+        return True
 
     def _setup(self, qualified: str) -> None:
         digest = hashlib.sha256(f"agent-custody-state:keys:{qualified}".encode()).digest()

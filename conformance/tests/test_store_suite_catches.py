@@ -74,6 +74,7 @@ CASES = {
             "test_lagging_index",
             "test_vendor_errors_name_the_store",
             "test_verify_sees_every_copy",
+            "test_verify_without_the_value",
         },
     ),
     # verification reads by id only: another record of the fact goes unseen.
@@ -97,6 +98,7 @@ CASES = {
             "test_lagging_index",
             "test_vendor_errors_name_the_store",
             "test_verify_sees_every_copy",
+            "test_verify_without_the_value",
         },
     ),
     # deduplicates by text: equal texts share one record and one id.
@@ -144,4 +146,4 @@ def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str
 def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ok=HEADER + "\n\nBroken = InProcessStore\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=14, skipped=1)
+    result.assert_outcomes(passed=15, skipped=1)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from agent_custody_state.stores import Store, StoreError, StoreSet, StoreWriteError, VerifyPolicy
-from agent_custody_state.stores.base import can_verify
+from agent_custody_state.ledger.facts import Forgotten
+from agent_custody_state.stores.base import can_verify, verifies_without_value
 
 from ..rules import rule
 from .base import StoreRules, make_fact
@@ -47,6 +48,29 @@ class VerificationRules(StoreRules):
         assert report.removed_from == [store.name]
         assert report.verification == {store.name: "verified"}
         assert await self.find(backdoor, again.fact_id) is None
+
+    @rule("ST-4.3-blind")
+    async def test_verify_without_the_value(self, store: Store, backdoor: Any) -> None:
+        """A store declaring ``verify_without_value = True`` answers ``verify_removed`` for a
+        fact whose value was erased (as a forget finished from the outbox after a crash hands
+        it over: value null, the forget's certificate on it) exactly as for the fact itself.
+
+        Troubleshooting: declare it only when the check reads by id and by the fact id marker,
+        never by the fact's text (a search by the text finds nothing once the value is erased,
+        and would answer True while the vendor still holds the copy).
+        """
+        if not verifies_without_value(store):
+            pytest.skip(
+                "store does not declare verify_without_value (a forget finished from the "
+                "outbox reports it unverified)"
+            )
+        self.require("verify")
+        fact, external_id = await self.put(store, make_fact())
+        erased = fact.with_(value=None, forgotten=Forgotten(None, "none", fact.valid_from))
+        assert await store.verify_removed(external_id, erased) is False  # type: ignore[attr-defined]
+        await store.remove(external_id, fact)
+        assert await self.find(backdoor, fact.fact_id) is None
+        assert await store.verify_removed(external_id, erased) is True  # type: ignore[attr-defined]
 
     @rule("ST-4.3-copies")
     async def test_verify_sees_every_copy(self, store: Store, backdoor: Any) -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agent_custody_state.stores import Store, StoreError, StoreSet, StoreWriteError, VerifyPolicy
 from agent_custody_state.ledger.facts import Forgotten
+from agent_custody_state.stores import Store, StoreError, StoreSet, StoreWriteError, VerifyPolicy
 from agent_custody_state.stores.base import can_verify, verifies_without_value
 
 from ..rules import rule

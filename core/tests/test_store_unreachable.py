@@ -24,6 +24,8 @@ from agent_custody_state.stores.flows import Custody
 from agent_custody_state.stores.inprocess import InProcessStore
 
 OLD = datetime(2026, 1, 1, tzinfo=UTC)
+#: The write most tests make.
+PRO = AssertRequest(subject="acct:42", predicate="plan", value="pro", space="org", actor="agent")
 
 
 def _held_by_ghost(ledger: Ledger) -> str:
@@ -111,12 +113,7 @@ def test_a_failed_append_of_any_kind_compensates_the_stores() -> None:
 
             custody = Custody(ledger, [store], append=append)
             with pytest.raises(_BrokenAppend):
-                await custody.write(
-                    AssertRequest(
-                        subject="acct:42", predicate="plan", value="pro", space="org",
-                        actor="agent",
-                    )
-                )  # fmt: skip
+                await custody.write(PRO)
             assert ledger.facts() == []
             assert store.vendor.rows == {}, "the store kept a fact the ledger never recorded"
 
@@ -137,12 +134,7 @@ def test_an_append_that_failed_after_landing_keeps_the_stores() -> None:
 
             custody = Custody(ledger, [store], append=append)
             with pytest.raises(_BrokenAppend):
-                await custody.write(
-                    AssertRequest(
-                        subject="acct:42", predicate="plan", value="pro", space="org",
-                        actor="agent",
-                    )
-                )  # fmt: skip
+                await custody.write(PRO)
             (fact,) = ledger.facts()
             assert fact.external is not None
             assert list(store.vendor.rows) == [fact.external["vectors"]]
@@ -191,12 +183,7 @@ def test_a_compensation_that_removed_nothing_is_not_reported_removed() -> None:
         stores = StoreSet([sticky, refusing], VerifyPolicy(attempts=2, delay=0))
         with Ledger("memory:") as ledger:
             with pytest.raises(StoreWriteError) as caught:
-                await Custody(ledger, stores).write(
-                    AssertRequest(
-                        subject="acct:42", predicate="plan", value="pro", space="org",
-                        actor="agent",
-                    )
-                )  # fmt: skip
+                await Custody(ledger, stores).write(PRO)
         assert sticky.vendor.rows, "the sticky store still holds the write"
         assert caught.value.compensation["sticky"] != "removed"
         assert "still found" in str(caught.value)

@@ -118,3 +118,25 @@ def test_a_table_name_postgresql_would_cut_is_refused(postgres_url: str) -> None
         assert len([n for (n,) in names if not n.endswith(("_pkey", "_key"))]) == 5
     with pytest.raises(KeyStoreError, match="too long"):
         PostgresKeyStore(f"{postgres_url}&table={'k' * 63}")
+
+
+def test_an_open_that_fails_after_connecting_closes_its_connection(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error after the connection is made (naming the table's locks, here) closes it: a
+    server retrying its start must not pile up idle sessions."""
+    from agent_custody_state_events_postgres import store
+
+    conninfo = libpq_url(parse_location(postgres_url).connect_url)
+    sessions = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+
+    def refused(*_: object) -> str:
+        raise EventBackendError("the catalog could not be read")
+
+    with psycopg.connect(conninfo, autocommit=True) as watcher:
+        before = watcher.execute(sessions).fetchone()
+        monkeypatch.setattr(store, "lock_name", refused)
+        for _ in range(3):
+            with pytest.raises(EventBackendError, match="catalog"):
+                Ledger(f"{postgres_url}&table=closed")
+        assert watcher.execute(sessions).fetchone() == before

@@ -153,11 +153,17 @@ class PostgresBackend(HoldingBackend):
             quoted_table=quoted,
             index_prefix=where.qualified.replace(".", "_"),
         )
-        self._lock_name = self._run(lambda: lock_name(self._raw, self._qualified, where.qualified))
-        self._write_key = advisory_key(self._lock_name, "write")
-        self._order_key = advisory_key(self._lock_name, "order")
-        if where.commit == "grouped" and where.lock == "keys":
-            self._grouped = self._flush_granted()
+        try:  # a failure here must not leave the connection open
+            self._lock_name = self._run(
+                lambda: lock_name(self._raw, self._qualified, where.qualified)
+            )
+            self._write_key = advisory_key(self._lock_name, "write")
+            self._order_key = advisory_key(self._lock_name, "order")
+            if where.commit == "grouped" and where.lock == "keys":
+                self._grouped = self._flush_granted()
+        except BaseException:
+            self.close()
+            raise
         self._growth = Growth(lambda: self._run(self._rows_known))
 
     def _reader(self) -> Callable[[], Any]:

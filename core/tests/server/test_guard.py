@@ -133,3 +133,15 @@ def test_tokens_normalised_and_checked() -> None:
         normalize_tokens([""])
     with pytest.raises(ValueError, match="role must be"):
         normalize_tokens({"x": "admin"})
+
+
+def test_one_value_for_two_roles_is_refused_without_echoing_it() -> None:
+    """Two variables holding one secret (a copy-paste) must not leave the role to their order."""
+    with pytest.raises(ValueError, match="same value") as refused:
+        normalize_tokens(
+            [BearerToken("s3cret", "reader", "reader:R"), BearerToken("s3cret", "gateway", "g:G")]
+        )
+    assert "s3cret" not in str(refused.value) and "reader:R" in str(refused.value)
+    with pytest.raises(ValueError, match="same value"):
+        normalize_tokens([BearerToken("v", "direct", spaces=["team:a"]), ("v", "direct")])
+    assert len(normalize_tokens(["same", "same"])) == 2  # a harmless repeat stays accepted

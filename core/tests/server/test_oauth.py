@@ -125,3 +125,42 @@ def test_a_token_without_a_known_scope_is_403_insufficient_scope(setup) -> None:
     response = post(server.url, issuer.token(AUD, scope="calendar:read"))
     assert response.status_code == 403
     assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
+
+
+def test_a_lower_grant_lends_its_spaces_to_no_higher_role(tmp_path: Path) -> None:
+    """A token holding a direct grant limited to team:support and a reader grant limited to
+    team:sales must not write team:sales: the role is the most trusted grant's, and so are the
+    spaces (a lower grant's spaces would let the higher role act there)."""
+    from agent_custody_state.server.oauth import JwtVerifier
+    from agent_custody_state.spaces import SpaceScope
+
+    issuer = LocalIssuer(tmp_path)
+    grants = {
+        "support:agent": ("direct", SpaceScope.parse(["team:support"])),
+        "sales:read": ("reader", SpaceScope.parse(["team:sales"])),
+        "memory:gateway": ("gateway", None),
+    }
+    verifier = JwtVerifier(
+        OAuthSettings(issuer=ISSUER, resource=AUD, jwks_file=str(issuer.jwks), grants=grants)
+    )
+    both = verifier.principal({"scope": "support:agent sales:read"})
+    assert both.role == "direct" and both.spaces is not None
+    assert both.spaces.allows("team:support") and not both.spaces.allows("team:sales")
+    # A space: scope still widens the token, as documented.
+    wider = verifier.principal({"scope": "support:agent space:team:sales"})
+    assert wider.spaces is not None and wider.spaces.allows("team:sales")
+    # An unscoped gateway grant is not narrowed by a lower grant's spaces either.
+    assert verifier.principal({"scope": "memory:gateway sales:read"}).spaces is None
+
+
+def test_two_principals_never_share_a_label() -> None:
+    """The label binds MCP sessions: subject ``a/b`` must not pass for subject ``a`` of
+    client ``b`` (and drive its sessions)."""
+    from agent_custody_state.server.oauth import Principal
+
+    def label(subject: str, client: str) -> str:
+        return Principal(ISSUER, subject, client, "reader", None).label
+
+    assert label("a/b", "") != label("a", "b")
+    assert label("a%2Fb", "") != label("a/b", "")
+    assert label("alice", "app") == "oauth:alice/app"

@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agent_custody_state.server.oauth import InsufficientScope, InvalidToken, JwtVerifier
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.stepup import missing_scopes, tool_call
+from agent_custody_state.server.tokenrules import check_distinct
 from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, SCOPE_SPACES_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -87,6 +88,7 @@ def normalize_tokens(tokens: Any) -> list[BearerToken]:
         label = token.label or f"{token.role}-{index}"
         spaces = scope_arg(token.spaces, f"bearer token {index} spaces")
         out.append(BearerToken(token.value, token.role, label, spaces))
+    check_distinct(out)
     return out
 
 

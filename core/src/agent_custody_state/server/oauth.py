@@ -15,8 +15,9 @@ each access token it is handed. ``JwtVerifier.verify`` checks, with PyJWT:
 
 The token's scopes (``scope``, space separated, or an ``scp`` list) map to a role through the
 configured grants (the most trusted role granted wins: gateway, then direct, then reader) and to
-space scopes: ``space:<pattern>`` scopes plus each grant's own ``spaces``; none of either leaves
-the token unscoped. A token granting no role is *insufficient_scope* (403). The token itself is
+space scopes: ``space:<pattern>`` scopes plus the own ``spaces`` of the grants of that role (a
+lower grant's spaces are dropped, never lent to the higher role); none of either leaves the
+token unscoped. A token granting no role is *insufficient_scope* (403). The token itself is
 kept nowhere: only its principal (issuer, subject, client) and what it grants go on.
 """
 
@@ -129,7 +130,10 @@ class Principal:
 
     @property
     def label(self) -> str:
-        return f"oauth:{self.subject}" + (f"/{self.client_id}" if self.client_id else "")
+        """Names the principal in the guard, which binds MCP sessions to it: a ``/`` in the
+        subject is escaped, so subject ``a/b`` is never subject ``a`` of client ``b``."""
+        subject = self.subject.replace("%", "%25").replace("/", "%2F")
+        return f"oauth:{subject}" + (f"/{self.client_id}" if self.client_id else "")
 
 
 class JwtVerifier:
@@ -188,8 +192,11 @@ class JwtVerifier:
             raise InsufficientScope("the token grants none of this server's scopes")
         role = max((r for r, _ in granted), key=lambda r: _TRUST[r])
         patterns = [s[len(self.settings.space_prefix) :] for s in scopes if self._space(s)]
-        for _role, spaces in granted:
-            patterns.extend(spaces.patterns if spaces is not None else ())
+        for grant_role, spaces in granted:
+            # Only the winning role's grants: a lower grant's spaces (reader in team:b) must
+            # not let the higher role (direct in team:a) act there.
+            if grant_role == role and spaces is not None:
+                patterns.extend(spaces.patterns)
         try:
             spaces = SpaceScope.parse(patterns, what="token scopes") if patterns else None
         except ValueError as exc:

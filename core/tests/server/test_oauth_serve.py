@@ -9,6 +9,7 @@ import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -107,3 +108,29 @@ async def test_an_expired_token_is_refused(served: Served) -> None:
         async with GatewayClient.http(served.server.url, token=expired):
             pass
     assert refused.group_contains(MCPError, depth=None)
+
+
+def test_a_jwks_url_in_plain_http_to_another_host_is_warned_of(
+    served: Served, tmp_path: Path
+) -> None:
+    """Keys fetched over plain ``http://`` from another host can be swapped by anyone on the
+    path, who can then forge tokens: one warning at start (not for a loopback JWKS, as the
+    module's server has)."""
+    warning = "jwks_url is plain http:// to another host"
+    assert not any(warning in line for line in served.server.lines)
+    config = tmp_path / "memory.toml"
+    config.write_text(
+        f'ledger = "{tmp_path / "ledger.jsonl"}"\n'
+        "[server.oauth]\n"
+        'issuer = "https://issuer.test"\n'
+        'resource = "http://127.0.0.1:1/mcp"\n'
+        'jwks_url = "http://keys.example.test/jwks"\n'
+    )
+    server = start_http("--config", str(config))
+    try:
+        deadline = time.monotonic() + 10
+        while warning not in "".join(server.lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "".join(server.lines).count(warning) == 1, server.lines
+    finally:
+        server.stop()

@@ -30,6 +30,11 @@ NO_FORGET_KEY_WARNING = (
     "agent-custody-memory: warning: no forget key (--forget-key-env): a forgotten value leaves "
     "a plain sha256 digest, which anyone who guesses the value can confirm"
 )
+PLAIN_JWKS_WARNING = (
+    "agent-custody-memory: warning: [server.oauth] jwks_url is plain http:// to another host: "
+    "anyone on the network path can hand this server keys and so forge access tokens; use "
+    "https:// unless that path is trusted"
+)
 NO_OUTBOX_WARNING = (
     "agent-custody-memory: warning: the ledger is at a URL and no outbox is configured "
     '(outbox = "PATH"): store removals interrupted by a crash cannot be resumed'
@@ -79,6 +84,9 @@ class Runtime:
             found.append(NO_FORGET_KEY_WARNING)
         if self.stores and self.outbox is None:
             found.append(NO_OUTBOX_WARNING)
+        oauth = self.config.server.oauth
+        if oauth is not None and oauth.jwks_url and _plain_remote(oauth.jwks_url):
+            found.append(PLAIN_JWKS_WARNING)
         return found
 
     created: list[Path] = field(default_factory=list)  # files this start created
@@ -156,6 +164,16 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     )
     created = sorted(_files_beside(config.ledger) - before)
     return Runtime(config, ledger, worker, tokens, oauth, identity, stores, count, created, warmup)
+
+
+def _plain_remote(url: str) -> bool:
+    """Whether ``url`` is plain ``http://`` to a host other than this one."""
+    from urllib.parse import urlsplit
+
+    from agent_custody_state.server.http import is_loopback
+
+    parts = urlsplit(url)
+    return parts.scheme.lower() == "http" and not is_loopback(parts.hostname or "")
 
 
 def oauth_settings(table: OAuthConfig) -> OAuthSettings:

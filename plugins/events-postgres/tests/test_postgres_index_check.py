@@ -75,3 +75,34 @@ def test_workers_read_chunks_and_name_what_one_process_names(
     assert report.first is not None and report.first.reason.startswith(
         "its subject column reads 'other'"
     )
+
+
+@pytest.mark.parametrize("seq", [0, -(2**63)])
+def test_a_row_below_the_sequence_start_is_verified(
+    pg_factory: Callable[..., EventBackend], postgres_url: str, seq: int
+) -> None:
+    """A row written by hand below the sequence's start is read by the reads that go by a
+    column, so ``verify`` reads it too, in one process and in the workers' chunks: the chain no
+    longer starts at the first event."""
+    table = f"below_{abs(seq) % 1000}"
+    where = parse_location(f"{postgres_url}&table={table}")
+    url = where.connect_url.replace("postgresql+psycopg", "postgresql")
+    with Ledger(pg_factory(table)) as ledger:
+        for i in range(5):
+            ledger.assert_fact(subject=f"s{i}", value=i, **FACT)
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            f"INSERT INTO {table} SELECT %s, 'e-f', kind, tx_time, fact_id, space, 'forged', "
+            f"predicate, supersedes, replace(json::text, '\"s2\"', '\"forged\"') "
+            f"FROM {table} WHERE seq = 3",
+            (seq,),
+        )
+    with Ledger(pg_factory(table)) as ledger:
+        backend = ledger.backend
+        assert [f.subject for f in ledger.as_of(subject="forged")] == ["forged"]
+        assert sum(1 for _ in backend.iter_events()) == 6
+        alone = verify_lines(backend.stored_events())
+        with worker_pool(2) as pool:
+            report = verify_stored(backend.stored_chunks(4), executor=pool)
+    for found in (alone, report):
+        assert found.events == 6 and found.first is not None and found.first.seq == 1

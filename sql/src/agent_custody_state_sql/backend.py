@@ -46,7 +46,7 @@ from agent_custody_state_sql.checkpoints import SqlCheckpointLog
 from agent_custody_state_sql.decoding import decode
 from agent_custody_state_sql.indexcheck import index_problems
 from agent_custody_state_sql.migration import SchemaSetup
-from agent_custody_state_sql.queries import Statements
+from agent_custody_state_sql.queries import FIRST, Statements, following
 from agent_custody_state_sql.schema import (
     ROW_COLUMNS,
     Prepared,
@@ -255,15 +255,16 @@ class SqlEventBackend(SchemaSetup):
         given = {k: v for k, v in params.items() if v is not None}
         # The first page is fetched now, so the common small answer costs one query and a
         # caller sees errors at the call, not at the first next().
-        rows = self._rows(q, {**given, "after": 0, "n": PAGE})
+        rows = self._rows(q, {**given, "from_": FIRST, "n": PAGE})
         return self._pages(q, given, rows)
 
     def _pages(self, q: Prepared, given: dict[str, Any], rows: list[Any]) -> Iterator[Any]:
         while True:
             yield from self._decode(rows)
-            if len(rows) < PAGE:
+            start = following(rows[-1][0]) if len(rows) == PAGE else None
+            if start is None:
                 return
-            rows = self._rows(q, {**given, "after": rows[-1][0], "n": PAGE})
+            rows = self._rows(q, {**given, "from_": start, "n": PAGE})
 
     def spaces(self) -> list[str]:
         return sorted(r[0] for r in self._rows(self._q.spaces))
@@ -303,16 +304,19 @@ class SqlEventBackend(SchemaSetup):
             return total
 
     def iter_events(self) -> Iterator[Event]:
-        last = 0
-        while True:
-            rows = self._rows(self._q.page, {"after": last, "n": PAGE})
+        for rows in self._every_page():
             yield from self._decode(rows)
-            if len(rows) < PAGE:
-                return
-            last = rows[-1][0]
+
+    def _every_page(self) -> Iterator[list[Any]]:
+        """Every row in ``seq`` order, in pages of ``PAGE`` rows (from ``FIRST``: all of them)."""
+        start: int | None = FIRST
+        while start is not None:
+            rows = self._rows(self._q.page, {"from_": start, "n": PAGE})
+            yield rows
+            start = following(rows[-1][0]) if len(rows) == PAGE else None
 
     def first_event(self) -> Event | None:
-        rows = self._rows(self._q.page, {"after": 0, "n": 1})  # not a first page of 2,000
+        rows = self._rows(self._q.page, {"from_": FIRST, "n": 1})  # not a first page of 2,000
         return self._decode(rows)[0] if rows else None
 
     def events_newest_first(self) -> Iterator[Event]:
@@ -359,14 +363,9 @@ class SqlEventBackend(SchemaSetup):
 
     def stored_events(self) -> Iterator[str]:
         """The stored JSON text of each event, in pages (``verify`` parses it itself)."""
-        last = 0
-        while True:
-            rows = self._rows(self._q.page, {"after": last, "n": PAGE})
+        for rows in self._every_page():
             for row in rows:
                 yield row[1]
-            if len(rows) < PAGE:
-                return
-            last = rows[-1][0]
 
     def index_problems(self) -> list[tuple[int, str]]:
         return index_problems(self)  # ``indexcheck``: the columns against the JSON

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from agent_custody_state.plugin import EventBackendError, event_from_json
 from agent_custody_state_sql.connection import reason
+from agent_custody_state_sql.queries import FIRST, following
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
 if TYPE_CHECKING:
@@ -121,13 +122,13 @@ def row_problems(rows: list[Any]) -> Iterator[tuple[int, str]]:
 def _every_row(conn: Any, qualified: str, dialect: str) -> Iterator[tuple[int, str]]:
     """``row_problems`` of every row, read in pages of ``PAGE`` rows."""
     page = sa.text(
-        f"SELECT seq, {row_columns(dialect)} FROM {qualified} WHERE seq > :after "
+        f"SELECT seq, {row_columns(dialect)} FROM {qualified} WHERE seq >= :start "
         "ORDER BY seq LIMIT :n"
     )
-    after = 0
-    while rows := list(conn.execute(page, {"after": after, "n": PAGE})):
+    start: int | None = FIRST  # every row, one below the sequence's start too
+    while start is not None and (rows := list(conn.execute(page, {"start": start, "n": PAGE}))):
         yield from row_problems(rows)
-        after = rows[-1][0]
+        start = following(rows[-1][0])
 
 
 def index_problems(backend: SqlEventBackend) -> list[tuple[int, str]]:

@@ -30,6 +30,18 @@ InIds = Callable[[sa.ColumnElement[Any], str], sa.ColumnElement[bool]]
 _FENCE: sa.ColumnElement[int] = sa.literal_column("0")
 _ONE: sa.ColumnElement[int] = sa.literal_column("1")
 
+#: The lowest ``seq`` a table can hold (a 64-bit integer, SQLite's rowid and PostgreSQL's
+#: ``bigint``): a read of "every row" starts here, not at 1, so a row written into the table
+#: below the sequence's start (by hand: the ledger never does) is read by ``verify`` and
+#: ``export`` like any other, and not only by the reads that filter by a column.
+FIRST = -(2**63)
+_LAST = 2**63 - 1
+
+
+def following(seq: int) -> int | None:
+    """The ``from_`` of the page after a page ending at ``seq``; None: no row can follow."""
+    return None if seq >= _LAST else seq + 1
+
 
 class Statements:
     """Every statement a SQL backend runs, compiled for one dialect.
@@ -92,8 +104,9 @@ class Statements:
             self.last = p(last.order_by(seq.desc()).limit(sa.literal_column("1")))
         else:
             self.last = p(last.where(seq == sa.select(sa.func.max(seq)).scalar_subquery()))
+        # Every row from ``from_`` on (``FIRST``: all of them), in order.
         self.page = p(
-            base.where(seq > sa.bindparam("after")).order_by(seq).limit(sa.bindparam("n"))
+            base.where(seq >= sa.bindparam("from_")).order_by(seq).limit(sa.bindparam("n"))
         )
         # The same pages from the end backwards (``events_newest_first``).
         self.page_back = p(
@@ -241,7 +254,7 @@ class Statements:
             where.append(t.c.tx_time <= sa.bindparam("tx_at"))
         if tx_before:
             where.append(t.c.tx_time < sa.bindparam("tx_before"))
-        where.append(t.c.seq > sa.bindparam("after"))
+        where.append(t.c.seq >= sa.bindparam("from_"))
         return self.base.where(*where).order_by(t.c.seq).limit(sa.bindparam("n"))
 
     def _asserts_around_stmt(self, shape: tuple[bool, ...]) -> sa.Select[Any]:

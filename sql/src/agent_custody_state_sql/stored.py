@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from agent_custody_state.plugin import ChunkRead, LedgerChanged
 from agent_custody_state_sql.indexcheck import differs, row_columns, row_problems
+from agent_custody_state_sql.queries import FIRST
 
 if TYPE_CHECKING:
     from agent_custody_state_sql.backend import SqlEventBackend
@@ -40,12 +41,13 @@ class Statements:
 @dataclass(frozen=True)
 class SqlChunk:
     """Rows ``after < seq <= upto`` (``count`` of them when cut) and the row ``after`` itself
-    (the event before the chunk; 0: none), read through ``connect`` (``StoredChunk``)."""
+    (the event before the chunk; None: the chunk starts the ledger, every row up to ``upto``),
+    read through ``connect`` (``StoredChunk``)."""
 
     key: str  # which ledger: the connection a worker keeps is for one key at a time
     connect: Callable[[], Any]
     statements: Statements
-    after: int
+    after: int | None
     upto: int
     count: int
 
@@ -59,7 +61,7 @@ class SqlChunk:
                 conn.close()
 
     def _read(self, conn: Any) -> ChunkRead:
-        bounds = (self.after, self.upto)
+        bounds = (FIRST if self.after is None else self.after, self.upto)
         try:
             rows = _fetch(conn, self.statements.flagged, bounds)
             exact = any(row[2] for row in rows)
@@ -69,7 +71,7 @@ class SqlChunk:
             full = _fetch(conn, self.statements.exact, bounds)
             rows = [(row[0], row[-1]) for row in full]
         before = None
-        if self.after:
+        if self.after is not None:
             if not rows or rows[0][0] != self.after:
                 raise LedgerChanged(f"event seq {self.after} is gone: the ledger changed")
             before = rows[0][1]
@@ -78,7 +80,8 @@ class SqlChunk:
         if exact:
             offset = {row[0]: i for i, row in enumerate(rows)}
             problems = [
-                (offset[seq], why) for seq, why in row_problems(full[1:] if self.after else full)
+                (offset[seq], why)
+                for seq, why in row_problems(full if self.after is None else full[1:])
             ]
         return ChunkRead(before, [row[1] for row in rows], problems)
 
@@ -123,25 +126,42 @@ def statements(backend: SqlEventBackend) -> Statements:
 def stored_chunks(
     backend: SqlEventBackend, connect: Callable[[], Any], size: int
 ) -> Iterator[SqlChunk]:
-    """The chunks of ``size`` rows of the table as it is now, cut on ``backend``'s connection
-    (each a probe of the primary key); ``connect`` opens the table again (``_reader``)."""
+    """The chunks of ``size`` rows of the table as it is now, cut on ``backend``'s connection;
+    ``connect`` opens the table again (``_reader``).
+
+    A table whose ``seq`` runs 1..N without a gap (what an append-only ledger holds: its
+    sequence only skips where an insert was rolled back) is cut by arithmetic, after a count;
+    another by a probe of the primary key per chunk, from the lowest ``seq`` a table can hold
+    (a row put below 1 by hand is verified too). Either way each chunk knows how many rows it
+    must read, so a row gone meanwhile stops ``verify``."""
     t = backend._q.table
     seq = t.c.seq
     compile_ = backend._q.compile
     top_q = compile_(sa.select(sa.func.coalesce(sa.func.max(seq), 0)))
-    in_range = (seq > sa.bindparam("after"), seq <= sa.bindparam("top"))
+    low_q = compile_(sa.select(sa.func.min(seq)))
+    total_q = compile_(sa.select(sa.func.count()).select_from(t))
+    in_range = (seq >= sa.bindparam("start"), seq <= sa.bindparam("top"))
     cut_q = compile_(sa.select(seq).where(*in_range).order_by(seq).offset(size - 1).limit(1))
     rest_q = compile_(sa.select(sa.func.count()).where(*in_range))
     reads = statements(backend)
     key = f"{backend.location}#{backend._qualified}"
     top = int(backend._rows(top_q)[0][0])
-    after = 0
-    while after < top:
-        bounds = {"after": after, "top": top}
-        cut = backend._rows(cut_q, bounds)
-        upto, count = (
-            (int(cut[0][0]), size) if cut else (top, int(backend._rows(rest_q, bounds)[0][0]))
-        )
+    low = backend._rows(low_q)[0][0]
+    if low is None:
+        return
+    dense = low == 1 and int(backend._rows(total_q)[0][0]) == top
+    after: int | None = None
+    while after is None or after < top:
+        start = FIRST if after is None else after + 1
+        if dense:
+            upto = min(start - 1 + size, top) if after is not None else min(size, top)
+            count = upto - (after or 0)
+        else:
+            bounds = {"start": start, "top": top}
+            cut = backend._rows(cut_q, bounds)
+            upto, count = (
+                (int(cut[0][0]), size) if cut else (top, int(backend._rows(rest_q, bounds)[0][0]))
+            )
         if count:
             yield SqlChunk(key, connect, reads, after, upto, count)
         after = upto

@@ -201,7 +201,7 @@ def test_serve_log_format_json_writes_only_json_to_stderr(tmp_path: Path) -> Non
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "TK": "t0ken"},
+        env={**os.environ, "TK": "t0ken"},  # short, and accepted: stdio uses no tokens
     )
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stderr.splitlines()]

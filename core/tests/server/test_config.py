@@ -215,6 +215,25 @@ def test_serve_names_an_unset_secret(
     assert code == 1 and "NO_SUCH_TOKEN_Y, which is not set" in err
 
 
+def test_serve_refuses_a_short_token_naming_its_variable_and_role(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LONG_TOKEN_Z", "z" * 16)
+    monkeypatch.setenv("SHORT_TOKEN_Z", "tiny-secret")
+    ledger = tmp_path / "l.jsonl"
+    code, err = serve_in_process(
+        capsys, "--ledger", str(ledger), "--http", "--port", "0", "--token-env", "LONG_TOKEN_Z",
+        "--direct-token-env", "SHORT_TOKEN_Z",
+    )  # fmt: skip
+    assert code == 1
+    assert err == (
+        "error: the bearer token in SHORT_TOKEN_Z (server.tokens[1], role direct) is too short: "
+        "11 characters, at least 16 are needed; make one with: python3 -c 'import secrets; "
+        "print(secrets.token_urlsafe(32))'\n"
+    )
+    assert "tiny-secret" not in err and list(tmp_path.iterdir()) == []  # refused before opening
+
+
 def test_serve_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert serve_in_process(capsys, "--port", "eighty")[0] == 2
     assert serve_in_process(capsys, "--no-such-flag")[0] == 2

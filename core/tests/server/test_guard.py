@@ -13,6 +13,7 @@ from agent_custody_state.server.guard import BearerToken, HostPolicy, HttpGuard,
 from agent_custody_state.server.trust import SCOPE_ROLE_KEY
 
 pytestmark = pytest.mark.anyio
+G, D = "gateway-token-0123", "direct-token-01234"  # static tokens are 16 characters or more
 
 
 class SlowApp:
@@ -33,7 +34,7 @@ class SlowApp:
 
 def guard(app: Any, **kw: Any) -> HttpGuard:
     options: dict[str, Any] = {
-        "tokens": normalize_tokens({"g": "gateway", "d": "direct"}),
+        "tokens": normalize_tokens({G: "gateway", D: "direct"}),
         "hosts": HostPolicy(["127.0.0.1", "localhost"]),
         "max_request_bytes": 100,
         "max_concurrency": 2,
@@ -60,7 +61,7 @@ async def test_overload_answers_503_with_retry_after_and_recovers() -> None:
                 assert error["code"] == -32000 and "overloaded" in error["message"]
 
         async with anyio.create_task_group() as tg:
-            for token in ("g", "d", "g", "g"):
+            for token in (G, D, G, G):
                 tg.start_soon(call, token)
             with anyio.fail_after(5):
                 while len(statuses) < 2:
@@ -68,10 +69,10 @@ async def test_overload_answers_503_with_retry_after_and_recovers() -> None:
             assert statuses == [503, 503]
             app.release.set()
         assert sorted(statuses) == [200, 200, 503, 503]
-        assert front.in_flight == 0 and front.refused_overload == 2
+        assert front.intake.in_flight == 0 and front.intake.refused_overload == 2
         assert len(app.roles) == 2
         app.roles.clear()
-        for token in ("d", "g"):
+        for token in (D, G):
             response = await client.post(
                 "/mcp", content=b"{}", headers={"Authorization": f"Bearer {token}"}
             )
@@ -85,9 +86,11 @@ async def test_body_is_replayed_unchanged_and_limit_is_exact() -> None:
     transport = httpx.ASGITransport(app=guard(app))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         body = json.dumps({"x": "y" * 80}).encode()[:100]
-        ok = await client.post("/mcp", content=body, headers={"Authorization": "Bearer g"})
+        ok = await client.post("/mcp", content=body, headers={"Authorization": f"Bearer {G}"})
         assert ok.status_code == 200 and app.bodies == [body]
-        big = await client.post("/mcp", content=b"z" * 101, headers={"Authorization": "Bearer g"})
+        big = await client.post(
+            "/mcp", content=b"z" * 101, headers={"Authorization": f"Bearer {G}"}
+        )
         assert big.status_code == 413
 
 
@@ -123,25 +126,40 @@ def test_host_and_origin_policy() -> None:
 
 
 def test_tokens_normalised_and_checked() -> None:
-    tokens = normalize_tokens(["a", ("b", "direct"), BearerToken("c", "gateway", "ops")])
+    a, b, c = "a" * 16, "b" * 20, "c" * 32
+    tokens = normalize_tokens([a, (b, "direct"), BearerToken(c, "gateway", "ops")])
     assert [(t.value, t.role, t.label) for t in tokens] == [
-        ("a", "gateway", "gateway-1"),
-        ("b", "direct", "direct-2"),
-        ("c", "gateway", "ops"),
+        (a, "gateway", "gateway-1"),
+        (b, "direct", "direct-2"),
+        (c, "gateway", "ops"),
     ]
     with pytest.raises(ValueError, match="empty"):
         normalize_tokens([""])
     with pytest.raises(ValueError, match="role must be"):
-        normalize_tokens({"x": "admin"})
+        normalize_tokens({"x" * 16: "admin"})
+
+
+def test_a_short_token_is_refused_naming_its_role_not_its_value() -> None:
+    with pytest.raises(ValueError) as refused:
+        normalize_tokens([G, ("s3cret-fifteen!", "direct")])
+    message = str(refused.value)
+    assert message.startswith(
+        "bearer token direct-2 (role direct) is too short: 15 characters, at least 16 are needed"
+    )
+    assert "s3cret" not in message and "\n" not in message
+    with pytest.raises(ValueError, match="bearer token ops \\(role reader\\) is too short"):
+        normalize_tokens([BearerToken("x", "reader", "ops")])
+    assert normalize_tokens(["p" * 16])[0].value == "p" * 16  # 16 is enough
 
 
 def test_one_value_for_two_roles_is_refused_without_echoing_it() -> None:
     """Two variables holding one secret (a copy-paste) must not leave the role to their order."""
+    secret, v, same = "s3cret-s3cret-s3cret", "v" * 16, "same" * 4
     with pytest.raises(ValueError, match="same value") as refused:
         normalize_tokens(
-            [BearerToken("s3cret", "reader", "reader:R"), BearerToken("s3cret", "gateway", "g:G")]
+            [BearerToken(secret, "reader", "reader:R"), BearerToken(secret, "gateway", "g:G")]
         )
-    assert "s3cret" not in str(refused.value) and "reader:R" in str(refused.value)
+    assert secret not in str(refused.value) and "reader:R" in str(refused.value)
     with pytest.raises(ValueError, match="same value"):
-        normalize_tokens([BearerToken("v", "direct", spaces=["team:a"]), ("v", "direct")])
-    assert len(normalize_tokens(["same", "same"])) == 2  # a harmless repeat stays accepted
+        normalize_tokens([BearerToken(v, "direct", spaces=["team:a"]), (v, "direct")])
+    assert len(normalize_tokens([same, same])) == 2  # a harmless repeat stays accepted

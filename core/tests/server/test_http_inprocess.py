@@ -18,7 +18,8 @@ from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state_conformance.gateway import SIGNATURE_KEY, GatewayClient
 
 pytestmark = pytest.mark.anyio
-TOKENS = {"gw-token": "gateway", "direct-token": "direct"}
+GW, DIRECT = "gw-token-0123456789", "direct-token-0123456"
+TOKENS = {GW: "gateway", DIRECT: "direct"}
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def server(tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_a_session_belongs_to_the_token_that_opened_it(server) -> None:  # type: ignore[no-untyped-def]
     with httpx.Client(timeout=10) as client:
         opened = client.post(
-            server.url, json=INIT, headers={**HEADERS, "Authorization": "Bearer gw-token"}
+            server.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {GW}"}
         )
         assert opened.status_code == 200
         session = opened.headers["mcp-session-id"]
@@ -47,25 +48,25 @@ def test_a_session_belongs_to_the_token_that_opened_it(server) -> None:  # type:
         same = client.post(
             server.url,
             json=ping,
-            headers={**HEADERS, "Authorization": "Bearer gw-token", "Mcp-Session-Id": session},
+            headers={**HEADERS, "Authorization": f"Bearer {GW}", "Mcp-Session-Id": session},
         )
         assert same.status_code == 200
         hijack = client.post(
             server.url,
             json=ping,
-            headers={**HEADERS, "Authorization": "Bearer direct-token", "Mcp-Session-Id": session},
+            headers={**HEADERS, "Authorization": f"Bearer {DIRECT}", "Mcp-Session-Id": session},
         )
         assert hijack.status_code == 404
 
 
 async def test_direct_results_are_never_signed(server) -> None:  # type: ignore[no-untyped-def]
-    async with GatewayClient.http(server.url, token="direct-token") as direct:
+    async with GatewayClient.http(server.url, token=DIRECT) as direct:
         result = await direct.call(
             "memory.write", {"subject": "s", "predicate": "p", "value": 1, "space": "org"}
         )
         assert result.data["fact"]["provenance"] == "claimed"
         assert SIGNATURE_KEY not in result.meta
-    async with GatewayClient.http(server.url, token="gw-token") as gw:
+    async with GatewayClient.http(server.url, token=GW) as gw:
         result = await gw.call("memory.read", {"includeClaimed": True})
         assert SIGNATURE_KEY in result.meta
         assert json.loads(result.text)["facts"][0]["provenance"] == "claimed"
@@ -78,10 +79,10 @@ def test_no_nagle_stall_between_calls(server) -> None:  # type: ignore[no-untype
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     with httpx.Client(timeout=10) as client:
         opened = client.post(
-            server.url, json=INIT, headers={**HEADERS, "Authorization": "Bearer gw-token"}
+            server.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {GW}"}
         )
         session = opened.headers["mcp-session-id"]
-        headers = {**HEADERS, "Authorization": "Bearer gw-token", "Mcp-Session-Id": session}
+        headers = {**HEADERS, "Authorization": f"Bearer {GW}", "Mcp-Session-Id": session}
         times = []
         for i in range(15):
             start = time.perf_counter()

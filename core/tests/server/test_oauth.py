@@ -29,7 +29,7 @@ def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
     server = serve_memory_http(
         ledger,
         port=0,
-        tokens={"static-token": "gateway"},
+        tokens={"static-token-0123456": "gateway"},
         require_gateway=False,
         oauth=OAuthSettings(
             issuer=ISSUER, resource="http://127.0.0.1/mcp", jwks_file=str(issuer.jwks)
@@ -60,7 +60,7 @@ def test_the_metadata_document_names_the_issuer_and_scopes(setup) -> None:  # ty
 def test_a_valid_token_works_and_static_tokens_still_do(setup) -> None:  # type: ignore[no-untyped-def]
     issuer, server = setup
     assert post(server.url, issuer.token(AUD, scope="memory:write")).status_code == 200
-    assert post(server.url, "static-token").status_code == 200
+    assert post(server.url, "static-token-0123456").status_code == 200
 
 
 @pytest.mark.parametrize(

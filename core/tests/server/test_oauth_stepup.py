@@ -30,9 +30,9 @@ from agent_custody_state_conformance.issuer import LocalIssuer
 AUD = "http://127.0.0.1/mcp"
 METADATA = "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
 STATIC = [
-    BearerToken("static-reader", "reader"),
-    BearerToken("static-a", "direct", spaces=SpaceScope(("team:a",))),
-    BearerToken("static-all", "direct"),
+    BearerToken("static-reader-token", "reader"),
+    BearerToken("static-team-a-token", "direct", spaces=SpaceScope(("team:a",))),
+    BearerToken("static-all-token-01", "direct"),
 ]
 
 
@@ -140,7 +140,9 @@ def test_a_space_outside_the_token_scope_is_asked_to_step_up(setup: Setup) -> No
 
 
 def test_a_hidden_fact_id_stays_an_unknown_id_not_a_step_up(setup: Setup) -> None:
-    written = Session(setup.server.url, "static-all").call("memory.write", **fact("team:b"))
+    written = Session(setup.server.url, "static-all-token-01").call(
+        "memory.write", **fact("team:b")
+    )
     fact_id = written.json()["result"]["structuredContent"]["fact"]["factId"]
     session = Session(setup.server.url, setup.token("memory:write space:team:a"))
     stranger = str(uuid.uuid4())
@@ -157,8 +159,8 @@ def test_a_hidden_fact_id_stays_an_unknown_id_not_a_step_up(setup: Setup) -> Non
 @pytest.mark.parametrize(
     ("token", "tool", "arguments", "code"),
     [
-        ("static-reader", "memory.write", fact("team:a"), None),
-        ("static-a", "memory.write", fact("team:b"), "space_out_of_scope"),
+        ("static-reader-token", "memory.write", fact("team:a"), None),
+        ("static-team-a-token", "memory.write", fact("team:b"), "space_out_of_scope"),
         ("jwt", "memory.write", fact("team b"), "space_out_of_scope"),  # no scope can spell it
     ],
 )

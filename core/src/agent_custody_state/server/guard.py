@@ -14,38 +14,34 @@ sees the request:
   which one matched. The matched token's role (``gateway`` or ``direct``) goes into the request
   scope for the tool handler, and an ``AuthenticatedUser`` binds each MCP session to the token
   that opened it (another token cannot drive that session).
-- A body over ``max_request_bytes`` → 413, read incrementally, never buffered past the limit;
-  a body not received within ``body_timeout`` seconds → 408 (a client dribbling its body must
-  not hold a connection and its buffer forever).
 - More than ``max_concurrency`` requests in flight → 503 with ``Retry-After`` and a JSON-RPC error
-  body, so an overloaded server sheds load with a clear answer instead of queueing until every
-  caller times out.
+  body, checked before the body is read, so an overloaded server sheds load with a clear answer
+  instead of queueing (or buffering) until every caller times out; a body over
+  ``max_request_bytes`` → 413, read incrementally, never buffered past the limit; one not
+  received within ``body_timeout`` seconds → 408; a JSON-RPC batch → 400 (``intake.py``).
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent_custody_state.server.intake import DEFAULT_BODY_TIMEOUT, Intake, respond, rpc_error
 from agent_custody_state.server.oauth import InsufficientScope, InvalidToken, JwtVerifier
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.stepup import missing_scopes, tool_call
-from agent_custody_state.server.tokenrules import check_distinct
+from agent_custody_state.server.tokenrules import check_tokens
 from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, SCOPE_SPACES_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
-INSUFFICIENT_SCOPE = -32003  # the same range: MCP names no code for a scope refusal
-DEFAULT_BODY_TIMEOUT = 30.0
+INSUFFICIENT_SCOPE = -32003  # JSON-RPC "server error" range: MCP names no code for a scope refusal
 
 
 @dataclass(frozen=True)
@@ -65,7 +61,8 @@ _ANONYMOUS = BearerToken("-", "direct", "anonymous")
 
 def normalize_tokens(tokens: Any) -> list[BearerToken]:
     """Accept ``None``, ``{token: role}``, or an iterable of strings (gateway role),
-    ``(token, role)`` pairs and ``BearerToken`` objects."""
+    ``(token, role)`` pairs and ``BearerToken`` objects; each token at least
+    ``MIN_TOKEN_LENGTH`` (16) characters long (``tokenrules.py``)."""
     if tokens is None:
         return []
     items: Iterable[Any] = tokens.items() if isinstance(tokens, Mapping) else tokens
@@ -88,7 +85,7 @@ def normalize_tokens(tokens: Any) -> list[BearerToken]:
         label = token.label or f"{token.role}-{index}"
         spaces = scope_arg(token.spaces, f"bearer token {index} spaces")
         out.append(BearerToken(token.value, token.role, label, spaces))
-    check_distinct(out)
+    check_tokens(out)
     return out
 
 
@@ -156,31 +153,9 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _respond(
-    send: Send, status: int, body: Any, headers: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
-    data = json.dumps(body, separators=(",", ":")).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
-
-
 def _quotable(text: object) -> str:
     """A message fit for a quoted header parameter (RFC 6750 allows no quotes or backslashes)."""
     return "".join(c for c in str(text) if c not in '"\\' and 32 <= ord(c) < 127)
-
-
-def _rpc_error(code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
 
 
 class HttpGuard:
@@ -199,13 +174,13 @@ class HttpGuard:
     ) -> None:
         self.app = app
         self.oauth = oauth
-        self.body_timeout = body_timeout
         self.tokens = list(tokens)
         self.hosts = hosts
-        self.max_request_bytes = max_request_bytes
-        self.max_concurrency = max_concurrency
-        self.in_flight = 0
-        self.refused_overload = 0
+        self.intake = Intake(
+            max_request_bytes=max_request_bytes,
+            max_concurrency=max_concurrency,
+            body_timeout=body_timeout,
+        )
         # One user object per token, made once: the SDK binds each session to it.
         self._users = {
             t: AuthenticatedUser(AccessToken(token="", client_id=t.label, scopes=[t.role]))
@@ -259,7 +234,7 @@ class HttpGuard:
             parts.append(f'scope="{" ".join(scopes or settings.scopes_supported())}"')
         challenge = "Bearer" + (" " + ", ".join(parts) if parts else "")
         insufficient = error is not None and "insufficient_scope" in error
-        await _respond(
+        await respond(
             send,
             403 if insufficient else 401,
             body or {"error": "insufficient_scope" if insufficient else "unauthorized"},
@@ -280,7 +255,7 @@ class HttpGuard:
         missing = missing_scopes(self.oauth.settings, token.role, token.spaces, tool, arguments)
         if missing is None:
             return False
-        error = _rpc_error(INSUFFICIENT_SCOPE, f"insufficient scope: {missing.reason}")
+        error = rpc_error(INSUFFICIENT_SCOPE, f"insufficient scope: {missing.reason}")
         error["id"] = request_id
         error["error"]["data"] = {"scope": " ".join(missing.scopes)}
         description = _quotable(missing.reason)
@@ -297,14 +272,14 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         if not self.hosts.host_ok(_header(scope, b"host")):
-            await _respond(
+            await respond(
                 send,
                 421,
                 {"error": "misdirected request: this server does not answer to that Host"},
             )
             return
         if not self.hosts.origin_ok(_header(scope, b"origin")):
-            await _respond(send, 403, {"error": "forbidden: cross-origin requests are refused"})
+            await respond(send, 403, {"error": "forbidden: cross-origin requests are refused"})
             return
         if self.tokens or self.oauth is not None:
             token = await self._authenticate(scope, send)
@@ -319,73 +294,11 @@ class HttpGuard:
         await self._forward(scope, receive, send, token)
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, token: BearerToken) -> None:
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_request_bytes:
-            await self._too_large(send)
-            return
-        body = bytearray()
-        with anyio.move_on_after(self.body_timeout) as reading:
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return  # the client went away
-                body += message.get("body", b"")
-                if len(body) > self.max_request_bytes:
-                    await self._too_large(send)
-                    return
-                if not message.get("more_body", False):
-                    break
-        if reading.cancelled_caught:
-            await _respond(
-                send,
-                408,
-                _rpc_error(
-                    -32600,
-                    f"request body not received within {self.body_timeout:g} s (body_timeout)",
-                ),
-                [(b"connection", b"close")],
-            )
-            return
-        if await self._step_up(send, token, bytes(body)):
-            return
-        if self.in_flight >= self.max_concurrency:
-            self.refused_overload += 1
-            await _respond(
-                send,
-                503,
-                _rpc_error(
-                    OVERLOADED,
-                    f"memory server overloaded: {self.in_flight} calls in flight "
-                    f"(max_concurrency {self.max_concurrency}); retry shortly",
-                ),
-                [(b"retry-after", b"1")],
-            )
-            return
-        sent = False
+        async def admitted(body: bytes, replay: Receive) -> None:
+            if not await self._step_up(send, token, body):
+                await self._forward(scope, replay, send, token)
 
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        self.in_flight += 1
-        try:
-            await self._forward(scope, replay, send, token)
-        finally:
-            self.in_flight -= 1
-
-    async def _too_large(self, send: Send) -> None:
-        await _respond(
-            send,
-            413,
-            _rpc_error(
-                -32600,
-                f"request body too large: the limit is {self.max_request_bytes} bytes "
-                "(max_request_bytes)",
-            ),
-        )
+        await self.intake.admit(scope, receive, send, admitted)
 
     async def _forward(
         self, scope: Scope, receive: Receive, send: Send, token: BearerToken

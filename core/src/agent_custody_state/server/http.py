@@ -46,13 +46,13 @@ from agent_custody_state.server.connections import (
     guarded_protocol,
 )
 from agent_custody_state.server.guard import (
-    DEFAULT_BODY_TIMEOUT,
     LOOPBACK_NAMES,
     BearerToken,
     HostPolicy,
     HttpGuard,
     normalize_tokens,
 )
+from agent_custody_state.server.intake import DEFAULT_BODY_TIMEOUT
 from agent_custody_state.server.oauth import JwtVerifier, OAuthSettings
 from agent_custody_state.server.sessions import (
     DEFAULT_SESSION_IDLE_TIMEOUT,

@@ -22,6 +22,7 @@ from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.oauth import OAuthSettings
 from agent_custody_state.server.scopes import SpaceScope
 from agent_custody_state.server.signing import SigningIdentity
+from agent_custody_state.server.tokenrules import check_length
 from agent_custody_state.server.warmup import Warmup, needs_warming
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores.outbox import outbox_path
@@ -127,6 +128,13 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         )
         for i, t in enumerate(config.server.tokens)
     ]
+    if config.server.transport == "http":  # over stdio tokens are unused (a note says so)
+        for i, (t, token) in enumerate(zip(config.server.tokens, tokens, strict=True)):
+            what = f"the bearer token in {t.env} (server.tokens[{i}], role {t.role})"
+            try:
+                check_length(token.value, what)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     oauth = oauth_settings(config.server.oauth) if config.server.oauth is not None else None
     if config.checkpoint_every and not config.key:
         raise ConfigError(

@@ -1,0 +1,182 @@
+"""Taking in one POST to ``/mcp``: a place among the calls in flight, then the body, its shape.
+
+The order bounds what a flood of requests can hold (docs/security.md):
+
+1. A ``Content-Length`` over ``max_request_bytes`` → 413 at once, the body unread.
+2. A place among the ``max_concurrency`` requests in flight is taken *before* a byte of the body
+   is read; without one → 503 with ``Retry-After`` and a JSON-RPC error, the body unread. A
+   request still receiving its body holds its place, so at most ``max_concurrency`` bodies are
+   being buffered at once, however many clients dribble theirs in (before this, bodies were read
+   first and counted after: a thousand slow 4 MiB bodies all sat in memory, each past the limit).
+3. The body is read chunk by chunk and refused (413) as soon as it passes the limit, without
+   reading the rest (chunked bodies declare no length); one not received within
+   ``body_timeout`` seconds → 408, the connection closed.
+4. A JSON array (a JSON-RPC batch) → 400 with a JSON-RPC ``Invalid Request`` error: MCP
+   2025-06-18 removed batching and Streamable HTTP takes one message per POST. The SDK would
+   answer 400 too, but with an "invalid params" code, a validation dump echoing the body, and
+   a fresh session opened for nothing.
+
+Only then is the request handed on, still holding its place until it is answered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+from starlette.types import Message, Receive, Scope, Send
+
+OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
+INVALID_REQUEST = -32600  # JSON-RPC 2.0: "the JSON sent is not a valid Request object"
+DEFAULT_BODY_TIMEOUT = 30.0
+_JSON_SPACE = b" \t\r\n"
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+#: What runs once a request is admitted: its whole body, and a ``receive`` that replays it.
+Admitted = Callable[[bytes, Receive], Awaitable[None]]
+
+
+def rpc_error(code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+
+
+async def respond(
+    send: Send, status: int, body: Any, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+def is_batch(body: bytes) -> bool:
+    """Whether ``body`` is a JSON array: its first character past whitespace (and a UTF-8 byte
+    order mark, which the SDK's parser skips too) is ``[``."""
+    start = body.lstrip(_JSON_SPACE)
+    if start.startswith(_UTF8_BOM):
+        start = start[len(_UTF8_BOM) :].lstrip(_JSON_SPACE)
+    return start[:1] == b"["
+
+
+def _declared_length(scope: Scope) -> int | None:
+    for key, value in scope["headers"]:
+        if key == b"content-length":
+            text = value.decode("latin-1").strip()
+            return int(text) if text.isascii() and text.isdigit() else None
+    return None
+
+
+class Intake:
+    """The in-flight count and the body rules; ``admit`` takes in one POST."""
+
+    def __init__(
+        self,
+        *,
+        max_request_bytes: int,
+        max_concurrency: int,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    ) -> None:
+        self.max_request_bytes = max_request_bytes
+        self.max_concurrency = max_concurrency
+        self.body_timeout = body_timeout
+        self.in_flight = 0  # requests holding a place: receiving their body, or being served
+        self.refused_overload = 0
+
+    async def admit(self, scope: Scope, receive: Receive, send: Send, then: Admitted) -> None:
+        """Answer the refusals above, or call ``then(body, replay)`` holding a place."""
+        declared = _declared_length(scope)
+        if declared is not None and declared > self.max_request_bytes:
+            await self._too_large(send)
+            return
+        if self.in_flight >= self.max_concurrency:
+            await self._overloaded(send)
+            return
+        self.in_flight += 1  # no await since the check: no other request can slip in between
+        try:
+            body = await self._read(receive, send)
+            if body is None:
+                return
+            if is_batch(body):
+                await respond(
+                    send,
+                    400,
+                    rpc_error(
+                        INVALID_REQUEST,
+                        "invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 "
+                        "removed them); send each message in its own POST",
+                    ),
+                )
+                return
+            sent = False
+
+            async def replay() -> Message:
+                nonlocal sent
+                if not sent:
+                    sent = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            await then(body, replay)
+        finally:
+            self.in_flight -= 1
+
+    async def _read(self, receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or None once a refusal is sent (or the client has gone)."""
+        body = bytearray()
+        with anyio.move_on_after(self.body_timeout) as reading:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return None  # the client went away
+                body += message.get("body", b"")
+                if len(body) > self.max_request_bytes:
+                    await self._too_large(send)
+                    return None
+                if not message.get("more_body", False):
+                    return bytes(body)
+        if reading.cancelled_caught:
+            await respond(
+                send,
+                408,
+                rpc_error(
+                    INVALID_REQUEST,
+                    f"request body not received within {self.body_timeout:g} s (body_timeout)",
+                ),
+                [(b"connection", b"close")],
+            )
+        return None
+
+    async def _overloaded(self, send: Send) -> None:
+        self.refused_overload += 1
+        await respond(
+            send,
+            503,
+            rpc_error(
+                OVERLOADED,
+                f"memory server overloaded: {self.in_flight} calls in flight "
+                f"(max_concurrency {self.max_concurrency}); retry shortly",
+            ),
+            [(b"retry-after", b"1")],
+        )
+
+    async def _too_large(self, send: Send) -> None:
+        await respond(
+            send,
+            413,
+            rpc_error(
+                INVALID_REQUEST,
+                f"request body too large: the limit is {self.max_request_bytes} bytes "
+                "(max_request_bytes)",
+            ),
+        )

@@ -17,6 +17,8 @@ import pytest
 import scenarios
 from conftest import Cli
 
+from agent_custody_state.extras.bundles import load_bundle
+from agent_custody_state.extras.jsview import pretty
 from agent_custody_state.extras.review import ReviewOptions, list_receipts
 from agent_custody_state.extras.review_server import HEADERS, ReviewServer, write_review
 from agent_custody_state.extras.verify import VerifyOptions
@@ -94,7 +96,7 @@ def test_index_page_and_raw_bundle(built: scenarios.Built, url: str) -> None:
     )
     raw = httpx.get(f"{url}r/{built.ids['write']}.json")
     assert raw.headers["content-type"] == "application/json"
-    assert raw.content == (built.receipts / f"{built.ids['write']}.json").read_bytes()
+    assert raw.text == pretty(load_bundle(built.receipts, built.ids["write"]))  # as write_review
     assert {"envelope", "inclusion"} <= set(raw.json())
 
 
@@ -134,7 +136,7 @@ def test_every_response_has_the_strict_headers(built: scenarios.Built, url: str)
     assert responses[-1].content == b""
 
 
-def test_a_damaged_receipt_is_a_500_with_its_message(
+def test_a_damaged_receipt_is_a_404_as_it_is_not_listed(
     built: scenarios.Built, tmp_path: Path
 ) -> None:
     import shutil
@@ -145,8 +147,10 @@ def test_a_damaged_receipt_is_a_500_with_its_message(
     (receipts / f"{rid}.json").write_text("{not json")
     o = ReviewOptions(str(receipts))
     for url in serving(o):
-        response = httpx.get(f"{url}r/{rid}")
-        assert response.status_code == 500 and response.headers["x-frame-options"] == "DENY"
+        for path in (f"r/{rid}", f"r/{rid}.json"):
+            response = httpx.get(url + path)
+            assert response.status_code == 404 and response.headers["x-frame-options"] == "DENY"
+            assert response.text.startswith(f"not found: {rid}.json is not a receipt (not JSON")
         assert "3 receipt(s)" in httpx.get(url).text  # the damaged file is no receipt in the index
 
 

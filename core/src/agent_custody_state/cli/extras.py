@@ -17,8 +17,14 @@ KEY_HELP = "a public key file (SPKI PEM, e.g. gateway.pub); repeatable"
 def _run(name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
         from agent_custody_state.cli import extras_commands
+        from agent_custody_state.cli.common import CliError
+        from agent_custody_state.extras.signed import SignedTooDeep
 
-        return int(getattr(extras_commands, name)(args))
+        try:
+            return int(getattr(extras_commands, name)(args))
+        except SignedTooDeep as exc:  # a signed file, or a pack, too deep to read back
+            where = getattr(args, "verify", None)
+            raise CliError(f"{where}: {exc}" if where else str(exc)) from None
 
     return run
 

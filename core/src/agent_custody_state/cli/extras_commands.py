@@ -59,12 +59,13 @@ def _receipts_dir(path: str) -> str:
     return path
 
 
-def _ledger(args: argparse.Namespace) -> AbstractContextManager[Any]:
-    """The ``--ledger`` given (never created), or nothing."""
+def _ledger(args: argparse.Namespace, *, changes: bool = False) -> AbstractContextManager[Any]:
+    """The ``--ledger`` given (never created), or nothing; read-only unless the command
+    ``changes`` it (``blast --retract --apply``)."""
     if not args.ledger:
         return nullcontext(None)
     check_location(args.ledger, must_exist=True)
-    return open_ledger(args)  # type: ignore[no-any-return]
+    return open_ledger(args, changes=changes)  # type: ignore[no-any-return]
 
 
 def _read_envelope(path: str) -> Any:
@@ -109,7 +110,7 @@ def cmd_blast(args: argparse.Namespace) -> int:
         raise CliError("blast --config names the stores --retract --apply cleans; add both")
     stores, verify = _stores(args.config) if args.config else ([], None)
     summaries = load_summaries(_receipts_dir(args.receipts))
-    with _ledger(args) as ledger:
+    with _ledger(args, changes=bool(args.retract and args.apply)) as ledger:
         b = blast_radius(ledger, summaries, args.fact)
         if b.fact is None:
             raise CliError(f"--fact {args.fact}: not in this ledger; check the fact id")
@@ -190,12 +191,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except BundleError as exc:
             raise CliError(f"receipt {args.receipt}: not a receipt bundle: {exc}") from None
     verification = verify_bundle(pack["receipt"], keys) if keys is not None else None
+    signed = sign_action_pack(pack, signer) if signer is not None else None  # refused: no output
     if args.json:
         _say(pretty({"pack": pack, "verification": _result_json(verification)}))
     else:
         _say(format_explain(pack, verification, ledger is not None))
-    if signer is not None:
-        _write(target, sign_action_pack(pack, signer))
+    if signed is not None:
+        _write(target, signed)
         print(f"signed action pack written to {args.out}", file=sys.stderr)
     if verification is not None and not verification.ok:
         return 1

@@ -5,12 +5,18 @@ for precommitted calls, and possibly other JSON files. Nothing is verified while
 ``verify``). Every loader here skips ``*.authorization.json`` and files that do not parse, as the
 original's review does (SPEC-EXTRAS 9.1's recommendation): the original's ``blast`` also read the
 authorization bundles and aborted on a non-JSON file.
+
+A receipt is read only from a regular file of the directory itself, of at most
+``MAX_BUNDLE_BYTES``: a symbolic link is never followed (it could name any file the reader can
+open, a private key say, and the review serves what it reads), and a FIFO, a device or a huge
+file is refused before it is read. Such a file is one that does not parse.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,10 @@ from agent_custody_state.signing import b64decode_lenient
 AUTHORIZATION_SUFFIX = ".authorization.json"
 #: A receipt id as the review pages route it (and as static page file names accept it).
 RECEIPT_ID = re.compile(r"[0-9a-f-]{36}")
+#: The largest receipt file read: a receipt holds one call's arguments and result, and a tool
+#: result of several megabytes (an image) must still fit; a file far larger is not a receipt.
+MAX_BUNDLE_BYTES = 32 * 1024 * 1024
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 class BundleError(ValueError):
@@ -36,9 +46,34 @@ def bundle_files(directory: str | os.PathLike[str]) -> list[Path]:
     ]
 
 
+def read_bytes(path: Path) -> bytes:
+    """A receipt file's bytes; ``BundleError`` for a symbolic link, a file that is not regular
+    (a FIFO would block the reader) or one larger than ``MAX_BUNDLE_BYTES``; ``OSError`` as the
+    OS says it otherwise (a missing file)."""
+    if not hasattr(os, "O_NOFOLLOW") and path.is_symlink():  # pragma: no cover - Windows
+        raise BundleError("a symbolic link; receipts are read from regular files only")
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        if path.is_symlink():  # O_NOFOLLOW's ELOOP (EMLINK on some BSDs)
+            raise BundleError(
+                "a symbolic link; receipts are read from regular files only"
+            ) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BundleError("not a regular file")
+        data = fh.read(MAX_BUNDLE_BYTES + 1) if info.st_size <= MAX_BUNDLE_BYTES else b""
+        if info.st_size > MAX_BUNDLE_BYTES or len(data) > MAX_BUNDLE_BYTES:
+            raise BundleError(f"larger than {MAX_BUNDLE_BYTES} bytes")
+    return data
+
+
 def read_json(path: Path) -> Any:
-    """A file's JSON; ``BundleError`` when it is not JSON (or is nested absurdly deep)."""
-    data = path.read_bytes()
+    """A receipt file's JSON (``read_bytes``); ``BundleError`` when it is not JSON (or is nested
+    absurdly deep)."""
+    data = read_bytes(path)
     try:
         return parse(data)
     except ValueError as exc:

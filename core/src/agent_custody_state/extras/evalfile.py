@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.extras.jsview import at, has, parse, text
-from agent_custody_state.extras.signed import sign_statement, verify_envelope
+from agent_custody_state.extras.signed import open_signed, sign_statement
 from agent_custody_state.signing import KeyPair, PublicKeyRef, digest_of
 from agent_custody_state.timeutil import format_time, utc_now
 
@@ -180,8 +180,9 @@ def sign_report(
 
 
 def verify_report(envelope: Any, keys: list[PublicKeyRef]) -> tuple[Any, str, str]:
-    """``(predicate, keyid, "")`` when the report verifies, else ``(None, "", error)``."""
-    result = verify_envelope(envelope, keys)
+    """``(predicate, keyid, "")`` when the report verifies, else ``(None, "", error)``;
+    ``SignedTooDeep`` when its payload nests too deep to read."""
+    result = open_signed(envelope, keys)
     if not result.ok:
         return None, "", result.error
     statement = result.payload

@@ -22,22 +22,36 @@ MISSING: Any = object()
 MAX_DEPTH = 300
 
 
+class TooDeepError(ValueError):
+    """JSON nested deeper than ``MAX_DEPTH`` (or than Python parses at all)."""
+
+
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+
+
 def parse(data: bytes | str) -> Any:
-    """``JSON.parse``; ``ValueError`` for what is not JSON or nests deeper than ``MAX_DEPTH``."""
-    too_deep = f"nested more than {MAX_DEPTH} levels deep"
+    """``JSON.parse``; ``ValueError`` for what is not JSON, ``TooDeepError`` for what nests
+    deeper than ``MAX_DEPTH``."""
     try:
         value = js_parse(data)
     except TooDeep:
-        raise ValueError(too_deep) from None
+        raise TooDeepError(TOO_DEEP) from None
+    check_depth(value)
+    return value
+
+
+def check_depth(value: Any) -> None:
+    """``TooDeepError`` if ``value`` nests deeper than ``MAX_DEPTH``; walked without recursion,
+    so a value that would exhaust it (a signed payload, a pack about to be signed) is refused
+    before anything recursive (digest, print) sees it."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict | list):
             if depth > MAX_DEPTH:
-                raise ValueError(too_deep)
+                raise TooDeepError(TOO_DEEP)
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
-    return value
 
 
 def items(value: Any) -> list[Any]:

@@ -9,14 +9,17 @@ the pages; ``review_server`` serves them on loopback or writes them as static fi
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent_custody_state.extras.bundles import (
     RECEIPT_ID,
+    BundleError,
     bundle_files,
     decode_statement,
     read_json,
@@ -66,28 +69,43 @@ def verification(bundle: Any, o: ReviewOptions) -> VerifyResult | None:
     return verify_bundle(bundle, o.keys) if o.keys is not None else None
 
 
+def listed_bundle(path: Path) -> tuple[Any, Any]:
+    """``(bundle, predicate)`` of a receipts file the review lists; ``OSError`` or ``ValueError``
+    saying why it does not. Listed is: a regular file (never a link) of bounded size that is a
+    bundle whose statement names a tool, an execution, an agent, a principal and an issuer, under
+    an id of 36 characters of ``[0-9a-f-]`` (the page's address, and its file name when written),
+    stored as ``<receiptId>.json`` (where a page looks it up)."""
+    bundle = read_json(path)
+    p = at(decode_statement(bundle), "predicate")
+    parts = [at(p, k) for k in ("tool", "execution", "agent", "principal", "issuer")]
+    receipt_id = at(p, "receiptId")
+    if not all(isinstance(x, dict) for x in parts) or not isinstance(receipt_id, str):
+        raise BundleError("not a receipt: its statement lacks a receipt id or a part")
+    if not RECEIPT_ID.fullmatch(receipt_id) or path.name != f"{receipt_id}.json":
+        raise BundleError("not a receipt the review lists: stored under another name")
+    return bundle, p
+
+
+def listed_receipt(o: ReviewOptions, receipt_id: str) -> Any:
+    """The bundle of ``receipt_id`` if the index lists it (``listed_bundle``), else
+    ``FileNotFoundError``/``ValueError``: what the server and the static pages serve."""
+    if not RECEIPT_ID.fullmatch(receipt_id):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), f"{receipt_id}.json")
+    return listed_bundle(Path(o.receipts_dir) / f"{receipt_id}.json")[0]
+
+
 def list_receipts(o: ReviewOptions) -> list[ReceiptRow]:
-    """Every receipt of the directory, newest first. What is not a receipt is skipped, and so is a
-    receipt that could not have a page: its id is not 36 characters of ``[0-9a-f-]`` (the page's
-    address, and its file name when written) or its file is not ``<receiptId>.json`` (where a
-    page looks it up)."""
+    """Every receipt of the directory the review lists (``listed_bundle``), newest first."""
     rows: list[ReceiptRow] = []
     for path in bundle_files(o.receipts_dir):
         try:
-            bundle = read_json(path)
-            p = at(decode_statement(bundle), "predicate")
+            bundle, p = listed_bundle(path)
         except (OSError, ValueError):
-            continue
-        parts = [at(p, k) for k in ("tool", "execution", "agent", "principal", "issuer")]
-        receipt_id = at(p, "receiptId")
-        if not all(isinstance(x, dict) for x in parts) or not isinstance(receipt_id, str):
-            continue
-        if not RECEIPT_ID.fullmatch(receipt_id) or path.name != f"{receipt_id}.json":
             continue
         result = verification(bundle, o)
         rows.append(
             ReceiptRow(
-                receipt_id=receipt_id,
+                receipt_id=at(p, "receiptId"),
                 timestamp=at(p, "timestamp"),
                 tool=at(p, "tool", "name"),
                 status=at(p, "execution", "status"),
@@ -225,7 +243,3 @@ def render_receipt(
 def receipt_page(o: ReviewOptions, receipt_id: str, back: str, raw: str) -> str:
     pack = build_action_pack(o.receipts_dir, receipt_id, o.ledger)
     return render_receipt(pack, verification(pack["receipt"], o), o, back, raw)
-
-
-def receipt_path(o: ReviewOptions, receipt_id: str) -> str:
-    return os.path.join(o.receipts_dir, f"{receipt_id}.json")

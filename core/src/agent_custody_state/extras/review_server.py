@@ -5,6 +5,12 @@ requests addressed to it by a loopback name (a foreign ``Host`` is a DNS-rebindi
 the receipts through the user's browser: 421). It is read-only: GET and HEAD, routed by path
 alone. Every response carries ``cache-control: no-store``, ``x-frame-options: DENY`` and the
 content security policy of the pages.
+
+It serves only what the index lists (``review.listed_receipt``): a receipt's page and its bundle
+re-serialised (as the static pages write it, never a file's bytes as they are on disk), for a
+regular file of bounded size in the receipts directory that is a receipt bundle stored under its
+own id. Anything else under ``/r/`` is a 404, whatever the file is: not a bundle, damaged, a
+symbolic link (to a private key, say), a FIFO, a huge file.
 """
 
 from __future__ import annotations
@@ -19,14 +25,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_custody_state.extras.bundles import RECEIPT_ID, load_bundle
+from agent_custody_state.extras.bundles import RECEIPT_ID
 from agent_custody_state.extras.jsview import pretty
 from agent_custody_state.extras.review import (
     CSP,
     ReviewOptions,
     list_receipts,
+    listed_receipt,
     receipt_page,
-    receipt_path,
     render_index,
 )
 from agent_custody_state.signing import well_formed
@@ -154,10 +160,16 @@ class ReviewServer(ThreadingHTTPServer):
                     or (dot and ext != "json")
                 ):
                     return 404, "text/plain", "not found"
+                try:  # only what the index lists; whatever else the file is, it is not served
+                    bundle = listed_receipt(o, rid)
+                except OSError as exc:
+                    return 404, "text/plain", f"not found: {_message(exc)}"
+                except ValueError as exc:
+                    return 404, "text/plain", f"not found: {rid}.json is not a receipt ({exc})"
                 if ext == "json":
-                    return 200, "application/json", Path(receipt_path(o, rid)).read_bytes()
+                    return 200, "application/json", pretty(bundle)
                 return 200, "text/html; charset=utf-8", receipt_page(o, rid, "/", f"/r/{rid}.json")
-        except FileNotFoundError as exc:
+        except FileNotFoundError as exc:  # gone between the check and the page
             return 404, "text/plain", _message(exc)
         except Exception as exc:  # a damaged bundle or an unreadable ledger: said, not hidden
             return 500, "text/plain", _message(exc)
@@ -180,7 +192,7 @@ def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str,
     for row in rows:
         rid = row.receipt_id
         _replace(pages / f"{rid}.html", receipt_page(o, rid, "../index.html", f"{rid}.json"))
-        _replace(pages / f"{rid}.json", pretty(load_bundle(o.receipts_dir, rid)))
+        _replace(pages / f"{rid}.json", pretty(listed_receipt(o, rid)))
     return {"receipts": len(rows)}
 
 

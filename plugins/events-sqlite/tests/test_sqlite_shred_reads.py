@@ -38,7 +38,9 @@ def _files(folder: Path) -> dict[str, str]:
 
 
 def _tables(path: Path) -> list[str]:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # immutable: a plain ``mode=ro`` connection leaves a -wal behind, which the read-only
+    # commands (which no longer remove it as a writer's last close did) would then find.
+    db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     try:
         return [r[0] for r in db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
     finally:

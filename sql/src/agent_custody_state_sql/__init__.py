@@ -4,7 +4,8 @@ Dialect plugins subclass :class:`SqlEventBackend` and use the table helpers of :
 this distribution is the one place that depends on SQLAlchemy, so the core installs without it.
 The modules: ``schema`` (table, DDL, rows), ``connection`` (connection and write section),
 ``migration`` (create or migrate the table), ``queries`` (compiled statements), ``decoding``
-(rows to events) and ``backend`` (the ``EventBackend`` methods).
+(rows to events), ``readonly`` (a read-only open) and ``backend`` (the ``EventBackend``
+methods).
 """
 
 from __future__ import annotations

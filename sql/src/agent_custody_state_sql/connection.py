@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from agent_custody_state.plugin import EventBackend, EventBackendError, ReentrantTransactions
+from agent_custody_state_sql import readonly
 from agent_custody_state_sql.schema import Prepared
 
 T = TypeVar("T")
@@ -61,6 +62,8 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             raise EventBackendError(f"cannot open {self.location}: {reason(exc)}") from None
         try:
             self._raw: Any = self._conn.connection.driver_connection
+            if self.read_only:  # set by the dialect before this runs (``readonly``)
+                readonly.enter(self._raw, engine.dialect.name)
         except BaseException:
             self.close()
             raise
@@ -124,6 +127,8 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._cur = None
         self._conn = self._engine.connect()
         self._raw = self._conn.connection.driver_connection
+        if self.read_only:
+            readonly.enter(self._raw, self._engine.dialect.name)
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
         def run() -> list[Any]:
@@ -241,6 +246,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
     def _begin(self) -> None:
         if self._closed:
             raise EventBackendError(f"ledger {self.location} is closed")
+        readonly.refuse_section(self.read_only, self.location)
         try:
             try:
                 self._begin_write()

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from agent_custody_state.plugin import EventBackendError
+from agent_custody_state_sql import readonly
 from agent_custody_state_sql.connection import SqlConnection, reason
 from agent_custody_state_sql.schema import INDEXES, QUERY_COLUMNS, create_ddl, index_ddl
 
@@ -79,7 +80,10 @@ class SchemaSetup(SqlConnection):
         conn = self._conn
         try:
             columns, indexes = self._inspect(conn)
-            if not self._schema_ok(columns, indexes):
+            if self.read_only:  # inspected, never created or migrated
+                missing = [c for c in QUERY_COLUMNS if c not in (columns or ())]
+                readonly.check_schema(self.location, self._qualified, columns, missing)
+            elif not self._schema_ok(columns, indexes):
                 with self._schema_lock(conn):
                     columns, indexes = self._inspect(conn)  # another process may have done it
                     if columns is None:

@@ -9,7 +9,8 @@ and renames it over the ledger with the forget event already inside: the erasure
 are one atomic step. A torn final line (a crash mid-write) is never merged: by default it is cut
 off and recorded (no content) in ``<file>.torn-<ms>``, or reported as an error (``on_torn="raise"``).
 What a crash or a failing disk leaves behind (torn lines, unfinished batches, rejected bytes) is
-settled by ``jsonl_recovery``; this module reads, indexes and writes.
+settled by ``jsonl_recovery``; this module reads, indexes and writes. A read-only open
+(``read_only=True``) changes nothing on disk (``jsonl_readonly``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, stored_lines
+from agent_custody_state.backends.jsonl_readonly import lock_file, refuse_section
 from agent_custody_state.backends.jsonl_recovery import (
     Recovery,
     keep_mode,
@@ -62,17 +64,18 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         *,
         on_torn: str = "repair",
         max_mb: float | None = None,
+        read_only: bool = False,
         **_: object,
     ):
         if on_torn not in ("repair", "raise"):
             raise ValueError('on_torn must be "repair" or "raise"')
-        self.path, self.location = Path(location), str(location)
+        self.path, self.location, self.read_only = Path(location), str(location), read_only
         check_size(self.path, self.location, max_mb)  # the index holds every event in memory
         self._max_mb = max_mb
         self._recovery = Recovery(self.path, self.location, on_torn)
         check_folder(self.path, self.location)  # never created: SPEC 3
         self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._lock_fd = open_private(self._lock_path, os.O_RDWR)[0]
+        self._lock_fd = lock_file(self.path, self._lock_path, self.location, read_only=read_only)
         self._init_transactions()
         self._index = EventIndex()
         self._offsets: list[int] = []  # byte offset of each event's line
@@ -86,9 +89,9 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         self._cut_at: int | None = None
         self._closed = False
         with self._lock:
-            self._flock(fcntl.LOCK_EX)
+            self._flock(fcntl.LOCK_SH if read_only else fcntl.LOCK_EX)
             try:
-                self._catch_up(exclusive=True)
+                self._catch_up(exclusive=not read_only)  # a reader repairs nothing
             finally:
                 self._flock(fcntl.LOCK_UN)
 
@@ -107,7 +110,8 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
     def _flock(self, op: int) -> None:
         if self._closed:
             raise EventBackendError(f"ledger {self.location} is closed")
-        fcntl.flock(self._lock_fd, op)
+        if self._lock_fd is not None:  # a read-only open without a lock file reads without it
+            fcntl.flock(self._lock_fd, op)
 
     def _reset(self) -> None:
         self._index = EventIndex()
@@ -205,6 +209,7 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
     # written and fsynced together at commit.
 
     def _begin(self) -> None:
+        refuse_section(self.read_only, self.location)
         self._flock(fcntl.LOCK_EX)
         try:
             self._catch_up(exclusive=True)
@@ -391,4 +396,5 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         if not self._closed:
             self._closed = True
             self._file.release()
-            os.close(self._lock_fd)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)

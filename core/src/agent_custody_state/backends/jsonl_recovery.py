@@ -79,6 +79,7 @@ class Recovery:
         self.on_torn = on_torn
         self.journal = path.with_name(path.name + ".batch")
         self.repairs: list[str] = []
+        self._ignored: int | None = None  # the offset of the torn line a reader last warned of
 
     def _set_aside(self, data: bytes, offset: int, what: str) -> Path:
         """Record (not copy) the bytes about to be cut off at ``offset``, in a new 0600 file."""
@@ -125,7 +126,10 @@ class Recovery:
             )
         if not exclusive:
             # Readers never merge it and cannot repair it under a shared lock; the next writer will.
-            log.warning("%s (ignored until the next write repairs it)", message)
+            # Said once per torn line, not at every read that meets it again.
+            if self._ignored != offset:
+                self._ignored = offset
+                log.warning("%s (ignored until the next write repairs it)", message)
             return
         aside = self._set_aside(tail, offset, "torn final line")
         truncate(self.path, offset)

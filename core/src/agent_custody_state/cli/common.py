@@ -4,7 +4,9 @@ Commands never create a folder (a missing one is usually an unmounted volume or 
 commands that only read or clean a ledger (``export``, ``sweep``, ``repair``) never create a
 ledger either: before this rule, ``export`` of a mistyped path created an empty ledger and
 reported "exported 0 events". Nor does a command that writes no value create a key store or
-record crypto-shred mode with a ledger (``open_recorded``'s ``read_only``).
+record crypto-shred mode with a ledger (``open_recorded``'s ``read_only``), and a command that
+changes nothing opens the ledger read-only (``Ledger(read_only=True)``, ``open_recorded``'s
+``reads_only``): no lock file, no torn line cut, the folder left byte-identical.
 """
 
 from __future__ import annotations
@@ -106,21 +108,33 @@ def no_key_store(store: str) -> CliError:
 
 
 def open_ledger(
-    args: argparse.Namespace, *, must_exist: bool = True, writes: bool = False, **kwargs: Any
+    args: argparse.Namespace,
+    *,
+    must_exist: bool = True,
+    writes: bool = False,
+    changes: bool = False,
+    **kwargs: Any,
 ) -> Any:
     """The ledger named by ``--ledger`` (imported lazily: ``--help`` stays fast), in the forget
     mode of ``--forget-mode``/``--key-store`` where the command has them (a flag wins over
     ``kwargs``), else in the mode the ledger records (``open_recorded``). Unless the command
     ``writes`` values (``import``), the open never changes the ledger's mode: no key store is
-    created and no mark recorded (``open_recorded``'s ``read_only``)."""
+    created and no mark recorded (``open_recorded``'s ``read_only``). Unless it ``writes`` or
+    ``changes`` the ledger otherwise (``repair``, ``checkpoint``), the ledger is opened
+    read-only (``reads_only``)."""
     check_location(args.ledger, must_exist=must_exist)
     mode = {f: getattr(args, f) for f in ("forget_mode", "key_store") if getattr(args, f, None)}
     if mode.get("key_store") is not None and mode.get("forget_mode") is None:
         mode["forget_mode"] = "crypto-shred"  # a key store says which mode is meant
-    return open_recorded(args.ledger, read_only=not writes, **{**kwargs, **mode})
+    reads_only = not (writes or changes)
+    return open_recorded(
+        args.ledger, read_only=not writes, reads_only=reads_only, **{**kwargs, **mode}
+    )
 
 
-def open_recorded(location: str, *, read_only: bool = False, **kwargs: Any) -> Any:
+def open_recorded(
+    location: str, *, read_only: bool = False, reads_only: bool = False, **kwargs: Any
+) -> Any:
     """The ledger at ``location`` in the forget mode ``kwargs`` name, else in the mode recorded
     with it (``modemark``): a ledger written in crypto-shred mode is opened in that mode with
     the key store it records, so its values read as values, not as the envelopes that seal
@@ -131,13 +145,16 @@ def open_recorded(location: str, *, read_only: bool = False, **kwargs: Any) -> A
     ``read_only`` (a command that writes no value) never changes the ledger's mode: crypto-shred
     mode asked for a ledger that records plain mode is refused (``plain_ledger``) unless a key
     store that exists is named, a named key store path that is not there is refused, and the
-    mark is not recorded, not even for a ledger from before the mark (its keys beside it)."""
+    mark is not recorded, not even for a ledger from before the mark (its keys beside it).
+    ``reads_only`` (a command that changes nothing; implies ``read_only``): the ledger is
+    opened read-only (``Ledger(read_only=True)``), so the open changes no file of it."""
     from agent_custody_state.ledger.ledger import Ledger
     from agent_custody_state.ledger.modemark import CRYPTO_SHRED
 
     asked = kwargs.pop("forget_mode", None)
     named = kwargs.pop("key_store", None)
-    backend = open_backend(location)
+    read_only = read_only or reads_only
+    backend = open_backend(location, read_only=reads_only)
     mark = store = None
     from_mark = False  # opened with the key store the mark records
     try:
@@ -170,7 +187,9 @@ def open_recorded(location: str, *, read_only: bool = False, **kwargs: Any) -> A
         if not from_mark:
             raise
         if store is not None and not is_path(store):
-            ledger = _default_keys(location, store, kwargs, read_only=read_only)
+            ledger = _default_keys(
+                location, store, kwargs, read_only=read_only, reads_only=reads_only
+            )
             if ledger is not None:  # recorded without its password
                 return ledger
         raise CliError(
@@ -213,10 +232,12 @@ def _crypto(backend: Any, store: Any, kwargs: dict[str, Any], *, read_only: bool
         raise
 
 
-def _default_keys(location: str, store: str, kwargs: dict[str, Any], *, read_only: bool) -> Any:
+def _default_keys(
+    location: str, store: str, kwargs: dict[str, Any], *, read_only: bool, reads_only: bool
+) -> Any:
     """The ledger with its backend's default key store when that is the one recorded (a
     display form, without the password the ledger's own URL holds), else None."""
-    backend = open_backend(location)
+    backend = open_backend(location, read_only=reads_only)
     try:
         ledger = _crypto(backend, None, kwargs, read_only=read_only)
     except EventBackendError:
@@ -229,15 +250,17 @@ def _default_keys(location: str, store: str, kwargs: dict[str, Any], *, read_onl
     return None
 
 
-def open_backend(location: str) -> Any:
-    """The event backend at ``location``; a driver's own error (SQLAlchemy that cannot parse a
-    URL, say) becomes one line naming the location, without its password."""
+def open_backend(location: str, *, read_only: bool = False) -> Any:
+    """The event backend at ``location`` (``read_only``: opened so, ``Ledger``'s option); a
+    driver's own error (SQLAlchemy that cannot parse a URL, say) becomes one line naming the
+    location, without its password."""
     from agent_custody_state.ledger.errors import LedgerError
     from agent_custody_state.ledger.host import default_host
     from agent_custody_state.plugins import PluginError
 
     try:
-        return default_host().open_backend(location)
+        options = {"read_only": True} if read_only else {}  # a backend may not know it
+        return default_host().open_backend(location, **options)
     except (CliError, LedgerError, EventBackendError, PluginError, OSError, UnicodeError):
         raise
     except Exception as exc:

@@ -237,7 +237,8 @@ def _sealed(batch: list[Any], source: Path) -> CliError | None:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    with open_ledger(args, forget_mode="plain") as ledger:  # no value is read (flags may say)
+    # No value is read (flags may say); it cuts a torn line off, so not read-only.
+    with open_ledger(args, forget_mode="plain", changes=True) as ledger:
         repairs = ledger.backend.repair()
     if repairs is None:
         print(f"{ledger.location}: {ledger.backend.kind} ledgers repair themselves on open")

@@ -84,7 +84,11 @@ def _jobs(text: str) -> int:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     check_private_key(args.key)
     with open_ledger(
-        args, checkpoint_key=args.key, checkpoints=args.checkpoints, forget_mode="plain"
+        args,
+        checkpoint_key=args.key,
+        checkpoints=args.checkpoints,
+        forget_mode="plain",
+        changes=True,  # it keeps a checkpoint
     ) as ledger:  # the chain covers the events as stored: no value is read
         cp = ledger.checkpoint()
         log = ledger.backend.checkpoint_log()

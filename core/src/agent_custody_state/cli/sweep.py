@@ -84,7 +84,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     check_location(location, must_exist=True)
     mode = _forget_mode(args, config)
     if args.dry_run:
-        with open_mode(location, mode) as ledger:
+        with open_mode(location, mode, reads_only=True) as ledger:  # changes nothing
             custody = Custody(ledger, retention=retention)
             holders = bool(config is not None and config.stores)
             preview = anyio.run(

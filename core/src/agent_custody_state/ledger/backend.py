@@ -69,6 +69,9 @@ class EventBackend(abc.ABC):
     #: section touches, and sections with disjoint keys need not wait for each other. A backend
     #: that serialises every writer anyway (a file lock) leaves it False and is called as before.
     locks_keys: ClassVar[bool] = False
+    #: Whether this backend was opened read-only (``read_only=True``, docs/backends.md): it
+    #: creates no file, table or sidecar and refuses every write section.
+    read_only: bool = False
     #: The last head ``chain_head`` computed over events without a chain record, with the id
     #: of the event it follows (an instance attribute once set).
     _computed_head: tuple[str, ChainHead] | None = None

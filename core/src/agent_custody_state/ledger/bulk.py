@@ -15,6 +15,7 @@ from agent_custody_state.ledger.importcheck import check_export
 from agent_custody_state.ledger.locking import batch_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.modemark import check_plain_values
+from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import Batch, check_assert, check_replacement
 
@@ -50,6 +51,7 @@ class LedgerBulk:
         an item may supersede a fact asserted earlier in the same batch. The events share one
         transaction time, as they share one transaction (docs/decisions.md).
         """
+        check_writable(self, "assert_many")
         items = _listed(items)
         check_plain_values(self.forget_mode, self.backend)
         with section(self.backend, batch_keys(items) if self.backend.locks_keys else None):
@@ -120,6 +122,7 @@ class LedgerBulk:
         """Append exported events unchanged (``agent-custody-memory import``); needs an empty
         ledger. Every event is checked first (``importcheck``): a bad one is refused before
         anything is written."""
+        check_writable(self, "import_events")
         events = list(events)
         check_export(events)
         check_plain_values(self.forget_mode, self.backend)

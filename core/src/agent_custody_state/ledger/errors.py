@@ -26,6 +26,7 @@ Code = Literal[
     "key_missing",  # crypto-shred: the value's key is gone, so no digest can be computed
     "bad_ciphertext",  # crypto-shred: an envelope does not authenticate with its key
     "no_signing_key",  # an erasure certificate was asked for and there is no key to sign it
+    "read_only",  # a write asked of a ledger opened read-only (``Ledger(..., read_only=True)``)
 ]
 
 

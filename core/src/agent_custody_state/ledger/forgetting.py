@@ -42,6 +42,7 @@ from agent_custody_state.ledger.locking import fact_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, Source
 from agent_custody_state.ledger.modemark import check_plain_forget
 from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
+from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.rules import check_known, refuse
 from agent_custody_state.ledger.shred import ShreddingBackend
@@ -136,6 +137,7 @@ class LedgerForgetting:
         ``retract``. ``certificate``: True or ``CertificateOptions`` to get a
         ``CertifiedForget`` (the event and its signed erasure certificate) instead of the event.
         """
+        check_writable(self, "forget")
         more = extra_arg(extra, FORGET_WIRE_KEYS)
         options, key = self.certifying(certificate)
         event, done = self._forget(
@@ -262,6 +264,7 @@ class LedgerForgetting:
         ``progress(done, total)`` is called after each fact (a command line's progress bar);
         ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact, in the
         result's ``certificates`` (fact id to ``CertifiedForget``)."""
+        check_writable(self, "sweep")
         cutoff = required_time_arg(before, "before")
         bool_arg(keep_digest, "keep_digest")
         if space is not None:

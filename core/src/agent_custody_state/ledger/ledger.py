@@ -46,6 +46,7 @@ from agent_custody_state.ledger.model import (
 from agent_custody_state.ledger.modemark import check_plain_values, forget_mode_arg
 from agent_custody_state.ledger.queries import FactState, fact_states
 from agent_custody_state.ledger.reading import LedgerReads
+from agent_custody_state.ledger.readonly import check_writable, missing_ledger, read_only_shredding
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import (
     Action,
@@ -82,6 +83,9 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     default), and forget destroys the key (see ``shred`` and docs/forget.md).
     Events are sealed into the hash chain (``docs/proofs.md``) unless ``chain`` is False;
     ``checkpoint_key``, ``checkpoint_every``, ``checkpoints``: ``checkpoints.chain_writer``.
+    ``read_only=True`` opens an existing ledger without changing anything where it is kept (no
+    file, table or sidecar created, no torn line cut, no mode recorded) and refuses every write
+    with ``LedgerError`` code ``"read_only"`` (``readonly``; docs/backends.md).
     """
 
     def __init__(
@@ -97,35 +101,54 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         checkpoint_every: int | None = None,
         checkpoint_key: Any = None,
         checkpoints: Any = None,
+        read_only: bool = False,
         **backend_options: Any,
     ) -> None:
         self.forget_mode = forget_mode_arg(forget_mode)
         if key_store is not None and self.forget_mode != "crypto-shred":
             raise LedgerError('key_store needs forget_mode="crypto-shred"', field="key_store")
+        if not isinstance(read_only, bool):
+            raise LedgerError("read_only must be True or False", field="read_only")
+        if read_only and (checkpoint_key is not None or checkpoint_every is not None):
+            raise LedgerError(
+                "checkpoint_key signs checkpoints, which a read-only ledger never writes",
+                field="checkpoint_key",
+            )
         self._host = host
         created: NewFiles | None = None
+        opened = not isinstance(location, EventBackend)
         if isinstance(location, EventBackend):
             self.backend = location
         else:
             import os
 
-            created = NewFiles(os.fspath(location))
-            self.backend = (host or default_host()).open_backend(
-                os.fspath(location), **backend_options
-            )
+            where = os.fspath(location)
+            if read_only:  # passed only when asked: a backend may not know the option
+                missing_ledger(where)
+                backend_options = {**backend_options, "read_only": True}
+            else:
+                created = NewFiles(where)
+            self.backend = (host or default_host()).open_backend(where, **backend_options)
+        #: Whether every write is refused (asked, or the backend was opened read-only).
+        self.read_only = read_only or self.backend.read_only
         self.forget_key = forget_key or None
         self._clock = clock or utc_now
         try:
             if self.forget_mode == "crypto-shred":
-                self.backend = shredding(self.backend, key_store)  # closes the backend if refused
+                # Both close the backend if refused.
+                if self.read_only:
+                    self.backend = read_only_shredding(self.backend, key_store)
+                else:
+                    self.backend = shredding(self.backend, key_store)
             self._chain = chain_writer(
                 self.backend, chain, key=checkpoint_key, every=checkpoint_every, where=checkpoints
             )
         except Exception:
-            if created is not None:  # opened here: release it, and what its open created
+            if opened:  # opened here: release it, and what its open created
                 with suppress(Exception):
                     self.backend.close()
-                created.remove()
+                if created is not None:
+                    created.remove()
             raise
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -168,6 +191,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
 
     def checkpoint(self) -> Checkpoint:
         """Sign and keep a checkpoint of the chain now (needs ``checkpoint_key``)."""
+        check_writable(self, "checkpoint")
         if self._chain.checkpointer is None:
             raise LedgerError("no checkpoint key: open the ledger with checkpoint_key=")
         checkpoint: Checkpoint = self._chain.checkpointer.checkpoint(self.chain_head())
@@ -206,6 +230,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         """Assert a fact (SPEC 2.1): keyword arguments as SPEC section 7, or an
         ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
         (if any) under the write lock, after the rules."""
+        check_writable(self, "assert_fact")
         request = request or AssertRequest(**kwargs)
         check_plain_values(self.forget_mode, self.backend)
         with section(self.backend, assert_keys(request)):
@@ -295,6 +320,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         unknown keys); the store mirror records restored external ids there. ``precondition``:
         the caller's condition on the fact, checked under the write lock.
         """
+        check_writable(self, "retract")
         _texts(actor=actor, reason=reason)
         more = extra_arg(extra, ACTION_WIRE_KEYS)
         return self._record(
@@ -306,6 +332,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
 
     def confirm(self, *, fact_id: str, actor: str, receipt_id: str | None = None) -> ConfirmEvent:
         """Lift a claimed fact out of quarantine (SPEC 2.4)."""
+        check_writable(self, "confirm")
         _texts(actor=actor)
         return self._record(
             "confirm",
@@ -317,6 +344,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
     ) -> HoldEvent:
         """Place a legal hold (SPEC 2.6): forget and sweep are refused until released."""
+        check_writable(self, "hold")
         _texts(actor=actor, reason=reason)
         return self._record(
             "hold",
@@ -328,6 +356,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
     ) -> ReleaseEvent:
         """Release a legal hold."""
+        check_writable(self, "release")
         _texts(actor=actor, reason=reason)
         return self._record(
             "release",

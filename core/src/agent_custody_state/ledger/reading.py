@@ -29,6 +29,7 @@ from agent_custody_state.ledger.queries import (
     states_from,
     walk_from,
 )
+from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.timeutil import wire_time_key
 
@@ -250,4 +251,5 @@ class LedgerReads:
         return self.backend.iter_events()
 
     def compact(self) -> None:
+        check_writable(self, "compact")
         self.backend.compact()

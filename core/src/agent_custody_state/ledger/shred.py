@@ -181,7 +181,7 @@ class ShreddingBackend(ShreddedReads, EventBackend):
         self._owns_keys = owns_keys
         self.kind = inner.kind
         self.location = inner.location
-        for trait in ("min_batch", "blocking", "shared", "locks_keys"):
+        for trait in ("min_batch", "blocking", "shared", "locks_keys", "read_only"):
             setattr(self, trait, getattr(inner, trait))
         self._pool = KeyPool(keys)
         self._lock = threading.RLock()
@@ -267,8 +267,9 @@ class ShreddingBackend(ShreddedReads, EventBackend):
     def recover(self) -> list[str]:
         """Settle what a crash (or a failed section) left between a forget and its key's
         destruction; returns what was done (for ``repair``). One read when nothing is pending.
+        A read-only open (``readonly``) leaves it to the next writer: it may not write.
         """
-        if not self.keys.doomed():
+        if self.inner.read_only or not self.keys.doomed():
             return []
         done: list[str] = []
         with self.inner.transaction():  # no forget of another process is half-way now

@@ -122,8 +122,8 @@ class PostgresBackend(HoldingBackend):
             where = fits(parse_location(str(location)))
         except LocationError as exc:
             raise EventBackendError(str(exc)) from None
-        self.vacuum = where.vacuum
-        self.where = where
+        self.vacuum, self.where = where.vacuum, where
+        self.read_only = _options.get("read_only") is True  # no DDL, READ ONLY (``readonly``)
         self._connect_timeout = connect_timeout
         try:
             engine = sa.create_engine(

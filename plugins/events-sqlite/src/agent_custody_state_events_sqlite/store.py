@@ -8,6 +8,9 @@ writers (WAL). A commit is durable when it returns (the WAL is fsynced at every 
 Forget rewrites the assert rows in place; ``secure_delete`` zeroes the freed bytes in the page,
 and ``compact`` (which the ledger runs after every forget or sweep) checkpoints the WAL into the
 file and truncates it to zero bytes, so the old page images are gone too.
+
+A read-only open (``read_only=True``) changes nothing on disk (``readonly``): the file must
+exist, it is opened ``mode=ro`` with ``query_only``, the schema is inspected, never created.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from agent_custody_state.plugin import (
 )
 from agent_custody_state_sql import SqlEventBackend
 
+from .readonly import connector
+
 log = logging.getLogger(__name__)
 
 #: Seconds a writer waits for another process's write section before giving up.
@@ -58,24 +63,27 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         cache_kib: int = DEFAULT_CACHE_KIB,
+        read_only: bool = False,
         **_options: object,
     ) -> None:
         self.path = Path(location)
+        self.read_only = read_only
         check_folder(self.path, str(location))  # never created: SPEC 3
         # SQLite would create the file 0644 minus the umask; created here first, owner-only, it
         # also passes 0600 on to the -wal, -shm and -journal files, which SQLite gives the main
         # file's mode. An existing file keeps the mode its operator chose.
-        create_private(self.path)
+        if not read_only:
+            create_private(self.path)
+        self._connect = connector(self.path, str(location), busy_timeout, read_only=read_only)
         self._erasure_pending = False
         self._tail: ChainHead | None = None  # the head after this section's last append
         self._head_seen: tuple[int, ChainHead] | None = None  # (data_version, head) at commit
         self._section_version: int | None = None  # data_version read inside this section
-        path = str(self.path)
         engine = sa.create_engine(
             "sqlite+pysqlite://",
-            # The file is opened by path, never through a URL, so ``?``, ``#`` or ``%`` in a
-            # file name mean nothing special.
-            creator=lambda: sqlite3.connect(path, timeout=busy_timeout, check_same_thread=False),
+            # The file is opened by path (read-only: a ``file:`` URI that quotes it), so ``?``,
+            # ``#`` or ``%`` in a file name mean nothing special.
+            creator=partial(self._connect, check_same_thread=False),
             # Autocommit at the driver: we issue BEGIN IMMEDIATE / COMMIT ourselves, and a bare
             # read then sees every write other processes have committed.
             isolation_level="AUTOCOMMIT",
@@ -86,8 +94,10 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             try:
-                mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-                if str(mode).lower() != "wal":
+                # A read-only open reads in the mode the file is in: asking WAL would write.
+                ask = "PRAGMA journal_mode" if read_only else "PRAGMA journal_mode=WAL"
+                mode = cur.execute(ask).fetchone()[0]
+                if str(mode).lower() != "wal" and not read_only:
                     raise EventBackendError(
                         f"{location}: SQLite refused WAL mode (got {mode!r}); the ledger needs "
                         "a local file system that supports shared memory"
@@ -130,9 +140,7 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         )
 
     def _reader(self) -> Callable[[], Any]:
-        return partial(
-            sqlite3.connect, str(self.path), timeout=self._busy_ms / 1000, isolation_level=None
-        )
+        return partial(self._connect, isolation_level=None)
 
     def _ids_param(self, ids: Sequence[str]) -> Any:
         return json.dumps(list(ids))
@@ -207,8 +215,8 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         next ``compact()`` or ``close()`` finishes the job.
         """
         wal = Path(f"{self.path}-wal")
-        if not wal.exists() or wal.stat().st_size == 0:
-            return
+        if self.read_only or not wal.exists() or wal.stat().st_size == 0:
+            return  # a read-only open leaves it to the next writer
 
         def checkpoint() -> bool:
             conn = self._conn

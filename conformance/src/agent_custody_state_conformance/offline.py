@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import re
 from decimal import Decimal
 from functools import partial
@@ -16,6 +17,10 @@ from cryptography.hazmat.primitives import serialization as ser
 
 PREDICATE = "https://agent-custody.dev/erasure-certificate/v0.1"
 load = partial(json.loads, parse_int=lambda s: int(s) if abs(int(s)) < 2**53 else float(s))
+HEX = re.compile("[0-9a-f]{64}")
+SECTIONS = ["media", "confidentiality", "sanitization", "tool", "verification", "destination",
+            "sanitizer", "verifier", "request", "legalHolds", "chain", "residualWindows", "stores",
+            "outcome", "incomplete"]  # fmt: skip
 INDEX = re.compile("0|[1-9][0-9]*")  # an array index, which JavaScript orders first
 LONE = re.compile("[\ud800-\udfff]")  # a lone surrogate: JSON.stringify writes it as \uXXXX
 
@@ -37,6 +42,26 @@ def need(ok: object, why: str) -> None:
         raise ValueError(why)
 
 
+class Twice(dict):  # type: ignore[type-arg]  # an event with a key twice in an object of it
+    pass
+
+
+def pairs(items: list[tuple[str, Any]], strict: bool = True) -> dict[str, Any]:
+    made = dict(items)
+    need(not strict or len(made) == len(items), "a key twice: readers disagree on its value")
+    twice = len(made) != len(items) or any(isinstance(v, Twice) for v in made.values())
+    return Twice(made) if twice else made
+
+
+strict = partial(load, object_pairs_hook=pairs, parse_constant=lambda c: need(0, f"{c}: no JSON"))
+
+
+def b64(text: Any, what: str) -> bytes:  # RFC 4648 section 4 exactly: another spelling is an edit
+    raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+    need(isinstance(text, str) and base64.b64encode(raw).decode() == text, f"{what}: not base64")
+    return raw
+
+
 def key_order(key: str) -> tuple[int, int, bytes]:  # array indices first, then UTF-16 order
     index = INDEX.fullmatch(key) and int(key) < 2**32 - 1
     return (0, int(key), b"") if index else (1, 0, key.encode("utf-16-be", "surrogatepass"))
@@ -45,8 +70,8 @@ def key_order(key: str) -> tuple[int, int, bytes]:  # array indices first, then 
 def canonical(v: Any) -> str:  # SPEC 2.5: JavaScript's key order, JSON.stringify's forms
     if v is None or isinstance(v, (bool, str)):  # JSON.stringify's escapes are Python's
         return LONE.sub(lambda m: f"\\u{ord(m[0]):04x}", json.dumps(v, ensure_ascii=False))
-    if isinstance(v, (int, float)):
-        return number(v)
+    if isinstance(v, (int, float)):  # JSON.stringify writes a non-finite number (1e400) as null
+        return number(v) if math.isfinite(v) else "null"
     if isinstance(v, list):
         return "[" + ",".join(canonical(x) for x in v) + "]"
     keys = sorted(v, key=key_order)
@@ -61,28 +86,59 @@ def leaf(event: dict[str, Any]) -> bytes:  # the redacted form: no chain record,
     return hashlib.sha256(b"\0" + canonical(form).encode("utf-8", "surrogatepass")).digest()
 
 
+def sealed(value: Any) -> bool:  # a crypto-shred envelope: its commitment needs the key store
+    keys = isinstance(value, dict) and sorted(value) == ["ct", "iv", "kid", "shred"]
+    return keys and value["shred"] == "A256GCM" and isinstance(value["kid"], str)
+
+
 def check_chain(path: str) -> list[dict[str, Any]]:  # leaves, links, records, commitments
-    head, events, started = bytes(32), list[dict[str, Any]](), False
-    for n, line in enumerate(filter(bytes.strip, Path(path).read_bytes().split(b"\n")), 1):
+    head, events, started, gap = bytes(32), list[dict[str, Any]](), False, False
+    forgotten: dict[str, tuple[Any, ...]] = {}  # fact id -> its assert's forgotten record
+    lines = filter(bytes.strip, Path(path).read_bytes().split(b"\n"))
+    for n, line in enumerate(lines, 1):
         try:
-            event = load(line.decode("utf-8"))
-        except ValueError:
+            event = load(line.decode("utf-8"), object_pairs_hook=partial(pairs, strict=False))
+        except (ValueError, RecursionError):
             raise ValueError(f"event {n}: not a valid JSON event") from None
-        previous, lf = head, leaf(event)
-        head, record = hashlib.sha256(b"\1" + previous + lf).digest(), event.get("chain")
-        need(isinstance(record, dict) or not started, f"event {n}: no chain record")
-        if isinstance(record, dict):
-            started, genesis = True, record.get("genesis", {"size": n - 1, "head": previous.hex()})
-            need(genesis == {"size": n - 1, "head": previous.hex()}, f"event {n}: bad genesis")
+        need(isinstance(event, dict), f"event {n}: not a JSON object")
+        previous, lf, record = head, leaf(event), event.get("chain")
+        head, fact = hashlib.sha256(b"\1" + previous + lf).digest(), event.get("fact")
+        fact = fact if event.get("kind") == "assert" and isinstance(fact, dict) else {}
+        if record is None:  # an event of the original's, or before the chain: a genesis follows
+            ours = fact.get("valueSalt") is not None or "valueCommitment" in fact
+            need(not ours, f"event {n}: a value commitment, but no chain record")
+            gap = gap or started
+        else:
+            need(isinstance(record, dict), f"event {n}: the chain record is not an object")
+            g = record.get("genesis")
+            if started and not gap:
+                need(g is None, f"event {n}: a genesis record in the middle of the chain")
+            else:  # the first chained event, or the first after events without a record
+                g = g if isinstance(g, dict) else {}
+                good = isinstance(g.get("size"), int) and g["size"] == n - 1
+                need(good and g.get("head") == previous.hex(), f"event {n}: bad genesis")
+            started, gap = True, False
             mine = {"seq": n, "leaf": lf.hex(), "head": head.hex()}
+            need(type(record.get("seq")) is int, f"event {n}: bad chain record")
             need(all(record.get(k) == v for k, v in mine.items()), f"event {n}: bad chain record")
-        fact = event.get("fact") if event.get("kind") == "assert" else None
-        if isinstance(fact, dict) and "valueCommitment" in fact and fact.get("forgotten") is None:
-            salt = base64.b64decode(fact.get("valueSalt") or "")
+        if "valueCommitment" in fact and fact.get("forgotten") is not None:
+            need(fact.get("value") is None, f"event {n}: forgotten, but it holds a value")
+            need(isinstance(fact["forgotten"], dict), f"event {n}: forgotten is not an object")
+            got = [fact["forgotten"].get(k) for k in ("valueDigest", "digestKind", "at")]
+            forgotten[str(fact.get("factId"))] = tuple(got)
+        elif "valueCommitment" in fact and not sealed(fact.get("value")):
+            salt = b64(fact.get("valueSalt"), f"event {n}: the value salt")
             value = canonical(fact.get("value")).encode("utf-8", "surrogatepass")
             mac = hmac.new(salt, value, "sha256").hexdigest()
-            need(salt and mac == fact["valueCommitment"], f"event {n}: value is not committed")
+            need(mac == fact["valueCommitment"], f"event {n}: value is not committed")
+        else:  # sealed (crypto-shred): checked with the key store only, as verify does
+            salted = "valueCommitment" not in fact or isinstance(fact.get("valueSalt"), str)
+            need(salted, f"event {n}: the value salt is missing")
+        if event.get("kind") == "forget" and str(event.get("factId")) in forgotten:
+            said = (event.get("valueDigest"), event.get("digestKind"), event.get("txTime"))
+            need(forgotten.pop(str(event.get("factId"))) == said, f"event {n}: not its forget")
         events.append(event)
+    need(not gap and not forgotten, "events at the end carry no chain record, or no forget")
     return events
 
 
@@ -92,28 +148,50 @@ def check_certificate(envelope: dict[str, Any], pem: bytes) -> dict[str, Any]:
         key = ser.load_pem_public_key(pem)
     except ValueError:  # the private key will do: its public half
         key = ser.load_pem_private_key(pem, None).public_key()
-    payload, kind = base64.b64decode(envelope["payload"]), envelope["payloadType"].encode()
+    kind, payload = envelope["payloadType"], b64(envelope["payload"], "the payload")
+    need(kind == "application/vnd.in-toto+json", "payloadType is not in-toto's")
     spki = key.public_bytes(ser.Encoding.DER, ser.PublicFormat.SubjectPublicKeyInfo)
-    sigs = [s for s in envelope["signatures"] if s["keyid"] == hashlib.sha256(spki).hexdigest()]
+    keyid = hashlib.sha256(spki).hexdigest()
+    sigs = [s for s in envelope["signatures"] if isinstance(s, dict) and s.get("keyid") == keyid]
     need(sigs, "signature: no signature by this key")
-    pae = b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
-    key.verify(base64.b64decode(sigs[0]["sig"]), pae)  # type: ignore[union-attr, call-arg]
-    st = load(payload.decode("utf-8"))
-    p = st.get("predicate") or {}
-    need(st.get("_type") == "https://in-toto.io/Statement/v1", "not an in-toto statement")
+    pae = b"DSSEv1 %d %s %d %s" % (len(kind.encode()), kind.encode(), len(payload), payload)
+    key.verify(b64(sigs[0]["sig"], "the signature"), pae)  # type: ignore[union-attr, call-arg]
+    st = strict(payload.decode("utf-8"))
+    p: Any = st.get("predicate") if isinstance(st, dict) else None
+    need(isinstance(p, dict) and st.get("_type") == "https://in-toto.io/Statement/v1", "no in-toto")
     need(st.get("predicateType") == PREDICATE, "not an erasure certificate")
-    need(len(st.get("subject") or []) == 1, "the statement has not one subject")
-    need(p.get("outcome") in ("complete", "partial"), "outcome is malformed")
-    v, stores = p["verification"], [s["verification"] != "verified" for s in p["stores"]["stores"]]
-    dirty = v["byteScan"].get("hits") or v.get("keysNotFound") or any(stores)
+    subject = st.get("subject") if isinstance(st.get("subject"), list) else []
+    one = len(subject) == 1 and isinstance(subject[0], dict)
+    need(one and isinstance(subject[0].get("name"), str), "the statement has not one subject")
+    need(isinstance(subject[0].get("digest"), dict), "the subject has no digest")
+    lists, texts = ("residualWindows", "incomplete"), ("destination", "outcome")
+    need(all(k in p and isinstance(p[k], list if k in lists else object if k in texts else dict)
+             for k in SECTIONS), "the predicate is not of the certificate's shape")  # fmt: skip
+    need(p["outcome"] in ("complete", "partial"), "outcome is malformed")
+    v, stores, scan = p["verification"], p["stores"].get("stores", []), p["verification"]
+    scan = scan.get("byteScan", {})
+    files: Any = scan.get("files", []) if isinstance(scan, dict) else None
+    need(isinstance(files, list) and isinstance(stores, list), "scan or stores are malformed")
+    need(all(isinstance(x, dict) for x in files + stores), "scan or stores are malformed")
+    dirty = scan.get("hits") or v.get("keysNotFound") or any("error" in f for f in files)
+    dirty = dirty or any(s.get("verification") != "verified" for s in stores)
     need(p["outcome"] == "partial" or not dirty, "outcome is complete, but it is not")
-    need(p["chain"]["after"]["size"] > p["chain"]["before"]["size"], "chain heads out of order")
+    need(p["outcome"] == "complete" or p["incomplete"], "outcome is partial, nothing incomplete")
+    need(p["sanitization"].get("category") in ("Clear", "Purge"), "no sanitization category")
+    heads = [p["chain"].get(w) for w in ("before", "after")]
+    need(all(isinstance(h, dict) and type(h.get("size")) is int and h["size"] >= 0 and
+             isinstance(h.get("head"), str) and HEX.fullmatch(h["head"]) and
+             (h["size"] or h["head"] == "0" * 64) for h in heads), "chain heads are malformed")  # fmt: skip
+    need(heads[1]["size"] > heads[0]["size"], "chain heads out of order")
     return dict(st)
 
 
 def check_against(st: dict[str, Any], events: list[dict[str, Any]]) -> None:
     p, fact_id, digest = st["predicate"], st["subject"][0]["name"], st["subject"][0]["digest"]
-    origin = "agent-custody-state/chain/" + (events[0]["eventId"] if events else "-")
+    sizes = [p["chain"][w]["size"] for w in ("before", "after")]
+    read = [events[n - 1] for n in {1, *sizes} if 0 < n <= len(events)]
+    need(not any(isinstance(e, Twice) for e in read), "an event has a key twice")
+    origin = "agent-custody-state/chain/" + str(events[0].get("eventId") if events else "-")
     need(p["media"]["ledgerId"] == origin, "the ledger is not the certificate's ledger")
     for which in ("before", "after"):
         size, head = p["chain"][which]["size"], p["chain"][which]["head"]
@@ -121,12 +199,20 @@ def check_against(st: dict[str, Any], events: list[dict[str, Any]]) -> None:
         need(not size or stored.get("head") == head, f"chain head {which} is not in this ledger")
     forget = events[p["chain"]["after"]["size"] - 1]
     need(forget.get("kind") == "forget" and forget.get("factId") == fact_id, "no such forget")
+    need(forget.get("eventId") == p["request"].get("forgetEventId"), "not the forget's id")
     kind, value = forget.get("digestKind"), forget.get("valueDigest")
     need(value is None or digest == {kind: value}, "the forget's digest is not the subject's")
-    asserts = (e["fact"] for e in events if e.get("kind") == "assert")
-    fact: dict[str, Any] = next((f for f in asserts if f.get("factId") == fact_id), {})
-    gone = fact and fact.get("value") is None and (fact.get("forgotten") or {}).get("valueDigest")
-    need(gone == value, f"fact {fact_id} is not forgotten in this ledger with the subject's digest")
+    asserts = (e for e in events if e.get("kind") == "assert" and isinstance(e.get("fact"), dict))
+    event: dict[str, Any] = next(
+        (e for e in asserts if e["fact"].get("factId") == fact_id), {"fact": {}}
+    )
+    fact, commitment = event["fact"], event["fact"].get("valueCommitment")
+    need(event and not isinstance(event, Twice), f"fact {fact_id}: no assert, or a key twice")
+    kept = {"valueCommitment": commitment} if isinstance(commitment, str) else {}
+    need(value is not None or digest == kept, "the value commitment is not the subject's digest")
+    gone = fact.get("forgotten") if fact.get("value") is None else None
+    gone = (gone.get("digestKind"), gone.get("valueDigest")) if isinstance(gone, dict) else None
+    need(gone == (kind, value), f"fact {fact_id} is not forgotten with the subject's digest")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--ledger", metavar="L.jsonl", help="also check it against this JSONL ledger")
     a = cli.parse_args(argv)
     try:
-        st = check_certificate(json.loads(a.cert.read_text("utf-8")), a.key.read_bytes())
+        st = check_certificate(strict(a.cert.read_text("utf-8")), a.key.read_bytes())
         if a.ledger is not None:
             check_against(st, check_chain(a.ledger))
     except Exception as exc:  # every failure is a reason, printed on one line

@@ -79,8 +79,8 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         CertificateError,
         check_against,
         check_certificate,
+        read_json,
     )
-    from agent_custody_state.signing import js_parse
 
     try:
         key = load_public_ref(args.key)
@@ -89,7 +89,11 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
     if args.ledger:
         check_location(args.ledger, must_exist=True)
     try:
-        envelope = js_parse(Path(args.file).read_bytes())
+        # Strict: a key twice (a second ``payload`` a first-wins reader does not see) fails.
+        envelope = read_json(Path(args.file).read_bytes())
+    except CertificateError as exc:
+        print(f"FAILED: {args.file}: {exc}")
+        return 1
     except ValueError as exc:
         raise CliError(f"{args.file}: not JSON ({exc})") from None
     try:

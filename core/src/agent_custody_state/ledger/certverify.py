@@ -7,10 +7,15 @@ it also checks that the ledger is the certificate's (its origin), that the chain
 forget is the one the ledger records at that position (and the head before, at its own), that
 the ledger's chain verifies (``verify.verify_lines``), and that the fact's assert is forgotten
 with the subject's digest. The first failure is the reason; docs/proofs.md lists them.
+
+A certificate is read strictly (``read_json``): base64 as RFC 4648 writes it, UTF-8, no key
+twice, no ``NaN``: what two readers could read differently is refused, never guessed at. The
+offline verifier (``agent_custody_state_conformance.offline``) applies the same rules.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -42,15 +47,68 @@ _FIELDS = (
 )
 
 
+#: The predicate's sections that are JSON objects (the rest: ``residualWindows`` and
+#: ``incomplete`` lists, ``destination`` and ``outcome`` strings).
+_NOT_OBJECTS = ("destination", "residualWindows", "outcome", "incomplete")
+_OBJECTS = tuple(name for name in _FIELDS if name not in _NOT_OBJECTS)
+
+
 class CertificateError(ValueError):
     """The certificate does not hold; the message is the first reason."""
 
 
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        raise CertificateError("a JSON object has a key twice: readers disagree on its value")
+    return made
+
+
+def _constant(name: str) -> Any:
+    raise CertificateError(f"{name} is not JSON")
+
+
+def read_json(data: bytes | str) -> Any:
+    """JSON as a certificate must be: UTF-8, no key twice (``CertificateError``), no ``NaN``
+    or ``Infinity``, numbers as ``JSON.parse`` reads them; ``ValueError`` if it is no JSON."""
+    text = data.decode("utf-8") if isinstance(data, bytes) else data
+    try:
+        return json.loads(
+            text, object_pairs_hook=_pairs, parse_constant=_constant, parse_int=_js_int
+        )
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to parse") from None
+
+
+def _js_int(text: str) -> int | float:
+    """``JSON.parse`` keeps numbers as doubles: integers past 2**53 lose their low digits."""
+    number = int(text)
+    return number if -(2**53) < number < 2**53 else float(number)
+
+
+def _base64(text: Any, what: str) -> bytes:
+    """``text`` decoded, if it is base64 exactly as RFC 4648 section 4 writes it (padding, no
+    other characters): another spelling is an edit, and other decoders read other bytes."""
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True) if isinstance(text, str) else None
+    except (binascii.Error, ValueError):
+        raw = None
+    if raw is None or binascii.b2a_base64(raw, newline=False).decode("ascii") != text:
+        raise CertificateError(f"{what} is not standard base64 (RFC 4648, padded)")
+    return raw
+
+
 def _head(predicate: dict[str, Any], which: str) -> tuple[int, str]:
-    head = predicate["chain"].get(which) if isinstance(predicate["chain"], dict) else None
+    head = predicate["chain"].get(which)
     size = head.get("size") if isinstance(head, dict) else None
     value = head.get("head") if isinstance(head, dict) else None
-    if not isinstance(size, int) or not isinstance(value, str) or not _HEX64.fullmatch(value):
+    if (
+        type(size) is not int
+        or size < 0
+        or not isinstance(value, str)
+        or not _HEX64.fullmatch(value)
+        or (size == 0 and value != "0" * 64)
+    ):
         raise CertificateError(f"chain.{which} is not {{size, head}} with a 64-hex head")
     return size, value
 
@@ -62,7 +120,18 @@ def check_certificate(envelope: Any, key: PublicKeyRef) -> dict[str, Any]:
         raise CertificateError(f"signature: {checked.error}")
     if envelope.get("payloadType") != IN_TOTO_TYPE:
         raise CertificateError(f"payloadType is not {IN_TOTO_TYPE}")
-    statement = checked.payload
+    # ``dsse_verify`` decodes base64 as leniently as Node; a certificate's must be exact.
+    payload = _base64(envelope.get("payload"), "the payload")
+    for entry in envelope["signatures"]:
+        if isinstance(entry, dict) and entry.get("keyid") == key.keyid:
+            _base64(entry.get("sig"), "the signature")  # the one ``dsse_verify`` checked
+            break
+    try:
+        statement = read_json(payload)
+    except CertificateError:
+        raise
+    except ValueError:
+        raise CertificateError("the payload is not JSON in UTF-8") from None
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise CertificateError(f"the payload is not an in-toto statement ({STATEMENT_TYPE})")
     if statement.get("predicateType") != PREDICATE_TYPE:
@@ -82,6 +151,10 @@ def check_certificate(envelope: Any, key: PublicKeyRef) -> dict[str, Any]:
     missing = [name for name in _FIELDS if name not in predicate]
     if missing:
         raise CertificateError(f"predicate lacks {', '.join(missing)}")
+    wrong = [name for name in _OBJECTS if not isinstance(predicate[name], dict)]
+    wrong += [n for n in ("residualWindows", "incomplete") if not isinstance(predicate[n], list)]
+    if wrong:
+        raise CertificateError(f"predicate's {', '.join(wrong)}: not of the certificate's shape")
     before, after = _head(predicate, "before"), _head(predicate, "after")
     if after[0] <= before[0]:
         raise CertificateError("chain.after does not come after chain.before")
@@ -97,30 +170,61 @@ def _check_outcome(predicate: dict[str, Any]) -> None:
     if outcome not in ("complete", "partial"):
         raise CertificateError("outcome is neither complete nor partial")
     scan = predicate["verification"].get("byteScan", {})
-    stores = predicate["stores"].get("stores", []) if isinstance(predicate["stores"], dict) else []
+    files = scan.get("files", []) if isinstance(scan, dict) else None
+    stores = predicate["stores"].get("stores", [])
+    if not isinstance(files, list) or not isinstance(stores, list):
+        raise CertificateError("verification.byteScan or stores: not of the certificate's shape")
+    if not all(isinstance(x, dict) for x in [*files, *stores]):
+        raise CertificateError("a scanned file or a store is not an object")
     dirty = bool(scan.get("hits") or predicate["verification"].get("keysNotFound")) or any(
-        not isinstance(s, dict) or s.get("verification") != "verified" for s in stores
+        "error" in f for f in files
     )
-    if outcome == "complete" and dirty:
+    if outcome == "complete" and (
+        dirty or any(s.get("verification") != "verified" for s in stores)
+    ):
         raise CertificateError("outcome is complete, but the scan or a store says otherwise")
     if outcome == "partial" and not predicate["incomplete"]:
         raise CertificateError("outcome is partial but names nothing incomplete")
 
 
 def _watch(
-    lines: Iterable[str | bytes], seen: dict[int, Any], at: set[int], fact_id: str
+    lines: Iterable[str | bytes],
+    seen: dict[int, Any],
+    at: set[int],
+    fact_id: str,
+    doubled: set[int],
 ) -> Iterator[str | bytes]:
     """Pass the stored events through to the chain verifier, keeping only what the certificate
-    needs: the first event, the events at the positions ``at``, and the fact's assert."""
+    needs: the first event, the events at the positions ``at``, and the fact's assert; the
+    position of each of them with a key twice in one of its objects goes in ``doubled``."""
     needle = json.dumps(fact_id).encode("utf-8")
+    twice: list[bool] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(items)
+        if len(made) != len(items):
+            twice.append(True)
+        return made
+
     for n, line in enumerate(lines, 1):
         yield line
         raw = line.encode("utf-8") if isinstance(line, str) else line
         if n == 1 or n in at or needle in raw:
+            twice.clear()
             try:
-                seen[n] = json.loads(line)
-            except ValueError:
+                seen[n] = json.loads(line, object_pairs_hook=pairs)
+            except (ValueError, RecursionError):
                 seen[n] = None
+            if twice:
+                doubled.add(n)
+
+
+def _single(doubled: set[int], n: int) -> None:
+    """Event ``n`` is read by the certificate check: with a key twice, the chain verifier reads
+    the last of the two (a forget keeps the leaf as it was) while a reader taking the first
+    reads, say, a value the ledger still holds."""
+    if n in doubled:
+        raise CertificateError(f"event {n} has a key twice: readers disagree on it")
 
 
 def check_against(statement: dict[str, Any], lines: Iterable[str | bytes]) -> None:
@@ -129,11 +233,14 @@ def check_against(statement: dict[str, Any], lines: Iterable[str | bytes]) -> No
     fact_id = statement["subject"][0]["name"]
     digest = statement["subject"][0]["digest"]
     events: dict[int, Any] = {}
+    doubled: set[int] = set()
     at = {_head(predicate, "before")[0], _head(predicate, "after")[0]}
-    report = verify_lines(_watch(lines, events, at, fact_id))
+    report = verify_lines(_watch(lines, events, at, fact_id, doubled))
     if not report.ok and report.first is not None:
         first = report.first
         raise CertificateError(f"the ledger's chain fails at event {first.seq}: {first.reason}")
+    for n in sorted({1, *at} & set(events)):
+        _single(doubled, n)
     first_event = events.get(1)
     origin = ORIGIN_PREFIX + str(first_event.get("eventId") if first_event else "-")
     if predicate["media"].get("ledgerId") != origin:
@@ -147,11 +254,15 @@ def check_against(statement: dict[str, Any], lines: Iterable[str | bytes]) -> No
             raise CertificateError(
                 f"the chain head {which} the forget (event {size}) is not in this ledger's chain"
             )
-    _check_forgotten(events, fact_id, digest, predicate)
+    _check_forgotten(events, fact_id, digest, predicate, doubled)
 
 
 def _check_forgotten(
-    events: dict[int, Any], fact_id: str, digest: dict[str, Any], predicate: dict[str, Any]
+    events: dict[int, Any],
+    fact_id: str,
+    digest: dict[str, Any],
+    predicate: dict[str, Any],
+    doubled: set[int],
 ) -> None:
     size, _ = _head(predicate, "after")
     forget = events.get(size) or {}
@@ -162,7 +273,7 @@ def _check_forgotten(
     kind, value = forget.get("digestKind"), forget.get("valueDigest")
     if value is not None and digest != {kind: value}:
         raise CertificateError("the forget event's digest is not the subject's digest")
-    for event in events.values():
+    for n, event in events.items():
         fact = event.get("fact") if isinstance(event, dict) else None
         if (
             event
@@ -170,6 +281,11 @@ def _check_forgotten(
             and isinstance(fact, dict)
             and fact.get("factId") == fact_id
         ):
+            _single(doubled, n)
+            commitment = fact.get("valueCommitment")
+            kept = {"valueCommitment": commitment} if isinstance(commitment, str) else {}
+            if value is None and digest != kept:  # no digest kept: the subject is the commitment
+                raise CertificateError("the fact's value commitment is not the subject's digest")
             forgotten = fact.get("forgotten")
             if fact.get("value") is not None or not isinstance(forgotten, dict):
                 raise CertificateError(f"fact {fact_id} is not forgotten in this ledger")

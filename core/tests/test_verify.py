@@ -222,3 +222,38 @@ def test_values_orjson_does_not_write_canonically_verify(tmp_path: Path) -> None
     report = verify_lines(line.encode() for line in lines)
     assert report.first is not None and report.first.seq == 4
     assert "commitment" in report.first.reason
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_null_edited_into_a_non_json_constant_fails(tmp_path: Path, constant: str) -> None:
+    """Canonical JSON writes NaN and the infinities as ``null``, so ``null`` edited into one
+    keeps every hash; but it is no longer JSON (the original's ``JSON.parse`` cannot read the
+    line), and a reader of ours would see a number where the writer stored null."""
+    path = tmp_path / "l.jsonl"
+    with Ledger(path) as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value={"a": None}, space="o", actor="a")
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('"a":null', f'"a":{constant}', 1), encoding="utf-8")
+    report = verify_lines(path.read_bytes().splitlines())
+    assert report.first is not None and report.first.seq == 1
+    assert report.first.reason == f"not a valid JSON event ({constant} is not JSON)"
+
+
+def test_an_erased_value_put_back_under_a_duplicate_key_fails(tmp_path: Path) -> None:
+    """``"value":"secret"`` put before a forgotten assert's ``"value":null`` keeps every leaf
+    (every reader of ours keeps the last of two keys) while the file holds the value again, and
+    a reader keeping the first (SQLite's ``json_extract``) reads it."""
+    path = tmp_path / "l.jsonl"
+    with Ledger(path, forget_key="k") as ledger:
+        fact = ledger.assert_fact(subject="s", predicate="p", value="secret", space="o", actor="a")
+        ledger.assert_fact(subject="t", predicate="p", value="other", space="o", actor="a")
+        ledger.forget(fact_id=fact.fact_id, actor="a", reason="erasure")
+    assert verify_lines(path.read_bytes().splitlines()).ok
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert '"value":null' in lines[0]
+    lines[0] = lines[0].replace('"value":null', '"value":"secret","value":null', 1)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = verify_lines(path.read_bytes().splitlines())
+    assert report.first is not None and report.first.seq == 1
+    assert "a key appears twice" in report.first.reason
+    assert report.problem_count == 1

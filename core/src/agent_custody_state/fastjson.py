@@ -249,3 +249,43 @@ def loads(text: str | bytes) -> Any:
         except ValueError:
             pass
     return json.loads(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """``loads`` that refuses what only Python's reader takes: ``NaN``, ``Infinity`` and
+    ``-Infinity`` (canonical JSON writes each as ``null``, so a ``null`` edited into one keeps
+    every hash, while JavaScript's ``JSON.parse`` cannot read the text at all)."""
+    if _loads is not None:
+        try:
+            return _loads(text)
+        except ValueError:
+            pass
+    return json.loads(text, parse_constant=_no_constant)
+
+
+class _Twice(Exception):
+    pass
+
+
+def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    made = dict(items)
+    if len(made) != len(items):
+        raise _Twice
+    return made
+
+
+def has_duplicate_keys(text: str | bytes) -> bool:
+    """Whether some object of the JSON ``text`` holds a key twice (readers disagree on which
+    value it has: Python, orjson and ``JSON.parse`` keep the last, SQLite's ``json_extract``
+    the first). Slow (Python's own reader): for the few events where it matters."""
+    try:
+        json.loads(text, object_pairs_hook=_pairs)
+    except _Twice:
+        return True
+    except ValueError:
+        return False
+    return False

@@ -31,8 +31,9 @@ from agent_custody_state.ledger.digests import hmac_sha256
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.verdict import State, VerifyReport, signatures
 
-#: ``json.loads`` for text or UTF-8 bytes (invalid UTF-8 raises ``UnicodeDecodeError``).
-_loads = fastjson.loads
+#: ``json.loads`` for text or UTF-8 bytes (invalid UTF-8 raises ``UnicodeDecodeError``), without
+#: ``NaN``/``Infinity``: an event the original cannot parse is not intact, whatever its hashes.
+_loads = fastjson.loads_strict
 
 
 def _hex32(value: Any) -> bytes | None:
@@ -135,6 +136,10 @@ class Verifier:
         leaf_hex = leaf.hex()
         if isinstance(fact, dict) and COMMITMENT_KEY in fact:
             self._commitment(seq, fact, value, salt, forgotten)
+            if forgotten is not None and fastjson.has_duplicate_keys(text):
+                report.add(
+                    seq, "a key appears twice in this forgotten fact: an erased value may be back"
+                )
         elif data.get("kind") == "forget":
             # Only an intact forget event can tell its assert's certificate was edited.
             intact = record is None or (isinstance(record, dict) and record.get("leaf") == leaf_hex)

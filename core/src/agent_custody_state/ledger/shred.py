@@ -267,7 +267,10 @@ class ShreddingBackend(ShreddedReads, EventBackend):
     def recover(self) -> list[str]:
         """Settle what a crash (or a failed section) left between a forget and its key's
         destruction; returns what was done (for ``repair``). One read when nothing is pending.
-        A read-only open (``readonly``) leaves it to the next writer: it may not write.
+        A read-only open (``readonly``) leaves it to the next writer: it may not write. A doomed
+        key whose fact this ledger does not hold is left alone: with a key store shared by two
+        ledgers it is the other's, whose forget may still be under way (destroying it here lost
+        a live fact's value when that forget then failed).
         """
         if self.inner.read_only or not self.keys.doomed():
             return []
@@ -279,6 +282,8 @@ class ShreddingBackend(ShreddedReads, EventBackend):
                 asserts = [
                     e for e in self.inner.events_for([fact_id]) if isinstance(e, AssertEvent)
                 ]
+                if not asserts:  # another ledger's fact (a shared key store): its own to settle
+                    continue
                 live = any(a.fact.forgotten is None for a in asserts)
                 (spare if live else kill).append(kid)
             if kill:

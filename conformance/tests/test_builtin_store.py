@@ -24,7 +24,7 @@ class MemoryBackdoor:
 
 
 class TestMemoryStoreConformance(StoreConformance):
-    capabilities = frozenset({"verify", "lag", "fail"})
+    capabilities = frozenset({"verify", "lag", "fail", "held"})
 
     @pytest.fixture
     def vendor(self) -> MemoryVendor:

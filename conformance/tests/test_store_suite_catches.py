@@ -31,7 +31,7 @@ class Backdoor:
 
 
 class Suite(StoreConformance):
-    capabilities = frozenset({"verify", "fail", "lag"})
+    capabilities = frozenset({"verify", "fail", "lag", "held"})
 
     @pytest.fixture
     def vendor(self):
@@ -75,6 +75,16 @@ CASES = {
             "test_vendor_errors_name_the_store",
             "test_verify_sees_every_copy",
             "test_verify_without_the_value",
+            "test_held_ids_names_the_copies_of_a_fact",
+            "test_copy_left_by_a_failed_put_is_removed",
+        },
+    ),
+    # held_ids never finds anything: a copy a failed put left stays.
+    "held_ids_finds_nothing": (
+        "class Broken(InProcessStore):\n    async def held_ids(self, fact):\n        return []\n",
+        {
+            "test_held_ids_names_the_copies_of_a_fact",
+            "test_copy_left_by_a_failed_put_is_removed",
         },
     ),
     # verification reads by id only: another record of the fact goes unseen.
@@ -146,4 +156,4 @@ def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str
 def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ok=HEADER + "\n\nBroken = InProcessStore\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=15, skipped=1)
+    result.assert_outcomes(passed=17, skipped=1)

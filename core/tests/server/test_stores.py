@@ -118,7 +118,10 @@ async def test_refusing_store_fails_the_write_and_compensates(tmp_path: Path) ->
     async with serve(tmp_path, a, b) as (gw, ledger):
         result = await gw.call("memory.write", WRITE)
         assert result.is_error
-        assert result.text == "store b refused the write: quota exceeded; compensated: a: removed"
+        assert result.text == (
+            "store b refused the write: quota exceeded; compensated: a: removed, "
+            "b: may hold a copy (cannot look up by fact id)"
+        )
         assert ledger.count() == 0
         assert a.items == {} and a.removed == [("a-1", "pro")]
 

@@ -17,7 +17,7 @@ from agent_custody_state_conformance.stores import StoreConformance
 class TestCogneeConformance(StoreConformance):
     """X-Api-Key auth, a dataset named in the settings (created by the first write)."""
 
-    capabilities = frozenset({"verify", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., CogneeStore]) -> Store:

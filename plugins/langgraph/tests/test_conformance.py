@@ -84,7 +84,7 @@ class PostgresBackdoor:
 
 
 class TestInMemoryStoreConformance(StoreConformance):
-    capabilities = frozenset({"verify"})
+    capabilities = frozenset({"verify", "held"})
 
     @pytest.fixture
     def base(self) -> InMemoryStore:
@@ -100,7 +100,7 @@ class TestInMemoryStoreConformance(StoreConformance):
 
 
 class TestSqliteStoreConformance(StoreConformance):
-    capabilities = frozenset({"verify", "fail"})
+    capabilities = frozenset({"verify", "held", "fail"})
 
     @pytest.fixture
     def path(self, tmp_path: Path) -> Path:
@@ -127,7 +127,7 @@ class TestSqliteStoreConformance(StoreConformance):
 
 @pytest.mark.postgres
 class TestPostgresStoreConformance(StoreConformance):
-    capabilities = frozenset({"verify", "fail"})
+    capabilities = frozenset({"verify", "held", "fail"})
 
     @pytest.fixture
     def store(self, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LangGraphStore]:

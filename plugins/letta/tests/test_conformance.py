@@ -15,7 +15,7 @@ from agent_custody_state_letta.testing import FakeLetta
 
 
 class TestLettaConformance(StoreConformance):
-    capabilities = frozenset({"verify", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., LettaStore]) -> Store:

@@ -52,7 +52,7 @@ class FakeBackdoor:
 class TestMem0Platform(StoreConformance):
     """Direct import (``infer=False``) answered synchronously, with the fake's de-dup on."""
 
-    capabilities = frozenset({"verify", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., Mem0Store]) -> Mem0Store:
@@ -120,7 +120,7 @@ class TestMem0Local(StoreConformance):
     classes above cover both paths of the shared store code).
     """
 
-    capabilities = frozenset({"verify"})
+    capabilities = frozenset({"verify", "held"})
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[Mem0Store]:

@@ -45,7 +45,7 @@ def wrong_password(url: str) -> str:
 
 
 class TestPgvectorConformance(StoreConformance):
-    capabilities = frozenset({"verify", "fail"})
+    capabilities = frozenset({"verify", "held", "fail"})
 
     @pytest.fixture
     def store(self, postgres_url: str) -> Iterator[PgvectorStore]:

@@ -44,7 +44,7 @@ class FakeBackdoor:
 class TestZepGraph(StoreConformance):
     """A named graph given by its UUID; tasks complete at once."""
 
-    capabilities = frozenset({"verify", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., ZepStore]) -> ZepStore:

@@ -42,6 +42,8 @@ reason saying so (SQLAlchemy's requirement style):
 - ``"lag"``: a ``lagging_store`` fixture: after a removal the vendor keeps the item visible to
   at least the first ``verify_removed`` call, and gone within ``lag_max_checks`` calls.
 - ``"fail"``: a ``failing_store`` fixture whose vendor answers every call with an error.
+- ``"held"``: the store implements ``held_ids`` (its copies of a fact, by the fact id), so a
+  copy a failed put left is found and removed.
 
 Stores are async. Every rule is an ``async def`` test run by anyio's pytest plugin (installed
 with anyio, which the core depends on) on asyncio; fixtures may be plain or ``async`` and share
@@ -53,21 +55,30 @@ second paragraph says what to look at when it fails. A plugin may deviate from a
 overriding its test with ``@pytest.mark.xfail(reason=...)``.
 
 The rules come in groups, one module each: ``writes`` (put), ``removal`` (remove, compensation,
-the mirror flows) and ``verification`` (verify, lag, vendor errors); ``base`` holds the fixtures,
+the mirror flows), ``verification`` (verify, lag, vendor errors) and ``orphans`` (a failed put
+that kept the fact); ``base`` holds the fixtures,
 helpers and test data they share.
 """
 
 from __future__ import annotations
 
 from .base import AWKWARD_VALUE, CAPABILITIES, StoreRules, make_fact
+from .orphans import OrphanRules, TimesOutAfterStoring
 from .removal import RemovalRules
 from .verification import VerificationRules
 from .writes import WriteRules
 
-__all__ = ["AWKWARD_VALUE", "CAPABILITIES", "StoreConformance", "StoreRules", "make_fact"]
+__all__ = [
+    "AWKWARD_VALUE",
+    "CAPABILITIES",
+    "StoreConformance",
+    "StoreRules",
+    "TimesOutAfterStoring",
+    "make_fact",
+]
 
 
-class StoreConformance(WriteRules, RemovalRules, VerificationRules):
+class StoreConformance(WriteRules, RemovalRules, VerificationRules, OrphanRules):
     """The write-through store suite. Provide ``store`` and ``backdoor``; see the module doc."""
 
     __suite_root__ = True

@@ -22,7 +22,7 @@ from ..rules import ConformanceSuite
 __all__ = ["AWKWARD_VALUE", "CAPABILITIES", "StoreRules", "make_fact"]
 
 #: Every capability a suite subclass may declare.
-CAPABILITIES = frozenset({"verify", "lag", "fail"})
+CAPABILITIES = frozenset({"verify", "lag", "fail", "held"})
 
 
 def make_fact(**changes: Any) -> Fact:

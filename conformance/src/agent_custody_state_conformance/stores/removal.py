@@ -110,7 +110,7 @@ class RemovalRules(StoreRules):
         with pytest.raises(StoreWriteError) as caught:
             await stores.put_all(fact)
         assert caught.value.store == "refuser"
-        assert caught.value.compensation == {store.name: "removed"}
+        assert caught.value.compensation[store.name] == "removed"
         assert await self.find(backdoor, fact.fact_id) is None
 
     @rule("ST-6-mirror")

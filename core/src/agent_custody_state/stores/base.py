@@ -1,7 +1,8 @@
 """The ``Store`` protocol every write-through adapter implements, and what each store receives.
 
 A store is a retrieval system a team already runs (mem0, Zep, pgvector, ...). Adapters implement
-``put`` and ``remove`` (and, to have removals verified, ``verify_removed``); the core, not a
+``put`` and ``remove`` (and, to have removals verified, ``verify_removed``; to have the copy a
+failed put may have left found and removed, ``held_ids``); the core, not a
 pluggy fan-out, drives them (``storeset`` and ``flows``), because custody needs a fixed order and
 a defined outcome on failure (SPEC 4.2, 4.3, 6).
 
@@ -68,7 +69,19 @@ class StoreError(Exception):
 
 @runtime_checkable
 class Store(Protocol):
-    """What a write-through store implements. ``verify_removed`` is optional."""
+    """What a write-through store implements. ``verify_removed`` and ``held_ids`` are optional.
+
+    ``async def verify_removed(self, external_id: str, fact: Fact) -> bool``: true when the
+    store no longer returns the fact, under ``external_id`` or any other id (SPEC 4.3).
+
+    ``async def held_ids(self, fact: Fact) -> list[str]``: the store's own ids (each one
+    ``remove`` accepts) of every copy it holds whose custody metadata has ``factId ==
+    fact.fact_id``; ``[]`` when it holds none. Raise when it cannot tell (a vendor error): an
+    empty list is a promise. Use only ``fact.fact_id`` and ``fact.space``, never the value or
+    text: a cleanup finished from the outbox has neither (``orphans``). The core asks it after a
+    ``put`` that raised (a timeout after the vendor stored the fact, a connection cut before
+    the answer) and removes what it names, so no copy is left that no ledger event records.
+    """
 
     name: str
 
@@ -81,6 +94,11 @@ class Store(Protocol):
 
 def can_verify(store: Store) -> bool:
     return callable(getattr(store, "verify_removed", None))
+
+
+def can_find_held(store: Store) -> bool:
+    """Whether a store can name its copies of a fact by the fact id (``held_ids``)."""
+    return callable(getattr(store, "held_ids", None))
 
 
 def verifies_without_value(store: Store | None) -> bool:

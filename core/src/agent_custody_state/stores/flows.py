@@ -6,8 +6,10 @@ with ``Custody(ledger, stores)`` and ``await custody.write(...)``.
 
 - **write**: validate, put into every store in configuration order, append with the stores' ids;
   a store that fails, or a ledger that refuses at append time (another writer got there first),
-  compensates the puts already made. A write that supersedes then removes the old value from the
-  mirroring stores.
+  compensates the puts already made. The store whose put failed is asked for a copy it kept all
+  the same, which is removed (``orphans``); a cleanup that could not finish is recorded in the
+  outbox, when there is one, for ``resume`` to retry (``orphan_resume``). A write that
+  supersedes then removes the old value from the mirroring stores.
 - **retract / forget**: the ledger first, then removal from each store holding the fact, verified;
   what the retraction makes current again is put back first (``mirror``).
 - **sweep** (``sweeping``): the ledger forgets what is older than ``before`` (or each space's
@@ -43,7 +45,7 @@ from agent_custody_state.ledger.ledger import Ledger, Precondition
 from agent_custody_state.ledger.model import AssertEvent, Fact, ForgetEvent, RetractEvent
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.retention import RetentionPolicy
-from agent_custody_state.stores.base import Store
+from agent_custody_state.stores.base import Store, error_message
 from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.mirror import (
     E,
@@ -53,6 +55,7 @@ from agent_custody_state.stores.mirror import (
     plan_leaving,
     put_back,
 )
+from agent_custody_state.stores.orphan_resume import resume_failed_puts
 from agent_custody_state.stores.outbox import Operation, Outbox, Owed, Resumed, resume
 from agent_custody_state.stores.reports import (
     SweepPreview,
@@ -63,6 +66,7 @@ from agent_custody_state.stores.reports import (
 from agent_custody_state.stores.storeset import (
     RemovalReport,
     StoreSet,
+    StoreWriteError,
     VerifyPolicy,
     describe_compensation,
 )
@@ -140,7 +144,11 @@ class Custody(CustodySweep):
         )
         planned: AssertEvent = await self.run(self.ledger.validate_assert, request)
         fact = planned.fact
-        external = await self.stores.put_all(fact)
+        try:
+            external = await self.stores.put_all(fact)
+        except StoreWriteError as exc:
+            await self._owe_cleanup(fact, exc)
+            raise
         try:
             event = await self._append_checked(request.with_(external=external), precondition)
         except LedgerError as exc:
@@ -319,6 +327,33 @@ class Custody(CustodySweep):
         owed: list[Owed] = await self.run(self.outbox.owe, [fact], operation, self.ledger.now())
         return owed
 
+    async def _owe_cleanup(self, fact: Fact, exc: StoreWriteError) -> None:
+        """Record the cleanups a failed write left unfinished (``StoreWriteError.owed``), so
+        ``resume`` retries them; without an outbox, an ERROR for the operator. Never raises
+        over the write's own error."""
+        if not exc.owed:
+            return
+        why = "no outbox is configured"
+        if self.outbox is not None:
+            try:
+                await self.run(self.outbox.owe_puts, fact, exc.owed, self.ledger.now())
+            except Exception as error:
+                why = f"recording it in the outbox failed: {error_message(error)}"
+            else:
+                for name in exc.owed:
+                    exc.compensation[name] += "; owed in the outbox, retried at the next start"
+                return
+        for name in exc.owed:
+            log.error(
+                "store %s may still hold a copy of fact %s left by its failed put, and %s; "
+                "delete its copies whose custody metadata has factId %s",
+                name,
+                fact.fact_id,
+                why,
+                fact.fact_id,
+                extra={"store": name, "fact": fact.fact_id},
+            )
+
     async def resume(self) -> Resumed | None:
         """Finish the store removals a crash left owed in the outbox: removed by external id
         and verified where the ledger change committed, dropped where it never did (see
@@ -327,4 +362,5 @@ class Custody(CustodySweep):
             return None
         with anyio.CancelScope(shield=True):
             done = await resume(self.outbox, self.ledger, self.stores, self.run)
+            await resume_failed_puts(self.outbox, self.ledger, self.stores, self.run, done)
         return done

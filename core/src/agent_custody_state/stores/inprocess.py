@@ -5,7 +5,8 @@ suite) can be shown and tested without a network service, and as the smallest co
 of a store adapter. Nothing persists: the "vendor" is a dict living in the server process.
 
 The adapter talks to :class:`MemoryVendor` only through a narrow, vendor-like interface (insert a
-record and get an id back, delete by id, read by id, search by metadata), so the conformance
+record and get an id back, delete by id, read by id, search by metadata: ``held_ids`` is that
+search by the fact id), so the conformance
 suite's backdoor can read ``MemoryVendor.rows`` directly, the way a real backdoor reads a
 vendor's tables without going through the adapter. Two switches model real vendors' failure
 modes: ``lag_checks`` (a deleted record stays visible to searches for the next N searches, like a
@@ -130,6 +131,14 @@ class InProcessStore:
         except VendorError as exc:
             raise self._error(exc) from exc
         return not hits
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        # The search by fact id, less what a lagging index still shows after a delete.
+        try:
+            hits = self.vendor.search(factId=fact.fact_id)
+            return [rid for rid, _ in hits if self.vendor.get(rid) is not None]
+        except VendorError as exc:
+            raise self._error(exc) from exc
 
 
 def build(settings: InProcessStoreSettings, *, name: str) -> InProcessStore:

@@ -16,7 +16,11 @@ but those configured ``mirror = false``):
 Why put back before appending: the new ids must be on the event, and events are immutable. The
 ledger still decides: a retraction it refuses compensates (removes) the puts. A store that fails
 the put-back does not block the retraction (an undo must never be held hostage by a vendor);
-the failure is reported and the fact is simply absent from that store.
+the failure is reported and the fact is simply absent from that store: a copy the failed put
+left all the same is looked up by the fact id and removed (``orphans``), and the outcome added
+to the reported failure. A cleanup that cannot finish is logged (ERROR) but not put in the
+outbox: the copy carries the id of a fact the ledger records, so a later forget's check by fact
+id still reports it (``stillIndexed``) rather than missing it silently.
 
 This module plans (which fact a retraction or forget uncovers) and puts back; ``flows`` runs
 the whole retract/forget/supersede around it. Sweeps do not put back: a sweep forgets whole
@@ -34,6 +38,7 @@ from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent, RetractEvent
 from agent_custody_state.ledger.queries import RESTORED_KEY
 from agent_custody_state.stores.base import error_message
+from agent_custody_state.stores.orphans import clear_failed_put
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 
 E = TypeVar("E", RetractEvent, ForgetEvent)
@@ -138,7 +143,8 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
                 error_message(exc),
                 extra={"store": store.name, "fact": fact.fact_id},
             )
-            restore.failed[store.name] = error_message(exc)
+            leftover = await clear_failed_put(store, clean, stores.check_removed)
+            restore.failed[store.name] = f"{error_message(exc)}; {leftover.outcome}"
             continue
         restore.external[store.name] = external_id
     return restore

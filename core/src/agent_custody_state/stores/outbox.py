@@ -17,6 +17,10 @@ still owed: for a forget, the erased value would stay in a vector store, served 
   store not configured here, or whose removal fails again, stays and is logged; an entry whose
   writer is still running (another process's flow in flight) is left to it.
 
+It also keeps the cleanups a failed write leaves owed (operation ``put``): a store's put raised,
+and looking up or removing the copy it may have kept failed too (``orphans``). No external id
+is known and no ledger change is involved: ``resume`` hands them to ``orphan_resume``.
+
 The outbox never holds a value (an erased one would otherwise stay on disk): a removal finished
 from it after a forget is verified only by stores that declare their check needs no value
 (``verify_without_value``); any other reports ``unverified``, never a false ``verified``. After
@@ -52,7 +56,7 @@ from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 
 log = logging.getLogger(__name__)
 
-Operation = Literal["retract", "forget"]
+Operation = Literal["retract", "forget", "put"]
 
 #: The sidecar beside a file ledger: ``<ledger>.outbox``.
 SUFFIX = ".outbox"
@@ -79,9 +83,10 @@ class Owed:
     operation: Operation
     at: str
     pid: int
+    space: str | None = None  # a failed put's: stores may key their copies by it
 
     def line(self) -> dict[str, Any]:
-        return {
+        line: dict[str, Any] = {
             "owe": self.entry,
             "factId": self.fact_id,
             "store": self.store,
@@ -90,6 +95,9 @@ class Owed:
             "at": self.at,
             "pid": self.pid,
         }
+        if self.space is not None:
+            line["space"] = self.space
+        return line
 
 
 class Outbox:
@@ -149,6 +157,18 @@ class Outbox:
             self._append([o.line() for o in owed], sync=True)
             with self._lock:
                 self._inflight.update(o.entry for o in owed)
+        return owed
+
+    def owe_puts(self, fact: Fact, stores: Iterable[str], at: str) -> list[Owed]:
+        """Record, durably, that ``stores`` may hold a copy a failed put of ``fact`` left
+        (no external id is known: ``held_ids`` finds it). Not in flight: nothing in this
+        process will retry it before ``resume``."""
+        owed = [
+            Owed(uuid.uuid4().hex, fact.fact_id, name, "", "put", at, os.getpid(), fact.space)
+            for name in stores
+        ]
+        if owed:
+            self._append([o.line() for o in owed], sync=True)
         return owed
 
     def settle(self, owed: Iterable[Owed]) -> None:
@@ -221,14 +241,19 @@ def _pending(records: list[dict[str, Any]]) -> list[Owed]:
                     str(r["factId"]),
                     str(r["store"]),
                     str(r["externalId"]),
-                    "forget" if r["operation"] == "forget" else "retract",
+                    _operation(r["operation"]),
                     str(r["at"]),
                     int(r["pid"]),
+                    str(r["space"]) if r.get("space") is not None else None,
                 )
             )
         except (KeyError, TypeError, ValueError):
             log.error("outbox: an entry that cannot be read is skipped: %.200s", r)
     return owed
+
+
+def _operation(value: Any) -> Operation:
+    return "forget" if value == "forget" else "put" if value == "put" else "retract"
 
 
 def _alive(pid: int) -> bool:
@@ -288,6 +313,8 @@ async def resume(outbox: Outbox, ledger: Ledger, stores: StoreSet, run: Run) -> 
     done = Resumed()
     by_fact: dict[str, list[Owed]] = {}
     for owed in await run(outbox.pending):
+        if owed.operation == "put":
+            continue  # no ledger change to check: ``orphan_resume`` finishes these
         if outbox.in_flight(owed):
             done.left[owed.entry] = f"in flight in process {owed.pid}"
             continue

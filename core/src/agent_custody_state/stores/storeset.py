@@ -2,7 +2,11 @@
 
 - put: every store in configuration order; a store that fails makes the whole put fail, and the
   stores already written are compensated (removed, and checked like any removal), each
-  compensation's outcome reported.
+  compensation's outcome reported. The failing store may have kept the fact all the same (a
+  timeout after the vendor stored it): it is asked for its copies by fact id and each is
+  removed (``orphans``); the outcome names it too (``no copy left``, ``removed a copy the
+  failed put left``, ``may hold a copy (...)``), and ``StoreWriteError.owed`` lists the stores
+  whose cleanup is left to retry.
 - remove: each store holding the fact (by its external id), then ``verify_removed`` with
   retries and exponential delay: ``verified``, ``stillIndexed``, ``unverified`` (the store cannot
   be asked) or ``failed`` (the removal raised).
@@ -33,6 +37,7 @@ from agent_custody_state.stores.base import (
     error_message,
     mirrors,
 )
+from agent_custody_state.stores.orphans import clear_failed_put
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +57,15 @@ class VerifyPolicy:
 
 @dataclass
 class StoreWriteError(Exception):
-    """A write-through failed; nothing was appended. ``compensation`` says what was undone."""
+    """A write-through failed; nothing was appended. ``compensation`` says what was undone,
+    the failing store included (what its failed put may have left); ``owed``: stores whose
+    cleanup of that copy is unfinished and can be retried (``Custody`` records it in the
+    outbox)."""
 
     store: str
     message: str
     compensation: dict[str, str] = field(default_factory=dict)
+    owed: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         text = f"store {self.store} refused the write: {self.message}"
@@ -135,7 +144,11 @@ class StoreSet:
                     extra={"store": store.name, "fact": fact.fact_id},
                 )
                 compensation = await self.compensate(fact, written)
-                raise StoreWriteError(store.name, error_message(exc), compensation) from exc
+                # The put raised, but the vendor may have kept the fact: find and remove it.
+                leftover = await clear_failed_put(store, fact, self.check_removed)
+                compensation[store.name] = leftover.outcome
+                owed = [store.name] if leftover.owed else []
+                raise StoreWriteError(store.name, error_message(exc), compensation, owed) from exc
             written[store.name] = external_id
         return written
 
@@ -240,6 +253,10 @@ class StoreSet:
                 f"store {name} is not configured here, so its copy (id {external_id}) was "
                 "neither removed nor checked"
             )
+
+    async def check_removed(self, store: Store, external_id: str, fact: Fact) -> Verification:
+        """Verify one removal with this set's policy (``unverified`` without a check)."""
+        return await self._verify(store, external_id, fact)
 
     async def _verify(self, store: Store, external_id: str, fact: Fact) -> Verification:
         if not can_verify(store):

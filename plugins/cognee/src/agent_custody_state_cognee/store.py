@@ -13,6 +13,8 @@ short-lived client per operation, so a store is not tied to one event loop).
   so its status proves nothing; only the listing does.
 * verify: ``GET /api/v1/datasets/{dataset}/data`` (camelCase): gone when neither the data id
   nor any item whose ``externalMetadata.factId`` is the fact's is listed.
+* held_ids (the copies a failed put may have left): the same listing, by ``factId``; a dataset
+  configured by name and never answered for is found in ``GET /api/v1/datasets``.
 
 The external id is ``<dataset id>/<data id>``, so removal finds the item even if the configured
 dataset changes later.
@@ -185,6 +187,28 @@ class CogneeStore:
         what = f"listing dataset {dataset_id} for fact {fact.fact_id}"
         held = await self._items(dataset_id, fact, what, data_id=data_id)
         return held == [] if held is not None else False
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        what = f"looking up fact {fact.fact_id} in dataset {self.dataset_id or self.dataset_name}"
+        dataset_id = self.dataset_id or await self._dataset_named(what)
+        if dataset_id is None:
+            return []  # no dataset of that name: nothing was ever added to it
+        items = await self._items(dataset_id, fact, what)
+        if items is None:
+            raise StoreError(self.name, f"{what}: the listing did not end within {MAX_PAGES} pages")
+        return [f"{dataset_id}/{item['id']}" for item in items if isinstance(item.get("id"), str)]
+
+    async def _dataset_named(self, what: str) -> str | None:
+        response = await self._request(what, "GET", "/api/v1/datasets")
+        if response.status_code != 200:
+            raise self._refused(what, response)
+        datasets = response.json()
+        if not isinstance(datasets, list):
+            raise StoreError(self.name, f"{what}: expected a list, got {datasets!r:.200}")
+        for dataset in datasets:
+            if isinstance(dataset, dict) and dataset.get("name") == self.dataset_name:
+                return str(dataset.get("id"))
+        return None
 
     async def _items(
         self, dataset_id: str, fact: Fact, what: str, *, data_id: str | None = None

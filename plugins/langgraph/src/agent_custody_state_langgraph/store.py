@@ -9,7 +9,8 @@ LangGraph agent already searches, under custody::
     value:     {"content": "<subject> <predicate>: <value>", "subject", "predicate", "value",
                 "factId", "space", "actor", "provenance", "receiptId", "validFrom", "source"}
 
-Removal is ``delete`` (idempotent in every BaseStore). Verification asks twice, as every adapter
+Removal is ``delete`` (idempotent in every BaseStore). ``held_ids`` (the copies a failed put
+may have left) reads the key and searches the fact's namespace by the ``factId`` filter. Verification asks twice, as every adapter
 should: ``get`` by key is None, and a ``search`` filtered by ``factId`` (plus a vector search for
 the content when an index is configured) returns neither the key nor any item of the fact.
 
@@ -94,6 +95,17 @@ class LangGraphStore:
             hits += self.base.search(namespace, query=fact_text(fact), limit=self.top_k)
         # A hit under another key that carries the fact id is the fact too.
         return all(hit.key != key and hit.value.get("factId") != fact.fact_id for hit in hits)
+
+    def _held_ids(self, namespace: tuple[str, ...], fact: Fact) -> list[str]:
+        keys = [fact.fact_id] if self.base.get(namespace, fact.fact_id) is not None else []
+        # Only this namespace's items: ``remove`` deletes by key in it, not in a sub-namespace.
+        hits = self.base.search(namespace, filter={"factId": fact.fact_id}, limit=self.top_k)
+        keys += [hit.key for hit in hits if tuple(hit.namespace) == namespace]
+        return list(dict.fromkeys(keys))
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        namespace = self.namespace_for(fact)
+        return await call_sdk(self.name, "look up by fact id", self._held_ids, namespace, fact)
 
     async def put(self, fact: Fact) -> str:
         namespace = self.namespace_for(fact)

@@ -3,7 +3,8 @@
 Agent archival passages take no free-form metadata, so custody travels as tags (``tags.py``):
 ``agent-custody``, ``fact:<factId>``, ``space:<space>``, ``receipt:<receiptId>``, ``actor:``,
 ``provenance:``, ``valid-from:`` and the configured extra tags. Removal is checked by the
-fact-id tag.
+fact-id tag, and so are the copies a failed put may have left (``held_ids``: a search filtered
+by that tag; the query is the tag itself, since the filter does the matching).
 
 ``passages.create`` answers a *list*: a server may split one text into several passages. Every
 id is recorded; the external id is their comma-joined list, and removal deletes each one.
@@ -100,6 +101,18 @@ class LettaStore:
                 f"removing fact {fact.fact_id} from agent {self.agent_id} failed for "
                 + "; ".join(failures),
             )
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        marker = fact_tag(fact)
+        found = await self._call(
+            f"looking up fact {fact.fact_id} in agent {self.agent_id}",
+            self.client.agents.passages.search,
+            self.agent_id,
+            query=marker,
+            tags=[marker],
+            top_k=LIST_PAGE,
+        )
+        return [hit.id for hit in found.results if hit.id and marker in (hit.tags or [])]
 
     async def verify_removed(self, external_id: str, fact: Fact) -> bool:
         """Gone when neither a tag search nor the text-filtered listing shows a passage of it.

@@ -10,6 +10,10 @@ each add the memory is read back: when it carries another fact's ``factId`` (or 
 custody did not write), the fact is added again with ``(fact <factId>)`` appended, which gives
 it a different hash and a memory of its own. ``unique_text`` appends the marker always.
 
+``held_ids`` (the copies a failed put may have left) is the metadata-filtered listing by
+``factId``: never a memory of another fact, even one mem0 merged this fact into. An add still
+pending on the platform when the put gave up is not listed until it completes.
+
 ``verify_removed`` is true only when the memory id reads as not found, no memory of the scope
 carries the fact's ``factId`` (a metadata-filtered listing), and a threshold-free search for the
 fact text returns neither the id nor the ``factId``.
@@ -148,6 +152,10 @@ class Mem0Store:
 
     async def remove(self, external_id: str, fact: Fact) -> None:
         await self._call("delete", self.backend.delete, external_id)
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        records = await self._call("list by factId", self.backend.by_fact, fact.fact_id)
+        return [str(r["id"]) for r in records if r.get("id") and _owner(r) == fact.fact_id]
 
     async def verify_removed(self, external_id: str, fact: Fact) -> bool:
         if await self._call("get", self.backend.get, external_id) is not None:

@@ -8,7 +8,8 @@ Table (created if missing, with an HNSW index on the embedding)::
     metadata jsonb NOT NULL      -- the custody metadata
     created_at timestamptz NOT NULL DEFAULT now()
 
-Removal is ``DELETE ... WHERE id``; verification reads by id and then re-embeds the text and
+Removal is ``DELETE ... WHERE id``; ``held_ids`` (the copies a failed put may have left) selects
+by the id and by ``metadata->>'factId'``; verification reads by id and then re-embeds the text and
 checks the id is not among the ``top_k`` nearest neighbours, which is what a retrieval would
 return. psycopg 3 is synchronous here and runs in worker threads (``storekit.call_sdk``), so the
 store works from any event loop; connections are reused through a small idle list whose
@@ -233,8 +234,19 @@ class PgvectorStore:
             return False
         return external_id not in self.nearest(fact_text(fact))
 
+    def _held_ids(self, fact: Fact) -> list[str]:
+        statement = sql.SQL("SELECT id FROM {} WHERE id = %s OR metadata->>'factId' = %s").format(
+            self._ident
+        )
+        params = (fact.fact_id, fact.fact_id)
+        rows = self._connections.run(lambda conn: conn.execute(statement, params).fetchall())
+        return [row[0] for row in rows]
+
     async def put(self, fact: Fact) -> str:
         return await call_sdk(self.name, "put", self._put, fact)
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        return await call_sdk(self.name, "look up by fact id", self._held_ids, fact)
 
     async def remove(self, external_id: str, fact: Fact) -> None:
         await call_sdk(self.name, "remove", self._remove, external_id)

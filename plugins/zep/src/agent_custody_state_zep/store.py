@@ -9,6 +9,9 @@ external id. Zep does not de-duplicate episodes, so equal facts are separate epi
 task that ends ``failed`` or ``partial`` is a failed removal; one still running at the bound is
 left to finish in the background, and verification reports the episode until it has.
 
+``held_ids`` (the copies a failed put may have left) is the episode list filtered by the
+``factId`` metadata.
+
 ``verify_removed`` is true only when the episode reads as not found, the episode list filtered by
 the ``factId`` metadata is empty, and an edge search restricted to the episode finds no edge
 whose ``episode_uuids`` cite it.
@@ -113,6 +116,12 @@ class ZepStore:
                 self.name,
                 f"delete of episode {external_id} (task {task_uuid}) ended {state.status}{reason}",
             )
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        episodes = await self._call(
+            "episode list by factId", self.graph.episodes_for_fact, fact.fact_id
+        )
+        return [str(e.uuid_) for e in episodes if getattr(e, "uuid_", None)]
 
     async def verify_removed(self, external_id: str, fact: Fact) -> bool:
         if await self._call("episode get", self.graph.get_episode, external_id) is not None:

@@ -17,7 +17,7 @@ from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.modemark import check_plain_values
 from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import AssertRequest
-from agent_custody_state.ledger.rules import Batch, check_assert, check_replacement
+from agent_custody_state.ledger.rules import Batch, check_assert, check_replacement, deferred_time
 
 E = TypeVar("E", bound=Event)
 
@@ -91,9 +91,11 @@ class LedgerBulk:
             }
             batch = Batch()
             olds: list[AssertEvent | None] = []
+            # validFrom compared at the final stamp only where it may still move (``rules``).
+            defer = [deferred_time(self.backend, r) for r in requests[: len(built)]]
             for i, event in enumerate(built):
                 try:
-                    old = check_assert(self.backend, event, batch, known)
+                    old = check_assert(self.backend, event, batch, known, defer=defer[i])
                     olds.append(None if old is None else old.assert_event)
                 except LedgerError as exc:
                     raise _item_error(i, exc) from None
@@ -102,7 +104,8 @@ class LedgerBulk:
                 raise build_error
 
             def stamped(tx: str) -> list[AssertEvent]:
-                if stamp and tx == stamp[0]:
+                moved = not stamp or tx != stamp[0]
+                if not moved and not any(d and o for d, o in zip(defer, olds, strict=True)):
                     return built  # checked at this stamp already
                 final = [restamp(e, tx, r) for e, r in zip(built, requests, strict=True)]
                 now_of = {e.fact_id: e for e in final}  # a superseded fact of this batch moved too

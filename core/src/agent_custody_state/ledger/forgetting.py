@@ -38,7 +38,7 @@ from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.checkpoints import ledger_origin
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.locking import fact_keys, section
+from agent_custody_state.ledger.locking import fact_keys, in_order, section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, Source
 from agent_custody_state.ledger.modemark import check_plain_forget
 from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
@@ -227,7 +227,7 @@ class LedgerForgetting:
             )
             self.backend.ordered()  # the checks are done: stamp, seal and write in order
             before = self.backend.chain_head() if certify else None
-            tx = self.now()
+            tx = in_order(self.backend, self.now())
             event = ForgetEvent(
                 new_id(),
                 tx,

@@ -33,7 +33,7 @@ from agent_custody_state.ledger.files import NewFiles
 from agent_custody_state.ledger.forgetting import LedgerForgetting
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
-from agent_custody_state.ledger.locking import assert_keys, fact_keys, section
+from agent_custody_state.ledger.locking import assert_keys, fact_keys, in_order, section
 from agent_custody_state.ledger.model import (
     AssertEvent,
     ConfirmEvent,
@@ -53,6 +53,7 @@ from agent_custody_state.ledger.rules import (
     check_assert,
     check_known,
     check_replacement,
+    deferred_time,
     refuse,
 )
 from agent_custody_state.ledger.shred import shredding
@@ -216,6 +217,8 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         self.backend.refresh()
         request = request or AssertRequest(**kwargs)
         event = build_assert(self.now, request)
+        if deferred_time(self.backend, request):  # stamped now as the append would stamp it
+            event = restamp(event, in_order(self.backend, event.tx_time), request)
         check_assert(self.backend, event, fresh=request.fact_id is None)
         return event
 
@@ -237,14 +240,17 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
             # Validated under the key locks alone (other topics' writers validate alongside),
             # with a provisional stamp; the final one is taken in the ordered phase.
             event = build_assert(self.now, request)
-            # The superseded fact's state (a fact id the ledger drew is not looked up).
-            old = check_assert(self.backend, event, fresh=request.fact_id is None)
+            # The superseded fact's state (a fact id the ledger drew is not looked up). A
+            # validFrom that defaults to a stamp which may still be raised is compared at the
+            # final stamp only (``rules.deferred_time``).
+            defer = deferred_time(self.backend, request)
+            old = check_assert(self.backend, event, fresh=request.fact_id is None, defer=defer)
             if precondition is not None and old is not None:
                 precondition(old)
 
             def stamp(tx: str) -> list[AssertEvent]:
                 final = restamp(event, tx, request)
-                if old is not None and final is not event:  # the rules that read the stamp
+                if old is not None and (defer or final is not event):  # rules reading the stamp
                     check_replacement(final, old.assert_event)
                 return [final]
 
@@ -264,15 +270,9 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         backend's sections exclude each other (it locks no keys); on a backend locking keys,
         another writer may have taken the order lock first with a later time, so the stamp is
         raised to the last event's: transaction time never goes backwards along the append
-        order."""
+        order, whichever host's clock stamped it (``in_order``)."""
         self.backend.ordered()
-        if provisional is None:
-            tx = self.now()
-        elif not self.backend.locks_keys:
-            tx = provisional
-        else:
-            last = self.backend.last_tx_time()
-            tx = provisional if last is None or last <= provisional else last
+        tx = in_order(self.backend, self.now() if provisional is None else provisional)
         events = self._chain.seal(self.backend, stamp(tx))
         self.backend.append(events)
         return events

@@ -78,3 +78,17 @@ def fact_keys(backend: EventBackend, fact_id: str) -> list[str]:
     found = backend.get_assert(fact_id)
     f = found.fact if found is not None else None
     return [fact_key(fact_id)] + ([topic_key(f.space, f.subject, f.predicate)] if f else [])
+
+
+def in_order(backend: EventBackend, tx: str) -> str:
+    """The transaction time of events appended now, in the backend's ordered phase, from ``tx``
+    (this host's clock). When the backend's sections exclude each other (it locks no keys),
+    ``tx`` was read after the last append finished, so it is kept. When writers run alongside
+    (it locks keys; several servers on one PostgreSQL), another may have appended first with a
+    clock ahead of this one, so ``tx`` is raised to the last event's: transaction time never
+    goes backwards along the append order, for every kind of event (an as-of read at an
+    instant must see exactly the events appended before it)."""
+    if not backend.locks_keys:
+        return tx
+    last = backend.last_tx_time()
+    return tx if last is None or last <= tx else last

@@ -20,6 +20,7 @@ from agent_custody_state.ledger.queries import (
     effective_superseders,
     walk_from,
 )
+from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.timeutil import wire_time_key
 
 Action = Literal["retract", "confirm", "hold", "release", "forget"]
@@ -45,6 +46,7 @@ def check_assert(
     known: Container[str] | None = None,
     *,
     fresh: bool = False,
+    defer: bool = False,
 ) -> FactState | None:
     """Rules 2.1 for one assert; raises ``LedgerError``. Returns the state now of the fact it
     supersedes (None when it supersedes none): its assert serves ``check_replacement`` after a
@@ -54,7 +56,8 @@ def check_assert(
     ``known``: which of a batch's fact ids the backend already holds, asked once for the whole
     batch (None: ask the backend now). ``fresh``: the ledger drew the fact id itself (a random
     version-4 UUID, as it draws every event id), so no stored fact holds it and it is not
-    looked up: a plain assert reads nothing (docs/decisions.md).
+    looked up: a plain assert reads nothing (docs/decisions.md). ``defer``: the replacement's
+    ``validFrom`` is left to the check at the final stamp (``deferred_time``).
 
     A replacement of a stored fact is checked from one question (``walk_from``, one indexed
     query on SQL): the superseded fact's chain, which also holds the new fact id's assert if
@@ -81,7 +84,7 @@ def check_assert(
         raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
     in_batch = batch.asserts.get(sup)
     if in_batch is not None:  # a fact of this batch has no other superseder and is live
-        check_replacement(event, in_batch)
+        check_replacement(event, in_batch, defer=defer)
         return FactState(in_batch)
     around, states, covered = walk or walk_from(backend, [sup])
     state = states.get(sup)
@@ -92,16 +95,26 @@ def check_assert(
         raise LedgerError(f"fact {sup} is already superseded", code="already_superseded")
     if state.retracted:
         raise LedgerError(f"fact {sup} is retracted", code="retracted")
-    check_replacement(event, state.assert_event)
+    check_replacement(event, state.assert_event, defer=defer)
     return state
 
 
-def check_replacement(event: AssertEvent, old: AssertEvent) -> None:
+def deferred_time(backend: EventBackend, request: AssertRequest) -> bool:
+    """Whether a replacement's ``validFrom`` must wait for the final stamp: it defaults to the
+    transaction time, and on a backend whose writers stamp alongside (it locks keys) the stamp
+    may still be raised to the last event's (``locking.in_order``). Compared at the provisional
+    stamp, a writer whose clock lags another host's was refused ("cannot start before the
+    fact it supersedes") although its final stamp follows that fact."""
+    return backend.locks_keys and request.valid_from is None
+
+
+def check_replacement(event: AssertEvent, old: AssertEvent, *, defer: bool = False) -> None:
     """The rules 2.1 between a replacement and the assert it supersedes that read nothing from
     the backend: the only ones that depend on the transaction time (through a ``validFrom``
-    defaulted to it), so the ledger runs them again once the event has its final stamp."""
+    defaulted to it), so the ledger runs them again once the event has its final stamp
+    (``defer``: the time is compared then only)."""
     fact = event.fact
-    if wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
+    if not defer and wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
         raise LedgerError(
             "replacement cannot start before the fact it supersedes", code="bad_replacement"
         )

@@ -24,15 +24,10 @@ from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
+from agent_custody_state.backends.jsonl_files import check_regular, replace_file
 from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, stored_lines
 from agent_custody_state.backends.jsonl_readonly import lock_file, refuse_section
-from agent_custody_state.backends.jsonl_recovery import (
-    Recovery,
-    keep_mode,
-    ledger_files,
-    remove_stale_temps,
-    write_all,
-)
+from agent_custody_state.backends.jsonl_recovery import Recovery, ledger_files, write_all
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
 from agent_custody_state.backends.jsonl_size import check_size, warn_on_crossing
 from agent_custody_state.backends.keystore_file import SidecarKeys
@@ -70,6 +65,7 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         if on_torn not in ("repair", "raise"):
             raise ValueError('on_torn must be "repair" or "raise"')
         self.path, self.location, self.read_only = Path(location), str(location), read_only
+        check_regular(self.path, self.location)  # a folder or FIFO is refused, not read
         check_size(self.path, self.location, max_mb)  # the index holds every event in memory
         self._max_mb = max_mb
         self._recovery = Recovery(self.path, self.location, on_torn)
@@ -92,8 +88,12 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
             self._flock(fcntl.LOCK_SH if read_only else fcntl.LOCK_EX)
             try:
                 self._catch_up(exclusive=not read_only)  # a reader repairs nothing
+            except BaseException:
+                self.close()  # a refused open keeps no descriptor
+                raise
             finally:
-                self._flock(fcntl.LOCK_UN)
+                if not self._closed:
+                    self._flock(fcntl.LOCK_UN)
 
     @property
     def on_torn(self) -> str:
@@ -145,11 +145,13 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         base = self._read_to
         end = data.rfind(b"\n") + 1
         body, tail = data[:end], data[end:]
-        pos = 0
+        pos = base
         for raw in body.split(b"\n")[:-1] if body else []:
-            self._ingest(raw, base + pos)
+            self._ingest(raw, pos)
             pos += len(raw) + 1
-        self._read_to = base + end
+            # Line by line: after a line that is not an event, the next look starts at that
+            # line again, never re-adding the events before it (they were counted twice).
+            self._read_to = pos
         if tail:
             self._handle_tail(tail, base + end, exclusive=exclusive)
 
@@ -296,36 +298,27 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
             current = b""
         if self._needs_newline:
             current += b"\n"
-        positions = self._index.rewrite_forgotten(fact_id, forgotten)
-        rewritten = {
-            self._offsets[pos]: (self._index.events[pos].to_json() + "\n").encode("utf-8")
-            for pos in positions
-        }
-        out, new_offsets = replace_lines(current, self._offsets, rewritten)
-        forget_line = (event.to_json() + "\n").encode("utf-8")
-        new_offsets.append(len(out))
-        out += forget_line
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.forget.tmp")
         replaced = False
         try:
-            remove_stale_temps(self.path)
-            fd, _ = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
-            try:
-                write_all(fd, bytes(out))
-                keep_mode(self.path, fd)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
+            positions = self._index.rewrite_forgotten(fact_id, forgotten)
+            rewritten = {
+                self._offsets[pos]: (self._index.events[pos].to_json() + "\n").encode("utf-8")
+                for pos in positions
+            }
+            out, new_offsets = replace_lines(current, self._offsets, rewritten)
+            new_offsets.append(len(out))
+            out += (event.to_json() + "\n").encode("utf-8")
+            target = replace_file(self.path, bytes(out))
             replaced = True
-            _fsync_dir(self.path.parent)
-        except OSError as exc:
-            with suppress(OSError):  # a failing disk may refuse this too; the next forget retries
-                tmp.unlink(missing_ok=True)
+            _fsync_dir(target.parent)
+        except BaseException as exc:
             # The index was rewritten ahead of the file: reload it from disk at the next look
-            # (not now, which could fail the same way and hide this error).
+            # (not now, which could fail the same way and hide this error). Any exception: an
+            # interrupt left the fact forgotten in memory only, and a rollback does not undo it.
             self._reset()
             self._file.release()
+            if not isinstance(exc, OSError):
+                raise
             if replaced:
                 raise EventBackendError(
                     f"forgot {fact_id} in {self.location}, but could not sync its directory: "
@@ -338,6 +331,10 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         self._offsets = new_offsets
         self._read_to = self._file.hold(self.path).st_size
         self._needs_newline = False
+        # Everything up to the forget event is in the file now: a later failure in this
+        # section rolls back only what follows (it dropped the forget from the index).
+        self._start = len(self._index)
+        warn_on_crossing(len(current), len(out), self.location, self._max_mb)
 
     # -- queries (each first picks up other processes' lines) --------------------------------
 

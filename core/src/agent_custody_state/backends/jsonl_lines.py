@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+from agent_custody_state.ledger.backend import EventBackendError
 
 CHUNK = 1 << 20
 
@@ -41,9 +44,12 @@ class HeldFile:
     def hold(self, path: Path) -> os.stat_result:
         """Hold the file ``path`` names now (the caller's lock keeps it from being replaced
         meanwhile), letting go of the one held before; its ``fstat``."""
-        fd = os.open(path, os.O_RDONLY)
-        self.release()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there must not block
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise EventBackendError(f"{path} is no longer a regular file; a ledger is one")
+        self.release()
         self.fd, self.ident = fd, (st.st_dev, st.st_ino)
         return st
 

@@ -25,6 +25,7 @@ Also the small file helpers the backend's writes share (full writes, directory f
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
@@ -238,8 +239,18 @@ def remove_stale_temps(path: Path) -> None:
     left in place it would keep them on disk. Only called under the exclusive lock, so no other
     process is writing one.
     """
-    for stale in path.parent.glob(f".{path.name}.*.forget.tmp"):
+    for stale in _temporaries(path, "forget.tmp"):
         stale.unlink(missing_ok=True)
+
+
+def _temporaries(path: Path, suffix: str) -> list[Path]:
+    """``.<name>.*.<suffix>`` beside ``path`` and, through a symlink, beside the file it names
+    (where a forget writes its temporary). The name is escaped: a ``[`` in it made the pattern
+    match nothing, and a crashed forget's copy of the ledger was never removed."""
+    found: set[Path] = set()
+    for p in {path, Path(os.path.realpath(path))}:
+        found.update(p.parent.glob(f".{glob.escape(p.name)}.*.{suffix}"))
+    return sorted(found)
 
 
 def ledger_files(path: Path) -> list[str]:
@@ -248,5 +259,5 @@ def ledger_files(path: Path) -> list[str]:
     and any rewrite temporary of a forget (``remove_stale_temps``)."""
     name = path.name
     fixed = [path, *(path.with_name(f"{name}.{x}") for x in ("lock", "batch", "checkpoints"))]
-    found = sorted(path.parent.glob(f"{name}.torn-*")) + sorted(path.parent.glob(f".{name}.*.tmp"))
+    found = sorted(path.parent.glob(f"{glob.escape(name)}.torn-*")) + _temporaries(path, "tmp")
     return [str(p) for p in fixed + found]

@@ -99,9 +99,42 @@ class NewFiles:
         return [p for p in self._path.parent.iterdir() if p.name.startswith(name)]
 
     def remove(self) -> None:
-        """Remove what the open created (call after the backend was closed)."""
-        if not self._fresh:
+        """Remove what the open created (call after the backend was closed), unless another
+        process has put events there meanwhile: every file there is then that ledger's (its
+        events, its lock), and removing them lost committed events."""
+        if not self._fresh or holds_events(self._path):
             return
         for created in set(self._siblings()) - self._before:
             with suppress(OSError):  # a folder, or gone already: nothing of ours to take back
                 created.unlink()
+
+
+def holds_events(path: Path) -> bool:
+    """Whether the ledger file ``path`` holds an event: a JSONL line (an open writes none), or a
+    row of a SQLite ledger's events table (or a ``-wal`` beside it: a connection is open). In
+    doubt, True: keeping a file is the safe mistake."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    if not head.startswith(b"SQLite format 3\x00"):
+        return bool(head.strip())
+    if os.path.exists(f"{path}-wal"):
+        return True
+    import sqlite3
+    from urllib.parse import quote
+
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?immutable=1", uri=True)
+        try:
+            tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            if ("events",) not in tables:
+                return False
+            return conn.execute("SELECT 1 FROM events LIMIT 1").fetchone() is not None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True

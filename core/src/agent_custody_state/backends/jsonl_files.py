@@ -1,0 +1,67 @@
+"""The JSONL ledger file itself: what its path may name, and how a forget replaces it.
+
+* The path names a regular file, or nothing yet. A folder, FIFO, socket or device is refused at
+  open with a message saying so, before anything is created or read (a FIFO would block the
+  open forever, under the ledger's lock; a folder failed with a raw ``IsADirectoryError``).
+* A forget writes the ledger's new contents to a temporary beside the file, fsyncs it and
+  renames it over the file. Through a symlink, the file replaced is the one the link points to:
+  renaming over the link itself turned the link into a plain copy and left every value, the
+  forgotten one included, in the file it had pointed to. The caller fsyncs the folder of the
+  file returned.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from contextlib import suppress
+from pathlib import Path
+
+from agent_custody_state.backends.jsonl_recovery import keep_mode, remove_stale_temps, write_all
+from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state.ledger.files import open_private
+
+
+def check_regular(path: Path, location: str) -> None:
+    """Refuse a ledger path that names something other than a regular file (through symlinks)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # nothing there yet, or an error the open reports
+    if not stat.S_ISREG(st.st_mode):
+        what = (
+            "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "not a regular file (a FIFO, socket or device)"
+        )
+        raise EventBackendError(
+            f"{location} is {what}; a JSONL ledger is a regular file: name a file"
+        )
+
+
+def target_of(path: Path) -> Path:
+    """The file ``path`` names: itself, or through a symlink the file the link resolves to."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def replace_file(path: Path, data: bytes) -> Path:
+    """Replace the file ``path`` names by ``data`` atomically (a fsynced temporary renamed over
+    it, with its mode and group); returns the file replaced. Temporaries a crashed forget left
+    are removed first; this one is removed if anything fails before the rename."""
+    target = target_of(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.forget.tmp")
+    try:
+        remove_stale_temps(path)
+        fd, _ = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
+        try:
+            write_all(fd, data)
+            keep_mode(target, fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):  # a failing disk may refuse this too; the next forget retries
+            tmp.unlink(missing_ok=True)
+        raise
+    return target

@@ -19,7 +19,7 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 
@@ -30,12 +30,12 @@ from agent_custody_state.backends.jsonl_readonly import lock_file, refuse_sectio
 from agent_custody_state.backends.jsonl_recovery import Recovery, ledger_files, write_all
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
 from agent_custody_state.backends.jsonl_size import check_size, warn_on_crossing
+from agent_custody_state.backends.jsonl_view import JsonlView
 from agent_custody_state.backends.keystore_file import SidecarKeys
-from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.checkpoints import FileCheckpointLog
 from agent_custody_state.ledger.files import check_folder, open_private
 from agent_custody_state.ledger.model import (
-    AssertEvent,
     Event,
     ForgetEvent,
     Forgotten,
@@ -47,7 +47,7 @@ from agent_custody_state.ledger.sections import ReentrantTransactions
 log = logging.getLogger(__name__)
 
 
-class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
+class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
     """Events in a JSONL file, indexed in memory; crash leftovers are settled by ``Recovery``."""
 
     kind = "jsonl"
@@ -194,16 +194,6 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         """The ledger and every sidecar of it (``jsonl_recovery.ledger_files``)."""
         return ledger_files(self.path)
 
-    def refresh(self) -> None:
-        with self._lock:
-            if self._depth:
-                return
-            self._flock(fcntl.LOCK_SH)
-            try:
-                self._catch_up(exclusive=False)
-            finally:
-                self._flock(fcntl.LOCK_UN)
-
     # -- writing ---------------------------------------------------------------------------
 
     # The write section (``ReentrantTransactions``): the exclusive lock, then catch up with
@@ -335,52 +325,6 @@ class JsonlBackend(SidecarKeys, ModeFile, ReentrantTransactions, EventBackend):
         # section rolls back only what follows (it dropped the forget from the index).
         self._start = len(self._index)
         warn_on_crossing(len(current), len(out), self.location, self._max_mb)
-
-    # -- queries (each first picks up other processes' lines) --------------------------------
-
-    def get_assert(self, fact_id: str) -> AssertEvent | None:
-        self.refresh()
-        return self._index.get_assert(fact_id)
-
-    def events_for(self, fact_ids: Collection[str]) -> list[Event]:
-        self.refresh()
-        return self._index.events_for(fact_ids)
-
-    def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
-        self.refresh()
-        return self._index.superseders(fact_ids)
-
-    def history(self, fact_id: str) -> list[Event]:
-        self.refresh()
-        return self._index.history(fact_id)
-
-    def find_asserts(self, **filters: str | None) -> Iterator[AssertEvent]:  # type: ignore[override]
-        self.refresh()
-        return iter(list(self._index.find_asserts(**filters)))
-
-    def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
-        self.refresh()
-        return self._index.key_values(key, prefix, limit)
-
-    def spaces(self) -> list[str]:
-        self.refresh()
-        return self._index.spaces()
-
-    def count(self) -> int:
-        self.refresh()
-        return len(self._index)
-
-    def iter_events(self) -> Iterator[Event]:
-        self.refresh()
-        return iter(list(self._index.events))
-
-    def last_event(self) -> Event | None:
-        self.refresh()
-        return self._index.events[-1] if len(self._index) else None
-
-    def events_newest_first(self) -> Iterator[Event]:
-        self.refresh()
-        return reversed(list(self._index.events))
 
     def stored_events(self) -> Iterator[bytes]:
         return stored_lines(self.path, self._lock_fd)

@@ -278,3 +278,20 @@ class MultiProcessConformance(ConformanceSuite):
             assert report.ok, report.problems[:5]
             assert report.events == here.count() and report.genesis == 1
             assert here.chain_head().hash == report.head
+
+    @rule("MP-5")
+    def test_racing_writers_keep_every_rule(self, shared_location: str) -> None:
+        """Four processes supersede, retract, hold, release and forget a few shared facts at
+        random while this process reads the events in order again and again: the history
+        obeys every rule when replayed (no two winners of a race), forgotten facts keep no
+        value, transaction time never goes backwards, the chain verifies, and no event commits
+        behind a reader's position (``races``).
+
+        Troubleshooting: every rule a write checks must be checked inside the section that
+        excludes the writers of the same fact, and events must become visible in append order
+        (PostgreSQL: inserts only under the order lock; a sequence is not transactional).
+        """
+        from .races import run_races
+
+        Ledger(shared_location).close()
+        run_races(shared_location)

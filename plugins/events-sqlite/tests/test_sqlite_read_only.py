@@ -5,7 +5,6 @@ byte-identical (the core's ``test_read_only.py`` says the same of JSONL)."""
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Any
 import pytest
 
 from agent_custody_state import Ledger, LedgerError
-from agent_custody_state.cli import main
 from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state_conformance.readonly import READ_COMMANDS, folder_files, run_read_command
 from agent_custody_state_events_sqlite.store import SqliteBackend
 
 FACT = {"subject": "s", "predicate": "p", "space": "o", "actor": "a"}
@@ -35,11 +34,6 @@ WRITES: dict[str, Callable[[Ledger, str], Any]] = {
 }
 
 
-def files(folder: Path) -> dict[str, str]:
-    """Every file of ``folder`` (the listing, ``-wal`` and ``-shm`` included) and its SHA-256."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
-
-
 def ledger(folder: Path) -> tuple[Path, str]:
     path = folder / "ledger.sqlite"
     with Ledger(path) as opened:
@@ -50,20 +44,20 @@ def ledger(folder: Path) -> tuple[Path, str]:
 
 def test_a_read_only_open_reads_and_changes_no_file(tmp_path: Path) -> None:
     path, fact_id = ledger(tmp_path)
-    before = files(tmp_path)
+    before = folder_files(tmp_path)
     assert list(before) == ["ledger.sqlite"]
     with Ledger(path, read_only=True) as opened:
         assert opened.read_only
         assert sorted(f.value for f in opened.as_of()) == ["one", "two"]
         assert [e.kind for e in opened.history(fact_id)] == ["assert"]
         assert len(list(opened.export())) == 2
-    assert files(tmp_path) == before
+    assert folder_files(tmp_path) == before
 
 
 @pytest.mark.parametrize("write", list(WRITES))
 def test_every_write_is_refused_and_changes_no_file(tmp_path: Path, write: str) -> None:
     path, fact_id = ledger(tmp_path)
-    before = files(tmp_path)
+    before = folder_files(tmp_path)
     with Ledger(path, read_only=True) as opened:
         with pytest.raises(LedgerError) as refused:
             WRITES[write](opened, fact_id)
@@ -73,20 +67,20 @@ def test_every_write_is_refused_and_changes_no_file(tmp_path: Path, write: str) 
             with opened.backend.transaction():
                 pass
         assert opened.count() == 2
-    assert files(tmp_path) == before
+    assert folder_files(tmp_path) == before
 
 
 def test_the_database_itself_refuses_a_write(tmp_path: Path) -> None:
     """Beneath the ledger's refusals, the connection is read-only (``mode=ro``, query_only)."""
     path, _ = ledger(tmp_path)
-    before = files(tmp_path)
+    before = folder_files(tmp_path)
     backend = SqliteBackend(path, read_only=True)
     try:
         with pytest.raises(sqlite3.Error, match="readonly|read-only|query_only"):
             backend._raw.execute("DELETE FROM events")
     finally:
         backend.close()
-    assert files(tmp_path) == before
+    assert folder_files(tmp_path) == before
 
 
 def test_a_writer_open_alongside_is_read_through_the_wal(tmp_path: Path) -> None:
@@ -111,10 +105,10 @@ def test_a_database_without_the_events_table_is_refused_unchanged(tmp_path: Path
     path = tmp_path / "other.sqlite"
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE notes (x)")
-    before = files(tmp_path)
+    before = folder_files(tmp_path)
     with pytest.raises(EventBackendError, match="no events table events; a read-only open"):
         Ledger(path, read_only=True)
-    assert files(tmp_path) == before
+    assert folder_files(tmp_path) == before
 
 
 def test_a_writable_open_creates_what_a_read_only_one_does_not(tmp_path: Path) -> None:
@@ -122,31 +116,19 @@ def test_a_writable_open_creates_what_a_read_only_one_does_not(tmp_path: Path) -
     path = tmp_path / "other.sqlite"
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE notes (x)")
-    before = files(tmp_path)
+    before = folder_files(tmp_path)
     Ledger(path).close()
-    assert files(tmp_path) != before
+    assert folder_files(tmp_path) != before
 
 
-READS = [
-    ["facts"],
-    ["history", "FACT"],
-    ["timeline", "s"],
-    ["show", "FACT"],
-    ["export", "--out", "OUT"],
-    ["verify"],
-    ["sweep", "--before", "2999-01-01T00:00:00Z", "--reason", "r", "--dry-run"],
-]
-
-
-@pytest.mark.parametrize("command", READS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", READ_COMMANDS, ids=lambda c: c[0])
 def test_a_read_command_leaves_the_folder_byte_identical(
     tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "ledger"
     folder.mkdir()
     path, fact_id = ledger(folder)
-    before = files(folder)
-    words = {"FACT": fact_id, "OUT": str(tmp_path / "out.jsonl")}
-    assert main([*(words.get(w, w) for w in command), "--ledger", str(path)]) == 0
+    before = folder_files(folder)
+    assert run_read_command(command, path, fact_id, tmp_path / "out.jsonl") == 0
     capsys.readouterr()
-    assert files(folder) == before
+    assert folder_files(folder) == before

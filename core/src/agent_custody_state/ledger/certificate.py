@@ -48,8 +48,10 @@ _METHODS = {
         "crypto-shred",
         "the value was only ever stored encrypted (AES-256-GCM) under a key of its own; the key "
         "is destroyed in the key store, so every copy of the events, backups and WAL included, "
-        "holds ciphertext nothing can open. The key's own trace: key-store backups taken before "
-        "the forget, until they expire",
+        "holds ciphertext nothing can open. The key's own traces: key-store backups taken before "
+        "the forget, until they expire; the key store's own storage (the file-system blocks of "
+        "a file key store's rollback journal, unlinked at each commit; a PostgreSQL key "
+        "server's WAL, its archives and replicas), until reused or retired",
     ),
 }
 

@@ -3,7 +3,8 @@
 The facts are those of docs/forget.md ("Where bytes can remain"); an erasure certificate lists
 them so that its reader knows what the forget could not reach. In crypto-shred mode the list is
 empty: every copy of the events holds only ciphertext whose key is destroyed (the key's own
-trace, key-store backups, is named in the certificate's method details).
+traces, key-store backups and the key store's own storage, are named in the certificate's method
+details).
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ def _env_name(loc: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _describe(error: ValidationError) -> str:
+def _describe(error: ValidationError, model: Any = None) -> str:
     parts = []
     for item in error.errors():
         where = ".".join(str(p) for p in item["loc"]) or "config"
@@ -215,8 +215,38 @@ def _describe(error: ValidationError) -> str:
         if env is not None:
             where += f" (from {env})"
         message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden" and item["loc"]:
+            message += _unknown_key_hint(model or MemoryConfig, tuple(item["loc"]))
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
+
+
+def _unknown_key_hint(model: Any, loc: tuple[Any, ...]) -> str:
+    """What to write instead of an unknown key: the closest known one, else the known ones."""
+    import difflib
+
+    for part in loc[:-1]:  # walk to the table holding the key (list indexes skipped)
+        if isinstance(part, int):
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        model = _model_of(field.annotation) if field is not None else None
+        if model is None:
+            return ""
+    known = sorted(getattr(model, "model_fields", {}))
+    if not known:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    if close:
+        return f" (an unknown key; did you mean {close[0]}?)"
+    return f" (an unknown key; the keys here are {', '.join(known)})"
+
+
+def _model_of(annotation: Any) -> Any:
+    """The pydantic model a field holds (through ``list[...]`` and ``... | None``), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    found = (_model_of(arg) for arg in get_args(annotation))
+    return next((model for model in found if model is not None), None)
 
 
 def _describe_settings_error(exc: SettingsError) -> str:
@@ -351,7 +381,7 @@ def build_stores(configs: list[StoreConfig]) -> list[Any]:
             raw = _anchor_settings(raw, model, table._folder)
             settings = model.model_validate(raw) if model is not None else raw
         except ValidationError as exc:
-            raise ConfigError(f"{where}: {_describe(exc)}") from None
+            raise ConfigError(f"{where}: {_describe(exc, model)}") from None
         except ImportError as exc:
             raise ConfigError(f"{where}: the {table.type} store cannot be loaded: {exc}") from None
         planned.append((table, spec, settings))

@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (CliError, LedgerError, EventBackendError, PluginError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{_hint(str(exc))}", file=sys.stderr)
         return 1
     except UnicodeDecodeError as exc:
         print(
@@ -89,6 +89,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+#: What to do about a driver's message that says only what went wrong.
+_HINTS = {
+    "no password supplied": "give the password in the URL (postgresql://user:PASSWORD@host/db) "
+    "or, to keep it out of files, in PGPASSWORD or ~/.pgpass",
+    "file is not a database": "check the path: a .sqlite or .db ledger is a SQLite database",
+}
+
+
+def _hint(message: str) -> str:
+    return next((f"; {fix}" for text, fix in _HINTS.items() if text in message), "")
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -88,6 +88,9 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         raise CliError(f"--key: {exc}") from None
     if args.ledger:
         check_location(args.ledger, must_exist=True)
+        _check_jsonl_ledger(args.ledger)
+    if not Path(args.file).is_file():
+        raise CliError(f"{args.file}: no such certificate file; check the path")
     try:
         # Strict: a key twice (a second ``payload`` a first-wins reader does not see) fails.
         envelope = read_json(Path(args.file).read_bytes())
@@ -104,7 +107,7 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
             with stored(args.ledger) as (lines, _notes):
                 check_against(statement, lines)
     except CertificateError as exc:
-        print(f"FAILED: {args.file}: {exc}")
+        print(f"FAILED: {args.file}: {exc}{_key_hint(str(exc), args.key, key.keyid)}")
         return 1
     predicate = statement["predicate"]
     fact = statement["subject"][0]["name"]
@@ -114,6 +117,23 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         f"outcome {predicate['outcome']}, signed by {key.keyid[:16]}{where}"
     )
     return 0
+
+
+def _check_jsonl_ledger(location: str) -> None:
+    from agent_custody_state.cli.proofs import _is_jsonl, check_jsonl_ledger
+
+    if _is_jsonl(location):
+        check_jsonl_ledger(location)
+
+
+def _key_hint(reason: str, key: str, keyid: str) -> str:
+    """After a signature by another key: which key was given, and what to pass instead."""
+    if not reason.startswith("signature: no trusted key matches"):
+        return ""
+    return (
+        f" (--key {key} is key {keyid[:12]}); pass the public key of the key that signed it "
+        "(the forget's --key, or the config's key, with .pub)"
+    )
 
 
 def add_commands(sub: Any) -> None:

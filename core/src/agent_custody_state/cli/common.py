@@ -338,7 +338,10 @@ def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
     if out.exists():
         raise CliError(f"{flag} {path} already exists; certificates are never overwritten")
     if not out.parent.is_dir():
-        raise CliError(f"{flag} {path}: the folder {out.parent} does not exist")
+        raise CliError(
+            f"{flag} {path}: the folder {out.parent} does not exist; create it first "
+            "(no command creates a missing folder)"
+        )
     return out
 
 

@@ -274,7 +274,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         if out.exists() and not out.is_dir():
             raise CliError(f"--out {args.out} is a file; name a folder")
         if not out.parent.is_dir():
-            raise CliError(f"--out {args.out}: the folder {out.parent} does not exist")
+            raise CliError(f"--out {args.out}: the folder {out.parent} does not exist; create it")
     with _ledger(args) as ledger:
         options = ReviewOptions(receipts, ledger, keys, args.title)
         if args.out:

@@ -37,7 +37,10 @@ def resolve_output(out: str, *, force: bool, flag: str = "--out") -> Path | None
     if path.exists() and not force:
         raise CliError(f"{flag} {out} already exists; pass --force to replace it")
     if not path.parent.is_dir():
-        raise CliError(f"{flag} {out}: the folder {path.parent} does not exist")
+        raise CliError(
+            f"{flag} {out}: the folder {path.parent} does not exist; create it first "
+            "(no command creates a missing folder)"
+        )
     return path
 
 

@@ -103,6 +103,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from agent_custody_state.ledger.checkpoints import CheckpointError, read_checkpoints
 
     check_location(args.ledger, must_exist=True)
+    if _is_jsonl(args.ledger):
+        check_jsonl_ledger(args.ledger)
     try:
         public_key = load_public_key(args.key) if args.key else None
     except SigningKeyError as exc:
@@ -193,6 +195,25 @@ def _file_marks(path: Path) -> Any:
             self.path = path
 
     return FileMarks()
+
+
+def check_jsonl_ledger(location: str) -> None:
+    """Refuse a non-empty file that holds no ledger event at all (a mistyped path, a key, a
+    config): reported as events that do not parse, it would read as tampering. The test is on
+    the bytes (``"eventId"`` anywhere in the file), so a ledger with any event left, however
+    many lines were edited or replaced, is verified and its damage reported."""
+    marker, tail, blank = b'"eventId"', b"", True
+    with open(location, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            if marker in tail + chunk:
+                return
+            blank = blank and not chunk.strip()
+            tail = chunk[-len(marker) :]
+    if not blank:
+        raise CliError(
+            f"{location} is not a ledger: no line of it is a ledger event (a JSON object with "
+            "eventId and kind); check the path"
+        )
 
 
 def _is_jsonl(location: str) -> bool:

@@ -138,7 +138,8 @@ def open_runtime(config: MemoryConfig) -> Runtime:
     oauth = oauth_settings(config.server.oauth) if config.server.oauth is not None else None
     if config.checkpoint_every and not config.key:
         raise ConfigError(
-            "checkpoint_every needs key: checkpoints are signed with the key that signs results"
+            "checkpoint_every needs key: checkpoints are signed with the key that signs results; "
+            'add key = "memory.key" (make one with: agent-custody-memory keygen --out memory.key)'
         )
     identity = SigningIdentity.load(config.key) if config.key else None
     stores = build_stores(config.stores)

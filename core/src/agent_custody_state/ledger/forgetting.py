@@ -274,27 +274,36 @@ class LedgerForgetting:
         done: list[Forgetting] = []
         held: list[str] = []
         candidates = self.learned_before(cutoff, space)
-        for count, fact in enumerate(candidates):
-            if progress is not None:
-                progress(count, len(candidates))
-            try:
-                event, forgetting = self._forget(
-                    fact.fact_id, actor, reason, receipt_id, keep_digest, certify=key is not None
-                )
-            except LedgerError as exc:
-                if exc.code == "on_hold":
-                    held.append(fact.fact_id)
-                elif exc.code != "already_forgotten":  # else another process swept it first
-                    raise
-                continue
-            forgotten.append(event)
-            if forgetting is not None:
-                done.append(forgetting)
-        if progress is not None and candidates:
-            progress(len(candidates), len(candidates))
-        if forgotten:
-            self.backend.compact()
-        self._appended(forgotten)
+        try:
+            for count, fact in enumerate(candidates):
+                if progress is not None:
+                    progress(count, len(candidates))
+                try:
+                    event, forgetting = self._forget(
+                        fact.fact_id,
+                        actor,
+                        reason,
+                        receipt_id,
+                        keep_digest,
+                        certify=key is not None,
+                    )
+                except LedgerError as exc:
+                    if exc.code == "on_hold":
+                        held.append(fact.fact_id)
+                    elif exc.code != "already_forgotten":  # else another process swept it first
+                        raise
+                    continue
+                forgotten.append(event)
+                if forgetting is not None:
+                    done.append(forgetting)
+            if progress is not None and candidates:
+                progress(len(candidates), len(candidates))
+        finally:
+            # Also when a fact stops the sweep: the facts already forgotten must not leave
+            # their values in the ledger's files (compaction), and their events are announced.
+            if forgotten:
+                self.backend.compact()
+            self._appended(forgotten)
         certified = {}
         if options is not None and key is not None and done:
             certified = {c.event.fact_id: c for c in self._certify(done, options, key)}

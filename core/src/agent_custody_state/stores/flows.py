@@ -52,6 +52,7 @@ from agent_custody_state.stores.mirror import (
     Removal,
     Restore,
     current_fact,
+    drop_erased_restore,
     plan_leaving,
     put_back,
 )
@@ -311,6 +312,9 @@ class Custody(CustodySweep):
             if restore is not None and restore.external and plan.uncovers is not None:
                 await self.stores.compensate(plan.uncovers, restore.external)
             raise
+        if restore is not None and restore.external and plan.uncovers is not None:
+            now = await self.run(self.ledger.get, plan.uncovers.fact_id)
+            await drop_erased_restore(self.stores, now, restore)
         if plan.fact is None or not plan.fact.external:
             return Removal(event, RemovalReport(), restore)
         held_by = list(plan.fact.external)

@@ -148,3 +148,24 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
             continue
         restore.external[store.name] = external_id
     return restore
+
+
+async def drop_erased_restore(stores: StoreSet, erased: Fact | None, restore: Restore) -> None:
+    """Remove the copies put back of a fact a concurrent forget or sweep erased between the
+    put-back and the retraction's append (``erased``: the fact as the ledger has it now, the
+    value taken before the put-back in ``restore``'s fact). That forget's removal ran before
+    these ids were recorded, so nothing else would ever remove them: the erased value would
+    stay in the stores."""
+    if erased is None or erased.forgotten is None or not restore.external:
+        return
+    log.warning(
+        "fact %s was forgotten while it was being put back; removing the copies put back",
+        erased.fact_id,
+        extra={"fact": erased.fact_id},
+    )
+    report = await stores.remove_all(
+        erased.with_(external=dict(restore.external)), only=list(restore.external)
+    )
+    for name in restore.external:
+        outcome = report.still_held.get(name) or report.verification.get(name, "unverified")
+        restore.failed[name] = f"forgotten meanwhile; the copy put back was removed: {outcome}"

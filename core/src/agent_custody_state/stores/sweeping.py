@@ -17,6 +17,7 @@ from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent
+from agent_custody_state.ledger.queries import SweepResult
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.certificate import certify_removal
@@ -65,7 +66,7 @@ class CustodySweep:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         options = self._certificate_options(certificates)
         with anyio.CancelScope(shield=True):
-            forgotten, held, copies, certified, owed = await self.run(
+            forgotten, held, copies, certified, owed, stopped = await self.run(
                 self._sweep_ledger,
                 before,
                 space,
@@ -101,6 +102,8 @@ class CustodySweep:
                 report.forgotten.append(swept)
             if progress is not None and leaving:
                 progress("stores", leaving, leaving)
+        if stopped is not None:  # what it forgot before has left the stores: now say why
+            raise stopped
         return report
 
     async def _settle(self, owed: list[Owed]) -> None:
@@ -171,18 +174,22 @@ class CustodySweep:
         dict[str, Fact],
         dict[str, CertifiedForget],
         dict[str, list[Owed]],
+        Exception | None,
     ]:
         certified: dict[str, CertifiedForget] = {}
         owed: dict[str, list[Owed]] = {}
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
         copies: dict[str, Fact] = {}
+        stopped: Exception | None = None
         for where, cutoff in self._cutoffs(before, space, within):
             # Keep the values the stores must find again to remove and verify, with the ids
             # the stores hold them under now (a fact put back has new ones). Without stores,
             # a fact recorded in one is still kept: the report must name who still holds it.
             leaving: list[Fact] = []
+            listed: dict[str, Fact] = {}
             for f in self.ledger.learned_before(cutoff, where):
+                listed[f.fact_id] = f
                 if self.stores or f.external:
                     external = self.ledger.current_external(f.fact_id)
                     if external:
@@ -191,18 +198,24 @@ class CustodySweep:
             if self.outbox is not None and leaving:
                 for entry in self.outbox.owe(leaving, "forget", self.ledger.now()):
                     owed.setdefault(entry.fact_id, []).append(entry)
-            result = self.ledger.sweep(
-                before=cutoff,
-                space=where,
-                actor=actor,
-                reason=reason,
-                receipt_id=receipt_id,
-                keep_digest=keep_digest,
-                progress=(lambda done, total: progress("ledger", done, total))
-                if progress
-                else None,
-                certificates=options or False,
-            )
+            try:
+                result = self.ledger.sweep(
+                    before=cutoff,
+                    space=where,
+                    actor=actor,
+                    reason=reason,
+                    receipt_id=receipt_id,
+                    keep_digest=keep_digest,
+                    progress=(lambda done, total: progress("ledger", done, total))
+                    if progress
+                    else None,
+                    certificates=options or False,
+                )
+            except Exception as exc:
+                # A fact stopped the sweep: those it forgot before still leave the stores.
+                stopped = exc
+                result = self._forgotten_of(listed)
+            self._restored_meanwhile(result.forgotten, listed, copies, owed)
             forgotten.extend(result.forgotten)
             held.extend(result.held)
             certified.update(result.certificates)
@@ -210,7 +223,46 @@ class CustodySweep:
                 gone = {e.fact_id for e in result.forgotten}
                 kept = [f.fact_id for f in leaving if f.fact_id not in gone]
                 self.outbox.settle([o for fact_id in kept for o in owed.pop(fact_id, [])])
-        return forgotten, held, copies, certified, owed
+            if stopped is not None:
+                break
+        return forgotten, held, copies, certified, owed, stopped
+
+    def _forgotten_of(self, listed: dict[str, Fact]) -> SweepResult:
+        """The forget events of the listed facts forgotten by now (a stopped sweep's)."""
+        forgotten = []
+        for fact_id in listed:
+            events = [
+                e
+                for e in self.ledger.history(fact_id)
+                if isinstance(e, ForgetEvent) and e.fact_id == fact_id
+            ]
+            if events:
+                forgotten.append(events[-1])
+        return SweepResult(forgotten=forgotten)
+
+    def _restored_meanwhile(
+        self,
+        events: list[ForgetEvent],
+        listed: dict[str, Fact],
+        copies: dict[str, Fact],
+        owed: dict[str, list[Owed]],
+    ) -> None:
+        """A fact put back into a store (a retraction recorded its new ids) after the listing
+        and before its forget: the ids read at the listing miss that copy, which would keep the
+        erased value. Read them again now that the forget is committed, and owe the new ones."""
+        for event in events:
+            fact = listed.get(event.fact_id)
+            if fact is None:
+                continue
+            known = copies[fact.fact_id].external or {} if fact.fact_id in copies else {}
+            external = self.ledger.current_external(fact.fact_id)
+            added = {k: v for k, v in external.items() if known.get(k) != v}
+            if not added:
+                continue
+            copies[fact.fact_id] = fact.with_(external=external)
+            if self.outbox is not None:
+                more = self.outbox.owe([fact.with_(external=added)], "forget", self.ledger.now())
+                owed.setdefault(fact.fact_id, []).extend(more)
 
 
 def _time_text(value: TimeLike | None) -> str | None:

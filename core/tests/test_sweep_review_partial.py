@@ -1,0 +1,63 @@
+"""A sweep stopped by a fact it may not forget (a crypto-shred value swept in plain mode): what
+it forgot before must still be compacted out of the ledger's files and leave the stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_custody_state import AssertRequest, Ledger, LedgerError
+from agent_custody_state.stores import StoreSet, VerifyPolicy
+from agent_custody_state.stores.flows import Custody
+from agent_custody_state.stores.inprocess import InProcessStore
+
+SECRET = "zebra-secret-4711"
+LATER = "2100-01-01T00:00:00Z"
+
+
+def _mixed(path: Path) -> str:
+    """A plain value, then one written in crypto-shred mode (the same ledger file)."""
+    with Ledger(path) as ledger:
+        first = ledger.assert_fact(
+            subject="a", predicate="p", value=SECRET, space="org", actor="x"
+        ).fact.fact_id
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        ledger.assert_fact(subject="b", predicate="p", value=2, space="org", actor="x")
+    return first
+
+
+def _files_hold(folder: Path, data: bytes) -> list[str]:
+    return [f.name for f in folder.iterdir() if f.is_file() and data in f.read_bytes()]
+
+
+def test_a_stopped_sweep_still_compacts_what_it_forgot(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    first = _mixed(path)
+    with Ledger(path) as ledger:
+        with pytest.raises(LedgerError) as caught:
+            ledger.sweep(before=LATER, actor="x", reason="r")
+        assert caught.value.code == "crypto_shred"
+        assert ledger.get(first).forgotten is not None  # type: ignore[union-attr]
+        assert _files_hold(tmp_path, SECRET.encode()) == []
+
+
+def test_a_stopped_custody_sweep_still_removes_what_it_forgot_from_the_stores(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "l.sqlite"
+    store = InProcessStore("vectors")
+    with Ledger(path) as ledger:
+        custody = Custody(ledger, StoreSet([store], VerifyPolicy(attempts=1, delay=0)))
+        request = AssertRequest(subject="a", predicate="p", value=SECRET, space="org", actor="x")
+        first = anyio.run(custody.write, request).event.fact.fact_id
+    with Ledger(path, forget_mode="crypto-shred") as ledger:
+        ledger.assert_fact(subject="b", predicate="p", value=2, space="org", actor="x")
+    with Ledger(path) as ledger:
+        custody = Custody(ledger, StoreSet([store], VerifyPolicy(attempts=1, delay=0)))
+        with pytest.raises(LedgerError):
+            anyio.run(lambda: custody.sweep(before=LATER, actor="x", reason="r"))
+        assert ledger.get(first).forgotten is not None  # type: ignore[union-attr]
+        values = [r["value"] for r in store.vendor.rows.values()]
+        assert SECRET not in values, "erased in the ledger, left in the store"

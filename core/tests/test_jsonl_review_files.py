@@ -15,7 +15,7 @@ import pytest
 
 from agent_custody_state import EventBackendError, Ledger
 from agent_custody_state.backends.jsonl import JsonlBackend
-from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state_conformance.opening import refused_open_leaves_anothers_ledger
 
 
 def _assert(ledger: Ledger, value: Any, predicate: str = "p") -> str:
@@ -114,50 +114,9 @@ def test_an_open_backend_refuses_a_folder_put_in_place_of_its_file(tmp_path: Pat
 # -- a refused open beside another process's new ledger -----------------------------------------
 
 
-_WRITER = """
-import sys
-from agent_custody_state import Ledger
-with Ledger(sys.argv[1]) as ledger:
-    for i in range(3):
-        ledger.assert_fact(subject="s", predicate="p", value=i, space="x", actor="b")
-"""
-
-
-class _SlowHost:
-    """The plugin host, except that while this process's open is under way (as when its key
-    store waits on a busy lock, up to 30 s) another process opens the same new ledger and
-    commits three events."""
-
-    def __init__(self, path: Path) -> None:
-        from agent_custody_state.ledger.host import default_host
-
-        self._host = default_host()
-        self._path = path
-
-    def open_backend(self, location: str, **options: Any) -> EventBackend:
-        backend = self._host.open_backend(location, **options)
-        subprocess.run([sys.executable, "-c", _WRITER, location], check=True, timeout=60)
-        return backend
-
-    def event_appended(self, ledger: Ledger, event: Any) -> None:
-        pass
-
-
-@pytest.mark.parametrize("name", ["ledger.jsonl", "ledger.sqlite"])
-def test_a_refused_open_leaves_another_processs_ledger_alone(tmp_path: Path, name: str) -> None:
+def test_a_refused_open_leaves_another_processs_ledger_alone(tmp_path: Path) -> None:
     """A refused open removes what it created beside a path that was new. It took everything
     new beside that path for its own: another process's ledger file with its committed
-    events (and its lock) were deleted."""
-    if name.endswith(".sqlite"):
-        pytest.importorskip("agent_custody_state_sql")
-    path = tmp_path / name
-    with pytest.raises(Exception, match="does not exist"):
-        Ledger(
-            path,
-            host=_SlowHost(path),
-            forget_mode="crypto-shred",
-            key_store=str(tmp_path / "missing" / "keys"),
-        )
-    assert path.exists(), sorted(p.name for p in tmp_path.iterdir())
-    with Ledger(path) as ledger:
-        assert sorted(f.value for f in ledger.as_of(subject="s")) == [0, 1, 2]
+    events (and its lock) were deleted (``agent_custody_state_conformance.opening``; the
+    SQLite plugin's tests run it on a ``.sqlite`` path)."""
+    refused_open_leaves_anothers_ledger(tmp_path / "ledger.jsonl")

@@ -38,7 +38,7 @@ def plan(value: Any, **more: Any) -> AssertRequest:
 
 def test_a_hold_committed_while_the_sweep_runs_keeps_the_fact(tmp_path: Path) -> None:
     clock = Clock()
-    with Ledger(tmp_path / "l.sqlite", clock=clock) as ledger:
+    with Ledger(tmp_path / "l.jsonl", clock=clock) as ledger:
         ids = [
             ledger.assert_fact(
                 subject=f"s{i}", predicate="p", value=i, space="org", actor="a"
@@ -59,7 +59,7 @@ def test_a_hold_committed_while_the_sweep_runs_keeps_the_fact(tmp_path: Path) ->
 
 def test_the_cutoff_is_transaction_time_and_exclusive(tmp_path: Path) -> None:
     clock = Clock()
-    with Ledger(tmp_path / "l.sqlite", clock=clock) as ledger:
+    with Ledger(tmp_path / "l.jsonl", clock=clock) as ledger:
         old_valid = ledger.assert_fact(
             subject="a",
             predicate="p",
@@ -115,7 +115,7 @@ def test_a_put_back_racing_a_sweep_does_not_leave_the_erased_value_in_a_store(
             return await super().put(fact)
 
     store = Racing("vectors")
-    with Ledger(tmp_path / "l.sqlite", clock=clock) as ledger:
+    with Ledger(tmp_path / "l.jsonl", clock=clock) as ledger:
         stores = StoreSet([store], VerifyPolicy(attempts=1, delay=0))
         custody, other = Custody(ledger, stores), Custody(ledger, stores)
         a, b = _chain(ledger, custody, clock)
@@ -134,7 +134,7 @@ def test_a_restore_committed_after_the_sweep_listed_its_facts_is_removed(
     listed A's stores but before it forgot A: the sweep must remove the copy put back."""
     clock = Clock()
     store = InProcessStore("vectors")
-    with Ledger(tmp_path / "l.sqlite", clock=clock) as ledger:
+    with Ledger(tmp_path / "l.jsonl", clock=clock) as ledger:
         stores = StoreSet([store], VerifyPolicy(attempts=1, delay=0))
         custody = Custody(ledger, stores)
         a, b = _chain(ledger, custody, clock)

@@ -101,3 +101,11 @@ def test_an_existing_database_keeps_the_mode_its_operator_chose(
             "ledger.sqlite-wal": chosen,
             "ledger.sqlite-shm": chosen,
         }
+
+
+def test_a_refused_open_leaves_another_processs_ledger_alone(tmp_path: Path) -> None:
+    """A refused open of a new SQLite ledger never deletes the ledger another process created
+    and wrote meanwhile (``agent_custody_state_conformance.opening``)."""
+    from agent_custody_state_conformance.opening import refused_open_leaves_anothers_ledger
+
+    refused_open_leaves_anothers_ledger(tmp_path / "ledger.sqlite")

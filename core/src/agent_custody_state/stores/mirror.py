@@ -25,7 +25,7 @@ id still reports it (``stillIndexed``) rather than missing it silently.
 This module plans (which fact a retraction or forget uncovers) and puts back; ``flows`` runs
 the whole retract/forget/supersede around it. Sweeps do not put back: a sweep forgets whole
 stretches of history, and a superseded fact older than a swept one is swept with it unless it is
-on hold.
+on hold, outside the swept space or in a space kept longer (docs/stores.md says what then).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ class EvidenceError(ValueError):
 def walk(value: Any, path: str | None) -> Any:
     """Follow ``a.b.0.c`` into a JSON value; ``_MISSING`` when a step does not exist.
 
-    An array index is ASCII digits only: ``str.isdigit`` also takes ``²`` (which ``int``
+    A step into an array is an index only in its canonical decimal form (``0``, ``10``; not
+    ``01``), as the original's ``value[step]`` reads it. An array index is ASCII digits only: ``str.isdigit`` also takes ``²`` (which ``int``
     refuses) and ``١`` (which it reads as 1), so a step of other digits into an array is
     refused as an invalid argument rather than read as an index.
     """
@@ -46,7 +47,8 @@ def walk(value: Any, path: str | None) -> Any:
                     [f"evidence.path: {step!r} indexes an array: write the index in ASCII digits"]
                 )
             index = int(step)
-            if index >= len(current):
+            if step != str(index) or index >= len(current):
+                # As JavaScript's ``array[step]``: "01" is a property name, not an index.
                 return _MISSING
             current = current[index]
         else:

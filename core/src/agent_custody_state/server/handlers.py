@@ -36,6 +36,9 @@ from agent_custody_state.server.trust import FACTS_KEY, CallContext
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores.flows import Custody
 
+#: The original's text for a sweep some store could not finish, then ``<store> (<fact>): <msg>``.
+SWEEP_STILL_HELD = "swept the ledger, but some values are still held by stores: "
+
 
 class Services(Protocol):
     """What a tool needs (``service.MemoryService`` provides it)."""
@@ -235,7 +238,7 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
     problems = report.problems()
     if problems:
         result = await rendered_partial(
-            f"erased from the ledger, but still held by {'; '.join(problems)}", sweep_shape(report)
+            f"{SWEEP_STILL_HELD}{'; '.join(problems)}", sweep_shape(report)
         )
     else:
         result = await rendered(sweep_shape(report))

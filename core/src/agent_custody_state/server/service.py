@@ -2,9 +2,9 @@
 
 Transport-independent: the MCP server (``app.py``) hands it the tool name, the arguments, the
 call's ``_meta`` and the caller's role; it answers a ``ToolResult``. The order of checks is fixed:
-unknown tool, then the gateway requirement, then what a direct caller may not call at all
-(``policy.py``; a caller who may not call learns nothing about argument rules), then the
-arguments, then the tool itself. Every result of a call that carried a
+the gateway requirement (as the original), then unknown tool, then what a direct caller may not
+call at all (``policy.py``; a caller who may not call learns nothing about argument rules), then
+the arguments, then the tool itself. Every result of a call that carried a
 (believed) receipt id is signed when the server has a key, refusals included.
 
 Every call leaves one access-log line (logger ``agent_custody_state.access``, level INFO): the
@@ -159,11 +159,13 @@ class MemoryService:
     async def _dispatch(
         self, name: str, arguments: Mapping[str, Any] | None, context: CallContext
     ) -> ToolResult:
+        # The gateway requirement first, as the original: a call without a receipt is refused
+        # whatever tool it names (SPEC 4.1).
+        if self.require_gateway and context.receipt_id is None:
+            return ToolResult.error(GATEWAY_REQUIRED)
         handler = HANDLERS.get(name)
         if handler is None:
             return ToolResult.error(f"unknown tool {name}")
-        if self.require_gateway and context.receipt_id is None:
-            return ToolResult.error(GATEWAY_REQUIRED)
         refused = refusal(name, context)
         if refused is not None:
             return ToolResult.error(refused)

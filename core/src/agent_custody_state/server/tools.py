@@ -13,6 +13,7 @@ from typing import Any
 _FACT_ID = {"type": "string", "minLength": 1, "description": "The fact's id (factId)."}
 _REASON = {
     "type": "string",
+    "minLength": 1,  # the original refuses an empty reason (and an empty actor)
     "maxLength": 65_536,  # every other string argument: at most 4,096 (validation.py)
     "description": "Why: recorded on the event, shown in audits.",
 }
@@ -36,6 +37,7 @@ WRITE_SCHEMA: dict[str, Any] = {
         "space": _text("The memory space, e.g. org, team:support, user:dana."),
         "actor": {
             "type": "string",
+            "minLength": 1,
             "description": "Who writes (direct callers only; through the gateway the grant's "
             "agent is the actor).",
         },
@@ -94,7 +96,11 @@ RETRACT_SCHEMA: dict[str, Any] = {
     "properties": {
         "factId": _FACT_ID,
         "reason": _REASON,
-        "actor": {"type": "string", "description": "Who retracts (direct callers only)."},
+        "actor": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Who retracts (direct callers only).",
+        },
     },
     "required": ["factId", "reason"],
 }

@@ -65,3 +65,17 @@ def test_an_intact_table_is_cut_by_arithmetic_and_a_gapped_one_by_probes(tmp_pat
         chunks = list(ledger.backend.stored_chunks(4))
         assert [(c.after, c.upto, c.count) for c in chunks] == [(None, 5, 4), (5, 10, 4)]
         assert [len(c.read().lines) for c in chunks] == [4, 4]
+
+
+def test_a_read_only_ledger_is_verified_by_worker_processes(tmp_path: Path) -> None:
+    """``verify`` opens the ledger read-only and its workers open it again from each chunk: the
+    read-only connect must travel to them (it was a local function, not picklable, and every
+    ``verify`` of a SQLite ledger past one chunk failed)."""
+    from agent_custody_state.ledger.parallel import verify_stored, worker_pool
+
+    path = tmp_path / "l.sqlite"
+    _ledger(path, 10)
+    with Ledger(path, read_only=True) as ledger:
+        with worker_pool(2) as pool:
+            report = verify_stored(ledger.backend.stored_chunks(4), executor=pool)
+    assert report.ok and report.events == 10

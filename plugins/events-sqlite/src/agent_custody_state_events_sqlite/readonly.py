@@ -44,17 +44,19 @@ def connector(
         )
     wal = Path(f"{path}-wal")
     uri = path.absolute().as_uri() + ("?mode=ro" if wal.exists() else "?mode=ro&immutable=1")
+    # A module-level function bound with ``partial``: picklable, so ``verify``'s worker
+    # processes can open the ledger the same way (``_reader``).
+    return partial(_connect_read_only, uri, location, timeout)
 
-    def connect(**options: Any) -> sqlite3.Connection:
-        try:
-            connection: sqlite3.Connection = sqlite3.connect(
-                uri, uri=True, timeout=timeout, **options
-            )
-            return connection
-        except sqlite3.Error as exc:
-            raise EventBackendError(
-                f"{location}: cannot open it read-only ({exc}); a database in WAL mode with a "
-                f"-wal file needs its -shm file, or a folder where SQLite may create it"
-            ) from None
 
-    return connect
+def _connect_read_only(
+    uri: str, location: str, timeout: float, **options: Any
+) -> sqlite3.Connection:
+    try:
+        connection: sqlite3.Connection = sqlite3.connect(uri, uri=True, timeout=timeout, **options)
+        return connection
+    except sqlite3.Error as exc:
+        raise EventBackendError(
+            f"{location}: cannot open it read-only ({exc}); a database in WAL mode with a "
+            f"-wal file needs its -shm file, or a folder where SQLite may create it"
+        ) from None

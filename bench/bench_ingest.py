@@ -10,6 +10,8 @@ figure is the median of its rounds):
   transaction each;
 * ``import_events``: ``Ledger.import_events`` of the same events (``Event`` objects, as the
   ``import`` command hands them over after parsing the export);
+  ``import_events_unchecked``: the same with ``check_chain=False`` (the chain check, ``verify``'s
+  pass over the export, left to a caller that has just run it)
 * ``assert_many``: ``Ledger.assert_many`` of fresh requests in batches, with the hash chain
   (what users get) and, beside it, ``chain=False``, so the chain's share is measured too.
 
@@ -41,7 +43,7 @@ from agent_custody_state_sql.schema import ROW_COLUMNS, event_row
 from benchkit.history import BATCH, PREDICATES, SPACES, generate
 
 OUT = Path(__file__).resolve().parent / "out"
-MODES = ("raw", "import_events", "assert_many", "assert_many_nochain")
+MODES = ("raw", "import_events", "import_events_unchecked", "assert_many", "assert_many_nochain")
 COLS = ", ".join(ROW_COLUMNS)
 
 
@@ -118,10 +120,13 @@ def one_round(
             rows = [tuple(event_row(e).values()) for e in events]  # serialised beforehand
             Ledger(loc).close()  # the same empty table with its indexes
             rate = (_raw_sqlite if backend == "sqlite" else _raw_postgres)(loc, rows)
-        elif mode == "import_events":
-            rate = _timed(
-                loc, True, lambda led: led.import_events(iter(events), batch_size=BATCH), n
-            )
+        elif mode.startswith("import_events"):
+            checked = mode == "import_events"  # the default: the export's chain checked first
+
+            def load(led: Ledger, checked: bool = checked) -> None:
+                led.import_events(iter(events), batch_size=BATCH, check_chain=checked)
+
+            rate = _timed(loc, True, load, n)
         else:
             items = _items(n, str(r))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     check_location(args.ledger, must_exist=True)
     target = resolve_output(args.out, force=args.force)
+    with open_ledger(args) as ledger:
+        _check_not_own(ledger, target, args.out)
     with open_ledger(args) as ledger, output_file(target) as fh, progress_bars() as bars:
         advance = bars.add("exporting", total=ledger.count() if bars.on else None)
         count = 0
@@ -151,6 +154,23 @@ def cmd_export(args: argparse.Namespace) -> int:
     where = "standard output" if target is None else args.out
     print(f"exported {count} events from {ledger.location} to {where}", file=sys.stderr)
     return 0
+
+
+def _check_not_own(ledger: Any, target: Path | None, out: str) -> None:
+    """Refuse an ``--out`` that is one of the ledger's own files (its events, sidecars, mode
+    mark or key store): ``--force`` replaced them with the export, which in crypto-shred mode
+    holds the values decrypted (and, over the key store, destroyed every key)."""
+    if target is None:
+        return
+    backend = ledger.backend
+    files = list(backend.local_files() or [])
+    keys = getattr(backend, "keys", None)
+    files += (keys.local_files() or []) if keys is not None else []
+    if is_path(ledger.location):
+        files += [f"{ledger.location}.{x}" for x in ("mode", "keys")]
+    real = os.path.realpath(target)
+    if any(os.path.realpath(f) == real for f in files):
+        raise CliError(f"--out {out} is a file of the ledger {ledger.location}; name another file")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -203,14 +223,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         except LedgerError as exc:
             raise CliError(f"{source}: {exc}; nothing imported") from None
         sealed = _sealed(batch, source)
-        new = is_path(args.ledger) and not Path(args.ledger).exists()
-        plain = args.forget_mode != "crypto-shred" and args.key_store is None
-        if sealed is not None and new and plain:
-            raise sealed  # a new ledger is plain: refused before it is created
+        if sealed is not None:  # read as values in plain mode, sealed again in crypto-shred
+            raise sealed
         with open_ledger(args, must_exist=False, writes=True) as ledger:
-            if sealed is not None and ledger.forget_mode != "crypto-shred":
-                raise sealed
-            count = ledger.import_events(counted(batch, bars.add("importing", total=len(batch))))
+            count = ledger.import_events(
+                counted(batch, bars.add("importing", total=len(batch))), check_chain=False
+            )  # its chain was checked above, before the ledger was opened
     print(f"imported {count} events into {ledger.location}", file=sys.stderr)
     return 0
 
@@ -222,8 +240,9 @@ def _untouched(location: str) -> str:
 
 
 def _sealed(batch: list[Any], source: Path) -> CliError | None:
-    """The refusal of crypto-shred envelopes (an export of a crypto-shred ledger in plain mode)
-    going into a plain ledger, where they would read as values; None when there are none."""
+    """The refusal of crypto-shred envelopes (an export of a crypto-shred ledger in plain mode):
+    a plain ledger would read them as values, a crypto-shred one would seal them again (their
+    keys are in the source's key store) and read them back as values too; None when none."""
     from agent_custody_state.ledger.envelope import kid_of
 
     for event in batch:

@@ -10,7 +10,11 @@ and the ledger is left as it was:
   offset, as the readers compare them as instants (SPEC 1.3);
 * subject, predicate, space and the ids are text a SQL column can hold (no lone surrogate);
 * a supersede, retract, confirm, hold, release or forget names a fact asserted before it;
-* a fact marked forgotten holds no value, and a forget event records it.
+* a fact marked forgotten holds no value, and a forget event records it;
+* the chain records say what ``verify`` says of them (``verify.Verifier`` over the events as
+  they will be stored): an export whose events were reordered, edited, dropped or inserted is
+  refused, not imported into a ledger that ``verify`` would then fail. An export without chain
+  records (the original's) has nothing to check there.
 
 What the ledger's rules refuse between valid events (a second retract, a confirm of a fact that
 was not quarantined) is not checked: the original and this implementation never wrote such an
@@ -27,7 +31,7 @@ from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent
 from agent_custody_state.timeutil import NORMAL_TIME
 
 
-def check_export(events: Sequence[Event]) -> None:
+def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
     """Raise ``LedgerError("event <n>: ...")`` at the first event that cannot be imported.
 
     One loop with its state in locals and the common case tested inline: ASCII text, and a time
@@ -98,6 +102,25 @@ def check_export(events: Sequence[Event]) -> None:
         fact_id, position = next(iter(forgotten.items()))
         raise LedgerError(
             f"event {position}: fact {fact_id} is marked forgotten, but no forget event records it",
+            code="bad_export",
+        )
+    if chain:  # what verify says of the chain records
+        _check_chain(events)
+
+
+def _check_chain(events: Sequence[Event]) -> None:
+    """Refuse, at its first problem, an export whose chain ``verify`` would refuse. Envelopes
+    (crypto-shred values) are not opened: their leaves and links are checked, as by ``verify``
+    without the key store. About 9 us an event (a serialisation and ``verify``'s own pass)."""
+    from agent_custody_state.ledger.verify import Verifier
+
+    verifier = Verifier(())
+    for position, event in enumerate(events, 1):
+        verifier.event(position, event.to_json())
+    first = verifier.finish(len(events)).first
+    if first is not None:
+        raise LedgerError(
+            f"event {first.seq}: {first.reason} (verify would refuse the imported ledger)",
             code="bad_export",
         )
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,26 +17,17 @@ from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.backends.jsonl import JsonlBackend
 from agent_custody_state.cli import main
 from agent_custody_state.ledger.backend import EventBackendError
-from agent_custody_state_conformance.readonly import READ_COMMANDS, folder_files, run_read_command
+from agent_custody_state_conformance.readonly import (
+    READ_COMMANDS,
+    WRITES,
+    folder_files,
+    run_read_command,
+)
 
 FACT = {"subject": "s", "predicate": "p", "space": "o", "actor": "a"}
 TORN = b'{"eventId":"torn-by-a-cr'
 
 #: Every write of the public API, called with arguments it would accept on a writable ledger.
-WRITES: dict[str, Callable[[Ledger, str], Any]] = {
-    "assert_fact": lambda led, _: led.assert_fact(**FACT, value="new"),
-    "supersede": lambda led, fid: led.assert_fact(**FACT, value="newer", supersedes=fid),
-    "assert_many": lambda led, _: led.assert_many([{**FACT, "value": "many"}]),
-    "import_events": lambda led, _: led.import_events([]),
-    "retract": lambda led, fid: led.retract(fact_id=fid, actor="a", reason="r"),
-    "confirm": lambda led, fid: led.confirm(fact_id=fid, actor="a"),
-    "forget": lambda led, fid: led.forget(fact_id=fid, actor="a", reason="r"),
-    "hold": lambda led, fid: led.hold(fact_id=fid, actor="a", reason="r"),
-    "release": lambda led, fid: led.release(fact_id=fid, actor="a", reason="r"),
-    "sweep": lambda led, _: led.sweep(before="2999-01-01T00:00:00Z", actor="a", reason="r"),
-    "checkpoint": lambda led, _: led.checkpoint(),
-    "compact": lambda led, _: led.compact(),
-}
 
 
 def torn_ledger(folder: Path) -> tuple[Path, str]:

@@ -6,32 +6,21 @@ byte-identical (the core's ``test_read_only.py`` says the same of JSONL)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.ledger.backend import EventBackendError
-from agent_custody_state_conformance.readonly import READ_COMMANDS, folder_files, run_read_command
+from agent_custody_state_conformance.readonly import (
+    READ_COMMANDS,
+    WRITES,
+    folder_files,
+    run_read_command,
+)
 from agent_custody_state_events_sqlite.store import SqliteBackend
 
 FACT = {"subject": "s", "predicate": "p", "space": "o", "actor": "a"}
-
-WRITES: dict[str, Callable[[Ledger, str], Any]] = {
-    "assert_fact": lambda led, _: led.assert_fact(**FACT, value="new"),
-    "assert_many": lambda led, _: led.assert_many([{**FACT, "value": "many"}]),
-    "import_events": lambda led, _: led.import_events([]),
-    "retract": lambda led, fid: led.retract(fact_id=fid, actor="a", reason="r"),
-    "confirm": lambda led, fid: led.confirm(fact_id=fid, actor="a"),
-    "forget": lambda led, fid: led.forget(fact_id=fid, actor="a", reason="r"),
-    "hold": lambda led, fid: led.hold(fact_id=fid, actor="a", reason="r"),
-    "release": lambda led, fid: led.release(fact_id=fid, actor="a", reason="r"),
-    "sweep": lambda led, _: led.sweep(before="2999-01-01T00:00:00Z", actor="a", reason="r"),
-    "checkpoint": lambda led, _: led.checkpoint(),
-    "compact": lambda led, _: led.compact(),
-}
 
 
 def ledger(folder: Path) -> tuple[Path, str]:
@@ -61,7 +50,8 @@ def test_every_write_is_refused_and_changes_no_file(tmp_path: Path, write: str) 
     with Ledger(path, read_only=True) as opened:
         with pytest.raises(LedgerError) as refused:
             WRITES[write](opened, fact_id)
-        assert str(refused.value) == f"{path} is opened read-only; {write} writes"
+        operation = "assert_fact" if write == "supersede" else write  # a supersession asserts
+        assert str(refused.value) == f"{path} is opened read-only; {operation} writes"
         assert refused.value.code == "read_only"
         with pytest.raises(EventBackendError, match="opened read-only; its write sections"):
             with opened.backend.transaction():

@@ -74,4 +74,4 @@ def test_jsonl_to_postgres_and_back_keeps_every_byte(postgres_url: str, tmp_path
     )
     assert main(["export", "--ledger", location, "--out", str(back)]) == 0
     assert back.read_bytes() == source.read_bytes()
-    assert main(["verify", "--ledger", location, "--jobs", "1"]) == 0
+    assert main(["verify", "--ledger", location, "--jobs", "2"]) == 0

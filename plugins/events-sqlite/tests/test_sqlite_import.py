@@ -1,5 +1,5 @@
 """An import into SQLite: the secondary indexes are dropped and built once, at the end, and
-what a failure part-way leaves (nothing, and every index)."""
+what a source that fails leaves (a failure part-way: ``test_sqlite_import_review.py``)."""
 
 from __future__ import annotations
 
@@ -44,26 +44,6 @@ def test_an_import_builds_the_indexes_at_the_end(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         plan = db.execute("EXPLAIN QUERY PLAN SELECT * FROM events WHERE fact_id = 'x'").fetchall()
     assert "USING INDEX" in str(plan)
-
-
-def test_an_import_that_fails_still_ends_with_every_index(tmp_path: Path) -> None:
-    path = tmp_path / "l.sqlite"
-    events = _exported(12)
-    with Ledger(path) as ledger:
-        backend: Any = ledger.backend
-        append = backend.append
-
-        def failing(batch: Any) -> None:
-            if backend.count() >= 10:
-                raise OSError("the disk went away")
-            append(batch)
-
-        backend.append = failing
-        with pytest.raises(OSError, match="went away"):
-            ledger.import_events(events, batch_size=5)
-    assert index_columns(path) == SPEC_INDEXES
-    with Ledger(path) as again:
-        assert again.count() == 0  # one transaction: a failure part-way leaves nothing
 
 
 def test_a_source_that_fails_writes_nothing(tmp_path: Path) -> None:

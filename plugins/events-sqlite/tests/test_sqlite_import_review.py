@@ -70,8 +70,7 @@ def test_an_import_killed_mid_way_leaves_all_or_nothing(tmp_path: Path) -> None:
     assert count in (0, N), f"a killed import left {count} of {N} events"
     if count == 0:
         assert main(["import", "--ledger", str(to), "--from", str(export)]) == 0
-    # --jobs 1: the parallel verify of a SQLite ledger fails apart from imports (see the report)
-    assert main(["verify", "--ledger", str(to), "--jobs", "1"]) == 0
+    assert main(["verify", "--ledger", str(to), "--jobs", "2"]) == 0  # workers read the chunks
     assert index_columns(to) == SPEC_INDEXES
 
 

@@ -201,6 +201,27 @@ def test_bad_input_is_one_line_and_changes_nothing(
     assert list(Path.cwd().iterdir()) == []
 
 
+def test_a_store_still_holding_a_swept_value_is_named_as_memory_sweep_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fact the ledger records in a store this command does not configure: the value is
+    erased from the ledger, the exit is 1, and the message is ``memory.sweep``'s own."""
+    path = tmp_path / "ledger.jsonl"
+    with Ledger(path, clock=lambda: OLD) as old:
+        fact_id = old.assert_fact(
+            subject="s", predicate="p", value="secret", space="org", actor="x",
+            external={"ghost": "g-1"},
+        ).fact_id  # fmt: skip
+    argv = ["sweep", "--ledger", str(path), "--before", "2021-01-01T00:00:00Z", "--reason", "r"]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("forgot 1 fact")
+    assert err.startswith(
+        f"error: swept the ledger, but some values are still held by stores: ghost ({fact_id}): "
+    ), err
+    assert "secret" not in path.read_text()
+
+
 def test_no_bars_when_not_a_terminal(
     site: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -150,7 +150,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(line)
     problems = report.problems()
     if problems:
-        raise CliError(f"erased from the ledger, but still held by {'; '.join(problems)}")
+        from agent_custody_state.server.handlers import SWEEP_STILL_HELD
+
+        raise CliError(f"{SWEEP_STILL_HELD}{'; '.join(problems)}")
     return 0
 
 

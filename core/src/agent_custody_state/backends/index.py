@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 
-from agent_custody_state.ledger.backend import KEY_NAMES, KeyName, key_of
+from agent_custody_state.ledger.backend import KEY_NAMES, KeyName
 from agent_custody_state.ledger.model import (
     AssertEvent,
     Event,
@@ -68,13 +68,20 @@ class EventIndex:
         return pos
 
     def _count_keys(self, event: AssertEvent, step: int) -> None:
-        for key in KEY_NAMES:
-            counts = self._live[key]
-            value = key_of(event, key)
+        fact = event.fact  # the four ``KEY_NAMES``, unrolled: every event read at open comes here
+        live, sorted_ = self._live, self._sorted
+        pairs: tuple[tuple[KeyName, str], ...] = (
+            ("subject", str(fact.subject)),  # ``key_of``'s text, as a hand-written line may hold a
+            ("predicate", str(fact.predicate)),  # number where text belongs
+            ("space", str(fact.space)),
+            ("factId", fact.fact_id),
+        )
+        for key, value in pairs:
+            counts = live[key]
             before = counts[value]
             counts[value] = before + step
-            if (before == 0) != (before + step == 0):  # a value appeared or disappeared
-                self._sorted.pop(key, None)
+            if (before == 0) != (before + step == 0) and sorted_:  # a value came or went
+                sorted_.pop(key, None)
 
     def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
         """``EventBackend.key_values`` from the live counts (bisection in the sorted values)."""

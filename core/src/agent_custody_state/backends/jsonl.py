@@ -16,7 +16,6 @@ settled by ``jsonl_recovery``; this module reads, indexes and writes. A read-onl
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -32,6 +31,7 @@ from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir 
 from agent_custody_state.backends.jsonl_size import check_size, warn_on_crossing
 from agent_custody_state.backends.jsonl_view import JsonlView
 from agent_custody_state.backends.keystore_file import SidecarKeys
+from agent_custody_state.fastjson import loads
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.checkpoints import FileCheckpointLog
 from agent_custody_state.ledger.files import check_folder, open_private
@@ -159,7 +159,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         if not raw.strip():
             return
         try:
-            event = event_from_dict(json.loads(raw), owned=True)
+            event = event_from_dict(loads(raw), owned=True)
         except (ValueError, UnicodeDecodeError) as exc:
             line_no = len(self._offsets) + 1
             raise EventBackendError(
@@ -171,7 +171,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
 
     def _handle_tail(self, tail: bytes, offset: int, *, exclusive: bool) -> None:
         try:
-            event = event_from_dict(json.loads(tail), owned=True)
+            event = event_from_dict(loads(tail), owned=True)
         except (ValueError, UnicodeDecodeError):
             event = None
         if event is not None:

@@ -258,12 +258,14 @@ class LedgerForgetting:
         keep_digest: bool = True,
         progress: Callable[[int, int], None] | None = None,
         certificates: Certify = False,
+        extras: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> SweepResult:
         """Forget every fact learned before ``before`` (transaction time), skipping held ones.
 
         ``progress(done, total)`` is called after each fact (a command line's progress bar);
         ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact, in the
-        result's ``certificates`` (fact id to ``CertifiedForget``)."""
+        result's ``certificates`` (fact id to ``CertifiedForget``); ``extras``: keys to add to
+        the forget event of a fact, by fact id (the stores' put-backs, ``stores.sweep_restore``)."""
         check_writable(self, "sweep")
         cutoff = required_time_arg(before, "before")
         bool_arg(keep_digest, "keep_digest")
@@ -285,6 +287,9 @@ class LedgerForgetting:
                         reason,
                         receipt_id,
                         keep_digest,
+                        extra=dict(extras[fact.fact_id])
+                        if extras and fact.fact_id in extras
+                        else None,
                         certify=key is not None,
                     )
                 except LedgerError as exc:

@@ -88,6 +88,7 @@ def sweep_shape(report: SweepReport) -> dict[str, Any]:
                 "digestKind": s.event.digest_kind,
                 "removedFrom": s.removal.removed_from,
                 "verification": s.removal.verification,
+                **({"restored": s.restored.to_dict()} if s.restored is not None else {}),
             }
             for s in report.forgotten
         ],

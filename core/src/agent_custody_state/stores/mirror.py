@@ -23,9 +23,8 @@ outbox: the copy carries the id of a fact the ledger records, so a later forget'
 id still reports it (``stillIndexed``) rather than missing it silently.
 
 This module plans (which fact a retraction or forget uncovers) and puts back; ``flows`` runs
-the whole retract/forget/supersede around it. Sweeps do not put back: a sweep forgets whole
-stretches of history, and a superseded fact older than a swept one is swept with it unless it is
-on hold, outside the swept space or in a space kept longer (docs/stores.md says what then).
+the whole retract/forget/supersede around it; ``sweep_restore`` does the same for the heads a
+sweep forgets.
 """
 
 from __future__ import annotations

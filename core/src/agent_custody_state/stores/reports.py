@@ -9,6 +9,7 @@ from typing import Any
 
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.stores.mirror import Restore
 from agent_custody_state.stores.storeset import RemovalReport
 
 
@@ -29,6 +30,8 @@ class SweptFact:
     event: ForgetEvent
     removal: RemovalReport = field(default_factory=RemovalReport)
     certificate: dict[str, Any] | None = None
+    #: the fact its forget made current again, put back into the mirroring stores
+    restored: Restore | None = None
 
 
 @dataclass

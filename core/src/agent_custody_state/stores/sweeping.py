@@ -24,6 +24,12 @@ from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.outbox import Outbox, Owed
 from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+from agent_custody_state.stores.sweep_restore import (
+    put_back_all,
+    restored_extras,
+    settle_restores,
+    uncovered_by_sweep,
+)
 from agent_custody_state.timeutil import format_time, parse_time
 
 #: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
@@ -66,18 +72,27 @@ class CustodySweep:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         options = self._certificate_options(certificates)
         with anyio.CancelScope(shield=True):
-            forgotten, held, copies, certified, owed, stopped = await self.run(
-                self._sweep_ledger,
-                before,
-                space,
-                actor,
-                reason,
-                receipt_id,
-                keep_digest,
-                progress,
-                options,
-                within,
-            )
+            passes = await self.run(self._cutoffs, before, space, within)
+            uncovered: dict[str, Fact] = {}
+            if self.stores.mirroring():  # what the sweep makes current again goes back first
+                uncovered = await self.run(uncovered_by_sweep, self.ledger, passes)
+            restores = await put_back_all(self.stores, uncovered)
+            try:
+                forgotten, held, copies, certified, owed, stopped = await self.run(
+                    self._sweep_ledger,
+                    passes,
+                    actor,
+                    reason,
+                    receipt_id,
+                    keep_digest,
+                    progress,
+                    options,
+                    restored_extras(restores),
+                )
+            except BaseException:
+                await settle_restores(self._get, self.stores, uncovered, restores, None)
+                raise
+            await settle_restores(self._get, self.stores, uncovered, restores, forgotten)
             report = SweepReport(
                 before=_time_text(before),
                 retention=self.retention if before is None else None,
@@ -95,7 +110,7 @@ class CustodySweep:
                     removal = await self.stores.remove_all(fact)
                     await self._settle(owed.get(event.fact_id, []))
                     done += 1
-                swept = SweptFact(event, removal)
+                swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
                 if event.fact_id in certified:
                     held_by = list(fact.external or {}) if fact is not None else []
                     swept.certificate = certify_removal(certified[event.fact_id], removal, held_by)
@@ -157,17 +172,20 @@ class CustodySweep:
                 plan.append((name, format_time(window[1].before(now))))
         return plan
 
+    async def _get(self, fact_id: str) -> Fact | None:
+        fact: Fact | None = await self.run(self.ledger.get, fact_id)
+        return fact
+
     def _sweep_ledger(
         self,
-        before: TimeLike | None,
-        space: str | None,
+        passes: list[tuple[str | None, Any]],
         actor: str,
         reason: str,
         receipt_id: str | None,
         keep_digest: bool,
         progress: SweepProgress | None = None,
         options: CertificateOptions | None = None,
-        within: Callable[[str], bool] | None = None,
+        extras: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[
         list[ForgetEvent],
         list[str],
@@ -182,7 +200,7 @@ class CustodySweep:
         held: list[str] = []
         copies: dict[str, Fact] = {}
         stopped: Exception | None = None
-        for where, cutoff in self._cutoffs(before, space, within):
+        for where, cutoff in passes:
             # Keep the values the stores must find again to remove and verify, with the ids
             # the stores hold them under now (a fact put back has new ones). Without stores,
             # a fact recorded in one is still kept: the report must name who still holds it.
@@ -210,6 +228,7 @@ class CustodySweep:
                     if progress
                     else None,
                     certificates=options or False,
+                    extras=extras,
                 )
             except Exception as exc:
                 # A fact stopped the sweep: those it forgot before still leave the stores.

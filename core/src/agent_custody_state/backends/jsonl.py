@@ -44,6 +44,9 @@ from agent_custody_state.ledger.model import (
 from agent_custody_state.ledger.modemark import ModeFile
 from agent_custody_state.ledger.sections import ReentrantTransactions
 
+#: The bytes read at a time when a JSONL ledger is read (at open, and after other writers).
+READ_CHUNK = 8 << 20
+
 log = logging.getLogger(__name__)
 
 
@@ -141,19 +144,30 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
             self._file.hold(self.path)
         if size == self._read_to:
             return
-        data = self._file.read(self._read_to, size - self._read_to)
-        base = self._read_to
-        end = data.rfind(b"\n") + 1
-        body, tail = data[:end], data[end:]
-        pos = base
-        for raw in body.split(b"\n")[:-1] if body else []:
-            self._ingest(raw, pos)
-            pos += len(raw) + 1
-            # Line by line: after a line that is not an event, the next look starts at that
-            # line again, never re-adding the events before it (they were counted twice).
-            self._read_to = pos
-        if tail:
-            self._handle_tail(tail, base + end, exclusive=exclusive)
+        # In pieces of READ_CHUNK bytes cut after their last newline, so opening a large file
+        # holds one piece and its lines at a time besides the events (not the whole file twice).
+        start, chunk = self._read_to, READ_CHUNK
+        while start < size:
+            last = size - start <= chunk
+            data = self._file.read(start, size - start if last else chunk)
+            if not data:
+                return
+            end = data.rfind(b"\n") + 1
+            if not last and end == 0:
+                chunk *= 2  # a line longer than a piece: read a larger one
+                continue
+            pos = start
+            for raw in data[:end].split(b"\n")[:-1] if end else []:
+                self._ingest(raw, pos)
+                pos += len(raw) + 1
+                # Line by line: after a line that is not an event, the next look starts at
+                # that line again, never re-adding the events before it (counted twice).
+                self._read_to = pos
+            if last:
+                if end < len(data):
+                    self._handle_tail(data[end:], start + end, exclusive=exclusive)
+                return
+            start += end
 
     def _ingest(self, raw: bytes, offset: int) -> None:
         if not raw.strip():

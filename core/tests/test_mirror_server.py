@@ -114,3 +114,24 @@ async def test_config_mirror_false_is_append_only() -> None:
     assert [s.name for s in built] == ["plain", "mirrored"]
     assert [s.name for s in StoreSet(built).mirroring()] == ["mirrored"]
     assert isinstance(built[1].vendor, MemoryVendor) and built[1].vendor.lag_checks == 1
+
+
+async def test_a_sweep_puts_back_the_fact_its_swept_head_superseded(tmp_path: Path) -> None:
+    mirror = InProcessStore("mirror")
+    stores = StoreSet([mirror], VerifyPolicy(attempts=1, delay=0))
+    async with serve(tmp_path, stores) as (gw, _ledger):
+        a_id = (await gw.call("memory.write", {**WRITE, "value": "pro"})).data["fact"]["factId"]
+        team = {**WRITE, "space": "team:x", "value": "max", "supersedes": a_id}
+        b_id = (await gw.call("memory.write", team)).data["fact"]["factId"]
+        assert held(mirror) == {b_id: "max"}
+        swept = await gw.call(
+            "memory.sweep",
+            {"reason": "retention", "before": "2999-01-01T00:00:00Z", "space": "team:x"},
+        )
+        assert not swept.is_error, swept.text
+        (entry,) = swept.data["forgotten"]
+        assert entry["factId"] == b_id and entry["restored"]["factId"] == a_id
+        assert held(mirror) == {a_id: "pro"}
+        events = (await gw.call("memory.history", {"factId": b_id})).data["events"]
+        assert events[-1]["kind"] == "forget"
+        assert events[-1]["restored"]["external"] == entry["restored"]["external"]

@@ -208,6 +208,7 @@ _SUCCESS: dict[str, dict[str, Any]] = {
                         "removedFrom": _STR_LIST,
                         "verification": _VERIFICATION,
                         "certificate": _CERTIFICATE,
+                        "restored": _RESTORED,
                     },
                     "required": ["factId", "digestKind", "removedFrom"],
                 },

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def _export(tmp_path: Path) -> list[Event]:
         return list(ledger.backend.iter_events())
 
 
-def _fact(event: Event, **changes: object) -> AssertEvent:
+def _fact(event: Event, **changes: Any) -> AssertEvent:
     assert isinstance(event, AssertEvent)
     return dataclasses.replace(event, fact=dataclasses.replace(event.fact, **changes))
 
@@ -113,3 +114,45 @@ def test_the_command_refuses_a_bad_export_before_creating_the_ledger(
         f"error: {bad}: event 6: eventId {events[2].event_id} is also event 3's; nothing imported\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # not even a lock file
+
+
+def _unchained_export(tmp_path: Path) -> list[Event]:
+    """Every kind of event, written without the chain (the shape of the original's exports)."""
+    with Ledger(tmp_path / "plain.jsonl", chain=False) as ledger:
+        a = ledger.assert_fact(subject="s", predicate="p", value=1, space="org", actor="a")
+        b = ledger.assert_fact(
+            subject="s", predicate="p", value={"k": [1, "é"]}, space="org", actor="a",
+            supersedes=a.fact_id,
+        )  # fmt: skip
+        ledger.confirm(fact_id=b.fact_id, actor="a")
+        ledger.hold(fact_id=a.fact_id, actor="a", reason="r")
+        ledger.release(fact_id=a.fact_id, actor="a", reason="r")
+        ledger.retract(fact_id=b.fact_id, actor="a", reason="r")
+        ledger.forget(fact_id=a.fact_id, actor="a", reason="r")
+        return list(ledger.backend.iter_events())
+
+
+def test_an_unchained_export_is_one_verify_finds_nothing_in(tmp_path: Path) -> None:
+    """The reason ``check_export`` skips the chain check when no event carries the chain: the
+    full check over such an export, however edited (times, values, order), refuses nothing."""
+    from agent_custody_state.ledger.importcheck import _chained, _check_chain
+
+    events = _unchained_export(tmp_path)
+    assert not any(map(_chained, events))
+    edited = [*reversed(events[2:]), _fact(events[0], value=2), events[1]]
+    for export in (events, edited, events[:3]):
+        _check_chain(export)  # raises at the first problem verify would report
+
+
+def test_one_chained_event_brings_the_chain_check_back(tmp_path: Path) -> None:
+    events = _unchained_export(tmp_path)
+    with Ledger(tmp_path / "plain.jsonl") as ledger:  # the chain starts here, with a genesis
+        ledger.assert_fact(subject="s", predicate="q", value=3, space="org", actor="a")
+        chained = list(ledger.backend.iter_events())
+    assert len(chained) == len(events) + 1
+    edited = [chained[0], _fact(chained[1], actor="m"), *chained[2:]]  # the genesis covers it
+    with Ledger(tmp_path / "to.jsonl") as target:
+        with pytest.raises(LedgerError, match="do not hash to its record"):
+            target.import_events(edited)
+        assert target.count() == 0
+        assert target.import_events(chained) == len(chained)

@@ -14,7 +14,7 @@ and the ledger is left as it was:
 * the chain records say what ``verify`` says of them (``verify.Verifier`` over the events as
   they will be stored): an export whose events were reordered, edited, dropped or inserted is
   refused, not imported into a ledger that ``verify`` would then fail. An export without chain
-  records (the original's) has nothing to check there.
+  records, value salts or commitments (the original's) has nothing to check there, and skips it.
 
 What the ledger's rules refuse between valid events (a second retract, a confirm of a fact that
 was not quarantined) is not checked: the original and this implementation never wrote such an
@@ -27,7 +27,14 @@ from collections.abc import Sequence
 
 from agent_custody_state.ledger.arguments import text_arg, time_arg
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent
+from agent_custody_state.ledger.model import (
+    CHAIN_KEY,
+    VALUE_COMMITMENT_KEY,
+    VALUE_SALT_KEY,
+    AssertEvent,
+    Event,
+    ForgetEvent,
+)
 from agent_custody_state.timeutil import NORMAL_TIME
 
 
@@ -104,8 +111,21 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
             f"event {position}: fact {fact_id} is marked forgotten, but no forget event records it",
             code="bad_export",
         )
-    if chain:  # what verify says of the chain records
+    if chain and any(map(_chained, events)):  # what verify says of the chain records
         _check_chain(events)
+
+
+def _chained(event: Event) -> bool:
+    """Whether ``event`` carries anything of the chain: a chain record, or a fact's value salt
+    or commitment. ``verify`` finds no problem in events that carry none of these (their leaves
+    only feed a running head that no record, genesis or checkpoint states: there are none), so
+    the original's exports (no chain at all) skip the chain check's hashing."""
+    if CHAIN_KEY in event.extra:
+        return True
+    if type(event) is AssertEvent:
+        extra = event.fact.extra
+        return VALUE_SALT_KEY in extra or VALUE_COMMITMENT_KEY in extra
+    return False
 
 
 def _check_chain(events: Sequence[Event]) -> None:

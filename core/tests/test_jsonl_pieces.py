@@ -38,54 +38,45 @@ def _read(path: Path) -> tuple[list[str], list[str]]:
         return [e.to_json() for e in backend.iter_events()], list(backend.repairs)
 
 
-@pytest.mark.parametrize("piece", PIECES)
-def test_pieces_read_as_the_whole_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
-) -> None:
+@pytest.fixture(params=PIECES)
+def written(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, list[str]]:
+    """The ledger and its lines, then read in pieces of ``request.param`` bytes."""
     path = tmp_path / "l.jsonl"
     lines = _ledger(path)
-    monkeypatch.setattr(jsonl, "READ_CHUNK", piece)
+    monkeypatch.setattr(jsonl, "READ_CHUNK", request.param)
+    return path, lines
+
+
+def test_pieces_read_as_the_whole_file(written: tuple[Path, list[str]]) -> None:
+    path, lines = written
     events, repairs = _read(path)
     assert events == lines and repairs == []
 
 
-@pytest.mark.parametrize("piece", PIECES)
-def test_a_torn_tail_is_cut_the_same_way(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
-) -> None:
-    path = tmp_path / "l.jsonl"
-    lines = _ledger(path)
+def test_a_torn_tail_is_cut_the_same_way(written: tuple[Path, list[str]]) -> None:
+    path, lines = written
     size = path.stat().st_size
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(lines[0][:150])  # torn inside a multi-byte character's run
-    monkeypatch.setattr(jsonl, "READ_CHUNK", piece)
     events, repairs = _read(path)
     assert events == lines
     assert len(repairs) == 1 and "torn final line" in repairs[0]
     assert path.stat().st_size == size
 
 
-@pytest.mark.parametrize("piece", PIECES)
-def test_a_last_line_without_its_newline_is_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
-) -> None:
-    path = tmp_path / "l.jsonl"
-    lines = _ledger(path)
+def test_a_last_line_without_its_newline_is_read(written: tuple[Path, list[str]]) -> None:
+    path, lines = written
     path.write_text("\n".join(lines), encoding="utf-8")
-    monkeypatch.setattr(jsonl, "READ_CHUNK", piece)
     events, repairs = _read(path)
     assert events == lines and repairs == []
 
 
-@pytest.mark.parametrize("piece", PIECES)
-def test_a_corrupt_line_is_named_at_its_offset(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
-) -> None:
-    path = tmp_path / "l.jsonl"
-    lines = _ledger(path)
+def test_a_corrupt_line_is_named_at_its_offset(written: tuple[Path, list[str]]) -> None:
+    path, lines = written
     lines[1] = lines[1][:40]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     offset = len(lines[0].encode()) + 1
-    monkeypatch.setattr(jsonl, "READ_CHUNK", piece)
     with pytest.raises(EventBackendError, match=f"the line at byte {offset} \\(event 2\\)"):
         JsonlBackend(path)

@@ -30,6 +30,7 @@ sweep forgets.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -96,12 +97,18 @@ def _made_current_by_leaving(ledger: Ledger, fact: Fact) -> Fact | None:
     """
     if fact.valid_to is not None:  # superseded itself: its successor keeps the chain covered
         return None
-    event = ledger.backend.get_assert(fact.fact_id)
+    return first_live_ancestor(ledger, fact.fact_id)
+
+
+def first_live_ancestor(ledger: Ledger, fact_id: str, leaving: Collection[str] = ()) -> Fact | None:
+    """Up the ``supersedes`` links from ``fact_id``: the first fact neither retracted nor
+    ``leaving`` (facts leaving the present with it: a sweep's), as ``current_fact`` gives it."""
+    event = ledger.backend.get_assert(fact_id)
     parent = event.supersedes if event is not None else None
     seen: set[str] = set()
     while parent is not None and parent not in seen:
         seen.add(parent)
-        if not ledger.is_retracted(parent):
+        if parent not in leaving and not ledger.is_retracted(parent):
             return current_fact(ledger, parent)
         above = ledger.backend.get_assert(parent)
         parent = above.supersedes if above is not None else None

@@ -25,7 +25,12 @@ from typing import Any
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent
-from agent_custody_state.stores.mirror import Restore, current_fact, drop_erased_restore, put_back
+from agent_custody_state.stores.mirror import (
+    Restore,
+    drop_erased_restore,
+    first_live_ancestor,
+    put_back,
+)
 from agent_custody_state.stores.storeset import StoreSet
 
 
@@ -41,26 +46,10 @@ def uncovered_by_sweep(ledger: Ledger, passes: Iterable[tuple[str | None, Any]])
         fact = ledger.get(fact_id)
         if fact is None or fact.valid_to is not None or ledger.is_retracted(fact_id):
             continue  # superseded (its successor keeps the chain covered) or not current
-        ancestor = _first_kept_ancestor(ledger, fact_id, swept)
-        if ancestor is not None:
+        ancestor = first_live_ancestor(ledger, fact_id, swept)
+        if ancestor is not None and ancestor.forgotten is None:  # a value to put back
             uncovered[fact_id] = ancestor
     return uncovered
-
-
-def _first_kept_ancestor(ledger: Ledger, fact_id: str, swept: set[str]) -> Fact | None:
-    """Up the ``supersedes`` links from ``fact_id``: the first fact that is not retracted and
-    not swept; None when that fact's value is gone (forgotten) or there is none."""
-    event = ledger.backend.get_assert(fact_id)
-    parent = event.supersedes if event is not None else None
-    seen: set[str] = set()
-    while parent is not None and parent not in seen:
-        seen.add(parent)
-        if parent not in swept and not ledger.is_retracted(parent):
-            found = current_fact(ledger, parent)
-            return found if found is not None and found.forgotten is None else None
-        above = ledger.backend.get_assert(parent)
-        parent = above.supersedes if above is not None else None
-    return None
 
 
 async def put_back_all(stores: StoreSet, uncovered: dict[str, Fact]) -> dict[str, Restore]:

@@ -49,6 +49,7 @@ def test_every_rule_group_is_covered() -> None:
         "agent_custody_state_conformance.backends.reads",
         "agent_custody_state_conformance.backends.mutations",
         "agent_custody_state_conformance.backends.persistence",
+        "agent_custody_state_conformance.backends.questions",
         "agent_custody_state_conformance.backends.shred",
         "agent_custody_state_conformance.backends.shredmode",
         "agent_custody_state_conformance.backends.chain",

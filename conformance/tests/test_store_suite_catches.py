@@ -84,8 +84,40 @@ CASES = {
         "class Broken(InProcessStore):\n    async def held_ids(self, fact):\n        return []\n",
         {
             "test_held_ids_names_the_copies_of_a_fact",
+            "test_held_ids_raises_when_the_vendor_fails",
             "test_copy_left_by_a_failed_put_is_removed",
         },
+    ),
+    # held_ids answers [] when the vendor fails: "no copy" is promised without asking.
+    "held_ids_swallows_errors": (
+        "class Broken(InProcessStore):\n"
+        "    async def held_ids(self, fact):\n"
+        "        try:\n"
+        "            return await super().held_ids(fact)\n"
+        "        except StoreError:\n"
+        "            return []\n",
+        {"test_held_ids_raises_when_the_vendor_fails"},
+    ),
+    # held_ids also names another fact's record in the same space: the cleanup of a failed
+    # put would remove a copy that belongs to that other fact.
+    "held_ids_names_a_neighbour": (
+        "class Broken(InProcessStore):\n"
+        "    async def held_ids(self, fact):\n"
+        "        ids = await super().held_ids(fact)\n"
+        "        others = [rid for rid, r in self.vendor.rows.items()\n"
+        "                  if r['metadata']['space'] == fact.space and rid not in ids]\n"
+        "        return ids + others[:1] if ids else ids\n",
+        {"test_held_ids_names_the_copies_of_a_fact"},
+    ),
+    # astral-plane characters replaced on the way in.
+    "loses_astral_characters": (
+        "class Broken(InProcessStore):\n"
+        "    async def put(self, fact):\n"
+        "        rid = await super().put(fact)\n"
+        "        row = self.vendor.rows[rid]\n"
+        "        row['text'] = ''.join(c if ord(c) < 0x10000 else '?' for c in row['text'])\n"
+        "        return rid\n",
+        {"test_awkward_value_round_trip"},
     ),
     # verification reads by id only: another record of the fact goes unseen.
     "verify_by_id_only": (
@@ -120,7 +152,11 @@ CASES = {
         "            if r['text'] == fact_text(fact):\n"
         "                return rid\n"
         "        return await super().put(fact)\n",
-        {"test_equal_text_removed_separately", "test_put_custody_metadata"},
+        {
+            "test_equal_text_removed_separately",
+            "test_put_custody_metadata",
+            "test_held_ids_names_the_copies_of_a_fact",
+        },
     ),
     # vendor errors are swallowed and reported as success.
     "swallows_errors": (
@@ -156,4 +192,4 @@ def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str
 def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ok=HEADER + "\n\nBroken = InProcessStore\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=17, skipped=1)
+    result.assert_outcomes(passed=18, skipped=1)

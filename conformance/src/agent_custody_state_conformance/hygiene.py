@@ -26,7 +26,7 @@ class PluginHygiene(ConformanceSuite):
 
     __suite_root__ = True
     entry_point: str = ""
-    registers: ClassVar[set[str]] = set()
+    registers: ClassVar[set[str] | frozenset[str]] = frozenset()
     heavy_modules: tuple[str, ...] = ()
 
     @rule("PH-1")

@@ -27,9 +27,11 @@ class NotesBackdoor:
 
 
 class TestNotesStore(StoreConformance):
-    # "verify": the store has verify_removed; "fail": a failing_store fixture exists.
-    # This vendor has no lagging index, so "lag" is not declared and ST-4.3-lag is skipped.
-    capabilities = frozenset({"verify", "fail"})
+    # "verify": the store has verify_removed; "held": it has held_ids; "fail": a failing_store
+    # fixture exists. This vendor has no lagging index, so "lag" is not declared and
+    # ST-4.3-lag is skipped (as are ST-4.3-unverified, for stores that cannot verify, and
+    # ST-4.3-blind, for stores declaring verify_without_value).
+    capabilities = frozenset({"verify", "held", "fail"})
 
     @pytest.fixture
     def path(self, tmp_path: Path) -> Path:

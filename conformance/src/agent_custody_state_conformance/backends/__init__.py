@@ -13,12 +13,13 @@ Every test has a rule id (``docs/conformance.md`` lists them) and a docstring wh
 paragraph says what to look at when it fails.
 
 The rules come in groups, one module each: ``asserts`` (SPEC 2.1, 1.3), ``reads`` (2.2),
-``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, atomicity), ``shred`` (crypto-shred
-mode over the backend and its key store), ``shredmode`` (the mode recorded with the ledger),
-``chain`` (the tamper-evident chain: last event, stored events, forget, genesis, checkpoints),
-and the property-based comparison with the reference backend (``..property``); ``base`` holds
-the fixtures they share. A backend whose default key store needs preparing overrides the
-``key_store_factory`` fixture (see ``shred``).
+``mutations`` (2.3 to 2.9), ``persistence`` (reopen, sharing, unicode, atomicity),
+``questions`` (every question of the backend asked directly, against the reference), ``shred``
+(crypto-shred mode over the backend and its key store), ``shredmode`` (the mode recorded with
+the ledger), ``chain`` (the tamper-evident chain: last event, stored events, forget, genesis,
+checkpoints), and the property-based comparison with the reference backend (``..property``);
+``base`` holds the fixtures they share. A backend whose default key store needs preparing
+overrides the ``key_store_factory`` fixture (see ``shred``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .certificates import CertificateRules
 from .chain import ChainRules
 from .mutations import MutationRules
 from .persistence import PersistenceRules
+from .questions import QuestionRules
 from .reads import ReadRules
 from .shred import KeyStoreFactory, ShredRules
 from .shredmode import ShredModeRules
@@ -42,6 +44,7 @@ class EventBackendConformance(
     ReadRules,
     MutationRules,
     PersistenceRules,
+    QuestionRules,
     ShredRules,
     ShredModeRules,
     ChainRules,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from agent_custody_state import Ledger, LedgerError
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.model import ForgetEvent, Forgotten
 
 from ..clock import StepClock
 from ..rules import rule
@@ -38,6 +40,38 @@ class PersistenceRules(BackendRules):
         with Ledger(store_factory("reopen"), clock=clock) as again:
             assert [e.to_dict() for e in again.export()] == before
             assert again.count() == 3
+
+    @rule("EB-P-unicode")
+    def test_awkward_text_survives_reopen(
+        self, store_factory: StoreFactory, clock: StepClock
+    ) -> None:
+        """Text that trips encodings survives close and reopen unchanged, in the value and in
+        the keys reads filter on: astral-plane characters, combining marks, CJK, U+2028,
+        U+2029 and U+0085 (line breaks to some readers), control characters, quotes and
+        backslashes; as_of, spaces and key_values find the fact by those keys exactly.
+
+        Troubleshooting: store UTF-8 (or the event's JSON text as given), never ASCII with
+        replacement; split stored lines on ``"\\n"`` only (``str.splitlines`` also splits at
+        U+2028, U+0085 and others); give text columns a full Unicode encoding (utf8mb4, not
+        utf8 or latin1).
+        """
+        subject, space = "user:zo\u00eb \U0001f600", "team:\u4e2d\u6587 e\u0301"
+        value = {
+            "text": 'a\u2028b\u2029c\u0085d \U0001f9ea "q" back\\slash \x01\x1f\t\n',
+            "list": ["\U0001d11e", "e\u0301", "\ufeff", "\u00ff"],
+        }
+        with Ledger(store_factory("unicode"), clock=clock) as ledger:
+            fact = self._assert(ledger, subject=subject, space=space, value=value)
+        with Ledger(store_factory("unicode"), clock=clock) as again:
+            after = [e.to_dict() for e in again.export()]
+            assert after == [fact.to_dict()], (
+                "EB-P-unicode: the events read back differ from those written"
+            )
+            found = again.as_of(subject=subject, space=space)
+            assert fact_ids(found) == [fact.fact_id], "EB-P-unicode: as_of by the keys misses it"
+            assert found[0].value == value, f"EB-P-unicode: the value reads {found[0].value!r}"
+            assert again.spaces() == [space], f"EB-P-unicode: spaces() is {again.spaces()!r}"
+            assert again.key_values("subject", "user:zo\u00eb") == [subject]
 
     @rule("EB-P-shared")
     def test_two_instances_share(self, store_factory: StoreFactory, clock: StepClock) -> None:
@@ -94,6 +128,39 @@ class PersistenceRules(BackendRules):
         with ledger.backend.transaction():
             ledger.backend.append([event_from_dict(raw)])
         assert ledger.history("f-new")[0].to_dict() == raw
+
+    @rule("EB-P-atomic-forget")
+    def test_failed_forget_is_whole_or_absent(
+        self, store_factory: StoreFactory, clock: StepClock
+    ) -> None:
+        """A write section that fails after its forget leaves the forget whole or absent: the
+        forget event is there exactly when the assert reads rewritten (value null,
+        ``forgotten`` set), in this instance and in one opened afterwards.
+
+        Troubleshooting: ``forget`` rewrites the assert and appends its event in one step of
+        the section: a database rolls both back; a file backend that replaces its file must
+        replace it with both already in it, never write the rewrite ahead of the section.
+        """
+        with Ledger(store_factory("forget-rollback"), clock=clock) as ledger:
+            a = self._assert(ledger, value="secret")
+            forgotten = Forgotten(None, "none", ledger.now())
+            event = ForgetEvent("e-forget", forgotten.at, a.fact_id, "x", "r", digest_kind="none")
+            with pytest.raises(RuntimeError), ledger.backend.transaction():
+                ledger.backend.forget(a.fact_id, forgotten, event)
+                raise RuntimeError("boom")
+            self._whole_or_absent("this instance", ledger.backend, a.fact_id)
+            with store_factory("forget-rollback") as other:
+                self._whole_or_absent("a new instance", other, a.fact_id)
+
+    def _whole_or_absent(self, who: str, backend: EventBackend, fact_id: str) -> None:
+        kinds = [e.kind for e in backend.events_for([fact_id])]
+        stored = backend.get_assert(fact_id)
+        assert stored is not None, f"EB-P-atomic-forget: {who} lost the assert"
+        rewritten = stored.fact.forgotten is not None or stored.fact.value is None
+        assert rewritten == ("forget" in kinds), (
+            f"EB-P-atomic-forget: after the failed section {who} reads the assert "
+            f"{'rewritten' if rewritten else 'intact'} but its events are {kinds}"
+        )
 
     @rule("EB-P-atomic")
     def test_failed_transaction_leaves_nothing(self, ledger: Ledger) -> None:

@@ -6,6 +6,8 @@ them, provenance levels with confirms, and forgotten facts in past reads.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 
 from agent_custody_state import Ledger, LedgerError
@@ -15,6 +17,12 @@ from ..rules import rule
 from .base import BackendRules, fact_ids
 
 __all__ = ["ReadRules"]
+
+
+def _millisecond_before(wire: str) -> str:
+    """The wire time (``...T..:..:..sssZ``) one millisecond before ``wire``."""
+    instant = datetime.fromisoformat(wire.replace("Z", "+00:00")) - timedelta(milliseconds=1)
+    return instant.strftime("%Y-%m-%dT%H:%M:%S.") + f"{instant.microsecond // 1000:03d}Z"
 
 
 class ReadRules(BackendRules):
@@ -47,6 +55,34 @@ class ReadRules(BackendRules):
         assert known_then[0].valid_to is None
         assert ledger.as_of(valid_at="2025-12-31T23:59:59Z") == []
         assert b.fact.valid_from == "2026-07-01T00:00:00.000Z"
+
+    @rule("EB-2.2-tx-edge")
+    def test_as_of_at_an_exact_tx_time(self, ledger: Ledger) -> None:
+        """A read whose tx_at is exactly an event's transaction time sees that event: the assert
+        made then, the superseder made then, the retraction made then; a read one millisecond
+        earlier sees none of them.
+
+        Troubleshooting: ``find_asserts(tx_at=...)`` keeps ``txTime <= tx_at`` (inclusive) and
+        only ``tx_before`` is strict; compare the normalised strings, or instants, never a
+        truncated prefix.
+        """
+        a = self._assert(ledger, value="pro")
+        b = self._assert(ledger, value="enterprise", supersedes=a.fact_id)
+        retract = ledger.retract(fact_id=b.fact_id, actor="x", reason="wrong")
+
+        def values(tx_at: str) -> list[object]:
+            return [f.value for f in ledger.as_of(tx_at=tx_at)]
+
+        edges = {"the assert": (a.tx_time, ["pro"]), "the superseder": (b.tx_time, ["enterprise"])}
+        edges["the retraction"] = (retract.tx_time, ["pro"])
+        for what, (tx_time, expected) in edges.items():
+            assert values(tx_time) == expected, (
+                f"EB-2.2-tx-edge: as_of(tx_at={tx_time!r}), the txTime of {what}, answered "
+                f"{values(tx_time)!r}, not {expected!r}: tx_at must be inclusive"
+            )
+        earlier = _millisecond_before(a.tx_time)
+        assert values(earlier) == [], f"EB-2.2-tx-edge: as_of(tx_at={earlier!r}) sees a later fact"
+        assert values(_millisecond_before(retract.tx_time)) == ["enterprise"]
 
     @rule("EB-2.2-filters")
     def test_as_of_filters_and_order(self, ledger: Ledger) -> None:

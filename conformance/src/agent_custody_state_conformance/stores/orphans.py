@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_custody_state.ledger.model import Fact
-from agent_custody_state.stores import Store, StoreSet, StoreWriteError, VerifyPolicy
+from agent_custody_state.stores import Store, StoreError, StoreSet, StoreWriteError, VerifyPolicy
 from agent_custody_state.stores.base import can_find_held
 
 from ..rules import rule
@@ -66,15 +66,40 @@ class OrphanRules(StoreRules):
         """
         self.require_held(store)
         fact, stranger = make_fact(), make_fact(subject="acct:43")
+        # A neighbour with the same text, space and actor: only the fact id tells them apart.
+        neighbour, neighbour_id = await self.put(store, make_fact())
         stored, external_id = await self.put(store, fact)
         held = await store.held_ids(fact)  # type: ignore[attr-defined]
         assert held, "held_ids finds nothing for a fact just put"
         assert all(isinstance(i, str) and i and i in external_id for i in held), (
-            f"held_ids returned {held!r}; put returned {external_id!r}"
+            f"held_ids returned {held!r}; put returned {external_id!r} (another fact's copy "
+            "named here would be removed by the cleanup of a failed put)"
         )
         assert await store.held_ids(stranger) == []  # type: ignore[attr-defined]
         await store.remove(external_id, stored)
         assert await store.held_ids(fact) == []  # type: ignore[attr-defined]
+        assert await store.held_ids(neighbour), (  # type: ignore[attr-defined]
+            f"held_ids no longer finds the neighbour {neighbour_id!r} of a removed fact"
+        )
+
+    @rule("ST-4.2-held-fail")
+    async def test_held_ids_raises_when_the_vendor_fails(
+        self, request: pytest.FixtureRequest
+    ) -> None:
+        """When the vendor answers errors, ``held_ids`` raises ``StoreError`` naming the store,
+        never answers ``[]``; ``put_all`` then reports the copy as possibly held, not cleaned.
+
+        Troubleshooting: an empty list promises the vendor holds no copy, and the core then
+        leaves none to remove; let the SDK's error surface as ``StoreError(self.name, ...)``
+        (``call_sdk`` does), as ``put`` and ``remove`` do.
+        """
+        self.require("fail")
+        store: Store = request.getfixturevalue("failing_store")
+        self.require_held(store)
+        with pytest.raises(StoreError) as caught:
+            held = await store.held_ids(make_fact())  # type: ignore[attr-defined]
+            pytest.fail(f"held_ids answered {held!r} from a vendor that answers only errors")
+        assert caught.value.store == store.name
 
     @rule("ST-4.2-orphan")
     async def test_copy_left_by_a_failed_put_is_removed(self, store: Store, backdoor: Any) -> None:

@@ -6,6 +6,8 @@ Replace ``NotesFile`` with your vendor's SDK client. What to keep:
 - ``remove`` deletes by that id and treats "already gone" as success;
 - ``verify_removed`` asks the vendor (a read by id *and* a search by the fact id) and raises
   when it cannot ask, never answering True blindly;
+- ``held_ids`` (optional, recommended) names every copy of a fact by the fact id in its
+  labels, and raises when it cannot ask: ``[]`` promises there is no copy;
 - every vendor failure becomes ``StoreError(self.name, ...)``: ``storekit.call_sdk`` does that,
   and runs the blocking SDK call in a worker thread so the server's event loop never waits.
 """
@@ -60,7 +62,8 @@ class NotesFile:
 
     def get(self, record_id: str) -> dict[str, Any] | None:
         with self._lock:
-            return self._load().get(record_id)  # type: ignore[no-any-return]
+            record: dict[str, Any] | None = self._load().get(record_id)
+            return record
 
     def find(self, **labels: Any) -> list[str]:
         with self._lock:
@@ -96,6 +99,11 @@ class NotesStore:
             return not self.client.find(factId=fact.fact_id)
 
         return await call_sdk(self.name, "verify", gone)
+
+    async def held_ids(self, fact: Fact) -> list[str]:
+        # After a put that raised (the vendor may have stored the fact and lost the answer) the
+        # core removes what this names. Look up by the fact id only, never by the text.
+        return await call_sdk(self.name, "held_ids", self.client.find, factId=fact.fact_id)
 
 
 def build(settings: NotesSettings, *, name: str) -> NotesStore:

@@ -255,16 +255,43 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if number in (_INF, -_INF):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return number
+
+
+def _finite_int(text: str) -> int:
+    number = int(text)
+    try:
+        float(number)
+    except OverflowError:
+        raise ValueError(f"{text[:20]}... is not a finite number") from None
+    return number
+
+
+_INF = float("inf")
+
+
 def loads_strict(text: str | bytes) -> Any:
     """``loads`` that refuses what only Python's reader takes: ``NaN``, ``Infinity`` and
     ``-Infinity`` (canonical JSON writes each as ``null``, so a ``null`` edited into one keeps
-    every hash, while JavaScript's ``JSON.parse`` cannot read the text at all)."""
+    every hash, while JavaScript's ``JSON.parse`` cannot read the text at all), and a number too
+    large for a double (``1e400``, 400 digits): ``JSON.parse`` and Python read an infinity,
+    which canonical JSON writes as ``null`` too (orjson refuses such numbers itself). Bytes
+    must be UTF-8 without a byte order mark (``json.loads`` would also take a BOM, UTF-16 and
+    UTF-32, which the original's ``JSON.parse`` of the line cannot read)."""
     if _loads is not None:
         try:
             return _loads(text)
         except ValueError:
             pass
-    return json.loads(text, parse_constant=_no_constant)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")  # ``UnicodeDecodeError``; a BOM is then refused below
+    return json.loads(
+        text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_finite_int
+    )
 
 
 class _Twice(Exception):
@@ -289,3 +316,17 @@ def has_duplicate_keys(text: str | bytes) -> bool:
     except ValueError:
         return False
     return False
+
+
+def duplicate_keys(text: str | bytes, data: Any) -> bool:
+    """``has_duplicate_keys(text)``, where ``data`` is ``text`` parsed (``loads``), with a first
+    try in one C call: a text that is exactly orjson's compact writing of ``data`` (a line the
+    ledger or the original wrote) holds no key twice, since ``data`` holds each key once."""
+    dumped = ordered_unchecked(data)
+    if dumped is not None:
+        if isinstance(text, bytes):
+            if dumped == text:
+                return False
+        elif len(dumped) >= len(text) and dumped == text.encode("utf-8", "surrogatepass"):
+            return False
+    return has_duplicate_keys(text)

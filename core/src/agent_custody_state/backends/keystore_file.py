@@ -109,6 +109,11 @@ class FileKeyStore(KeyStore):
                     "name another file"
                 )
             if app != APPLICATION_ID:
+                # A new key store, in a file that may have been made beforehand with a wider
+                # mode than the 0600 it is created with here: keys are for this user only
+                # (a file another user owns keeps the mode its owner chose).
+                with suppress(PermissionError):
+                    os.chmod(self.path, 0o600)
                 conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             for ddl in _SCHEMA:
                 conn.execute(ddl)

@@ -273,7 +273,8 @@ def _check_forgotten(
     kind, value = forget.get("digestKind"), forget.get("valueDigest")
     if value is not None and digest != {kind: value}:
         raise CertificateError("the forget event's digest is not the subject's digest")
-    for n, event in events.items():
+    found = False
+    for n, event in events.items():  # every assert of the fact: one holding its value is enough
         fact = event.get("fact") if isinstance(event, dict) else None
         if (
             event
@@ -291,5 +292,6 @@ def _check_forgotten(
                 raise CertificateError(f"fact {fact_id} is not forgotten in this ledger")
             if (forgotten.get("digestKind"), forgotten.get("valueDigest")) != (kind, value):
                 raise CertificateError(f"fact {fact_id} is forgotten with another digest")
-            return
-    raise CertificateError(f"fact {fact_id} is not in this ledger")
+            found = True
+    if not found:
+        raise CertificateError(f"fact {fact_id} is not in this ledger")

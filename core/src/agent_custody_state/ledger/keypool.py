@@ -23,6 +23,11 @@ Once its block is durable, the block's thread also sets up each key's AES-GCM ci
 schedule) and writes its nonce's base64, so an append finds its key ready to encrypt with: the
 setup was the larger part of the cipher's cost on a single append (a key taken before its
 cipher is ready is set up by the append itself, as before).
+
+A process forked from one holding a pool starts with none of its keys (``os.register_at_fork``):
+the parent hands them out, so a child that used them sealed another fact with the parent's key
+and nonce (AES-GCM's nonce reused; a forget of one fact destroyed the other's key), and a child
+closing its ledger destroyed the keys the parent was still to hand out.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import binascii
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
@@ -107,10 +113,15 @@ class KeyPool:
 
     def __init__(self, keys: KeyStore) -> None:
         self.keys = keys
-        self._free: list[Key] = []
         self._block = FIRST_BLOCK
+        self._forked()
+        _POOLS.add(self)
+
+    def _forked(self) -> None:
+        """No key yet (a new pool, or a forked process: its parent's keys are the parent's)."""
+        self._free: list[Key] = []
         self._refills: list[_Refill] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # a fork may copy it held by a thread that is not there
 
     def take(self, n: int) -> tuple[list[Key], Callable[[], None]]:
         """``n`` keys, and the function that returns once they are durable (it raises what
@@ -178,3 +189,16 @@ class KeyPool:
             unused, self._free = [k.kid for k in self._free], []
         if unused:
             self.keys.destroy(unused)
+
+
+#: Every pool of this process, emptied in a forked child (module docstring).
+_POOLS: weakref.WeakSet[KeyPool] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_POOLS):
+        pool._forked()
+
+
+if hasattr(os, "register_at_fork"):  # pragma: no branch - every POSIX system
+    os.register_at_fork(after_in_child=_after_fork_in_child)

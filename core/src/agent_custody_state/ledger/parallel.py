@@ -70,6 +70,8 @@ class ChunkResult:
     checkpoints_checked: int
     #: the backend's index problems in the chunk (``verify_stored``): ``(position, reason)``
     index_problems: list[tuple[int, str]] = field(default_factory=list)
+    #: the asserts holding a value (``verdict.Forgets``): fingerprints and positions, as bytes
+    live: tuple[bytes, bytes] = (b"", b"")
 
 
 def verify_chunk(
@@ -98,6 +100,7 @@ def verify_chunk(
         report.genesis,
         verifier.sealed,
         report.checkpoints_checked,
+        live=(verifier.forgets.live.tobytes(), verifier.forgets.at.tobytes()),
     )
 
 
@@ -267,7 +270,7 @@ def _merged(
     stats: dict[str, int] | None,
     found: list[tuple[int, str]] | None = None,
 ) -> VerifyReport:
-    merge = _Merge(Verifier(checkpoints))
+    merge = _Merge(Verifier(checkpoints, stable=True))
     if executor is not None:
         count = merge.run(executor, pieces, checkpoints, jobs)
     else:
@@ -336,4 +339,6 @@ class _Merge:
         if report.genesis is None:
             report.genesis = result.genesis
         verifier.sealed += result.sealed
+        verifier.forgets.live.frombytes(result.live[0])
+        verifier.forgets.at.frombytes(result.live[1])
         verifier.resume(result.end)

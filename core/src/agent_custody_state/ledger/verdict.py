@@ -4,6 +4,9 @@ events, which ``parallel`` compares at the boundaries of the chunks it verifies 
 
 from __future__ import annotations
 
+import hashlib
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -63,6 +66,62 @@ class State(NamedTuple):
 
 #: Before the first event.
 START = State(bytes(32), False, None, False)
+
+
+def fingerprint(fact_id: str) -> int:
+    """A fact id's 64-bit fingerprint, the same in every process (``Forgets``)."""
+    digest = hashlib.blake2b(fact_id.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+class Forgets:
+    """Which facts hold a value and which were forgotten. A forget changes no leaf, so an
+    assert's line copied back from before its forget (its value and salt again, no
+    ``forgotten``) verifies on its own, and a fact asserted again under a forgotten fact's id
+    does too: only the forget event tells the value should be gone. Each assert holding a value
+    is kept as 16 bytes (its fact id's fingerprint and its position), each intact forget event
+    by its fact's fingerprint; ``problems`` pairs them once every event is read. The fingerprint
+    is Python's string hash in one process (the cheapest), ``fingerprint`` when processes
+    exchange them (``stable``: ``parallel``'s workers and merge)."""
+
+    def __init__(self, stable: bool = False) -> None:
+        self.live = array("q")  # fingerprints of asserts that hold a value
+        self.at = array("Q")  # their positions
+        self.gone: dict[int, int] = {}  # fingerprint of a forgotten fact -> its forget's position
+        self.print = fingerprint if stable else hash
+
+    def holds(self, fact_id: str, seq: int) -> None:
+        self.live.append(self.print(fact_id))
+        self.at.append(seq)
+
+    def forgot(self, fact_id: str, seq: int) -> None:
+        self.gone.setdefault(self.print(fact_id), seq)
+
+    def problems(self) -> Iterator[tuple[int, str]]:
+        gone = self.gone
+        if not gone or not any(map(gone.__contains__, self.live)):
+            return
+        for fp, seq in zip(self.live, self.at, strict=True):
+            if fp in gone:
+                yield (
+                    seq,
+                    (
+                        f"the fact holds a value, but a forget event ({gone[fp]}) erased it: the "
+                        "assert was copied back from before the forget, or asserted again"
+                    ),
+                )
+
+
+TWICE_FORGOTTEN = "a key appears twice in this forgotten fact: an erased value may be back"
+TWICE = (
+    "a key appears twice in this event: a reader keeping the first of two keys (SQLite's "
+    "json_extract, which fills and checks the query columns) reads another event than the "
+    "chain covers"
+)
+NO_KEY = (
+    "the sealed value's key is not in the key store, but the fact is not forgotten: it reads "
+    "as null (its key id was edited, or its key destroyed without a forget)"
+)
 
 
 def signatures(

@@ -1,8 +1,8 @@
 """Checking a ledger's chain: every leaf, every link, every commitment, every checkpoint.
 
 ``verify_lines`` reads the events as stored (JSON text, one per event, in append order) and
-streams: what it keeps is the running head and the asserts marked forgotten whose forget event
-has not come yet, so a ledger of millions of events needs no more memory than a few thousand.
+streams: what it keeps is the running head, the asserts marked forgotten whose forget event
+has not come yet, and 16 bytes per assert holding a value (``verdict.Forgets``).
 It does not stop at the first problem: after one it re-anchors on the stored head, so each later
 problem is found on its own, and the report names the first bad sequence number.
 
@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent_custody_state import fastjson
 from agent_custody_state.canonical import canonical_utf8
+from agent_custody_state.ledger import verdict
 from agent_custody_state.ledger.chain import (
     CHAIN_KEY,
     COMMITMENT_KEY,
@@ -79,7 +80,8 @@ def _leaf(red: dict[str, Any], stored: Any) -> bytes:
 
 
 #: Opens a crypto-shred envelope: ``(fact id, envelope) -> value``, raising ``LookupError`` when
-#: its key is gone (a forgotten fact's, or a key store that is not this ledger's).
+#: its key is gone (a problem: only a fact not forgotten holds an envelope; a key store that is
+#: not this ledger's shows every value so), ``ValueError`` when it does not authenticate.
 OpenValue = Callable[[str, Any], Any]
 
 
@@ -92,6 +94,7 @@ class Verifier:
         open_value: OpenValue | None = None,
         *,
         log: bool = False,
+        stable: bool = False,
     ) -> None:
         self.report = VerifyReport()
         self.open_value = open_value
@@ -104,6 +107,7 @@ class Verifier:
         # Events without a record since the last chained one: (first, last), or None.
         self.gap: tuple[int, int] | None = None
         self.pending: dict[str, tuple[int, dict[str, Any]]] = {}  # fact id -> (seq, forgotten)
+        self.forgets = verdict.Forgets(stable=log or stable)  # ``parallel``: across processes
         self._unknown_link = False  # the previous event could not be read: skip the next link
         self.by_size: dict[int, list[Checkpoint]] = {}
         for cp in checkpoints:
@@ -122,6 +126,7 @@ class Verifier:
         if not isinstance(data, dict):
             report.add(seq, "not a JSON object")
             return
+        twice = fastjson.duplicate_keys(text, data)
         record = data.pop(CHAIN_KEY, None)
         fact = data.get("fact") if data.get("kind") == "assert" else None
         value: Any = None
@@ -132,14 +137,14 @@ class Verifier:
             value = fact.pop("value", None)
             salt = fact.pop(SALT_KEY, None)
             forgotten = fact.pop("forgotten", None)
+            if forgotten is None:
+                self.forgets.holds(str(fact.get("factId")), seq)
         leaf = _leaf(data, record.get("leaf") if type(record) is dict else None)
         leaf_hex = leaf.hex()
+        if twice:
+            report.add(seq, verdict.TWICE_FORGOTTEN if forgotten is not None else verdict.TWICE)
         if isinstance(fact, dict) and COMMITMENT_KEY in fact:
             self._commitment(seq, fact, value, salt, forgotten)
-            if forgotten is not None and fastjson.has_duplicate_keys(text):
-                report.add(
-                    seq, "a key appears twice in this forgotten fact: an erased value may be back"
-                )
         elif data.get("kind") == "forget":
             # Only an intact forget event can tell its assert's certificate was edited.
             intact = record is None or (isinstance(record, dict) and record.get("leaf") == leaf_hex)
@@ -273,12 +278,13 @@ class Verifier:
             report.add(seq, "the value salt is missing: the value was removed without a forget")
             return
         if kid_of(value) is not None:  # crypto-shred: the commitment is over the plaintext
-            try:
-                if self.open_value is None:
-                    raise LookupError("no key store")
-                value = self.open_value(str(fact.get("factId")), value)
-            except LookupError:
+            if self.open_value is None:
                 self.sealed += 1
+                return
+            try:
+                value = self.open_value(str(fact.get("factId")), value)
+            except LookupError:  # a forget nulls the value: a live fact's key must be there
+                report.add(seq, verdict.NO_KEY)
                 return
             except ValueError:
                 report.add(seq, "the sealed value does not open with its key: it was edited")
@@ -314,7 +320,10 @@ class Verifier:
             self.log.append((fact_id, seq, said, intact))
             return
         found = self.pending.pop(fact_id, None)
-        if found is None or not intact:
+        if not intact:
+            return
+        self.forgets.forgot(fact_id, seq)
+        if found is None:
             return
         assert_seq, forgotten = found
         if (forgotten.get("valueDigest"), forgotten.get("digestKind"), forgotten.get("at")) != said:
@@ -344,6 +353,8 @@ class Verifier:
         report.head = self.running.hex()
         if self.gap:
             report.add(self.gap[0], f"events {self.gap[0]}..{self.gap[1]} carry no chain record")
+        for seq, why in self.forgets.problems():
+            report.add(seq, why)
         truncated = any(size > count for size in self.by_size)
         last_bad = max((p.seq for p in report.problems), default=0)
         for fact_id, (seq, _) in self.pending.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,3 +18,13 @@ def ledger(tmp_path: Path) -> Path:
     with Ledger(path) as opened:
         opened.assert_fact(subject="s", predicate="p", value="v", space="o", actor="a")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_log_handler() -> Iterator[None]:
+    """Remove the handler a ``serve`` run installs on the root logger (``cli.logs``): it writes
+    to the standard error of the test that ran it, which a later test's capture has closed."""
+    yield
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == "agent-custody-memory"]:
+        root.removeHandler(handler)

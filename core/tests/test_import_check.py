@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from agent_custody_state import Ledger, LedgerError
-from agent_custody_state.ledger.model import AssertEvent, Event, RetractEvent
+from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, RetractEvent
 
 
 def _export(tmp_path: Path) -> list[Event]:
@@ -72,6 +72,14 @@ CASES: list[tuple[str, Edit, str]] = [
         "forgotten without a forget",
         lambda e: e[:4],
         "event 2: fact {f1} is marked forgotten, but no forget event records it",
+    ),
+    (
+        "forget of a fact still holding its value",
+        lambda e: [
+            *e,
+            ForgetEvent("x-5", e[4].tx_time, e[2].fact_id, "a", "r", digest_kind="none"),
+        ],
+        "event 6: fact {f2} is forgotten here, but its assert (event 3) still holds its value",
     ),
     (
         "surrogate",

@@ -73,6 +73,41 @@ class PersistenceRules(BackendRules):
             assert again.spaces() == [space], f"EB-P-unicode: spaces() is {again.spaces()!r}"
             assert again.key_values("subject", "user:zo\u00eb") == [subject]
 
+    @rule("EB-7-immutable")
+    def test_what_a_caller_mutates_stays_the_callers(
+        self, store_factory: StoreFactory, clock: StepClock
+    ) -> None:
+        """SPEC 7: facts and events are immutable. Mutating the dict given to ``assert_fact``,
+        the event it returned, or a value any read handed out changes nothing the ledger holds:
+        the past reads as written, in this instance and after a reopen.
+
+        Troubleshooting: a backend whose reads return the objects it keeps (an in-memory index)
+        declares ``keeps_objects = True``, and the ledger then hands out copies; a backend that
+        builds every event it returns from storage leaves it False.
+        """
+        value: dict[str, object] = {"seats": [1, 2], "plan": "pro"}
+        with Ledger(store_factory("immutable"), clock=clock) as ledger:
+            first = self._assert(ledger, value=value, external={"mem0": "m-1"})
+            value["plan"] = "changed by the caller"
+            first.fact.value["seats"].append(3)
+            read = ledger.get(first.fact_id)
+            assert read is not None and read.external is not None
+            read.value["plan"] = "enterprise"
+            read.external["mem0"] = "edited"
+            ledger.as_of()[0].value["seats"].clear()
+            ledger.history(first.fact_id)[0].fact.value["plan"] = "history"  # type: ignore[union-attr]
+            ledger.facts()[0].value["seats"].append(9)
+            written = {"seats": [1, 2], "plan": "pro"}
+            again = ledger.get(first.fact_id)
+            assert again is not None and (again.value, again.external) == (
+                written,
+                {"mem0": "m-1"},
+            ), (
+                f"EB-7-immutable: the fact now reads {again!r}: a caller's mutation reached the ledger"
+            )
+        with Ledger(store_factory("immutable"), clock=clock) as reopened:
+            assert [f.value for f in reopened.as_of()] == [written]
+
     @rule("EB-P-shared")
     def test_two_instances_share(self, store_factory: StoreFactory, clock: StepClock) -> None:
         """Two open instances of one location see each other's writes at once, and the

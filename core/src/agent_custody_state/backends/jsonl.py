@@ -55,6 +55,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
 
     kind = "jsonl"
     min_batch = 4  # a multi-event append is journalled: about four fsyncs against one
+    keeps_objects = True  # reads return the indexed events themselves
 
     def __init__(
         self,

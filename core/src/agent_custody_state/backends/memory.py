@@ -24,6 +24,7 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
     kind = "memory"
     blocking = False  # no I/O at all: a thread hop would cost more than the call
     shared = False  # lives in one process
+    keeps_objects = True  # reads return the indexed events themselves
 
     def __init__(self, location: str = "memory:", **_options: object) -> None:
         self.location = location

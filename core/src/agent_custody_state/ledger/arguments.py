@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.facts import json_copy
 from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact, Source
 from agent_custody_state.ledger.requests import AssertRequest, TimeLike
 from agent_custody_state.timeutil import TimeFormatError, normalize_time
@@ -251,7 +252,7 @@ def build_assert(
         fact_id or (next(ids) if ids is not None else new_id()),
         subject,
         predicate,
-        value,
+        json_copy(value),  # the ledger's own: the caller's dict may change after the call
         space,
         actor,
         Source(receipt_id),

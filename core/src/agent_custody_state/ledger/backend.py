@@ -69,6 +69,10 @@ class EventBackend(abc.ABC):
     #: section touches, and sections with disjoint keys need not wait for each other. A backend
     #: that serialises every writer anyway (a file lock) leaves it False and is called as before.
     locks_keys: ClassVar[bool] = False
+    #: Whether the events a read returns are the objects the backend keeps (an in-memory
+    #: index), rather than built for the read: the ledger then hands out copies of what a
+    #: caller may change (``model.handed``), so no caller rewrites the ledger's past in memory.
+    keeps_objects: ClassVar[bool] = False
     #: Whether this backend was opened read-only (``read_only=True``, docs/backends.md): it
     #: creates no file, table or sidecar and refuses every write section.
     read_only: bool = False

@@ -39,7 +39,14 @@ from agent_custody_state.ledger.checkpoints import ledger_origin
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.locking import fact_keys, in_order, section
-from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten, Source
+from agent_custody_state.ledger.model import (
+    AssertEvent,
+    Event,
+    ForgetEvent,
+    Forgotten,
+    Source,
+    handed,
+)
 from agent_custody_state.ledger.modemark import check_plain_forget
 from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
 from agent_custody_state.ledger.readonly import check_writable
@@ -73,6 +80,14 @@ def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, .
         return "plain", (), 0
     found = backend.keys.get(kids)
     return "crypto-shred", tuple(found.values()), len(kids) - len(found)
+
+
+def _check_texts(actor: object, reason: object, receipt_id: object) -> None:
+    """The text arguments of a forget or sweep (``receipt_id``: text or None, SPEC 1.1)."""
+    for name, value in (("actor", actor), ("reason", reason)):
+        text_arg(value, name, empty_ok=True)
+    if receipt_id is not None:
+        text_arg(receipt_id, "receipt_id", empty_ok=True)
 
 
 class LedgerForgetting:
@@ -146,7 +161,7 @@ class LedgerForgetting:
         self.backend.compact()
         self._appended([event])
         if options is None or key is None or done is None:
-            return event
+            return handed(event, self.backend.keeps_objects)
         [certified] = self._certify([done], options, key)
         return certified
 
@@ -207,8 +222,7 @@ class LedgerForgetting:
         precondition: Callable[[FactState], None] | None = None,
         certify: bool = False,
     ) -> tuple[ForgetEvent, Forgetting | None]:
-        for name, value in (("actor", actor), ("reason", reason)):
-            text_arg(value, name, empty_ok=True)
+        _check_texts(actor, reason, receipt_id)
         bool_arg(keep_digest, "keep_digest")
         with section(self.backend, fact_keys(self.backend, fact_id)):
             text_arg(fact_id, "fact_id")
@@ -268,6 +282,7 @@ class LedgerForgetting:
         the forget event of a fact, by fact id (the stores' put-backs, ``stores.sweep_restore``)."""
         check_writable(self, "sweep")
         cutoff = required_time_arg(before, "before")
+        _check_texts(actor, reason, receipt_id)  # refused alike with or without candidates
         bool_arg(keep_digest, "keep_digest")
         if space is not None:
             text_arg(space, "space")
@@ -312,4 +327,5 @@ class LedgerForgetting:
         certified = {}
         if options is not None and key is not None and done:
             certified = {c.event.fact_id: c for c in self._certify(done, options, key)}
+        forgotten = [handed(event, self.backend.keeps_objects) for event in forgotten]
         return SweepResult(forgotten=forgotten, held=held, certificates=certified)

@@ -10,7 +10,8 @@ and the ledger is left as it was:
   offset, as the readers compare them as instants (SPEC 1.3);
 * subject, predicate, space and the ids are text a SQL column can hold (no lone surrogate);
 * a supersede, retract, confirm, hold, release or forget names a fact asserted before it;
-* a fact marked forgotten holds no value, and a forget event records it;
+* a fact marked forgotten holds no value, and a forget event records it; a fact a forget event
+  names is marked forgotten (``verify`` refuses a value held after its forget);
 * the chain records say what ``verify`` says of them (``verify.Verifier`` over the events as
   they will be stored): an export whose events were reordered, edited, dropped or inserted is
   refused, not imported into a ledger that ``verify`` would then fail. An export without chain
@@ -48,6 +49,7 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
     event_ids: dict[str, int] = {}
     asserted: dict[str, int] = {}
     forgotten: dict[str, int] = {}  # fact id -> its assert's position, until its forget
+    holding: dict[str, int] = {}  # fact id -> the position of its assert holding a value
     day = "-"  # the date of the last normal-form time found real (times come in order)
     normal = NORMAL_TIME.fullmatch
     position = 0
@@ -67,6 +69,11 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
                     _unknown(fact_id, f"a {event.kind}")
                 if type(event) is ForgetEvent:
                     forgotten.pop(fact_id, None)  # type: ignore[arg-type]
+                    if fact_id in holding:
+                        raise LedgerError(
+                            f"fact {fact_id} is forgotten here, but its assert (event "
+                            f"{holding[fact_id]}) still holds its value"
+                        )
                 continue
             fact = event.fact  # type: ignore[attr-defined]
             fact_id = fact.fact_id
@@ -103,6 +110,8 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
                 if fact.value is not None:
                     raise LedgerError(f"fact {fact_id} is marked forgotten but holds a value")
                 forgotten[fact_id] = position
+            else:
+                holding[fact_id] = position
     except LedgerError as exc:
         raise LedgerError(f"event {position}: {exc}", field=exc.field, code="bad_export") from None
     if forgotten:

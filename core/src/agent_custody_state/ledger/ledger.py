@@ -10,7 +10,7 @@ the event is appended before the section ends, so two racing supersessions canno
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from datetime import datetime
 from os import PathLike
@@ -42,6 +42,7 @@ from agent_custody_state.ledger.model import (
     ReleaseEvent,
     RetractEvent,
     Source,
+    handed,
 )
 from agent_custody_state.ledger.modemark import check_plain_values, forget_mode_arg
 from agent_custody_state.ledger.queries import FactState, fact_states
@@ -256,7 +257,12 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
 
             [event] = self._append_ordered(stamp, event.tx_time)
         self._appended([event])
-        return event
+        return handed(event, self.backend.keeps_objects)  # the kept event stays the ledger's own
+
+    def assert_many(self, items: Iterable[AssertRequest | Mapping[str, Any]]) -> list[AssertEvent]:
+        """``LedgerBulk.assert_many``; the events returned are the caller's (``model.handed``)."""
+        keeps = self.backend.keeps_objects
+        return [handed(event, keeps) for event in super().assert_many(items)]
 
     def _append_ordered(
         self, stamp: Callable[[str], Sequence[E]], provisional: str | None = None
@@ -302,7 +308,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
                 raise error
             [event] = self._append_ordered(lambda tx: [make(new_id(), tx)])
         self._appended([event])
-        return event
+        return handed(event, self.backend.keeps_objects)
 
     def retract(
         self,
@@ -321,7 +327,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         the caller's condition on the fact, checked under the write lock.
         """
         check_writable(self, "retract")
-        _texts(actor=actor, reason=reason)
+        _texts(receipt_id, actor=actor, reason=reason)
         more = extra_arg(extra, ACTION_WIRE_KEYS)
         return self._record(
             "retract",
@@ -333,7 +339,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     def confirm(self, *, fact_id: str, actor: str, receipt_id: str | None = None) -> ConfirmEvent:
         """Lift a claimed fact out of quarantine (SPEC 2.4)."""
         check_writable(self, "confirm")
-        _texts(actor=actor)
+        _texts(receipt_id, actor=actor)
         return self._record(
             "confirm",
             fact_id,
@@ -345,7 +351,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     ) -> HoldEvent:
         """Place a legal hold (SPEC 2.6): forget and sweep are refused until released."""
         check_writable(self, "hold")
-        _texts(actor=actor, reason=reason)
+        _texts(receipt_id, actor=actor, reason=reason)
         return self._record(
             "hold",
             fact_id,
@@ -357,7 +363,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     ) -> ReleaseEvent:
         """Release a legal hold."""
         check_writable(self, "release")
-        _texts(actor=actor, reason=reason)
+        _texts(receipt_id, actor=actor, reason=reason)
         return self._record(
             "release",
             fact_id,
@@ -365,6 +371,9 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         )
 
 
-def _texts(**values: object) -> None:
+def _texts(receipt_id: object = None, **values: object) -> None:
+    """The text arguments of a mutation; ``receipt_id`` may be None (no receipt)."""
     for name, value in values.items():
         text_arg(value, name, empty_ok=True)
+    if receipt_id is not None:  # as assert_fact: SPEC 1.1's receiptId is text or null
+        text_arg(receipt_id, "receipt_id", empty_ok=True)

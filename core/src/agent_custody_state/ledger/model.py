@@ -8,7 +8,7 @@ strings. Keys this version does not know (written by a newer implementation) are
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 
 from agent_custody_state.canonical import js_json
 from agent_custody_state.fastjson import exact, loads, ordered_unchecked
@@ -88,8 +88,10 @@ class AssertEvent(_EventBase):
 
 def _plain_action(fields: tuple[Any, ...], source: Source, extra: dict[str, Any]) -> bool:
     """``plain_json`` of an event without a fact: text fields, a source, unknown keys."""
-    return set(map(type, (*fields, source.receipt_id))) <= TEXT_TYPES and (
-        not extra or exact(extra, sort=False)
+    return (
+        set(map(type, (*fields, source.receipt_id))) <= TEXT_TYPES
+        and (not extra or exact(extra, sort=False))
+        and (not source.extra or exact(source.extra, sort=False))
     )
 
 
@@ -217,11 +219,46 @@ Event: TypeAlias = (
     AssertEvent | RetractEvent | ConfirmEvent | ForgetEvent | HoldEvent | ReleaseEvent
 )
 
+EventT = TypeVar("EventT", bound=Event)
+
 _ACTION_CLASSES: dict[str, type[RetractEvent | HoldEvent | ReleaseEvent]] = {
     "retract": RetractEvent,
     "hold": HoldEvent,
     "release": ReleaseEvent,
 }
+
+
+def detached(event: EventT) -> EventT:
+    """``event`` with private copies of what a caller may change (``Fact.detached``; a
+    source's unknown keys), or itself when it has none: what the ledger hands out of what it
+    keeps. Its ``extra`` (unknown keys, the chain record) is shared, read-only, and its encoded
+    line, if any, is kept."""
+    if isinstance(event, AssertEvent):
+        fact = event.fact.detached()
+        if fact is event.fact:
+            return event
+        copy: Event = AssertEvent(
+            event.event_id, event.tx_time, fact, event.supersedes, event.extra
+        )
+    elif not event.source.extra:
+        return event
+    else:
+        copy = replace(event, source=event.source.detached())
+    if event.line is not None:
+        object.__setattr__(copy, "line", event.line)  # the same text: the copy's own line
+    return copy  # type: ignore[return-value]
+
+
+def handed(event: EventT, keeps_objects: bool) -> EventT:
+    """What the ledger hands out of ``event``: ``detached(event)`` when its backend keeps the
+    objects its reads return (``EventBackend.keeps_objects``), else ``event``, built for the
+    read and no one else's."""
+    return detached(event) if keeps_objects else event
+
+
+def handed_fact(fact: Fact, keeps_objects: bool) -> Fact:
+    """``handed`` for a fact (``Fact.detached``)."""
+    return fact.detached() if keeps_objects else fact
 
 
 def event_from_dict(data: dict[str, Any], *, owned: bool = False) -> Event:
@@ -250,7 +287,7 @@ def event_from_dict(data: dict[str, Any], *, owned: bool = False) -> Event:
         # Positional, with local lookups: every event a read returns is built here.
         get = data.get
         source = get("source")
-        src = Source(source.get("receiptId")) if isinstance(source, dict) else Source()
+        src = Source.from_dict(source)
         if kind in _ACTION_CLASSES:
             return _ACTION_CLASSES[kind](
                 data["eventId"],

@@ -17,6 +17,8 @@ from agent_custody_state.ledger.model import (
     ConfirmEvent,
     Event,
     Fact,
+    handed,
+    handed_fact,
 )
 from agent_custody_state.ledger.queries import (
     FactState,
@@ -105,7 +107,9 @@ class LedgerReads:
             if min_rank and PROVENANCE_RANK.get(provenance, 0) < min_rank:
                 continue
             out.append(fact.presented(valid_to, provenance))
-        return self.backend.open_values(out)
+        return [
+            handed_fact(fact, self.backend.keeps_objects) for fact in self.backend.open_values(out)
+        ]
 
     def get(self, fact_id: str) -> Fact | None:
         """A fact in any state (confirmed provenance shown, validTo from supersession), or None."""
@@ -126,7 +130,7 @@ class LedgerReads:
         fact = state.assert_event.fact
         valid_to = successor.fact.valid_from if successor and not state.retracted else None
         provenance = "attested" if state.confirmed else fact.provenance
-        return fact.presented(valid_to, provenance)
+        return handed_fact(fact.presented(valid_to, provenance), self.backend.keeps_objects)
 
     def held(self, fact_id: str) -> bool:
         """Whether the fact is on legal hold now (SPEC 2.6)."""
@@ -148,7 +152,9 @@ class LedgerReads:
 
     def history(self, fact_id: str) -> list[Event]:
         """The fact's assert, the asserts superseding it and every event citing it, oldest first."""
-        return self.backend.history(fact_id)
+        return [
+            handed(event, self.backend.keeps_objects) for event in self.backend.history(fact_id)
+        ]
 
     def facts(self) -> list[Fact]:
         """Every fact ever asserted, in append order, as stored (forgotten ones with value null)."""
@@ -158,8 +164,11 @@ class LedgerReads:
             for e in self.backend.events_for([e.fact_id for e in events])
             if isinstance(e, ConfirmEvent)
         }
+        keeps = self.backend.keeps_objects
         return [
-            e.fact.with_(provenance="attested") if e.fact_id in confirmed else e.fact
+            handed_fact(
+                e.fact.with_(provenance="attested") if e.fact_id in confirmed else e.fact, keeps
+            )
             for e in events
         ]
 
@@ -178,7 +187,8 @@ class LedgerReads:
         """Facts whose assert ``txTime < before``, not yet forgotten, in append order (SPEC 2.7)."""
         cutoff = required_time_arg(before, "before")
         events = list(self.backend.find_asserts(space=space, tx_before=cutoff))
-        return [e.fact for e in events if e.fact.forgotten is None]
+        keeps = self.backend.keeps_objects
+        return [handed_fact(e.fact, keeps) for e in events if e.fact.forgotten is None]
 
     def timeline(
         self,
@@ -205,15 +215,15 @@ class LedgerReads:
         )
         facts: list[Fact] = []
         names: dict[str, str] = {}
+        keeps = self.backend.keeps_objects
         for event in asserts:
             state = states[event.fact_id]
             successor = None if state.retracted else supers.get(event.fact_id)
             provenance = "attested" if state.confirmed else event.fact.provenance
-            facts.append(
-                event.fact.presented(successor.fact.valid_from if successor else None, provenance)
-            )
+            valid_to = successor.fact.valid_from if successor else None
+            facts.append(handed_fact(event.fact.presented(valid_to, provenance), keeps))
             names[event.fact_id] = state_name(state, successor is not None)
-        events = [e for e in around if ta is None or wire_time_key(e.tx_time) <= ta]
+        events = [handed(e, keeps) for e in around if ta is None or wire_time_key(e.tx_time) <= ta]
         held = [i for i in ids if states[i].held]
         return Timeline(subject, facts, names, held, events)
 
@@ -242,13 +252,15 @@ class LedgerReads:
         states = fact_states(self.backend, [e.fact_id for e in asserts])
         held = {i for i, s in states.items() if s.held}
         return SweepPlan(
-            forget=[e for e in asserts if e.fact_id not in held],
+            forget=[
+                handed(e, self.backend.keeps_objects) for e in asserts if e.fact_id not in held
+            ],
             held=[e.fact_id for e in asserts if e.fact_id in held],
         )
 
     def export(self) -> Iterator[Event]:
         """Every event in append order (the JSONL audit copy of any store)."""
-        return self.backend.iter_events()
+        return (handed(event, self.backend.keeps_objects) for event in self.backend.iter_events())
 
     def compact(self) -> None:
         check_writable(self, "compact")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -80,11 +81,17 @@ class RetentionPolicy:
     windows: tuple[tuple[str, Duration], ...]
 
     @classmethod
-    def parse(cls, spec: str | dict[str, str] | None) -> RetentionPolicy | None:
+    def parse(cls, spec: str | Mapping[str, str] | None) -> RetentionPolicy | None:
         if spec is None:
             return None
-        if isinstance(spec, dict):
+        if isinstance(spec, Mapping):
             pairs = list(spec.items())
+        elif not isinstance(spec, str):
+            raise LedgerError(
+                "retention must be a spec such as 'org=P365D,team:*=P90D' or a mapping of "
+                f"space patterns to durations, not a {type(spec).__name__}",
+                field="retention",
+            )
         else:
             pairs = []
             for part in spec.split(","):
@@ -103,6 +110,12 @@ class RetentionPolicy:
         seen: set[str] = set()
         windows = []
         for pattern, duration in pairs:
+            if not isinstance(pattern, str) or not isinstance(duration, str):
+                raise LedgerError(
+                    f"retention window {pattern!r}: the pattern and its duration must be text "
+                    f"such as 'team:*' and 'P90D', got {duration!r}",
+                    field="retention",
+                )
             if not pattern:
                 raise LedgerError(
                     "a retention window has an empty space pattern", field="retention"

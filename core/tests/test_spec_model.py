@@ -324,8 +324,14 @@ def test_memory_ledger_matches_the_spec_model(case: Case) -> None:
 @settings(_settings, max_examples=max(5, EXAMPLES // 8))
 @given(_case)
 def test_jsonl_ledger_matches_the_spec_model_and_reopens_the_same(case: Case) -> None:
+    drive_and_reopen("ledger.jsonl", case)
+
+
+def drive_and_reopen(name: str, case: Case) -> None:
+    """``drive`` on a ledger file ``name`` in a fresh folder, then every check again on the
+    ledger reopened (its indexes rebuilt from what it stored)."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "ledger.jsonl"
+        path = Path(tmp) / name
         run = drive(lambda clock, key: Ledger(path, clock=clock, forget_key=key), case)
         run.ledger.close()
         run.ledger = Ledger(path, clock=run.clock, forget_key=run.model.forget_key)

@@ -23,7 +23,6 @@ from agent_custody_state.ledger.model import event_from_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core" / "tests"))
 from test_review3_semantics_model import _case, drive_plus
-from test_spec_model import drive
 
 EXAMPLES = int(os.environ.get("AGENT_CUSTODY_SPEC_MODEL_EXAMPLES", "200"))
 _settings = settings(
@@ -42,19 +41,12 @@ def test_sqlite_ledger_reopened_between_operations_matches_the_model(case: tuple
 def test_a_long_sqlite_history_matches_the_model() -> None:
     """``test_spec_model``'s own cases, drawn long, on SQLite (one hypothesis run)."""
     from test_spec_model import _case as single_case
+    from test_spec_model import drive_and_reopen
 
     @_settings
     @given(single_case)
     def check(case: Any) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ledger.sqlite"
-            run = drive(lambda clock, key: Ledger(path, clock=clock, forget_key=key), case)
-            run.ledger.close()
-            run.ledger = Ledger(path, clock=run.clock, forget_key=run.model.forget_key)
-            try:
-                run.check_all()
-            finally:
-                run.ledger.close()
+        drive_and_reopen("ledger.sqlite", case)
 
     check()
 

@@ -94,3 +94,9 @@ def test_workers_report_what_one_process_reports(tmp_path: Path) -> None:
             report = verify_parallel(lines, executor=pool, chunk=chunk, stats=stats)
             assert asdict(report) == asdict(expected)
             assert stats["merged"] >= 1
+    # The pool verify makes itself (forked here: the workers' fingerprints are Python's hash).
+    for chunk in (2, 3):
+        stats = {}
+        report = verify_parallel(lines, jobs=2, chunk=chunk, stats=stats)
+        assert asdict(report) == asdict(expected)
+        assert stats["merged"] >= 1

@@ -75,7 +75,11 @@ class ChunkResult:
 
 
 def verify_chunk(
-    first: int, lines: list[Text], before: Text | None, checkpoints: list[Checkpoint]
+    first: int,
+    lines: list[Text],
+    before: Text | None,
+    checkpoints: list[Checkpoint],
+    stable: bool = True,
 ) -> ChunkResult:
     """Verify events ``first``, ``first + 1``, ... from the state an intact ledger has after
     ``before`` (the event before the chunk; None: the chunk starts the ledger)."""
@@ -86,7 +90,7 @@ def verify_chunk(
         start = State(head, True, None, False) if head is not None else None
     if start is None:
         return ChunkResult(None, START, False, [], None, 0, 0)
-    verifier = Verifier(checkpoints, log=True)
+    verifier = Verifier(checkpoints, log=True, stable=stable)
     verifier.resume(start)
     for seq, text in enumerate(lines, first):
         verifier.event(seq, text)
@@ -116,12 +120,14 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
     start, and the main module is not imported again), else from a fork server, since forking
     a process with threads can copy a lock some thread holds (the main module must then be
     importable without side effects: ``if __name__ == "__main__":``)."""
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(_start_method()))
+
+
+def _start_method() -> str:
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
-        method = "fork"
-    else:
-        method = "forkserver" if "forkserver" in methods else "spawn"
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method))
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 def verify_parallel(
@@ -223,11 +229,11 @@ def _checked(stored: StoredChunk) -> ChunkRead:
 
 
 def verify_stored_chunk(
-    first: int, stored: StoredChunk, checkpoints: list[Checkpoint]
+    first: int, stored: StoredChunk, checkpoints: list[Checkpoint], stable: bool = True
 ) -> ChunkResult:
     """``verify_chunk`` of a chunk this worker reads itself, with its index problems."""
     read = _checked(stored)
-    result = verify_chunk(first, read.lines, read.before, checkpoints)
+    result = verify_chunk(first, read.lines, read.before, checkpoints, stable)
     found = [(first + offset, reason) for offset, reason in read.index_problems]
     return replace(result, index_problems=found)
 
@@ -239,8 +245,10 @@ class _Read:
         self.count = len(lines)
         self.lines = lines
 
-    def submit(self, pool: Executor, first: int, before: Text | None, ours: Any) -> Any:
-        return pool.submit(verify_chunk, first, self.lines, before, ours)
+    def submit(
+        self, pool: Executor, first: int, before: Text | None, ours: Any, stable: bool
+    ) -> Any:
+        return pool.submit(verify_chunk, first, self.lines, before, ours, stable)
 
     def again(self) -> list[Text]:
         return self.lines
@@ -254,8 +262,10 @@ class _Stored:
         self.stored = stored
         self.lines: list[Text] | None = None  # the last event's text is the next one's "before"
 
-    def submit(self, pool: Executor, first: int, before: Text | None, ours: Any) -> Any:
-        return pool.submit(verify_stored_chunk, first, self.stored, ours)
+    def submit(
+        self, pool: Executor, first: int, before: Text | None, ours: Any, stable: bool
+    ) -> Any:
+        return pool.submit(verify_stored_chunk, first, self.stored, ours, stable)
 
     def again(self) -> list[Text]:
         return _checked(self.stored).lines
@@ -270,11 +280,16 @@ def _merged(
     stats: dict[str, int] | None,
     found: list[tuple[int, str]] | None = None,
 ) -> VerifyReport:
-    merge = _Merge(Verifier(checkpoints, stable=True))
+    # Forked workers share this process's string hash (its secret is copied with the memory):
+    # their fingerprints of fact ids are then Python's own, the cheapest; any other worker
+    # (a lent pool, a fork server) uses the stable one (``verdict.fingerprint``), as the merge.
+    method = _start_method() if executor is None else None
+    stable = method != "fork"
+    merge = _Merge(Verifier(checkpoints, stable=stable), stable)
     if executor is not None:
         count = merge.run(executor, pieces, checkpoints, jobs)
     else:
-        with worker_pool(jobs) as pool:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method)) as pool:
             count = merge.run(pool, pieces, checkpoints, jobs)
     if stats is not None:
         stats.update(merged=merge.merged, rerun=merge.rerun)
@@ -291,8 +306,9 @@ def _chunks(stream: Iterator[Text], size: int) -> Iterator[list[Text]]:
 class _Merge:
     """The chunks' results taken in order, or their events verified again (module docstring)."""
 
-    def __init__(self, verifier: Verifier) -> None:
+    def __init__(self, verifier: Verifier, stable: bool = True) -> None:
         self.verifier = verifier
+        self.stable = stable  # the workers' fingerprints are ``verdict.fingerprint`` (else hash)
         self.merged = 0
         self.rerun = 0
         self.index_problems: list[tuple[int, str]] = []
@@ -310,7 +326,7 @@ class _Merge:
         for piece in pieces:
             last = first + piece.count - 1
             ours = [cp for cp in checkpoints if first <= cp.size <= last]
-            inflight.append((piece.submit(pool, first, before, ours), first, piece))
+            inflight.append((piece.submit(pool, first, before, ours, self.stable), first, piece))
             while len(inflight) >= 2 * max(jobs, 1):
                 self.take(*inflight.popleft())
             first = last + 1

@@ -107,7 +107,7 @@ class Verifier:
         # Events without a record since the last chained one: (first, last), or None.
         self.gap: tuple[int, int] | None = None
         self.pending: dict[str, tuple[int, dict[str, Any]]] = {}  # fact id -> (seq, forgotten)
-        self.forgets = verdict.Forgets(stable=log or stable)  # ``parallel``: across processes
+        self.forgets = verdict.Forgets(stable=stable)  # ``parallel`` says when processes differ
         self._unknown_link = False  # the previous event could not be read: skip the next link
         self.by_size: dict[int, list[Checkpoint]] = {}
         for cp in checkpoints:

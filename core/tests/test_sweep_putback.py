@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agent_custody_state import Ledger
+from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.ledger.model import AssertEvent
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.server.shapes import sweep_shape
@@ -178,3 +178,26 @@ def test_a_head_held_before_the_ledger_sweeps_gets_its_put_back_undone() -> None
 
     anyio.run(scenario)
     world.ledger.close()
+
+
+def test_a_sweep_the_ledger_refuses_puts_nothing_back(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def scenario() -> None:
+        a = await world.write("pro", space="org")
+        await world.write("enterprise", supersedes=a.fact_id, space="team:x")
+        puts: list[Any] = []
+        insert = world.mirror.vendor.insert
+
+        def counted(record: Any) -> str:
+            puts.append(record)
+            return insert(record)
+
+        monkeypatch.setattr(world.mirror.vendor, "insert", counted)
+        for bad in ({"actor": 7}, {"reason": None}, {"receipt_id": 12}):
+            args: dict[str, Any] = {"actor": "dpo", "reason": "r", **bad}
+            with pytest.raises(LedgerError):
+                await world.custody.sweep(before=CUTOFF, space="team:x", **args)
+        assert puts == []  # refused before anything was put back (or compensated)
+
+    anyio.run(scenario)

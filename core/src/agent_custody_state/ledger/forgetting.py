@@ -261,6 +261,25 @@ class LedgerForgetting:
         done = Forgetting(state.assert_event, event, before, after, stored, destroyed, unfound)
         return event, done
 
+    def check_sweep(
+        self,
+        before: TimeLike,
+        actor: str,
+        reason: str,
+        space: str | None = None,
+        receipt_id: str | None = None,
+        keep_digest: bool = True,
+    ) -> str:
+        """``sweep``'s argument checks, refusing as ``sweep`` would before it touches anything
+        (the custody flow checks first, then puts back what the sweep uncovers); the cutoff."""
+        check_writable(self, "sweep")
+        cutoff = required_time_arg(before, "before")
+        _check_texts(actor, reason, receipt_id)  # refused alike with or without candidates
+        bool_arg(keep_digest, "keep_digest")
+        if space is not None:
+            text_arg(space, "space")
+        return cutoff
+
     def sweep(
         self,
         *,
@@ -280,12 +299,7 @@ class LedgerForgetting:
         ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact, in the
         result's ``certificates`` (fact id to ``CertifiedForget``); ``extras``: keys to add to
         the forget event of a fact, by fact id (the stores' put-backs, ``stores.sweep_restore``)."""
-        check_writable(self, "sweep")
-        cutoff = required_time_arg(before, "before")
-        _check_texts(actor, reason, receipt_id)  # refused alike with or without candidates
-        bool_arg(keep_digest, "keep_digest")
-        if space is not None:
-            text_arg(space, "space")
+        cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
         options, key = self.certifying(certificates)
         forgotten: list[ForgetEvent] = []
         done: list[Forgetting] = []

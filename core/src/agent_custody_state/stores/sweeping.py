@@ -75,6 +75,8 @@ class CustodySweep:
             passes = await self.run(self._cutoffs, before, space, within)
             uncovered: dict[str, Fact] = {}
             if self.stores.mirroring():  # what the sweep makes current again goes back first
+                for where, cutoff in passes:  # a sweep the ledger would refuse puts nothing
+                    self.ledger.check_sweep(cutoff, actor, reason, where, receipt_id, keep_digest)
                 uncovered = await self.run(uncovered_by_sweep, self.ledger, passes)
             restores = await put_back_all(self.stores, uncovered)
             try:

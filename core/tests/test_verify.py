@@ -257,3 +257,17 @@ def test_an_erased_value_put_back_under_a_duplicate_key_fails(tmp_path: Path) ->
     assert report.first is not None and report.first.seq == 1
     assert "a key appears twice" in report.first.reason
     assert report.problem_count == 1
+
+
+def test_a_key_with_no_checkpoint_to_check_says_it_binds_nothing(
+    ledger_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chain has no key: with the checkpoints deleted, the history may have been rewritten
+    whole, so ``--key`` passing quietly would vouch for nothing."""
+    Path(f"{ledger_path}.checkpoints").unlink()
+    assert main(["verify", "--ledger", str(ledger_path), "--key", str(keys[1])]) == 0
+    out, err = capsys.readouterr()
+    assert "0 checkpoint(s)" in out
+    assert "note: a public key was given but there is no checkpoint to check it against" in err
+    assert main(["verify", "--ledger", str(ledger_path)]) == 0  # no key asked for: no note
+    assert "no checkpoint to check" not in capsys.readouterr().err

@@ -138,4 +138,15 @@ def signatures(
             report.add(where, f"the checkpoint of size {cp.size}: {why}")
     if checkpoints and public_key is None:
         report.notes.append("checkpoint signatures not checked: no public key given (--key)")
+    if public_key is not None and not checkpoints and report.events:
+        # The chain itself has no key: only a signed checkpoint binds the history to its signer.
+        report.notes.append(KEY_BINDS_NOTHING)
     return report
+
+
+#: ``--key`` given, but no checkpoint to check it against.
+KEY_BINDS_NOTHING = (
+    "a public key was given but there is no checkpoint to check it against: nothing binds this "
+    "history to a signature (checkpoints never written, or deleted); anyone able to write the "
+    "ledger could have rewritten it whole"
+)

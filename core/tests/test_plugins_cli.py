@@ -168,7 +168,7 @@ def test_sweep_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert '"v1"' not in path.read_text() and '"v2"' in path.read_text()
     assert (
         main(["sweep", "--ledger", str(path), "--before", "2999-01-01T00:00:00", "--reason", "r"])
-        == 1
+        == 2  # a flag value of the wrong form is a usage error (SPEC 5)
     )
     assert "error: --before: '2999-01-01T00:00:00' has no UTC offset" in capsys.readouterr().err
 

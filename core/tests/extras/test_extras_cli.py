@@ -343,3 +343,13 @@ def test_help_imports_none_of_the_extras() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_port_out_of_range_is_a_usage_error(cli: Cli, tmp_path: Path, snapshot: Snapshot) -> None:
+    """An integer that is no port is a flag value of the wrong form: exit 2 (SPEC 5), one
+    line naming the flag, nothing created."""
+    before = snapshot(tmp_path)
+    run = cli("review", "--receipts", tmp_path, "--port", "70000")
+    assert (run.code, run.out) == (2, "")
+    assert run.err == "error: --port 70000: a port is 0 to 65535\n"
+    assert snapshot(tmp_path) == before

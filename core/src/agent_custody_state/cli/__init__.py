@@ -25,7 +25,7 @@ from agent_custody_state.cli import (
     serve,
     sweep,
 )
-from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.common import CliError, UsageError
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.plugins import PluginError
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (CliError, LedgerError, EventBackendError, PluginError) as exc:
         print(f"error: {exc}{_hint(str(exc))}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     except UnicodeDecodeError as exc:
         print(
             f"error: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}"

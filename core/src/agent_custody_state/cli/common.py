@@ -27,6 +27,11 @@ class CliError(Exception):
     """A failure reported as ``error: <message>`` with exit status 1."""
 
 
+class UsageError(CliError):
+    """A flag value of the wrong form (a time without its offset, a port out of range):
+    reported like any error, with exit status 2 as SPEC section 5 gives usage errors."""
+
+
 def is_path(location: str) -> bool:
     """A file location (not ``postgres://...`` or ``memory:``): what the folder checks apply to."""
     return _SCHEME.match(location) is None
@@ -300,7 +305,7 @@ def time_option(value: str | None, flag: str) -> str | None:
     try:
         return normalize_time(value)
     except TimeFormatError as exc:
-        raise CliError(f"{flag}: {exc}") from None
+        raise UsageError(f"{flag}: {exc}") from None
 
 
 # -- erasure certificates (``forget --certificate``, ``sweep --certificates``) --

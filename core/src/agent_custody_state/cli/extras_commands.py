@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.cli.common import CliError, check_location, open_ledger
+from agent_custody_state.cli.common import CliError, UsageError, check_location, open_ledger
 from agent_custody_state.extras.jsview import parse, pretty
 from agent_custody_state.extras.verify import VerifyOptions
 from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
@@ -266,7 +266,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if not args.receipts:
         raise CliError("review needs --receipts")
     if not 0 <= args.port <= 65535:
-        raise CliError(f"--port {args.port}: a port is 0 to 65535")
+        raise UsageError(f"--port {args.port}: a port is 0 to 65535")
     keys = receipt_keys(args)
     receipts = _receipts_dir(args.receipts)
     if args.out:

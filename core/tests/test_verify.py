@@ -271,3 +271,39 @@ def test_a_key_with_no_checkpoint_to_check_says_it_binds_nothing(
     assert "note: a public key was given but there is no checkpoint to check it against" in err
     assert main(["verify", "--ledger", str(ledger_path)]) == 0  # no key asked for: no note
     assert "no checkpoint to check" not in capsys.readouterr().err
+
+
+def test_a_checkpoint_of_another_ledger_is_named_as_such(
+    ledger_path: Path, keys: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint signed (by the same key) for another ledger binds nothing of this one: it
+    is named for what it is, not as a rewrite of this ledger's events, and its head is not
+    compared. A ledger rewritten whole from a new first event reads the same against its old
+    checkpoints: every one of them names the ledger it was signed for."""
+    other = ledger_path.parent / "other.jsonl"
+    with Ledger(other, checkpoint_key=keys[0], checkpoint_every=3) as ledger:
+        for i in range(7):
+            ledger.assert_fact(**{**FACT, "subject": f"o{i}"}, value=i)
+    theirs = f"{other}.checkpoints"
+    argv = ["verify", "--ledger", str(ledger_path), "--checkpoint", theirs, "--json"]
+    assert main([*argv, "--key", str(keys[1])]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["firstBad"]["seq"] == 3 and data["problemCount"] == 2, data
+    reason = data["firstBad"]["reason"]
+    assert reason.startswith("the checkpoint of size 3 was signed for another ledger"), reason
+    first_id = json.loads(other.read_text().splitlines()[0])["eventId"]
+    assert f"agent-custody-state/chain/{first_id}; this one is" in reason
+    assert "states another head" not in json.dumps(data)
+    # This ledger with its own checkpoints and the other's: only the other's are named.
+    argv[4:5] = [f"{ledger_path}.checkpoints", "--checkpoint", theirs]
+    assert main(argv) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["problemCount"] == 2 and data["checkpoints"] == 4
+    # Rewritten whole: another history written in its place, its own chain intact.
+    ledger_path.unlink()
+    with Ledger(ledger_path) as ledger:
+        ledger.assert_many([{**FACT, "subject": f"r{i}", "value": i} for i in range(10)])
+    assert verify_lines(ledger_path.read_bytes().splitlines()).ok  # no checkpoint: it passes
+    assert main(["verify", "--ledger", str(ledger_path), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["problemCount"] == 2 and "signed for another ledger" in data["firstBad"]["reason"]

@@ -101,6 +101,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from agent_custody_state.keys import SigningKeyError, load_public_key
     from agent_custody_state.ledger.checkpoints import CheckpointError, read_checkpoints
+    from agent_custody_state.ledger.verdict import add_foreign, foreign
 
     check_location(args.ledger, must_exist=True)
     if _is_jsonl(args.ledger):
@@ -123,8 +124,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
             checkpoints = [cp for text in notes for cp in read_checkpoints(text)]
         except CheckpointError as exc:
             raise CliError(f"a checkpoint cannot be read: {exc}") from None
+        origin = _origin(args.ledger, source.backend) if checkpoints else None
+        own, others = foreign(checkpoints, origin)
         with _opener(args) as open_value:
-            report = _verified(source, args.jobs, checkpoints, public_key, open_value)
+            report = _verified(source, args.jobs, own, public_key, open_value)
+        if origin is not None:
+            add_foreign(report, others, origin)
     if args.json:
         from agent_custody_state.cli.render import print_json
 
@@ -220,6 +225,25 @@ def _is_jsonl(location: str) -> bool:
     from agent_custody_state.plugins import get_plugin_manager
 
     return is_path(location) and get_plugin_manager().backend_for(location).name == "jsonl"
+
+
+def _origin(location: str, backend: Any) -> str | None:
+    """The checkpoint origin of the ledger (``checkpoints.ledger_origin``: its first event's
+    id), or None when its first event cannot be read (the chain's check names it) or there is
+    none."""
+    from agent_custody_state import fastjson
+    from agent_custody_state.ledger.checkpoints import ORIGIN_PREFIX
+
+    try:
+        if backend is None:  # JSONL: the file's first line
+            with open(location, "rb") as f:
+                event_id = fastjson.loads(f.readline()).get("eventId")
+        else:
+            first = backend.first_event()
+            event_id = first.event_id if first is not None else None
+    except Exception:  # not an event: the chain's check reports event 1
+        return None
+    return ORIGIN_PREFIX + event_id if isinstance(event_id, str) else None
 
 
 def _verified(source: Any, jobs: int | None, checkpoints: Any, key: Any, opener: Any) -> Any:

@@ -144,6 +144,36 @@ def signatures(
     return report
 
 
+def foreign(
+    checkpoints: list[Checkpoint], origin: str | None
+) -> tuple[list[Checkpoint], list[Checkpoint]]:
+    """``checkpoints`` split into those signed for the ledger named ``origin`` (its first
+    event's id, ``checkpoints.ledger_origin``) and the others; None: all are its own (the
+    first event could not be read, which the chain's check names)."""
+    if origin is None:
+        return checkpoints, []
+    return (
+        [cp for cp in checkpoints if cp.origin == origin],
+        [cp for cp in checkpoints if cp.origin != origin],
+    )
+
+
+def add_foreign(report: VerifyReport, checkpoints: list[Checkpoint], origin: str) -> VerifyReport:
+    """``report`` with each checkpoint signed for another ledger than ``origin`` named: its head
+    is not compared (it is another history), and it binds nothing of this one. Either the
+    checkpoint is another ledger's, or this ledger's first event (which names it) was replaced,
+    and with it, if its chain still verifies, the whole history after it."""
+    for cp in checkpoints:
+        report.checkpoints_checked += 1
+        report.add(
+            min(cp.size, report.events + 1) or 1,
+            f"the checkpoint of size {cp.size} was signed for another ledger ({cp.origin}; "
+            f"this one is {origin}): a checkpoint of another ledger, or this ledger's first "
+            "event was replaced and its history rewritten",
+        )
+    return report
+
+
 #: ``--key`` given, but no checkpoint to check it against.
 KEY_BINDS_NOTHING = (
     "a public key was given but there is no checkpoint to check it against: nothing binds this "

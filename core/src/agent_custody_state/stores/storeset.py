@@ -262,12 +262,14 @@ class StoreSet:
         if not can_verify(store):
             return "unverified"
         attempts = max(1, self.verify.attempts)
+        answered = False  # every attempt failed: the store could not be asked (SPEC 4.3)
         for attempt in range(attempts):
             if attempt:
                 await anyio.sleep(self.verify.delay * 2 ** (attempt - 1))
             try:
                 if await store.verify_removed(external_id, fact):  # type: ignore[attr-defined]
                     return "verified"
+                answered = True
             except Exception as exc:
                 log.warning(
                     "verifying the removal of fact %s from %s failed: %s",
@@ -276,4 +278,4 @@ class StoreSet:
                     error_message(exc),
                     extra={"store": store.name, "fact": fact.fact_id},
                 )
-        return "stillIndexed"
+        return "stillIndexed" if answered else "unverified"

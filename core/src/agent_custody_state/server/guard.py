@@ -14,6 +14,9 @@ sees the request:
   which one matched. The matched token's role (``gateway`` or ``direct``) goes into the request
   scope for the tool handler, and an ``AuthenticatedUser`` binds each MCP session to the token
   that opened it (another token cannot drive that session).
+- A method ``/mcp`` does not serve (``PUT``, ``OPTIONS``, ...) → 405, after the checks above, so
+  a foreign ``Host``, a foreign ``Origin`` or a missing token is refused the same whatever the
+  method (SPEC 4.5; the route passes every method here for that reason).
 - More than ``max_concurrency`` requests in flight → 503 with ``Retry-After`` and a JSON-RPC error
   body, checked before the body is read, so an overloaded server sheds load with a clear answer
   instead of queueing (or buffering) until every caller times out; a body over
@@ -41,6 +44,8 @@ from agent_custody_state.server.tokenrules import check_tokens
 from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, SCOPE_SPACES_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+#: The methods ``/mcp`` serves (HEAD as Starlette serves it beside GET); any other → 405.
+MCP_METHODS = frozenset({"GET", "HEAD", "POST", "DELETE"})
 INSUFFICIENT_SCOPE = -32003  # JSON-RPC "server error" range: MCP names no code for a scope refusal
 
 
@@ -288,6 +293,14 @@ class HttpGuard:
         else:
             # No tokens (loopback only): nobody is authenticated, so nobody is a gateway.
             token = _ANONYMOUS
+        if scope["method"] not in MCP_METHODS:
+            await respond(
+                send,
+                405,
+                {"error": "method not allowed: /mcp takes GET, POST and DELETE"},
+                [(b"allow", b"GET, POST, DELETE")],
+            )
+            return
         if scope["method"] == "POST":
             await self._post(scope, receive, send, token)
             return

@@ -148,7 +148,9 @@ def build_http_app(
         body_timeout=body_timeout,
         oauth=JwtVerifier(oauth) if oauth is not None else None,
     )
-    routes = [Route("/mcp", endpoint=guard, methods=["GET", "POST", "DELETE"])]
+    # Every method reaches the guard: Host, Origin and the token are checked before a method
+    # the endpoint does not serve is refused (405), as for every other request (SPEC 4.5).
+    routes = [Route("/mcp", endpoint=guard, methods=None)]
     if oauth is not None:
         routes += metadata_routes(oauth)
     app = Starlette(

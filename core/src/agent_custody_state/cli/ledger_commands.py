@@ -199,9 +199,15 @@ def cmd_import(args: argparse.Namespace) -> int:
                 if not line.strip():
                     continue
                 try:
-                    yield event_from_dict(json.loads(line), owned=True)
+                    event = event_from_dict(json.loads(line), owned=True)
                 except ValueError as exc:
                     raise CliError(f"{source}:{number}: {exc}") from None
+                except (TypeError, AttributeError) as exc:  # a field of the wrong JSON type
+                    raise CliError(f"{source}:{number}: not an event: {exc}") from None
+                problem = _id_problem(event)
+                if problem is not None:
+                    raise CliError(f"{source}:{number}: {problem}")
+                yield event
 
     def counted(batch: list[Any], advance: Any) -> Any:
         for event in batch:
@@ -220,7 +226,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             return 0
         try:  # the export's own consistency, before the ledger is opened (or created)
             check_export(batch)
-        except LedgerError as exc:
+        except (LedgerError, TypeError) as exc:
             raise CliError(f"{source}: {exc}; nothing imported") from None
         sealed = _sealed(batch, source)
         if sealed is not None:  # read as values in plain mode, sealed again in crypto-shred
@@ -231,6 +237,20 @@ def cmd_import(args: argparse.Namespace) -> int:
             )  # its chain was checked above, before the ledger was opened
     print(f"imported {count} events into {ledger.location}", file=sys.stderr)
     return 0
+
+
+def _id_problem(event: Any) -> str | None:
+    """Why an event's reference to a fact is not an id (a JSON list or object where SPEC 1.2 has
+    text), or None: the export's check looks such ids up and would fail with a ``TypeError``."""
+    if event.kind == "assert":
+        cited, name = event.supersedes, "supersedes"
+        if cited is None:
+            return None
+    else:
+        cited, name = getattr(event, "fact_id", None), "factId"
+    if isinstance(cited, str):
+        return None
+    return f"{event.kind} event: {name} must be a fact id (text), not {type(cited).__name__}"
 
 
 def _untouched(location: str) -> str:

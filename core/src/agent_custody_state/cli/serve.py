@@ -15,6 +15,7 @@ from typing import Any
 
 from agent_custody_state.cli.common import LEDGER_KINDS, CliError, add_forget_mode_flags
 from agent_custody_state.cli.logs import FORMATS, LEVELS
+from agent_custody_state.cli.serve_setup import at_least_one, port_number, seconds
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -249,7 +250,7 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=at_least_one,
         metavar="N",
         help="sign a chain checkpoint with --key every N events",
     )
@@ -278,7 +279,7 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--transport", choices=("stdio", "http"), help=argparse.SUPPRESS)
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="HTTP port (default 8790; 0 picks a free one)")
+    p.add_argument("--port", type=port_number, help="HTTP port (default 8790; 0 picks a free one)")
     p.add_argument(
         "--token-env",
         action="append",
@@ -299,12 +300,12 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument(
         "--max-request-bytes",
-        type=int,
+        type=at_least_one,
         metavar="N",
         help="largest message accepted, in bytes (default 4194304)",
     )
     p.add_argument(
-        "--max-concurrency", type=int, metavar="N", help="HTTP calls in flight (default 8)"
+        "--max-concurrency", type=at_least_one, metavar="N", help="HTTP calls in flight (default 8)"
     )
     p.add_argument(
         "--log-level",
@@ -319,47 +320,47 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument(
         "--max-value-elements",
-        type=int,
+        type=at_least_one,
         metavar="N",
         help="largest value memory.write accepts, in elements (default 10000)",
     )
     p.add_argument(
         "--max-value-bytes",
-        type=int,
+        type=at_least_one,
         metavar="N",
         help="largest value memory.write accepts, in bytes of JSON (default 1 MiB)",
     )
     p.add_argument(
         "--sessions-per-token",
-        type=int,
+        type=at_least_one,
         metavar="N",
         help="MCP sessions one token may hold; the oldest is ended (default 64)",
     )
     p.add_argument(
         "--session-idle-timeout",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="end an HTTP session idle this long (default 300)",
     )
     p.add_argument(
         "--header-timeout",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="close a connection that has not sent its headers (default 10)",
     )
     p.add_argument(
         "--body-timeout",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="answer 408 to a request body not received in time (default 30)",
     )
     p.add_argument(
         "--max-connections",
-        type=int,
+        type=at_least_one,
         metavar="N",
         help="open HTTP connections (default 512, kept under ulimit -n)",
     )
-    p.add_argument("--backlog", type=int, metavar="N", help="listen backlog (default 256)")
+    p.add_argument("--backlog", type=at_least_one, metavar="N", help="listen backlog (default 256)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("keygen", help="create an Ed25519 key pair for signed results")

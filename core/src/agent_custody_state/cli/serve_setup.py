@@ -1,4 +1,5 @@
-"""What ``serve`` checks and says before it serves: its flags as config overrides, the config
+"""What ``serve`` checks and says before it serves: its numeric flags' form (a usage error, exit
+2, as SPEC 5 gives a flag value of the wrong form), its flags as config overrides, the config
 file read with errors that name it, every environment variable it names but that is not set
 (in one error), standard input fit for stdio, and the startup lines in the log format.
 
@@ -26,6 +27,41 @@ LIMIT_FLAGS = (
     "max_connections",
     "backlog",
 )
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def port_number(text: str) -> int:
+    """``--port``: 0 (a free port) to 65535, else a usage error (argparse: exit 2)."""
+    number = _whole(text)
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {text!r}")
+    return number
+
+
+def at_least_one(text: str) -> int:
+    """A count or size flag (``--max-request-bytes``, ``--checkpoint-every`` ...): 1 or more,
+    the range the configuration accepts, told as a usage error."""
+    number = _whole(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {text!r}")
+    return number
+
+
+def seconds(text: str) -> float:
+    """A timeout flag: a number of seconds above 0."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not number > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text!r}")
+    return number
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 from agent_custody_state.ledger.arguments import (
     ACTION_WIRE_KEYS,
     build_assert,
+    clock_arg,
+    clock_time,
     extra_arg,
     new_id,
     restamp,
@@ -58,7 +60,7 @@ from agent_custody_state.ledger.rules import (
     refuse,
 )
 from agent_custody_state.ledger.shred import shredding
-from agent_custody_state.timeutil import TimeFormatError, format_time, utc_now
+from agent_custody_state.timeutil import utc_now
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +109,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         **backend_options: Any,
     ) -> None:
         self.forget_mode = forget_mode_arg(forget_mode)
+        self._clock = clock_arg(clock) or utc_now  # refused before anything is opened
         if key_store is not None and self.forget_mode != "crypto-shred":
             raise LedgerError('key_store needs forget_mode="crypto-shred"', field="key_store")
         if not isinstance(read_only, bool):
@@ -134,7 +137,6 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         #: Whether every write is refused (asked, or the backend was opened read-only).
         self.read_only = read_only or self.backend.read_only
         self.forget_key = forget_key or None
-        self._clock = clock or utc_now
         try:
             if self.forget_mode == "crypto-shred":
                 # Both close the backend if refused.
@@ -161,11 +163,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         return self.backend
 
     def now(self) -> str:
-        moment = self._clock()
-        try:
-            return format_time(moment)
-        except TimeFormatError as exc:
-            raise LedgerError(f"clock: {exc}") from None
+        return clock_time(self._clock())
 
     def _appended(self, events: Sequence[Event]) -> None:
         self._chain.sealed(events)
@@ -217,6 +215,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         the event the assert would write now (its ids and times are not kept)."""
         self.backend.refresh()
         request = request or AssertRequest(**kwargs)
+        check_plain_values(self.forget_mode, self.backend)  # as assert_fact: SPEC 2.1
         event = build_assert(self.now, request)
         if deferred_time(self.backend, request):  # stamped now as the append would stamp it
             event = restamp(event, in_order(self.backend, event.tx_time), request)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from agent_custody_state.backends.index import EventIndex
+from agent_custody_state.backends.index import EventIndex, unindexable
 from agent_custody_state.backends.jsonl_files import check_regular, replace_file
 from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, stored_lines
 from agent_custody_state.backends.jsonl_readonly import lock_file, refuse_section
@@ -175,20 +175,28 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
             return
         try:
             event = event_from_dict(loads(raw), owned=True)
-        except (ValueError, UnicodeDecodeError) as exc:
+            problem = unindexable(event)
+        except (ValueError, UnicodeDecodeError, TypeError, AttributeError) as exc:
+            problem = str(exc)  # the last two: a field of the wrong JSON type
+        if problem is not None:
             line_no = len(self._offsets) + 1
             raise EventBackendError(
                 f"{self.location}: the line at byte {offset} (event {line_no}) is not a valid "
-                f"event: {exc}"
+                f"event: {problem}"
             ) from None
         self._index.add(event)
         self._offsets.append(offset)
 
     def _handle_tail(self, tail: bytes, offset: int, *, exclusive: bool) -> None:
         try:
-            event = event_from_dict(loads(tail), owned=True)
-        except (ValueError, UnicodeDecodeError):
+            event: Event | None = event_from_dict(loads(tail), owned=True)
+        except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
             event = None
+        problem = unindexable(event) if event is not None else None
+        if problem is not None:  # a whole event, not a torn write: refused, never cut off
+            raise EventBackendError(
+                f"{self.location}: the last line, at byte {offset}, is not a valid event: {problem}"
+            )
         if event is not None:
             # A complete event without its newline: hand-written files end like this. Accept it;
             # the next append writes the missing newline first.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_custody_state.canonical import js_key_order
 from agent_custody_state.extras.bundles import decode_statement
 from agent_custody_state.extras.jsview import at
 from agent_custody_state.extras.signed import open_pack, sign_statement
@@ -88,8 +89,9 @@ def verify_action_pack(
             else receipt_result.failed_names(),
         )
         receipts = pack.get("receipts")
-        for rid, bundle in receipts.items() if isinstance(receipts, dict) else []:
-            r = verify_bundle(bundle, receipt_keys)
+        receipts = receipts if isinstance(receipts, dict) else {}
+        for rid in js_key_order(receipts, sort=False):  # Object.entries' order
+            r = verify_bundle(receipts[rid], receipt_keys)
             c.add(
                 f"downstream receipt {rid[:8]} verifies",
                 r.ok and at(r.statement, "predicate", "receiptId") == rid,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_custody_state.extras.bundles import ReceiptSummary, time_key
-from agent_custody_state.extras.jsview import compact, text
+from agent_custody_state.extras.jsview import compact, pad, text
 from agent_custody_state.extras.ledgerview import all_facts, believed_ids, wire
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, RetractEvent
@@ -97,7 +97,7 @@ def format_blast(b: BlastRadius, fact_id: str) -> str:
     lines.append(f"{len(b.receipts)} call(s) made after the agent was shown it:")
     for s in b.receipts:
         lines.append(
-            f"  {text(s.timestamp)}  {text(s.tool):<18} {text(s.status):<9} "
+            f"  {text(s.timestamp)}  {pad(text(s.tool), 18)} {pad(text(s.status), 9)} "
             f"receipt {text(s.receipt_id)[:8]}"
         )
     still = {f.fact_id for f in b.still_believed}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_custody_state.canonical import js_json
-from agent_custody_state.extras.jsview import MISSING, at, has, text
+from agent_custody_state.extras.jsview import MISSING, at, has, pad, text
 from agent_custody_state.ledger.ledger import Ledger
 
 TOTAL_KEYS = ("reads", "staleReads", "contradictions", "blastRadius", "correctReads")
@@ -230,7 +230,7 @@ def _row(name: Any, s: Any) -> str:
         return f"{text(s[key] if has(s, key) else MISSING):>2}"
 
     return (
-        f"{text(name):<76} reads {n('reads')}  correct {n('correctReads')}  "
+        f"{pad(text(name), 76)} reads {n('reads')}  correct {n('correctReads')}  "
         f"stale {n('staleReads')}  contradictions {n('contradictions')}  blast {n('blastRadius')}"
     )
 

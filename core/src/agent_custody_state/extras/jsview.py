@@ -118,6 +118,13 @@ def text(value: Any) -> str:
     return "[object Object]"
 
 
+def pad(value: str, width: int) -> str:
+    """``value.padEnd(width)``: JavaScript counts UTF-16 code units, so a character outside the
+    Basic Multilingual Plane (an emoji in a scenario or tool name) takes two of the width."""
+    units = len(value) + sum(1 for ch in value if ord(ch) > 0xFFFF)
+    return value + " " * max(0, width - units)
+
+
 def compact(value: Any) -> str:
     """``JSON.stringify(value)``; a missing value prints as ``undefined``, as it would there."""
     return "undefined" if value is MISSING else js_json(value)

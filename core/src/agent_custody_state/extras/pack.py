@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from agent_custody_state.canonical import js_key_order
 from agent_custody_state.extras.actionpack import NO_ISSUER_KEY, Checks, PackVerification
 from agent_custody_state.extras.blast import blast_radius
 from agent_custody_state.extras.bundles import decode_statement, load_bundles, load_summaries
@@ -136,7 +137,8 @@ def verify_pack(
                 text(rid)[:8],
             )
     if receipt_keys is not None:
-        for rid, bundle in receipts.items():
+        for rid in js_key_order(receipts, sort=False):  # Object.entries' order
+            bundle = receipts[rid]
             r = verify_bundle(bundle, receipt_keys)
             c.add(f"receipt {rid[:8]} verifies", r.ok, None if r.ok else r.failed_names())
             if r.ok and at(r.statement, "predicate", "receiptId") != rid:
@@ -194,7 +196,9 @@ def format_pack(p: Any) -> str:
         rid = at(forget, "receiptId")
         verification = at(forget, "verification")
         stores = (
-            ", ".join(f"{k}={text(v)}" for k, v in verification.items())
+            ", ".join(
+                f"{k}={text(verification[k])}" for k in js_key_order(verification, sort=False)
+            )
             if isinstance(verification, dict)
             else "none"
         )

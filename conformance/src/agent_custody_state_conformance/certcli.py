@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from agent_custody_state import Ledger
 
@@ -62,6 +63,9 @@ def forget_and_verify(
     assert ok.returncode == 0, (ok.stdout, ok.stderr)
     assert ok.stdout.startswith(f"ok: {cert}: fact {fact} erased"), ok.stdout
     assert "chain verifies, fact forgotten" in ok.stdout
+    secret = urlsplit(location).password if "://" in location else None
+    if secret:  # a PostgreSQL location is named with its password masked
+        assert unquote(secret) not in ok.stdout + ok.stderr and "***" in ok.stdout, ok.stdout
     wrong = memory_command("certificate", "verify", cert, "--key", public, "--ledger", other)
     assert wrong.returncode == 1, (wrong.stdout, wrong.stderr)
     assert wrong.stdout.startswith(f"FAILED: {cert}: the ledger is "), wrong.stdout

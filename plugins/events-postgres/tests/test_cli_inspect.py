@@ -60,4 +60,8 @@ def test_inspect_commands_on_postgres(
     assert password not in err
     assert main(["timeline", "user:nobody", *loc]) == 0
     assert password not in capsys.readouterr().err
+    assert main(["verify", *loc]) == 0  # its "ok:" line names the ledger, masked
+    out, err = capsys.readouterr()
+    assert out.startswith("ok: postgresql://") and "***" in out, out
+    assert password not in out + err
     assert _rows(postgres_url) == before

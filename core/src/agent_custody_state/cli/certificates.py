@@ -23,6 +23,7 @@ from agent_custody_state.cli.common import (
     certificate_key,
     check_location,
     check_output,
+    without_password,
     write_certificate,
 )
 
@@ -111,7 +112,8 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         return 1
     predicate = statement["predicate"]
     fact = statement["subject"][0]["name"]
-    where = f"; in {args.ledger}: chain verifies, fact forgotten" if args.ledger else ""
+    ledger = without_password(args.ledger) if args.ledger else None
+    where = f"; in {ledger}: chain verifies, fact forgotten" if ledger else ""
     print(
         f"ok: {args.file}: fact {fact} erased ({predicate['sanitization']['category']}), "
         f"outcome {predicate['outcome']}, signed by {key.keyid[:16]}{where}"

@@ -14,7 +14,13 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.cli.common import CliError, UsageError, check_location, open_ledger
+from agent_custody_state.cli.common import (
+    CliError,
+    UsageError,
+    check_location,
+    open_ledger,
+    without_password,
+)
 from agent_custody_state.extras.jsview import parse, pretty
 from agent_custody_state.extras.verify import VerifyOptions
 from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
@@ -294,7 +300,7 @@ def _serve(options: Any, args: argparse.Namespace) -> int:
         server = ReviewServer(options, args.host, args.port)
     except NotLoopbackError as exc:
         raise CliError(str(exc)) from None
-    ledger = f" ledger={args.ledger}" if args.ledger else ""
+    ledger = f" ledger={without_password(args.ledger)}" if args.ledger else ""
     mode = " verifying" if options.keys is not None else " not verifying (no keys given)"
     print(
         f"agent-custody-memory review: {server.url} receipts={args.receipts}{ledger}{mode}",

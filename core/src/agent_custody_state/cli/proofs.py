@@ -25,6 +25,7 @@ from agent_custody_state.cli.common import (
     no_key_store,
     open_ledger,
     plain_ledger,
+    without_password,
 )
 
 #: Problems listed after the first one.
@@ -135,7 +136,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
         print_json(_as_json(report))
     else:
-        _print(args.ledger, report, signed=public_key is not None)
+        _print(without_password(args.ledger), report, signed=public_key is not None)
     return 0 if report.ok else 1
 
 

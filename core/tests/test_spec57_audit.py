@@ -145,7 +145,7 @@ def test_validate_assert_refuses_what_assert_fact_refuses_on_a_crypto_shred_ledg
     """SPEC 2.1: ``validate_assert`` runs the same checks. A ledger written in crypto-shred mode
     and opened in plain mode refuses new values; validate said yes, so a write-through flow put
     the value into the stores before the ledger refused it (and had to compensate)."""
-    where = tmp_path / "l.sqlite"
+    where = tmp_path / "l.jsonl"
     with Ledger(where, forget_mode="crypto-shred") as ledger:
         ledger.assert_fact(subject="a", predicate="p", value=1, space="org", actor="x")
     with Ledger(where) as ledger:

@@ -48,7 +48,7 @@ from agent_custody_state.ledger.model import (
     handed,
 )
 from agent_custody_state.ledger.modemark import check_plain_forget
-from agent_custody_state.ledger.queries import FactState, SweepResult, fact_states
+from agent_custody_state.ledger.queries import RESTORED_KEY, FactState, SweepResult, fact_states
 from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.rules import check_known, refuse
@@ -80,6 +80,33 @@ def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, .
         return "plain", (), 0
     found = backend.keys.get(kids)
     return "crypto-shred", tuple(found.values()), len(kids) - len(found)
+
+
+def _still_restores(backend: EventBackend, state: FactState, extra: Mapping[str, Any]) -> bool:
+    """Whether a sweep's ``restored`` record planned for ``state``'s fact still holds when it is
+    forgotten: the fact was not retracted meanwhile (its retraction put back and recorded the
+    fact below it itself), the fact put back is neither retracted nor forgotten (it would not
+    be current), and no link between them was put on hold (it stays, and is current instead;
+    the others are retracted or forgotten, or left to this sweep, as planned)."""
+    restored = extra.get(RESTORED_KEY)
+    if restored is None:
+        return True
+    target = restored.get("factId") if isinstance(restored, Mapping) else None
+    if state.retracted or not isinstance(target, str):
+        return False
+    parent = state.assert_event.supersedes
+    seen: set[str] = set()
+    while parent is not None and parent not in seen:
+        seen.add(parent)
+        link = fact_states(backend, [parent]).get(parent)
+        if link is None:
+            return False
+        if parent == target:
+            return not link.retracted
+        if link.held and not link.retracted:
+            return False
+        parent = link.assert_event.supersedes
+    return False
 
 
 def _check_texts(actor: object, reason: object, receipt_id: object) -> None:
@@ -221,6 +248,7 @@ class LedgerForgetting:
         extra: dict[str, Any] | None = None,
         precondition: Callable[[FactState], None] | None = None,
         certify: bool = False,
+        planned: bool = False,
     ) -> tuple[ForgetEvent, Forgetting | None]:
         _check_texts(actor, reason, receipt_id)
         bool_arg(keep_digest, "keep_digest")
@@ -233,6 +261,8 @@ class LedgerForgetting:
             if error is not None:
                 raise error
             check_plain_forget(self.forget_mode, state.assert_event)
+            if planned and extra and not _still_restores(self.backend, state, extra):
+                extra = None  # a sweep's put-back no longer planned: the flow compensates it
             digest, kind = value_digest(
                 state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
             )
@@ -298,8 +328,11 @@ class LedgerForgetting:
         ``progress(done, total)`` is called after each fact (a command line's progress bar);
         ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact, in the
         result's ``certificates`` (fact id to ``CertifiedForget``); ``extras``: keys to add to
-        the forget event of a fact, by fact id (the stores' put-backs, ``stores.sweep_restore``)."""
+        the forget event of a fact, by fact id (the stores' put-backs, ``stores.sweep_restore``);
+        a ``restored`` record is left out when, by the fact's forget, the fact was retracted or
+        the fact it names retracted or forgotten (the put-back it records is undone)."""
         cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
+        extras = {f: extra_arg(e, FORGET_WIRE_KEYS) for f, e in (extras or {}).items()}
         options, key = self.certifying(certificates)
         forgotten: list[ForgetEvent] = []
         done: list[Forgetting] = []
@@ -320,6 +353,7 @@ class LedgerForgetting:
                         if extras and fact.fact_id in extras
                         else None,
                         certify=key is not None,
+                        planned=True,
                     )
                 except LedgerError as exc:
                     if exc.code == "on_hold":

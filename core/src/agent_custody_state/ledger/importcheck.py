@@ -65,7 +65,7 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
                 day = _time(tx, "txTime", day)
             if type(event) is not AssertEvent:
                 fact_id = getattr(event, "fact_id", None)
-                if fact_id not in asserted:  # the keys were checked as text when asserted
+                if type(fact_id) is not str or fact_id not in asserted:  # text when asserted
                     _unknown(fact_id, f"a {event.kind}")
                 if type(event) is ForgetEvent:
                     forgotten.pop(fact_id, None)  # type: ignore[arg-type]
@@ -102,7 +102,7 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
             ):
                 day = _time(until, "validTo", day)
             replaced = event.supersedes  # type: ignore[attr-defined]
-            if replaced is not None and replaced not in asserted:
+            if replaced is not None and (type(replaced) is not str or replaced not in asserted):
                 _unknown(replaced, "supersedes")
             if asserted.setdefault(fact_id, position) != position:
                 raise LedgerError(f"fact {fact_id} is also asserted by event {asserted[fact_id]}")

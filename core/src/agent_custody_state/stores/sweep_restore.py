@@ -13,18 +13,22 @@ each swept head, the first ancestor up its ``supersedes`` links that is neither 
 swept, nor forgotten already. It is put back before the ledger appends the head's forget, and
 the new store ids go on that forget event as its ``restored`` record (``Ledger.sweep``'s
 ``extras``), where ``Ledger.current_external`` finds them: the ledger stays the only record of
-where each fact is held. A put-back whose forget did not happen (the fact was held or forgotten
-meanwhile, or the sweep stopped) is compensated (removed); a put-back of a fact some other call
-erased meanwhile is removed too (``drop_erased_restore``).
+where each fact is held. Which put-backs were recorded is read back from the ledger after the
+sweep (also when it failed part-way): one whose record is not there (the head was held,
+forgotten or retracted meanwhile, the fact put back was retracted or forgotten meanwhile, or the
+sweep stopped first) is compensated (removed); a put-back of a fact some other call erased
+after it was recorded is removed too (``drop_erased_restore``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent
+from agent_custody_state.ledger.queries import RESTORED_KEY
 from agent_custody_state.stores.mirror import (
     Restore,
     drop_erased_restore,
@@ -32,6 +36,8 @@ from agent_custody_state.stores.mirror import (
     put_back,
 )
 from agent_custody_state.stores.storeset import StoreSet
+
+log = logging.getLogger(__name__)
 
 
 def uncovered_by_sweep(ledger: Ledger, passes: Iterable[tuple[str | None, Any]]) -> dict[str, Fact]:
@@ -62,22 +68,69 @@ def restored_extras(restores: dict[str, Restore]) -> dict[str, dict[str, Any]]:
     return {head: r.record() for head, r in restores.items() if r.external}
 
 
+def recorded_heads(ledger: Ledger, restores: dict[str, Restore]) -> set[str]:
+    """The swept heads whose forget event records their put-back, ids and all, as the ledger
+    has it now: read back, not taken from what the sweep returned, so a sweep that failed
+    part-way keeps the put-backs it recorded, and a forget written by another call (with its
+    own put-back) does not count as this sweep's."""
+    ledger.backend.refresh()
+    done: set[str] = set()
+    for head, restore in restores.items():
+        if not restore.external:
+            continue
+        record = restore.record()[RESTORED_KEY]
+        for event in ledger.history(head):
+            if (
+                isinstance(event, ForgetEvent)
+                and event.fact_id == head
+                and event.extra.get(RESTORED_KEY) == record
+            ):
+                done.add(head)
+    return done
+
+
 async def settle_restores(
     ledger_get: Any,
     stores: StoreSet,
     uncovered: dict[str, Fact],
     restores: dict[str, Restore],
-    forgotten: Iterable[ForgetEvent] | None,
+    recorded: set[str],
 ) -> None:
-    """After the ledger swept: compensate the put-backs whose head this sweep did not forget
-    (``forgotten``: its forget events; None when the sweep failed and none is known), and remove
-    those of facts erased meanwhile. ``ledger_get``: an awaitable ``Ledger.get``."""
-    done = {e.fact_id for e in forgotten or () if "restored" in e.extra}
+    """After the ledger swept: compensate the put-backs not ``recorded`` on their head's forget
+    event (``recorded_heads``), and remove those of facts erased since or still superseded
+    (a sweep stopped before forgetting a link between the head and the fact put back).
+    ``ledger_get``: an awaitable ``Ledger.get``."""
     for head, restore in restores.items():
         if not restore.external:
             continue
         fact = uncovered[head]
-        if head not in done:
-            await stores.compensate(fact, restore.external)
+        if head not in recorded:
+            outcome = await stores.compensate(fact, restore.external)
+            for name in restore.external:
+                restore.failed[name] = (
+                    f"not recorded by the sweep; removed again: {outcome.get(name, 'unknown')}"
+                )
+            restore.external = {}
             continue
-        await drop_erased_restore(stores, await ledger_get(fact.fact_id), restore)
+        now = await ledger_get(fact.fact_id)
+        if now is not None and now.forgotten is None and now.valid_to is not None:
+            await _drop_covered_restore(stores, fact, restore)
+        else:
+            await drop_erased_restore(stores, now, restore)
+
+
+async def _drop_covered_restore(stores: StoreSet, fact: Fact, restore: Restore) -> None:
+    """Remove the copies put back of a fact still superseded after the sweep: a link between it
+    and the swept head stayed (the sweep stopped before forgetting it), so it is not current,
+    and a store must not recall it as if it were."""
+    log.warning(
+        "fact %s is still superseded after the sweep; removing the copies put back",
+        fact.fact_id,
+        extra={"fact": fact.fact_id},
+    )
+    report = await stores.remove_all(
+        fact.with_(external=dict(restore.external)), only=list(restore.external)
+    )
+    for name in restore.external:
+        outcome = report.still_held.get(name) or report.verification.get(name, "unverified")
+        restore.failed[name] = f"still superseded; the copy put back was removed: {outcome}"

@@ -26,6 +26,7 @@ from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptF
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 from agent_custody_state.stores.sweep_restore import (
     put_back_all,
+    recorded_heads,
     restored_extras,
     settle_restores,
     uncovered_by_sweep,
@@ -91,10 +92,11 @@ class CustodySweep:
                     options,
                     restored_extras(restores),
                 )
-            except BaseException:
-                await settle_restores(self._get, self.stores, uncovered, restores, None)
-                raise
-            await settle_restores(self._get, self.stores, uncovered, restores, forgotten)
+            finally:  # what the ledger recorded, read back: also when the sweep failed
+                recorded = (
+                    await self.run(recorded_heads, self.ledger, restores) if restores else set()
+                )
+                await settle_restores(self._get, self.stores, uncovered, restores, recorded)
             report = SweepReport(
                 before=_time_text(before),
                 retention=self.retention if before is None else None,
@@ -203,22 +205,10 @@ class CustodySweep:
         copies: dict[str, Fact] = {}
         stopped: Exception | None = None
         for where, cutoff in passes:
-            # Keep the values the stores must find again to remove and verify, with the ids
-            # the stores hold them under now (a fact put back has new ones). Without stores,
-            # a fact recorded in one is still kept: the report must name who still holds it.
-            leaving: list[Fact] = []
             listed: dict[str, Fact] = {}
-            for f in self.ledger.learned_before(cutoff, where):
-                listed[f.fact_id] = f
-                if self.stores or f.external:
-                    external = self.ledger.current_external(f.fact_id)
-                    if external:
-                        copies[f.fact_id] = f.with_(external=external)
-                        leaving.append(copies[f.fact_id])
-            if self.outbox is not None and leaving:
-                for entry in self.outbox.owe(leaving, "forget", self.ledger.now()):
-                    owed.setdefault(entry.fact_id, []).append(entry)
+            leaving: list[Fact] = []
             try:
+                self._list_leaving(cutoff, where, listed, leaving, copies, owed)
                 result = self.ledger.sweep(
                     before=cutoff,
                     space=where,
@@ -233,20 +223,49 @@ class CustodySweep:
                     extras=extras,
                 )
             except Exception as exc:
-                # A fact stopped the sweep: those it forgot before still leave the stores.
+                # A fact (or a read before it) stopped the sweep: those it forgot before still
+                # leave the stores, this pass's and the earlier passes' alike.
                 stopped = exc
                 result = self._forgotten_of(listed)
-            self._restored_meanwhile(result.forgotten, listed, copies, owed)
             forgotten.extend(result.forgotten)
             held.extend(result.held)
             certified.update(result.certificates)
-            if self.outbox is not None and leaving:  # held: never forgotten, nothing owed
-                gone = {e.fact_id for e in result.forgotten}
-                kept = [f.fact_id for f in leaving if f.fact_id not in gone]
-                self.outbox.settle([o for fact_id in kept for o in owed.pop(fact_id, [])])
+            try:
+                self._restored_meanwhile(result.forgotten, listed, copies, owed)
+                if self.outbox is not None and leaving:  # held: never forgotten, nothing owed
+                    gone = {e.fact_id for e in result.forgotten}
+                    kept = [f.fact_id for f in leaving if f.fact_id not in gone]
+                    self.outbox.settle([o for fact_id in kept for o in owed.pop(fact_id, [])])
+            except Exception as exc:
+                stopped = stopped or exc
             if stopped is not None:
                 break
         return forgotten, held, copies, certified, owed, stopped
+
+    def _list_leaving(
+        self,
+        cutoff: Any,
+        where: str | None,
+        listed: dict[str, Fact],
+        leaving: list[Fact],
+        copies: dict[str, Fact],
+        owed: dict[str, list[Owed]],
+    ) -> None:
+        """The facts a pass may forget (``listed``) and, in ``copies`` and ``leaving``, those
+        held by a store, with the ids the stores hold them under now (a fact put back has new
+        ones), so the stores can find their values again to remove and verify. Without
+        stores, a fact recorded in one is still kept: the report must name who still holds
+        it. With an outbox, their removals are owed before the ledger forgets them."""
+        for f in self.ledger.learned_before(cutoff, where):
+            listed[f.fact_id] = f
+            if self.stores or f.external:
+                external = self.ledger.current_external(f.fact_id)
+                if external:
+                    copies[f.fact_id] = f.with_(external=external)
+                    leaving.append(copies[f.fact_id])
+        if self.outbox is not None and leaving:
+            for entry in self.outbox.owe(leaving, "forget", self.ledger.now()):
+                owed.setdefault(entry.fact_id, []).append(entry)
 
     def _forgotten_of(self, listed: dict[str, Fact]) -> SweepResult:
         """The forget events of the listed facts forgotten by now (a stopped sweep's)."""

@@ -34,6 +34,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent, RetractEvent
 from agent_custody_state.ledger.queries import RESTORED_KEY
@@ -65,6 +66,14 @@ class Restore:
             "external": dict(self.external),
             "failed": dict(self.failed),
         }
+
+
+#: Why a fact whose value this process reads sealed is not put back into a store.
+SEALED_PUT_BACK = (
+    "its value is sealed by crypto-shred mode and this process reads the ledger in plain mode: "
+    "not put back (a store would get the envelope, not the value); open the ledger in "
+    'crypto-shred mode (forget_mode = "crypto-shred") to put it back'
+)
 
 
 @dataclass
@@ -136,6 +145,14 @@ def plan_leaving(ledger: Ledger, fact_id: str, *, forgetting: bool) -> LeavingPl
 async def put_back(stores: StoreSet, fact: Fact) -> Restore:
     restore = Restore(fact.fact_id)
     clean = fact.with_(external=None, valid_to=None)
+    if kid_of(fact.value) is not None:  # sealed: this process reads a crypto-shred ledger plain
+        for store in stores.mirroring():
+            restore.failed[store.name] = SEALED_PUT_BACK
+        if restore.failed:
+            log.error(
+                "fact %s is current again but not put back: %s", fact.fact_id, SEALED_PUT_BACK
+            )
+        return restore
     for store in stores.mirroring():
         try:
             external_id = await store.put(clean)

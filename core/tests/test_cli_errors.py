@@ -58,10 +58,12 @@ def test_a_config_file_that_is_not_utf8_is_named(
 ) -> None:
     binary = tmp_path / "binary.toml"
     binary.write_bytes(b"\xff\xfeledger")
-    assert main(["serve", "--config", str(binary)]) == 1
-    assert _error(capsys) == (
-        f"error: --config {binary}: not UTF-8 text (byte 0 is b'\\xff'); save the file as UTF-8"
-    )
+    for command in (["serve"], ["sweep", "--reason", "r"]):  # every command reading one
+        assert main([*command, "--config", str(binary)]) == 1
+        assert _error(capsys) == (
+            f"error: config file {binary}: not UTF-8 text (byte 0 is b'\\xff'); save the file "
+            "as UTF-8"
+        ), command
 
 
 @pytest.mark.parametrize("command", [["serve"], ["facts"], ["export", "--out", "-"]])

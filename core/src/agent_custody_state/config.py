@@ -274,6 +274,12 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
             raw = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:  # Python's own message names no file
+            bad = exc.object[exc.start : exc.start + 1]
+            raise ConfigError(
+                f"config file {file}: not UTF-8 text (byte {exc.start} is {bad!r}); save the "
+                "file as UTF-8"
+            ) from None
     try:
         with _file(file):
             config = MemoryConfig(**overrides)

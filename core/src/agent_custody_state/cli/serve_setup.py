@@ -113,21 +113,15 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load(args: argparse.Namespace) -> Any:
-    """The configuration: the file, the environment, the flags. A file that is not UTF-8 is
-    named (Python's decode error names no file); an empty ``--ledger`` is said to be empty."""
+    """The configuration: the file, the environment, the flags; an empty ``--ledger`` is said
+    to be empty."""
     from agent_custody_state.config import ConfigError, load_config
 
     if args.ledger is not None and not args.ledger.strip():
         raise CliError("--ledger is empty; name the ledger (a file or a URL)")
     try:
         config = load_config(args.config, **overrides(args))
-    except UnicodeDecodeError as exc:
-        bad = exc.object[exc.start : exc.start + 1]
-        raise CliError(
-            f"--config {args.config}: not UTF-8 text (byte {exc.start} is {bad!r}); save the "
-            "file as UTF-8"
-        ) from None
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError) as exc:  # a file not in UTF-8 is named by load_config
         raise CliError(str(exc)) from None
     if config.ledger is not None and not config.ledger.strip():
         raise CliError("the ledger location is empty; name the ledger (a file or a URL)")

@@ -275,11 +275,9 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
         except UnicodeDecodeError as exc:  # Python's own message names no file
-            bad = exc.object[exc.start : exc.start + 1]
-            raise ConfigError(
-                f"config file {file}: not UTF-8 text (byte {exc.start} is {bad!r}); save the "
-                "file as UTF-8"
-            ) from None
+            bad = f"byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}"
+            why = f"not UTF-8 text ({bad}); save the file as UTF-8"
+            raise ConfigError(f"config file {file}: {why}") from None
     try:
         with _file(file):
             config = MemoryConfig(**overrides)
@@ -304,9 +302,8 @@ def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> No
         if not Path(value).is_absolute():
             setattr(config, key, str(folder / value))
     oauth = config.server.oauth
-    raw_oauth = (
-        raw.get("server", {}).get("oauth", {}) if isinstance(raw.get("server"), dict) else {}
-    )
+    server = raw.get("server")
+    raw_oauth = server.get("oauth", {}) if isinstance(server, dict) else {}
     file = oauth.jwks_file if oauth is not None else None
     if oauth and file and raw_oauth.get("jwks_file") == file and not Path(file).is_absolute():
         oauth.jwks_file = str(folder / file)
@@ -327,9 +324,8 @@ def is_path_setting(field: Any) -> bool:
         if isinstance(annotation, type) and issubclass(annotation, PurePath):
             return True
         if get_origin(annotation) is Annotated:
-            if any(m is PATH_SETTING for m in annotation.__metadata__):
-                return True
-            return marked(get_args(annotation)[0])
+            metadata = annotation.__metadata__
+            return any(m is PATH_SETTING for m in metadata) or marked(get_args(annotation)[0])
         return any(marked(arg) for arg in get_args(annotation))
 
     return any(m is PATH_SETTING for m in field.metadata) or marked(field.annotation)

@@ -14,13 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.cli.common import (
-    CliError,
-    UsageError,
-    check_location,
-    open_ledger,
-    without_password,
-)
+from agent_custody_state.cli.common import CliError, UsageError, check_location, open_ledger
 from agent_custody_state.extras.jsview import parse, pretty
 from agent_custody_state.extras.verify import VerifyOptions
 from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
@@ -300,6 +294,8 @@ def _serve(options: Any, args: argparse.Namespace) -> int:
         server = ReviewServer(options, args.host, args.port)
     except NotLoopbackError as exc:
         raise CliError(str(exc)) from None
+    from agent_custody_state.cli.common import without_password
+
     ledger = f" ledger={without_password(args.ledger)}" if args.ledger else ""
     mode = " verifying" if options.keys is not None else " not verifying (no keys given)"
     print(

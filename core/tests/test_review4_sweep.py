@@ -5,48 +5,17 @@ the ledger records, and no value the ledger erased is left there."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import pytest
+from sweepworld import SweepWorld
 
 from agent_custody_state import Ledger
-from agent_custody_state.ledger.model import AssertEvent
-from agent_custody_state.ledger.requests import AssertRequest
-from agent_custody_state.stores import StoreSet, VerifyPolicy
-from agent_custody_state.stores.flows import Custody
-from agent_custody_state.stores.inprocess import InProcessStore
-from agent_custody_state.stores.reports import SweepReport
-
-OLD, NEW = datetime(2020, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC)
-CUTOFF = "2021-01-01T00:00:00.000Z"
 
 
-class World:
-    def __init__(self, run: Any = None, **ledger_args: Any) -> None:
-        self.clock = [OLD]
-        self.ledger = Ledger("memory:", clock=lambda: self.clock[0], **ledger_args)
-        self.mirror = InProcessStore("mirror")
-        self.stores = StoreSet([self.mirror], VerifyPolicy(attempts=2, delay=0))
-        self.custody = Custody(self.ledger, self.stores, **({"run": run} if run else {}))
-
-    async def write(
-        self, value: Any, supersedes: str | None = None, space: str = "org"
-    ) -> AssertEvent:
-        request = AssertRequest(
-            subject="acct:42", predicate="plan", value=value, space=space, actor="agent",
-            supersedes=supersedes,
-        )  # fmt: skip
-        return (await self.custody.write(request)).event
-
-    def rows(self) -> dict[str, tuple[str, Any]]:
-        return {
-            k: (r["metadata"]["factId"], r["value"]) for k, r in self.mirror.vendor.rows.items()
-        }
-
-    def mirrored(self) -> dict[str, Any]:
-        return {fact: value for fact, value in self.rows().values()}
+class World(SweepWorld):
+    """A ledger on a clock the test moves and a mirroring store."""
 
     def check(self) -> None:
         """The mirror holds exactly the current facts, under the ids the ledger records."""
@@ -64,11 +33,6 @@ class World:
                 ids = self.ledger.current_external(fact.fact_id)
                 assert ids.get("mirror") in rows, f"{fact.fact_id} recorded under a missing id"
         assert self.mirrored() == expected
-
-    async def sweep(self, **kwargs: Any) -> SweepReport:
-        self.clock[0] = NEW
-        kwargs.setdefault("before", CUTOFF)
-        return await self.custody.sweep(actor="dpo", reason="retention", **kwargs)
 
 
 @pytest.fixture

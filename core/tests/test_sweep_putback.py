@@ -8,53 +8,21 @@ store beside it, and an in-memory ledger on a clock the test moves."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import pytest
+from sweepworld import CUTOFF, SweepWorld
 
-from agent_custody_state import Ledger, LedgerError
-from agent_custody_state.ledger.model import AssertEvent
-from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state import LedgerError
 from agent_custody_state.server.shapes import sweep_shape
-from agent_custody_state.stores import StoreSet, VerifyPolicy
-from agent_custody_state.stores.flows import Custody
-from agent_custody_state.stores.inprocess import InProcessStore
-from agent_custody_state.stores.reports import SweepReport
-
-OLD, NEW = datetime(2020, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC)
-CUTOFF = "2021-01-01T00:00:00.000Z"
 
 
-class World:
+class World(SweepWorld):
     """A ledger whose clock the test sets, a mirroring store and an append-only one."""
 
     def __init__(self, run: Any = None) -> None:
-        self.clock = [OLD]
-        self.ledger = Ledger("memory:", clock=lambda: self.clock[0])
-        self.mirror = InProcessStore("mirror")
-        self.log = InProcessStore("log")
-        stores = [self.mirror, self.log]
-        self.stores = StoreSet(stores, VerifyPolicy(attempts=2, delay=0), append_only={"log"})
-        self.custody = Custody(self.ledger, self.stores, **({"run": run} if run else {}))
-
-    async def write(
-        self, value: Any, supersedes: str | None = None, space: str = "org"
-    ) -> AssertEvent:
-        request = AssertRequest(
-            subject="acct:42", predicate="plan", value=value, space=space, actor="agent",
-            supersedes=supersedes,
-        )  # fmt: skip
-        return (await self.custody.write(request)).event
-
-    def mirrored(self) -> dict[str, Any]:
-        return {r["metadata"]["factId"]: r["value"] for r in self.mirror.vendor.rows.values()}
-
-    async def sweep(self, **kwargs: Any) -> SweepReport:
-        self.clock[0] = NEW
-        kwargs.setdefault("before", CUTOFF)
-        return await self.custody.sweep(actor="dpo", reason="retention", **kwargs)
+        super().__init__(run, with_log=True)
 
 
 @pytest.fixture

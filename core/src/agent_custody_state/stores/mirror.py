@@ -181,14 +181,18 @@ async def drop_erased_restore(stores: StoreSet, erased: Fact | None, restore: Re
     stay in the stores."""
     if erased is None or erased.forgotten is None or not restore.external:
         return
+    await remove_put_back(stores, erased, restore, "forgotten meanwhile")
+
+
+async def remove_put_back(stores: StoreSet, fact: Fact, restore: Restore, why: str) -> None:
+    """Remove the copies ``restore`` put back of ``fact``, and record each store's outcome in
+    ``restore.failed`` with ``why`` it was removed again."""
     log.warning(
-        "fact %s was forgotten while it was being put back; removing the copies put back",
-        erased.fact_id,
-        extra={"fact": erased.fact_id},
+        "fact %s: %s; removing the copies put back", fact.fact_id, why, extra={"fact": fact.fact_id}
     )
     report = await stores.remove_all(
-        erased.with_(external=dict(restore.external)), only=list(restore.external)
+        fact.with_(external=dict(restore.external)), only=list(restore.external)
     )
     for name in restore.external:
         outcome = report.still_held.get(name) or report.verification.get(name, "unverified")
-        restore.failed[name] = f"forgotten meanwhile; the copy put back was removed: {outcome}"
+        restore.failed[name] = f"{why}; the copy put back was removed: {outcome}"

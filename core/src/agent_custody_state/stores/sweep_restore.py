@@ -22,7 +22,6 @@ after it was recorded is removed too (``drop_erased_restore``).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,10 +33,9 @@ from agent_custody_state.stores.mirror import (
     drop_erased_restore,
     first_live_ancestor,
     put_back,
+    remove_put_back,
 )
 from agent_custody_state.stores.storeset import StoreSet
-
-log = logging.getLogger(__name__)
 
 
 def uncovered_by_sweep(ledger: Ledger, passes: Iterable[tuple[str | None, Any]]) -> dict[str, Fact]:
@@ -114,23 +112,8 @@ async def settle_restores(
             continue
         now = await ledger_get(fact.fact_id)
         if now is not None and now.forgotten is None and now.valid_to is not None:
-            await _drop_covered_restore(stores, fact, restore)
+            # A link between it and the swept head stayed (the sweep stopped before forgetting
+            # it): the fact is not current, and a store must not recall it as if it were.
+            await remove_put_back(stores, fact, restore, "still superseded after the sweep")
         else:
             await drop_erased_restore(stores, now, restore)
-
-
-async def _drop_covered_restore(stores: StoreSet, fact: Fact, restore: Restore) -> None:
-    """Remove the copies put back of a fact still superseded after the sweep: a link between it
-    and the swept head stayed (the sweep stopped before forgetting it), so it is not current,
-    and a store must not recall it as if it were."""
-    log.warning(
-        "fact %s is still superseded after the sweep; removing the copies put back",
-        fact.fact_id,
-        extra={"fact": fact.fact_id},
-    )
-    report = await stores.remove_all(
-        fact.with_(external=dict(restore.external)), only=list(restore.external)
-    )
-    for name in restore.external:
-        outcome = report.still_held.get(name) or report.verification.get(name, "unverified")
-        restore.failed[name] = f"still superseded; the copy put back was removed: {outcome}"

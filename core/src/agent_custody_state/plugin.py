@@ -41,6 +41,7 @@ from agent_custody_state.ledger.model import (
     event_from_dict,
     event_from_json,
     forget_assert,
+    shape_problem,
 )
 from agent_custody_state.ledger.modemark import ModeFile, ModeMark
 from agent_custody_state.ledger.sections import ReentrantTransactions
@@ -105,5 +106,6 @@ __all__ = [
     "resolve_ref",
     "run_sync",
     "secret_from_env",
+    "shape_problem",
     "wire_time_key",
 ]

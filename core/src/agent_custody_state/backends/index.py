@@ -22,30 +22,6 @@ from agent_custody_state.ledger.model import (
 )
 from agent_custody_state.timeutil import wire_time_key
 
-_CONTAINERS = (list, dict)
-
-
-def unindexable(event: Event) -> str | None:
-    """Why a decoded event (a hand-edited line) cannot be indexed, or None: a transaction
-    time or fact id that is not text, a subject, predicate, space or ``supersedes`` that is a
-    JSON list or object. Checked before ``EventIndex.add``, which would otherwise fail part-way
-    with a ``TypeError`` and leave the index half-updated."""
-    if type(event.tx_time) is not str:
-        return f"txTime must be text, not {type(event.tx_time).__name__}"
-    if type(event.fact_id) is not str:
-        return f"factId must be text, not {type(event.fact_id).__name__}"
-    if isinstance(event, AssertEvent):
-        fact = event.fact
-        for name, value in (
-            ("subject", fact.subject),
-            ("predicate", fact.predicate),
-            ("space", fact.space),
-            ("supersedes", event.supersedes),
-        ):
-            if isinstance(value, _CONTAINERS):
-                return f"{name} must be text, not {type(value).__name__}"
-    return None
-
 
 class EventIndex:
     """Events in append order plus the lookups the ledger needs."""

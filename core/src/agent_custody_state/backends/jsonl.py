@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from agent_custody_state.backends.index import EventIndex, unindexable
+from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.jsonl_files import check_regular, replace_file
 from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, stored_lines
 from agent_custody_state.backends.jsonl_readonly import lock_file, refuse_section
@@ -40,6 +40,7 @@ from agent_custody_state.ledger.model import (
     ForgetEvent,
     Forgotten,
     event_from_dict,
+    shape_problem,
 )
 from agent_custody_state.ledger.modemark import ModeFile
 from agent_custody_state.ledger.sections import ReentrantTransactions
@@ -175,7 +176,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
             return
         try:
             event = event_from_dict(loads(raw), owned=True)
-            problem = unindexable(event)
+            problem = shape_problem(event)
         except (ValueError, UnicodeDecodeError, TypeError, AttributeError) as exc:
             problem = str(exc)  # the last two: a field of the wrong JSON type
         if problem is not None:
@@ -192,7 +193,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
             event: Event | None = event_from_dict(loads(tail), owned=True)
         except (ValueError, UnicodeDecodeError, TypeError, AttributeError):
             event = None
-        problem = unindexable(event) if event is not None else None
+        problem = shape_problem(event) if event is not None else None
         if problem is not None:  # a whole event, not a torn write: refused, never cut off
             raise EventBackendError(
                 f"{self.location}: the last line, at byte {offset}, is not a valid event: {problem}"

@@ -345,3 +345,28 @@ def forget_assert(event: AssertEvent, forgotten: Forgotten) -> AssertEvent:
     if VALUE_SALT_KEY in extra:
         extra = {k: v for k, v in extra.items() if k != VALUE_SALT_KEY}
     return replace(event, fact=replace(fact, value=None, forgotten=forgotten, extra=extra))
+
+
+_CONTAINERS = (list, dict)
+
+
+def shape_problem(event: Event) -> str | None:
+    """Why a decoded event (a hand-edited line or row) cannot be read back, or None: a
+    transaction time or fact id that is not text, a subject, predicate, space or
+    ``supersedes`` that is a JSON list or object. Backends check it as they load events: an
+    index or a query would otherwise fail part-way with a ``TypeError`` far from the event."""
+    if type(event.tx_time) is not str:
+        return f"txTime must be text, not {type(event.tx_time).__name__}"
+    if type(event.fact_id) is not str:
+        return f"factId must be text, not {type(event.fact_id).__name__}"
+    if isinstance(event, AssertEvent):
+        fact = event.fact
+        for name, value in (
+            ("subject", fact.subject),
+            ("predicate", fact.predicate),
+            ("space", fact.space),
+            ("supersedes", event.supersedes),
+        ):
+            if isinstance(value, _CONTAINERS):
+                return f"{name} must be text, not {type(value).__name__}"
+    return None

@@ -347,26 +347,40 @@ def forget_assert(event: AssertEvent, forgotten: Forgotten) -> AssertEvent:
     return replace(event, fact=replace(fact, value=None, forgotten=forgotten, extra=extra))
 
 
-_CONTAINERS = (list, dict)
-
-
 def shape_problem(event: Event) -> str | None:
     """Why a decoded event (a hand-edited line or row) cannot be read back, or None: a
-    transaction time or fact id that is not text, a subject, predicate, space or
-    ``supersedes`` that is a JSON list or object. Backends check it as they load events: an
-    index or a query would otherwise fail part-way with a ``TypeError`` far from the event."""
+    transaction time or fact id that is not text; a subject, predicate, space or ``validFrom``
+    that is not text, or a ``supersedes`` that is neither text nor null (SPEC 1.1's types).
+    Backends check it as they load events: an index or a query would otherwise fail part-way
+    with a ``TypeError`` far from the event (``as_of`` compares ``validFrom`` as a time,
+    ``spaces`` sorts the spaces)."""
     if type(event.tx_time) is not str:
         return f"txTime must be text, not {type(event.tx_time).__name__}"
     if type(event.fact_id) is not str:
         return f"factId must be text, not {type(event.fact_id).__name__}"
     if isinstance(event, AssertEvent):
         fact = event.fact
+        supersedes = event.supersedes
+        if (
+            type(fact.subject) is str
+            and type(fact.predicate) is str
+            and type(fact.space) is str
+            and type(fact.valid_from) is str
+            and (supersedes is None or type(supersedes) is str)
+        ):
+            return None  # the common case: five type tests, no tuple built
         for name, value in (
             ("subject", fact.subject),
             ("predicate", fact.predicate),
             ("space", fact.space),
-            ("supersedes", event.supersedes),
+            ("validFrom", fact.valid_from),
+            ("supersedes", supersedes),
         ):
-            if isinstance(value, _CONTAINERS):
-                return f"{name} must be text, not {type(value).__name__}"
+            if type(value) is not str and not (name == "supersedes" and value is None):
+                return f"{name} must be text, not {_json_type(value)}"
     return None
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a decoded value's type, for a refusal (``null``, not ``NoneType``)."""
+    return "null" if value is None else type(value).__name__

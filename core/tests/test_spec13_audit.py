@@ -66,3 +66,17 @@ def test_the_reads_of_a_well_typed_hand_written_ledger_still_work(tmp_path: Path
         assert [f.subject for f in ledger.as_of(valid_at="2026-09-01T00:00:00.000Z")] == ["a", "b"]
         assert ledger.as_of(valid_at="2026-08-31T23:59:59.999Z") == []
         assert ledger.spaces() == ["o"]
+
+
+@pytest.mark.parametrize("location", ["memory:", "l.jsonl"])
+def test_spaces_are_sorted_as_javascript_sorts_them(tmp_path: Path, location: str) -> None:
+    """SPEC 2.9: ``spaces()`` sorted, as the original's ``Array.sort`` sorts: by UTF-16 code
+    units, so a space holding a character past U+FFFF (a surrogate pair, 0xD800..0xDBFF first)
+    comes before one starting at U+E000..U+FFFF, where code-point order puts it after."""
+    names = ["team:\ufb01", "team:\U0001f600", "team:a", "org"]
+    where = location if location == "memory:" else tmp_path / location
+    with Ledger(where) as ledger:
+        for name in names:
+            ledger.assert_fact(subject="s", predicate="p", value=1, space=name, actor="x")
+        assert ledger.spaces() == ["org", "team:a", "team:\U0001f600", "team:\ufb01"]
+        assert sorted(names) != ledger.spaces()  # code-point order differs here

@@ -18,6 +18,7 @@ import hmac
 import json
 import math
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -83,6 +84,12 @@ def js_number(value: float | int) -> str:
 
 def _utf16_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
+
+
+def js_sorted(strings: Iterable[str]) -> list[str]:
+    """``strings`` in JavaScript's default sort order (UTF-16 code units): code-point order
+    but for characters past U+FFFF, which JavaScript puts before U+E000..U+FFFF."""
+    return sorted(strings, key=_utf16_key)
 
 
 _MAX_INDEX = 2**32 - 2  # ECMA-262 array index: a canonical numeric string below 2**32 - 1

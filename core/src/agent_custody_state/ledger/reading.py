@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from agent_custody_state.canonical import js_sorted
 from agent_custody_state.ledger.arguments import required_time_arg, time_arg
 from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.errors import LedgerError
@@ -173,7 +174,9 @@ class LedgerReads:
         ]
 
     def spaces(self) -> list[str]:
-        return self.backend.spaces()
+        """The spaces holding facts, sorted as the original sorts them (``Array.sort``: UTF-16
+        code units; a backend answers in code-point order, which differs past U+FFFF)."""
+        return js_sorted(self.backend.spaces())
 
     def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
         """Values of a fact key (``subject``, ``predicate``, ``space``, ``factId``) of facts not

@@ -18,7 +18,8 @@ from agent_custody_state.ledger.errors import LedgerError
 
 _DURATION = re.compile(
     r"^P(?!$)(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?"
-    r"(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$"
+    r"(?:T(?=\d)(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$",
+    re.ASCII,  # ISO 8601 digits only: ``\d`` would take any script's (``P٩٠D``)
 )
 
 

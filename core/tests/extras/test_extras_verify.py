@@ -270,3 +270,27 @@ def test_our_servers_signed_results_verify_as_upstream_evidence(gateway: Gateway
         digest_of({"content": content, "isError": False})
         == json.loads(base64.b64decode(envelope["payload"]))["contentDigest"]
     )
+
+
+@pytest.mark.parametrize(
+    ("issued", "valid"),
+    [
+        ("2026-09-01T00:00:00.000Z", True),
+        ("2026-09-01T00:00:00Z", True),
+        ("2026-09-01T00:00:00.123456Z", True),
+        ("2026-09-01 00:00:00Z", False),  # a space for T
+        ("20260901T000000Z", False),  # the basic format
+        ("2026-09-01T00:00Z", False),  # no seconds
+        ("2026-09-01T00:00:00+00:00", False),  # an offset, not Z
+        ("2026-09-01T00:00:00.000z", False),
+    ],
+)
+def test_a_grant_time_is_an_iso_datetime_with_z(issued: str, valid: bool) -> None:
+    """SPEC-EXTRAS 1.5: grant times are ISO datetimes with ``Z``, as the original's schema takes
+    them; ``fromisoformat`` alone accepted other spellings of the same instant."""
+    from agent_custody_state.extras.verify import verify_delegation
+
+    payload, _, error = verify_delegation(grant(PRINCIPAL, issued=issued), [PRINCIPAL.public])
+    assert (payload is not None) == valid, error
+    if not valid:
+        assert error == "invalid delegation: issuedAt: expected an ISO datetime with Z"

@@ -8,6 +8,7 @@ passes provider secrets, and the original runs that check only when given them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -91,6 +92,10 @@ def _instant(value: Any) -> float | None:
 
 
 _GRANT_TEXT = ("version", "principal", "agent", "issuedAt", "expiresAt")
+#: A grant's time as the original's schema takes it (an ISO datetime in UTC with ``Z``, seconds
+#: and any fraction): ``fromisoformat`` alone also takes a space for ``T``, the basic format
+#: (``20260901T000000Z``) and no seconds.
+_GRANT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z", re.ASCII)
 
 
 def verify_delegation(envelope: Any, principal_keys: list[PublicKeyRef]) -> tuple[Any, str, str]:
@@ -118,7 +123,11 @@ def verify_delegation(envelope: Any, principal_keys: list[PublicKeyRef]) -> tupl
         problems.append("scopes: expected non-empty strings")
     for key in _GRANT_TEXT[3:]:
         value = grant.get(key)
-        if not isinstance(value, str) or not value.endswith("Z") or _instant(value) is None:
+        if (
+            not isinstance(value, str)
+            or not _GRANT_TIME.fullmatch(value)
+            or _instant(value) is None
+        ):
             problems.append(f"{key}: expected an ISO datetime with Z")
     if problems:
         return None, "", f"invalid delegation: {'; '.join(problems)}"

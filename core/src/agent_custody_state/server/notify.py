@@ -22,6 +22,7 @@ another space changed is not announced to it.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import weakref
@@ -40,6 +41,10 @@ from agent_custody_state.server.worker import LedgerWorker
 
 log = logging.getLogger(__name__)
 
+# Names of the listeners on the host: numbered, never ``id()`` (a collected server's id is
+# reused, and a name already taken makes the host refuse the new listener).
+_NUMBERS = itertools.count(1)
+
 
 class _AppendListener:
     """The hook object: queues this ledger's appended events (other ledgers are ignored)."""
@@ -53,6 +58,12 @@ class _AppendListener:
         if notifier is not None and ledger is notifier.ledger:
             with notifier.lock:
                 notifier.pending.append(event)
+
+
+def _leave(host: Any, listener: _AppendListener) -> None:
+    """Take ``listener`` off ``host`` (once; a second call finds it gone)."""
+    if host.pm.is_registered(listener):
+        host.pm.unregister(listener)
 
 
 class Notifier:
@@ -74,9 +85,14 @@ class Notifier:
         self.legacy_scope: dict[int, SpaceScope | None] = {}
         self._listener = _AppendListener(self)
         self._host: Any = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def install(self) -> None:
-        """Start hearing the ledger's appends (on the host the ledger announces them to)."""
+        """Start hearing the ledger's appends (on the host the ledger announces them to).
+
+        The listener leaves the host when this notifier does: by ``uninstall``, or when a server
+        never closed is collected (else every later append would still call it).
+        """
         host = getattr(self.ledger, "_host", None)
         if host is None:
             from agent_custody_state.plugins import get_plugin_manager
@@ -86,12 +102,20 @@ class Notifier:
         if register is None:  # a custom host without plugins: no notifications
             log.warning("the ledger's host takes no listeners: resource updates are not sent")
             return
-        register(self._listener, name=f"memory-server-notify-{id(self)}")
+        register(self._listener, name=f"memory-server-notify-{next(_NUMBERS)}")
+        if not host.pm.is_registered(self._listener):
+            raise RuntimeError(
+                "the ledger's host refused the server's append listener: "
+                + "; ".join(host.errors[-1:])
+            )
         self._host = host
+        self._finalizer = weakref.finalize(self, _leave, host, self._listener)
 
     def uninstall(self) -> None:
-        if self._host is not None and self._host.pm.is_registered(self._listener):
-            self._host.pm.unregister(self._listener)
+        if self._host is not None:
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            _leave(self._host, self._listener)
         self._host = None
         for _bus, handler in self.scoped.values():
             handler.close()

@@ -52,9 +52,11 @@ from agent_custody_state.stores.mirror import (
     Removal,
     Restore,
     current_fact,
-    drop_erased_restore,
+    left_meanwhile,
     plan_leaving,
     put_back,
+    remove_put_back,
+    restored_meanwhile,
 )
 from agent_custody_state.stores.orphan_resume import resume_failed_puts
 from agent_custody_state.stores.outbox import Operation, Outbox, Owed, Resumed, resume
@@ -298,11 +300,13 @@ class Custody(CustodySweep):
         # Even with no store configured, the plan names the stores the ledger records the fact
         # in: ``remove_all`` reports those it cannot reach as still holding it.
         plan = await self.run(plan_leaving, self.ledger, fact_id, forgetting=forgetting)
+        operation: Operation = "forget" if forgetting else "retract"
+        # Owed before the put-back: an outbox that cannot record it stops the call untouched.
+        owed = await self._owe(plan.fact, operation)
         restore: Restore | None = None
         if plan.uncovers is not None and self.stores.mirroring():
             restore = await put_back(self.stores, plan.uncovers)
         extra = restore.record() if restore is not None and restore.external else None
-        owed = await self._owe(plan.fact, "forget" if forgetting else "retract")
         try:
             event = await self.run(mutate, extra)
         except BaseException as exc:
@@ -313,12 +317,19 @@ class Custody(CustodySweep):
                 await self.stores.compensate(plan.uncovers, restore.external)
             raise
         if restore is not None and restore.external and plan.uncovers is not None:
-            now = await self.run(self.ledger.get, plan.uncovers.fact_id)
-            await drop_erased_restore(self.stores, now, restore)
-        if plan.fact is None or not plan.fact.external:
+            now, why = await self.run(left_meanwhile, self.ledger, plan.uncovers.fact_id)
+            if now is not None and why is not None:
+                await remove_put_back(self.stores, now, restore, why)
+        if plan.fact is None:
             return Removal(event, RemovalReport(), restore)
-        held_by = list(plan.fact.external)
-        report = await self.stores.remove_all(plan.fact)
+        # A retraction that put this fact back after the plan was read recorded new ids.
+        added = await self.run(restored_meanwhile, self.ledger, plan.fact)
+        owed += await self._owe(plan.fact.with_(external=added), operation)
+        fact = plan.fact.with_(external={**(plan.fact.external or {}), **added} or None)
+        if not fact.external:
+            return Removal(event, RemovalReport(), restore)
+        held_by = list(fact.external)
+        report = await self.stores.remove_all(fact)
         await self._settle(owed)
         return Removal(event, report, restore, held_by=held_by)
 

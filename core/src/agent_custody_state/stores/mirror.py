@@ -173,6 +173,25 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
     return restore
 
 
+def left_meanwhile(ledger: Ledger, fact_id: str) -> tuple[Fact | None, str | None]:
+    """The fact a retraction put back, as the ledger has it after the retraction's append, and
+    why its copies must go again when it left the present in between (a concurrent forget,
+    sweep or retraction: that call's removal ran before these ids were recorded); else None."""
+    fact = ledger.get(fact_id)
+    if fact is None:
+        return None, None
+    if fact.forgotten is not None:
+        return fact, "forgotten meanwhile"
+    return fact, "retracted meanwhile" if ledger.is_retracted(fact_id) else None
+
+
+def restored_meanwhile(ledger: Ledger, fact: Fact) -> dict[str, str]:
+    """Ids the ledger records for ``fact`` now that ``fact.external`` (read earlier) lacks: a
+    retraction put it back and recorded them in between; the copies must leave with it."""
+    known = fact.external or {}
+    return {k: v for k, v in ledger.current_external(fact.fact_id).items() if known.get(k) != v}
+
+
 async def drop_erased_restore(stores: StoreSet, erased: Fact | None, restore: Restore) -> None:
     """Remove the copies put back of a fact a concurrent forget or sweep erased between the
     put-back and the retraction's append (``erased``: the fact as the ledger has it now, the

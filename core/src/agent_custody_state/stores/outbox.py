@@ -229,12 +229,22 @@ def _read(fd: int) -> list[dict[str, Any]]:
 
 
 def _pending(records: list[dict[str, Any]]) -> list[Owed]:
-    settled = {e for r in records for e in r.get("settled", ()) if isinstance(e, str)}
+    # A line of the wrong shape (edited by hand) is skipped, never fatal: a TypeError here
+    # would stop every start and every settle.
+    settled = {
+        e
+        for r in records
+        if isinstance(r.get("settled"), list)
+        for e in r["settled"]
+        if isinstance(e, str)
+    }
     owed = []
     for r in records:
-        if "owe" not in r or r["owe"] in settled:
+        if "owe" not in r:
             continue
         try:
+            if r["owe"] in settled:  # inside: an id that is a list or an object is unhashable
+                continue
             owed.append(
                 Owed(
                     str(r["owe"]),
@@ -261,7 +271,7 @@ def _alive(pid: int) -> bool:
         return False  # never signal a process group
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or no pid at all (an edited line)
         return False
     except PermissionError:
         return True  # another user's process
@@ -320,18 +330,23 @@ async def resume(outbox: Outbox, ledger: Ledger, stores: StoreSet, run: Run) -> 
             continue
         by_fact.setdefault(owed.fact_id, []).append(owed)
     for fact_id, entries in by_fact.items():
-        happened, fact = await run(committed, ledger, entries[0])
-        if not happened or fact is None:
+        # Decided per operation: a retract that committed after a forget that never did (or
+        # the reverse) still owes its removal.
+        states = {o.operation: await run(committed, ledger, o) for o in entries}
+        never = [o for o in entries if not states[o.operation][0]]
+        if never:
             log.info(
                 "outbox: the %s of fact %s never committed in the ledger; nothing is owed",
-                entries[0].operation,
+                never[0].operation,
                 fact_id,
                 extra={"fact": fact_id},
             )
-            done.dropped += entries
-            await run(outbox.settle, entries)
-            continue
-        await _finish(done, outbox, stores, run, fact, entries)
+            done.dropped += never
+            await run(outbox.settle, never)
+        live = [o for o in entries if o not in never]
+        fact = states[live[0].operation][1] if live else None
+        if fact is not None:
+            await _finish(done, outbox, stores, run, fact, live)
     return done
 
 

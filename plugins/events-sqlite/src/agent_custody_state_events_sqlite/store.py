@@ -51,6 +51,26 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 DEFAULT_CACHE_KIB = 32 * 1024
 
 
+def _journal_mode(cur: sqlite3.Cursor, ask: str, busy_timeout: float) -> Any:
+    """Ask (or set) the journal mode, waiting out another process doing the same.
+
+    Two processes opening a new file at once both turn it to WAL; each holds a shared lock and
+    wants the exclusive one, and SQLite answers one of them "database is locked" at once, without
+    the busy handler (waiting could deadlock). The other finishes the switch in milliseconds, so
+    the refused one asks again, for up to the busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.005
+    while True:
+        try:
+            return cur.execute(ask).fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
 class SqliteBackend(SidecarKeys, SqlEventBackend):
     """Events in a SQLite file; ``location`` is its path (``.sqlite`` or ``.db``)."""
 
@@ -96,7 +116,7 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
             try:
                 # A read-only open reads in the mode the file is in: asking WAL would write.
                 ask = "PRAGMA journal_mode" if read_only else "PRAGMA journal_mode=WAL"
-                mode = cur.execute(ask).fetchone()[0]
+                mode = _journal_mode(cur, ask, busy_timeout)
                 if str(mode).lower() != "wal" and not read_only:
                     raise EventBackendError(
                         f"{location}: SQLite refused WAL mode (got {mode!r}); the ledger needs "

@@ -146,9 +146,9 @@ async def test_resources_subscribe_on_a_2025_connection(tmp_path: Path) -> None:
                 await client.subscribe_resource(fact)
             await drive(client, fact_id)
             await anyio.sleep(0.05)
-    # confirm, hold, release, superseded, retract of its superseder (names the superseder,
-    # not this fact), forget: five events about the fact itself.
-    assert heard == [fact] * 5
+    # confirm, hold, release, superseded, retract of its superseder (the fact is believed
+    # again: its state and validTo changed), forget: six changes of the fact.
+    assert heard == [fact] * 6
     assert subject not in heard  # not subscribed
 
 

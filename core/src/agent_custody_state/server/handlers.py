@@ -19,7 +19,7 @@ from agent_custody_state.ledger.rules import unknown_fact
 from agent_custody_state.server.evidence import check_evidence
 from agent_custody_state.server.policy import FactGuard, guard_fact, is_direct
 from agent_custody_state.server.results import ToolResult, rendered, rendered_partial
-from agent_custody_state.server.scopes import allows, check_space, visible_events, visible_facts
+from agent_custody_state.server.scopes import allows, check_space, shown_events, visible_facts
 from agent_custody_state.server.shapes import (
     NO_SIGNING_KEY,
     forget_shape,
@@ -267,8 +267,10 @@ async def history(svc: Services, call: CallContext, args: Args) -> ToolResult:
         own = next((e for e in events if isinstance(e, AssertEvent) and e.fact_id == fact_id), None)
         # An unseen fact's history is an unknown id's: empty, whatever cites it.
         hidden = own is not None and not call.spaces.allows(own.fact.space)
-        events = [] if hidden else visible_events(call.spaces, events)
-    return await rendered({"events": [public_event(event) for event in events]})
+        if hidden:
+            return await rendered({"events": []})
+    shown = await svc.worker.run(shown_events, svc.ledger, call.spaces, events)
+    return await rendered({"events": shown})
 
 
 HANDLERS: dict[str, Handler] = {

@@ -12,8 +12,11 @@ announces each once:
   ``notifications/resources/updated`` on the connection's standalone channel.
 
 An assert names its subject (its timeline changed) and the fact it supersedes; a retract,
-confirm, hold, release or forget names its fact and that fact's subject. Only appends made in
-this process are heard: another process writing the same ledger notifies its own clients.
+confirm, hold, release or forget names its fact and that fact's subject, and a retract or forget
+of a superseder also the fact it superseded (believed again). A superseded fact is announced in
+its own space, which may not be its superseder's. Every append names the ledger head (to
+unscoped callers only). Only appends made in this process are heard: another process writing
+the same ledger notifies its own clients. A connection's legacy subscriptions end with it.
 
 A space-scoped subscriber hears only of changes to facts in its spaces (each scope has its own
 listen bus; a legacy subscription remembers its connection's scope): a subject whose facts in
@@ -35,7 +38,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from agent_custody_state.hookspecs import hookimpl
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, Event
-from agent_custody_state.server.resources import fact_uri, subject_uri
+from agent_custody_state.server.resources import HEAD_URI, fact_uri, subject_uri
 from agent_custody_state.server.scopes import SpaceScope, allows
 from agent_custody_state.server.worker import LedgerWorker
 
@@ -138,11 +141,21 @@ class Notifier:
         self, ctx: Any, params: types.SubscribeRequestParams, spaces: SpaceScope | None = None
     ) -> types.EmptyResult:
         key = self._key(ctx.session)
+        if key not in self.legacy:
+            # A closed connection's sends are dropped silently (never an error), so its
+            # subscriptions leave with it, when the SDK unwinds the connection's exit stack.
+            stack = getattr(getattr(ctx.session, "_connection", None), "exit_stack", None)
+            if stack is not None:
+                stack.callback(self._drop, key)
         _, uris = self.legacy.get(key, (None, set()))
         uris.add(params.uri)
         self.legacy[key] = (ctx.session, uris)
         self.legacy_scope[key] = spaces
         return types.EmptyResult()
+
+    def _drop(self, key: int) -> None:
+        self.legacy.pop(key, None)
+        self.legacy_scope.pop(key, None)
 
     async def unsubscribe(
         self, ctx: Any, params: types.UnsubscribeRequestParams
@@ -156,24 +169,42 @@ class Notifier:
 
     def _uris(self, events: list[Event]) -> dict[str, set[str]]:
         """The resources ``events`` changed, each with the spaces of the facts that changed it
-        (on the worker thread: it may read the ledger)."""
+        (on the worker thread: it may read the ledger).
+
+        A fact superseded, or believed again when its superseder is retracted or forgotten,
+        changed too, in its own space (which may not be its superseder's)."""
         uris: dict[str, set[str]] = {}
+
+        def touched(fact_id: str | None) -> None:
+            fact = self.ledger.get(fact_id) if fact_id is not None else None
+            if fact is not None:
+                uris.setdefault(fact_uri(fact.fact_id), set()).add(fact.space)
+                uris.setdefault(subject_uri(fact.subject), set()).add(fact.space)
+
         for event in events:
             if isinstance(event, AssertEvent):
-                space = event.fact.space
-                uris.setdefault(subject_uri(event.fact.subject), set()).add(space)
-                if event.supersedes:
-                    uris.setdefault(fact_uri(event.supersedes), set()).add(space)
+                uris.setdefault(subject_uri(event.fact.subject), set()).add(event.fact.space)
+                touched(event.supersedes)
                 continue
             fact_id = getattr(event, "fact_id", None)
             if fact_id is None:
                 continue
-            fact = self.ledger.get(fact_id)
-            if fact is None:
-                continue
-            uris.setdefault(fact_uri(fact_id), set()).add(fact.space)
-            uris.setdefault(subject_uri(fact.subject), set()).add(fact.space)
+            touched(fact_id)
+            if event.kind in ("retract", "forget"):
+                history = self.ledger.history(fact_id)
+                own = next((e for e in history if isinstance(e, AssertEvent)), None)
+                if own is not None and own.fact_id == fact_id:
+                    touched(own.supersedes)
+        if events:
+            uris[HEAD_URI] = set()  # every append moves the head (unscoped callers only)
         return uris
+
+    @staticmethod
+    def _hears(scope: SpaceScope | None, uri: str, spaces: set[str]) -> bool:
+        """Whether a caller limited to ``scope`` is told of a change to ``uri`` in ``spaces``."""
+        if uri == HEAD_URI:
+            return scope is None  # the head describes every space
+        return any(allows(scope, space) for space in spaces)
 
     async def flush(self) -> None:
         """Announce every resource the queued appends changed."""
@@ -184,14 +215,15 @@ class Notifier:
         uris = await self.worker.run(self._uris, events)
         for uri, spaces in uris.items():
             for scope, (bus, _handler) in list(self.scoped.items()):
-                if any(allows(scope, space) for space in spaces):
+                if self._hears(scope, uri, spaces):
                     await bus.publish(ResourceUpdated(uri=uri))
             for key, (session, subscribed) in list(self.legacy.items()):
-                scope = self.legacy_scope.get(key)
-                if uri not in subscribed or not any(allows(scope, s) for s in spaces):
+                if uri not in subscribed or not self._hears(
+                    self.legacy_scope.get(key), uri, spaces
+                ):
                     continue
                 try:
                     await session.send_resource_updated(uri)
                 except Exception as exc:  # a gone client must not fail the caller's tool call
                     log.debug("dropping a subscriber that cannot be reached: %s", exc)
-                    self.legacy.pop(key, None)
+                    self._drop(key)

@@ -9,16 +9,18 @@
   (``Ledger.chain_head``), its head.
 
 The first two are also resource templates. ``resources/list`` is paged (an opaque offset
-cursor): the head first, then one resource per subject. An unknown fact or subject is an
+cursor): the head first, then one resource per subject (one whose facts are all forgotten
+is not offered, as completions do not offer it). An unknown fact or subject is an
 ``INVALID_PARAMS`` error, as the current spec asks for a missing resource. Every ledger read runs
 on the service's worker thread.
 
 A space-scoped caller (``scopes.py``) sees only its spaces: a fact elsewhere is a missing
 resource, a subject shows only its facts in scope (none: missing), events about unseen facts are
-left out, and the head (whose counts and spaces describe the whole ledger) is neither listed
-nor readable. Claimed (quarantined) facts are shown, with their provenance: a resource is an
-audit view, as ``memory.get`` and ``memory.history`` are (docs/decisions.md). Who may read
-resources at all is decided in ``app.py`` (the gateway requirement).
+left out, an assert superseding an unseen fact shows as superseding none, and the head (whose
+counts and spaces describe the whole ledger) is neither listed nor readable. Claimed
+(quarantined) facts are shown, with their provenance: a resource is an audit view, as
+``memory.get`` and ``memory.history`` are (docs/decisions.md). Who may read resources at all is
+decided in ``app.py`` (the gateway requirement).
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from agent_custody_state.canonical import js_json
-from agent_custody_state.ledger.chain import public_event, public_fact
+from agent_custody_state.ledger.chain import public_fact
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.server.scopes import SpaceScope, allows, visible_events, visible_facts
+from agent_custody_state.server.scopes import SpaceScope, allows, shown_events, visible_facts
 
 FACT_PREFIX = "memory://fact/"
 SUBJECT_PREFIX = "memory://subject/"
@@ -83,12 +85,11 @@ def read_fact(
     if fact is None or status is None or not allows(spaces, fact.space):
         return None
     state, held = status
-    events = visible_events(spaces, ledger.history(fact_id))
     return {
         "fact": public_fact(fact.to_dict()),
         "state": state,
         "held": held,
-        "events": [public_event(event) for event in events],
+        "events": shown_events(ledger, spaces, ledger.history(fact_id)),
     }
 
 
@@ -104,7 +105,7 @@ def read_subject(
         "subject": subject,
         "facts": [{**public_fact(f.to_dict()), "state": timeline.states[f.fact_id]} for f in facts],
         "held": [fact_id for fact_id in timeline.held if fact_id in seen],
-        "events": [public_event(event) for event in visible_events(spaces, timeline.events)],
+        "events": shown_events(ledger, spaces, timeline.events),
     }
 
 
@@ -137,8 +138,11 @@ def read_resource(
 
 
 def subjects(ledger: Ledger, spaces: SpaceScope | None = None) -> list[str]:
-    """Every subject with a fact (in ``spaces``), in first-asserted order."""
-    return list(dict.fromkeys(fact.subject for fact in visible_facts(spaces, ledger.facts())))
+    """Every subject with a fact not forgotten (in ``spaces``), in first-asserted order: as
+    completions do, a listing never offers the subject of forgotten facts alone (a subject may
+    itself be personal data)."""
+    facts = visible_facts(spaces, ledger.facts())
+    return list(dict.fromkeys(fact.subject for fact in facts if fact.forgotten is None))
 
 
 def list_page(

@@ -16,11 +16,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent_custody_state.ledger.chain import public_event
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, Event, Fact
 from agent_custody_state.spaces import SpaceScope
 
-__all__ = ["SpaceScope", "allows", "check_space", "scope_arg", "visible_events", "visible_facts"]
+__all__ = [
+    "SpaceScope",
+    "allows",
+    "check_space",
+    "scope_arg",
+    "shown_events",
+    "visible_events",
+    "visible_facts",
+]
 
 
 def scope_arg(value: Any, what: str) -> SpaceScope | None:
@@ -59,3 +69,20 @@ def visible_events(scope: SpaceScope | None, events: Sequence[Event]) -> list[Ev
         return list(events)
     seen = {e.fact_id for e in events if isinstance(e, AssertEvent) and scope.allows(e.fact.space)}
     return [e for e in events if getattr(e, "fact_id", None) in seen]
+
+
+def shown_events(
+    ledger: Ledger, scope: SpaceScope | None, events: Sequence[Event]
+) -> list[dict[str, Any]]:
+    """The events of a history or timeline a caller limited to ``scope`` sees, as JSON: an
+    assert superseding a fact in another space shows as superseding none (its id would name a
+    fact the caller cannot see; the reverse, a fact superseded from another space, shows as
+    ended, not by what)."""
+    shown = [public_event(event) for event in visible_events(scope, events)]
+    if scope is not None:
+        for data in shown:
+            old_id = data.get("supersedes")
+            old = ledger.get(old_id) if old_id else None
+            if old_id and (old is None or not scope.allows(old.space)):
+                data["supersedes"] = None
+    return shown

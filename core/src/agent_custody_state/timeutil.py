@@ -62,7 +62,12 @@ def parse_time(value: object) -> datetime:
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise TimeFormatError("a naive datetime has no offset; pass an aware datetime")
-        return value.astimezone(UTC)
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:  # e.g. year 1 at +01:00: its UTC instant is in year 0
+            raise TimeFormatError(
+                f"{value.isoformat()} is outside the years 0001-9999 in UTC"
+            ) from None
     if not isinstance(value, str):
         raise TimeFormatError(f"expected an RFC 3339 time string, got {type(value).__name__}")
     match = _RFC3339.fullmatch(value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from agent_custody_state.canonical import js_sorted
-from agent_custody_state.ledger.arguments import required_time_arg, time_arg
+from agent_custody_state.ledger.arguments import required_time_arg, text_arg, time_arg
 from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import (
@@ -244,8 +244,10 @@ class LedgerReads:
 
     def plan_sweep(self, before: TimeLike, space: str | None = None) -> SweepPlan:
         """What ``sweep(before=..., space=...)`` would forget and which held facts it would
-        keep, changing nothing (``sweep --dry-run``)."""
+        keep, changing nothing (``sweep --dry-run``); refuses a ``space`` as ``sweep`` does."""
         cutoff = required_time_arg(before, "before")
+        if space is not None:
+            text_arg(space, "space")
         self.backend.refresh()
         asserts = [
             e

@@ -90,3 +90,22 @@ def test_a_hold_placed_released_and_placed_again_on_a_superseded_link_keeps_it(
         assert kept is not None and kept.value == "a" and kept.forgotten is None
         with pytest.raises(LedgerError, match=f"^fact {a.fact_id} is on legal hold; release"):
             ledger.forget(fact_id=a.fact_id, actor="x", reason="r")
+
+
+def test_a_custody_sweep_reports_its_cutoff_as_the_ledger_writes_times(tmp_path: Path) -> None:
+    """``Custody.sweep`` and ``plan_sweep`` echoed a ``before`` given as text as typed (an
+    offset, no milliseconds) while ``memory.sweep`` and ``sweep --json`` report the wire form."""
+    import anyio
+
+    from agent_custody_state.stores import StoreSet
+    from agent_custody_state.stores.flows import Custody
+
+    async def run() -> tuple[str | None, str | None]:
+        with Ledger(tmp_path / "ledger.jsonl") as ledger:
+            custody = Custody(ledger, StoreSet([]))
+            given = "2030-01-01T02:00:00+02:00"
+            preview = await custody.plan_sweep(before=given)
+            report = await custody.sweep(actor="ops", reason="retention", before=given)
+            return preview.before, report.before
+
+    assert anyio.run(run) == ("2030-01-01T00:00:00.000Z", "2030-01-01T00:00:00.000Z")

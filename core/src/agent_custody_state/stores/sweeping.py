@@ -31,7 +31,7 @@ from agent_custody_state.stores.sweep_restore import (
     settle_restores,
     uncovered_by_sweep,
 )
-from agent_custody_state.timeutil import format_time, parse_time
+from agent_custody_state.timeutil import TimeFormatError, format_time, parse_time
 
 #: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
 #: (removing from the stores); a command line draws its progress bar from it.
@@ -306,4 +306,11 @@ class CustodySweep:
 
 
 def _time_text(value: TimeLike | None) -> str | None:
-    return value if isinstance(value, str) or value is None else format_time(value)
+    """``before`` as the ledger writes times (UTC, milliseconds, ``Z``), as ``memory.sweep`` and
+    ``sweep --json`` report it; a text that does not parse is left for the ledger to refuse."""
+    if value is None:
+        return None
+    try:
+        return format_time(parse_time(value))
+    except TimeFormatError:
+        return value if isinstance(value, str) else None

@@ -109,3 +109,9 @@ def test_a_custody_sweep_reports_its_cutoff_as_the_ledger_writes_times(tmp_path:
             return preview.before, report.before
 
     assert anyio.run(run) == ("2030-01-01T00:00:00.000Z", "2030-01-01T00:00:00.000Z")
+
+
+def test_learned_before_refuses_an_empty_space_as_the_sweep_does(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.jsonl") as ledger:
+        with pytest.raises(LedgerError, match="space"):
+            ledger.learned_before("2030-01-01T00:00:00Z", space="")

@@ -187,8 +187,11 @@ class LedgerReads:
         return self.backend.count()
 
     def learned_before(self, before: TimeLike, space: str | None = None) -> list[Fact]:
-        """Facts whose assert ``txTime < before``, not yet forgotten, in append order (SPEC 2.7)."""
+        """Facts whose assert ``txTime < before``, not yet forgotten, in append order (SPEC 2.7);
+        refuses a ``space`` as ``sweep`` does."""
         cutoff = required_time_arg(before, "before")
+        if space is not None:
+            text_arg(space, "space")
         events = list(self.backend.find_asserts(space=space, tx_before=cutoff))
         keeps = self.backend.keeps_objects
         return [handed_fact(e.fact, keeps) for e in events if e.fact.forgotten is None]

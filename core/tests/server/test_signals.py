@@ -24,11 +24,14 @@ def _request(rid: int, method: str, params: dict[str, object]) -> bytes:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_stdio_answers_what_it_read_then_exits_0(tmp_path: Path, sig: signal.Signals) -> None:
     ledger = tmp_path / "l.jsonl"
+    # Unbuffered: a buffered readline below could take the write's answer along with the
+    # first line, and communicate() (which reads the pipes themselves) would never see it.
     proc = subprocess.Popen(
         [*CLI, "serve", "--ledger", str(ledger)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        bufsize=0,
     )
     assert proc.stdin is not None and proc.stdout is not None
     init = _request(

@@ -45,6 +45,7 @@ from agent_custody_state.server.connections import (
     effective_limits,
     guarded_protocol,
 )
+from agent_custody_state.server.drain import DRAIN_SECONDS, DrainingServer
 from agent_custody_state.server.guard import (
     LOOPBACK_NAMES,
     BearerToken,
@@ -247,6 +248,7 @@ class MemoryHttpServer:
         config = uvicorn.Config(
             self.app,
             log_level="warning",
+            log_config=None,  # uvicorn's records go through the server's log (--log-format)
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=3,
@@ -255,7 +257,9 @@ class MemoryHttpServer:
             http=guarded_protocol(self.header_timeout, self.max_connections, self.connections),
         )
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog(self.connections))
-        self._uvicorn = uvicorn.Server(config)
+        self._uvicorn = DrainingServer(
+            config, lambda: self.memory.memory.in_flight, self.memory.notifier.uninstall
+        )
         self._uvicorn.should_exit = self._stop_requested
         if on_bound is not None:
             on_bound(self)
@@ -293,7 +297,7 @@ class MemoryHttpServer:
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(DRAIN_SECONDS + 10)  # the calls in flight are answered first
             self._thread = None
 
     def __enter__(self) -> MemoryHttpServer:

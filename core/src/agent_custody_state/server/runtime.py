@@ -143,7 +143,7 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         )
     identity = SigningIdentity.load(config.key) if config.key else None
     stores = build_stores(config.stores)
-    before = _files_beside(config.ledger)
+    before = _opened_files(config)
     worker = LedgerWorker()
     try:
         ledger = worker.call(
@@ -159,7 +159,7 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         )
     except BaseException:
         worker.close()
-        for path in _files_beside(config.ledger) - before:
+        for path in _opened_files(config) - before:
             with contextlib.suppress(OSError):
                 path.unlink()
         raise
@@ -171,7 +171,7 @@ def open_runtime(config: MemoryConfig) -> Runtime:
         if worker.call(needs_warming, ledger.backend, count)
         else None
     )
-    created = sorted(_files_beside(config.ledger) - before)
+    created = sorted(_opened_files(config) - before)
     return Runtime(config, ledger, worker, tokens, oauth, identity, stores, count, created, warmup)
 
 
@@ -211,6 +211,11 @@ def oauth_settings(table: OAuthConfig) -> OAuthSettings:
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _opened_files(config: MemoryConfig) -> set[Path]:
+    """The files opening the ledger may create: its own, and a key store given elsewhere."""
+    return {p for where in (config.ledger, config.key_store) if where for p in _files_beside(where)}
 
 
 def _files_beside(location: str) -> set[Path]:

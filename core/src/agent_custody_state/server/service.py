@@ -83,6 +83,8 @@ class MemoryService:
     outbox: Outbox | None = None
     appender: Appender = field(init=False)
     custody: Custody = field(init=False)
+    #: tool calls being served now (an HTTP stop lets them finish and be answered: drain.py)
+    in_flight: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.appender = Appender(self.ledger, self.worker)
@@ -145,7 +147,11 @@ class MemoryService:
         ``reader``), limited to ``spaces`` (None: every space)."""
         started = time.perf_counter()
         context = call_context(meta, role, spaces)
-        result = await self._dispatch(name, arguments, context)
+        self.in_flight += 1
+        try:
+            result = await self._dispatch(name, arguments, context)
+        finally:
+            self.in_flight -= 1
         if self.identity is not None and context.receipt_id is not None:
             result.meta[SIGNATURE_KEY] = self.identity.sign_result(
                 receipt_id=context.receipt_id,

@@ -310,13 +310,13 @@ async def stdio_transport(
     async def stop_on_signal() -> None:
         # SIGTERM (containers, service managers) and SIGINT stop the server as end of input
         # does: in-flight calls finish and are answered, then the server exits cleanly.
+        # Open until the transport closes: leaving it would give both signals their default
+        # action back, and a second signal would kill the server amid the calls being finished.
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             if stop_requested is not None and stop_requested.is_set():
                 reading.cancel()  # the signal came before this receiver listened
-                return
             async for _ in signals:
                 reading.cancel()
-                return
 
     async def read_messages() -> None:
         framer = LineFramer(max_message_bytes)
@@ -347,11 +347,17 @@ async def stdio_transport(
     polled = pollable(out_fd)
 
     async def writer() -> None:
+        gone = False  # the client closed its end: read nothing more, finish what was read
         try:
             async with write_recv:
                 async for message in write_recv:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await _write(out_fd, data.encode() + b"\n", polled)
+                    try:
+                        if not gone:
+                            await _write(out_fd, data.encode() + b"\n", polled)
+                    except (BrokenPipeError, ConnectionResetError):
+                        gone = True
+                        reading.cancel()
                     if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
                         outstanding.answered(message.message.id)
         finally:

@@ -12,6 +12,7 @@ from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.importcheck import check_export
+from agent_custody_state.ledger.lifecycle import writes
 from agent_custody_state.ledger.locking import batch_keys, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.modemark import check_plain_values
@@ -121,6 +122,7 @@ class LedgerBulk:
         self._appended(built)
         return built
 
+    @writes
     def import_events(
         self, events: Iterable[Event], *, batch_size: int = 5000, check_chain: bool = True
     ) -> int:

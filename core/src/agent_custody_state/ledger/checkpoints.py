@@ -295,21 +295,34 @@ def chain_writer(
     ``CheckpointLog``; None: the backend's own). ``LedgerError`` for settings that cannot work."""
     if key is None:
         if every is not None:
-            raise LedgerError("checkpoint_every needs a checkpoint_key to sign them with")
+            raise LedgerError(
+                "checkpoint_every needs a checkpoint_key to sign them with",
+                field="checkpoint_every",
+            )
         return ChainWriter(enabled=enabled)
-    if every is not None and (not isinstance(every, int) or every < 1):
-        raise LedgerError("checkpoint_every must be a whole number of events, at least 1")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise LedgerError(
+            "checkpoint_every must be a whole number of events, at least 1",
+            field="checkpoint_every",
+        )
+    from agent_custody_state.keys import load_private_key
+
     try:
         log = open_checkpoint_log(backend, where)
-        from agent_custody_state.keys import load_private_key
-
+    except (ValueError, TypeError) as exc:  # a path of the wrong type: a bare TypeError before
+        raise LedgerError(_named("checkpoints", exc), field="checkpoints") from None
+    try:
         private = load_private_key(key)
-    except ValueError as exc:
-        raise LedgerError(str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise LedgerError(_named("checkpoint_key", exc), field="checkpoint_key") from None
     checkpointer = Checkpointer(
         private, log, every=every, origin=lambda: ledger_origin(backend), now=_wire_now
     )
     return ChainWriter(enabled=enabled, checkpointer=checkpointer)
+
+
+def _named(field: str, exc: Exception) -> str:
+    return str(exc) if isinstance(exc, ValueError) else f"{field}: {exc}"
 
 
 def _wire_now() -> str:

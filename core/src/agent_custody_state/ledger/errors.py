@@ -27,6 +27,7 @@ Code = Literal[
     "bad_ciphertext",  # crypto-shred: an envelope does not authenticate with its key
     "no_signing_key",  # an erasure certificate was asked for and there is no key to sign it
     "read_only",  # a write asked of a ledger opened read-only (``Ledger(..., read_only=True)``)
+    "closed",  # any call on a ledger after its ``close()`` (``lifecycle``)
 ]
 
 

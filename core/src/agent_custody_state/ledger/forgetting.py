@@ -38,6 +38,7 @@ from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.checkpoints import ledger_origin
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.lifecycle import writes
 from agent_custody_state.ledger.locking import fact_keys, in_order, section
 from agent_custody_state.ledger.model import (
     AssertEvent,
@@ -161,6 +162,7 @@ class LedgerForgetting:
         certificate: Literal[True] | CertificateOptions,
     ) -> CertifiedForget: ...
 
+    @writes
     def forget(
         self,
         *,
@@ -310,6 +312,7 @@ class LedgerForgetting:
             text_arg(space, "space")
         return cutoff
 
+    @writes
     def sweep(
         self,
         *,

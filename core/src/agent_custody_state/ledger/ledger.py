@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from datetime import datetime
 from os import PathLike
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from agent_custody_state.ledger.arguments import (
     ACTION_WIRE_KEYS,
@@ -35,6 +35,7 @@ from agent_custody_state.ledger.files import NewFiles
 from agent_custody_state.ledger.forgetting import LedgerForgetting
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
+from agent_custody_state.ledger.lifecycle import ClosedBackend, Lifecycle, open_args, writes
 from agent_custody_state.ledger.locking import assert_keys, fact_keys, in_order, section
 from agent_custody_state.ledger.model import (
     AssertEvent,
@@ -108,8 +109,10 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         read_only: bool = False,
         **backend_options: Any,
     ) -> None:
+        self._life = Lifecycle()
         self.forget_mode = forget_mode_arg(forget_mode)
         self._clock = clock_arg(clock) or utc_now  # refused before anything is opened
+        open_args(location, forget_key, host, key_store, chain)
         if key_store is not None and self.forget_mode != "crypto-shred":
             raise LedgerError('key_store needs forget_mode="crypto-shred"', field="key_store")
         if not isinstance(read_only, bool):
@@ -182,13 +185,14 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
 
     @property
     def location(self) -> str:
-        return self.backend.location
+        return self._life.location or self.backend.location
 
     def chain_head(self) -> ChainHead:
         """Where the chain stands now: events covered and the head hash after them."""
         self.backend.refresh()
         return self.backend.chain_head()
 
+    @writes
     def checkpoint(self) -> Checkpoint:
         """Sign and keep a checkpoint of the chain now (needs ``checkpoint_key``)."""
         check_writable(self, "checkpoint")
@@ -198,13 +202,21 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         return checkpoint
 
     def __enter__(self) -> Ledger:
+        self._life.check()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self.backend.close()
+        """Release the backend once other threads' write sections end (``lifecycle``)."""
+        if self._life.closed:
+            return  # a second close does nothing
+        backend = self.backend
+        if self._life.close(backend.location):
+            # Every later use of the backend is refused, reads included (``ClosedBackend``).
+            self.backend = cast(EventBackend, ClosedBackend(self._life))
+            backend.close()
 
     # -- assert --------------------------------------------------------------------------------
 
@@ -222,6 +234,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         check_assert(self.backend, event, fresh=request.fact_id is None)
         return event
 
+    @writes
     def assert_fact(
         self,
         request: AssertRequest | None = None,
@@ -258,6 +271,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         self._appended([event])
         return handed(event, self.backend.keeps_objects)  # the kept event stays the ledger's own
 
+    @writes
     def assert_many(self, items: Iterable[AssertRequest | Mapping[str, Any]]) -> list[AssertEvent]:
         """``LedgerBulk.assert_many``; the events returned are the caller's (``model.handed``)."""
         keeps = self.backend.keeps_objects
@@ -288,6 +302,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         text_arg(fact_id, "fact_id")
         return check_known(fact_states(self.backend, [fact_id]), fact_id, action)
 
+    @writes
     def _record(
         self,
         action: Action,

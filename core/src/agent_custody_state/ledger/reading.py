@@ -12,6 +12,7 @@ from agent_custody_state.canonical import js_sorted
 from agent_custody_state.ledger.arguments import required_time_arg, text_arg, time_arg
 from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.lifecycle import writes
 from agent_custody_state.ledger.model import (
     PROVENANCE_RANK,
     AssertEvent,
@@ -270,6 +271,7 @@ class LedgerReads:
         """Every event in append order (the JSONL audit copy of any store)."""
         return (handed(event, self.backend.keeps_objects) for event in self.backend.iter_events())
 
+    @writes
     def compact(self) -> None:
         check_writable(self, "compact")
         self.backend.compact()

@@ -218,11 +218,7 @@ def test_a_second_stop_signal_over_stdio_does_not_cut_the_write(tmp_path: Path) 
     )
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        init = {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        }
+        init = INIT["params"]
         call = {
             "name": "memory.write",
             "_meta": META,
@@ -309,11 +305,7 @@ def test_a_stdio_client_that_vanishes_ends_the_server_cleanly(tmp_path: Path) ->
     )
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        init = {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        }
+        init = INIT["params"]
         proc.stdin.write(
             json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
             + b'\n{"jsonrpc":"2.0","method":"notifications/initialized"}\n'

@@ -23,10 +23,10 @@ from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
-from agent_custody_state.backends.jsonl_files import check_regular, replace_file
-from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, stored_lines
-from agent_custody_state.backends.jsonl_readonly import lock_file, refuse_section
-from agent_custody_state.backends.jsonl_recovery import Recovery, ledger_files, write_all
+from agent_custody_state.backends.jsonl_files import check_regular, replace_file, target_of
+from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, shared_lines
+from agent_custody_state.backends.jsonl_readonly import LockFile, refuse_section
+from agent_custody_state.backends.jsonl_recovery import Recovery, Rejected, ledger_files, write_all
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
 from agent_custody_state.backends.jsonl_size import check_size, warn_on_crossing
 from agent_custody_state.backends.jsonl_view import JsonlView
@@ -73,10 +73,14 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         check_regular(self.path, self.location)  # a folder or FIFO is refused, not read
         check_size(self.path, self.location, max_mb)  # the index holds every event in memory
         self._max_mb = max_mb
-        self._recovery = Recovery(self.path, self.location, on_torn)
+        # The lock and the batch journal sit beside the file the path names: through a symlink,
+        # a process opening the link and one opening the file itself must share them.
+        self._target = file = target_of(self.path)
+        self._recovery = Recovery(file, self.location, on_torn)
         check_folder(self.path, self.location)  # never created: SPEC 3
-        self._lock_path = self.path.with_name(self.path.name + ".lock")
-        self._lock_fd = lock_file(self.path, self._lock_path, self.location, read_only=read_only)
+        check_folder(file, self.location)
+        lock = file.with_name(file.name + ".lock")
+        self._lock_file = LockFile(self.path, lock, self.location, read_only=read_only)
         self._init_transactions()
         self._index = EventIndex()
         self._offsets: list[int] = []  # byte offset of each event's line
@@ -85,9 +89,10 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         self._needs_newline = False  # a hand-written last line without "\n"
         self._pending: list[bytes] = []
         self._start = 0  # events in the index when the write section began
-        # Offset of bytes from a failed append that could not be truncated away: never read
-        # past it, and cut them off before the next write (see ``_commit_pending``).
-        self._cut_at: int | None = None
+        # Bytes from a failed append that could not be truncated away: never read past them,
+        # and cut them off before the next write, while they are still there (``Rejected``).
+        self._cut_at: Rejected | None = None
+        self._dropped = False  # a failed forget dropped the view (``_view_again``)
         self._closed = False
         with self._lock:
             self._flock(fcntl.LOCK_SH if read_only else fcntl.LOCK_EX)
@@ -115,8 +120,9 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
     def _flock(self, op: int) -> None:
         if self._closed:
             raise EventBackendError(f"ledger {self.location} is closed")
-        if self._lock_fd is not None:  # a read-only open without a lock file reads without it
-            fcntl.flock(self._lock_fd, op)
+        fd = self._lock_file.fd()
+        if fd is not None:  # a read-only open without a lock file reads without it
+            fcntl.flock(fd, op)
 
     def _reset(self) -> None:
         self._index = EventIndex()
@@ -128,11 +134,14 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         """Read lines appended since the last look; reload if the file was replaced."""
         limit = self._recovery.recover_batch(exclusive=exclusive)
         if self._cut_at is not None:
-            if exclusive:
-                self._recovery.cut_off(self._cut_at)
+            at = self._cut_at.at
+            if not self._cut_at.still_there(self._target):
+                self._cut_at = None  # settled, built on or replaced by another writer: leave it
+            elif exclusive:
+                self._recovery.cut_off(at)
                 self._cut_at = None
             else:
-                limit = self._cut_at if limit is None else min(limit, self._cut_at)
+                limit = at if limit is None else min(limit, at)
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -232,8 +241,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         except BaseException:
             self._flock(fcntl.LOCK_UN)
             raise
-        self._start = len(self._index)
-        self._pending = []
+        self._start, self._pending, self._dropped = len(self._index), [], False
 
     def _commit(self) -> None:
         self._commit_pending()
@@ -246,8 +254,18 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
     def _end(self) -> None:
         self._flock(fcntl.LOCK_UN)
 
+    def _view_again(self) -> None:
+        """Read the file again after a failed forget dropped the view, when the section goes on
+        (its caller caught the error): under the section's exclusive lock, the file holds every
+        event up to the forget. The section's next checks and chain records were made against
+        an empty view ("unknown fact"; a genesis record in the middle of the chain)."""
+        if self._dropped:
+            self._catch_up(exclusive=True)
+            self._start, self._dropped = len(self._index), False
+
     def append(self, events: Sequence[Event]) -> None:
         self._require_transaction()
+        self._view_again()
         for event in events:
             line = (event.to_json() + "\n").encode("utf-8")
             self._index.add(event)
@@ -260,7 +278,9 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         prefix = b"\n" if self._needs_newline else b""
         data = prefix + b"".join(self._pending)
         batch = len(self._pending) > 1
-        fd, created = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+        # The file itself: through a symlink naming no file yet, it is created where the link
+        # points (``O_EXCL`` refuses to create through a link).
+        fd, created = open_private(self._target, os.O_WRONLY | os.O_APPEND)
         try:
             before = os.fstat(fd).st_size
             try:
@@ -278,7 +298,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
                     # The rejected bytes stay in the file (a failing disk). This process never
                     # reads past them and cuts them off before its next write; a journal, if it
                     # can still be written, makes other processes do the same.
-                    self._cut_at = before
+                    self._cut_at = Rejected(fd, before, data)
                     with suppress(OSError):
                         self._recovery.begin_batch(before, len(data) + 1)
                 raise EventBackendError(
@@ -290,7 +310,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         if batch:
             self._recovery.end_batch()
         if created:
-            _fsync_dir(self.path.parent)
+            _fsync_dir(self._target.parent)
         offset = before + len(prefix)
         first = len(self._offsets) - len(self._pending)
         for i, line in enumerate(self._pending):
@@ -305,6 +325,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         self._require_transaction()
+        self._view_again()
         self._commit_pending()
         try:
             current = self.path.read_bytes()
@@ -331,6 +352,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
             # interrupt left the fact forgotten in memory only, and a rollback does not undo it.
             self._reset()
             self._file.release()
+            self._dropped = True
             if not isinstance(exc, OSError):
                 raise
             if replaced:
@@ -351,7 +373,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         warn_on_crossing(len(current), len(out), self.location, self._max_mb)
 
     def stored_events(self) -> Iterator[bytes]:
-        return stored_lines(self.path, self._lock_fd)
+        return shared_lines(self.path, self._shared)
 
     def checkpoint_log(self) -> FileCheckpointLog:
         """``<file>.checkpoints``: signed notes beside the ledger (``ledger.checkpoints``)."""
@@ -361,5 +383,4 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         if not self._closed:
             self._closed = True
             self._file.release()
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
+            self._lock_file.close()

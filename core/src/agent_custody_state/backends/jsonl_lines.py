@@ -13,7 +13,8 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from agent_custody_state.ledger.backend import EventBackendError
@@ -76,17 +77,33 @@ def stored_lines(path: Path, lock_fd: int | None) -> Iterator[bytes]:
     """The non-blank lines of ``path`` (without their newline), a final line without one
     included (a torn or hand-written last line: the verifier judges it). ``lock_fd`` is the
     ledger's lock file, if it has one."""
-    if lock_fd is not None:
-        fcntl.flock(lock_fd, fcntl.LOCK_SH)
+    return shared_lines(path, lambda: flocked(lock_fd))
+
+
+@contextmanager
+def flocked(lock_fd: int | None) -> Iterator[None]:
+    """The shared ``flock`` on the lock file ``lock_fd`` (none: nothing), for a read."""
+    if lock_fd is None:
+        yield
+        return
+    fcntl.flock(lock_fd, fcntl.LOCK_SH)
     try:
+        yield
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+
+
+def shared_lines(
+    path: Path, shared: Callable[[], AbstractContextManager[object]]
+) -> Iterator[bytes]:
+    """``stored_lines``, the file opened and its size taken inside ``shared()`` (a backend's
+    own section: its lock file is shared with its write sections)."""
+    with shared():
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return
         size = os.fstat(fd).st_size
-    finally:
-        if lock_fd is not None:
-            fcntl.flock(lock_fd, fcntl.LOCK_UN)
     try:
         rest = b""
         left = size

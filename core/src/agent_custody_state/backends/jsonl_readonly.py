@@ -10,6 +10,8 @@ reader sees the complete lines only. Every write section is refused (``JsonlBack
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from agent_custody_state.ledger.backend import EventBackendError
@@ -38,3 +40,33 @@ def refuse_section(read_only: bool, location: str) -> None:
     first; this also stops ``repair`` and any caller of ``transaction`` directly)."""
     if read_only:
         raise EventBackendError(f"{location} is opened read-only; its write sections are refused")
+
+
+class LockFile:
+    """The ledger's lock file (opened by ``lock_file``) and this process's own descriptor of it.
+
+    A child forked after the open shares the parent's open lock file, and ``flock`` then excluded
+    neither from the other (each took the lock the other held, and an unlock released both): a
+    child appended inside its parent's write section, and two events took one place in the
+    chain. So a forked child opens the lock file again, for itself, before its first lock.
+    """
+
+    def __init__(self, path: Path, lock: Path, location: str, *, read_only: bool) -> None:
+        self._open: Callable[[], int | None] = partial(
+            lock_file, path, lock, location, read_only=read_only
+        )
+        self._fd = self._open()
+        self._pid = os.getpid()
+
+    def fd(self) -> int | None:
+        """The descriptor to ``flock`` in this process; None: read without a lock."""
+        if self._fd is not None and self._pid != os.getpid():
+            fresh = self._open()
+            os.close(self._fd)  # this process's copy only: the parent's lock stays
+            self._fd, self._pid = fresh, os.getpid()
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)

@@ -13,7 +13,8 @@ fsync), so each is rolled back, never merged (docs/decisions.md, "JSONL"):
   be incomplete: a writer rolls it back (recorded like a torn line), and until then readers
   stop at its start.
 * the **bytes of a failed append** that could not be truncated away: the backend never reads
-  past them and cuts them off before its next write (``cut_off``).
+  past them and cuts them off before its next write (``cut_off``), while they are still the end
+  of the file (``Rejected``: another writer may have settled them or written after them).
 
 The record of bytes set aside keeps their offset, length and SHA-256, **never the bytes**: they
 may hold a value that a later forget must erase, and a forget only rewrites the ledger file
@@ -215,6 +216,45 @@ class Recovery:
             self.journal.unlink()
 
 
+class Rejected:
+    """The bytes of a failed append that its own cleanup could not truncate away (a failing
+    disk): where they start, and their length and SHA-256, so that only they are ever cut off.
+
+    Another process may settle them first (a writer rolls them back through the journal, then
+    appends), build on them (no journal could be written, so it read them as events and appended
+    after them), or replace the file (a forget). Cutting at their offset then cut off that
+    process's acknowledged events, a forget's rewrite included. So they are cut, and reads stop
+    at them, only while they are still the end of the same file, byte for byte.
+    """
+
+    def __init__(self, fd: int, at: int, data: bytes) -> None:
+        try:
+            st = os.fstat(fd)
+            end = st.st_size
+            self.ident: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            end, self.ident = at + len(data), None
+        self.at = at
+        self.length = max(0, end - at)
+        self.sha256 = hashlib.sha256(data[: self.length]).hexdigest()
+
+    def still_there(self, path: Path) -> bool:
+        """Whether ``path`` still ends with these bytes (in doubt, True: the cut then reports)."""
+        try:
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if self.ident not in (None, (st.st_dev, st.st_ino)):
+                    return False
+                if st.st_size != self.at + self.length:
+                    return False
+                fh.seek(self.at)
+                return hashlib.sha256(fh.read(self.length)).hexdigest() == self.sha256
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+
+
 def keep_mode(path: Path, fd: int) -> None:
     """Give a forget's rewrite (created 0600) the replaced ledger's mode and group.
 
@@ -257,7 +297,11 @@ def ledger_files(path: Path) -> list[str]:
     """The files of a JSONL ledger that may hold its bytes (the byte scan of an erasure
     certificate): the file, its lock, batch journal and checkpoints, the records of torn lines
     and any rewrite temporary of a forget (``remove_stale_temps``)."""
-    name = path.name
-    fixed = [path, *(path.with_name(f"{name}.{x}") for x in ("lock", "batch", "checkpoints"))]
-    found = sorted(path.parent.glob(f"{glob.escape(name)}.torn-*")) + _temporaries(path, "tmp")
-    return [str(p) for p in fixed + found]
+    fixed, found = [path], []
+    # Through a symlink, the lock, journal and torn records sit beside the file it names.
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else path
+    for base in dict.fromkeys([path, target]):
+        name = base.name
+        fixed += [base.with_name(f"{name}.{x}") for x in ("lock", "batch", "checkpoints")]
+        found += sorted(base.parent.glob(f"{glob.escape(name)}.torn-*"))
+    return [str(p) for p in dict.fromkeys(fixed + found + _temporaries(path, "tmp"))]

@@ -292,11 +292,12 @@ def _source(location: str, *, chunked: bool = True) -> Iterator[tuple[Any, Any]]
     """What ``verify`` reads (``Source``; its chunks only when ``chunked``) and a callable giving
     the ledger's own checkpoint notes."""
     if _is_jsonl(location):
+        from agent_custody_state.backends.jsonl_files import target_of
         from agent_custody_state.backends.jsonl_lines import stored_lines
 
         path = Path(location)
         own = Path(f"{location}.checkpoints")
-        lock = f"{location}.lock"
+        lock = f"{target_of(path)}.lock"  # through a symlink, the writers' lock is beside the file
         fd = os.open(lock, os.O_RDONLY) if os.path.exists(lock) else None
         try:
             notes = lambda: [own.read_text("utf-8")] if own.exists() else []  # noqa: E731

@@ -134,3 +134,13 @@ def test_a_location_of_the_wrong_type_is_refused_naming_it(location: object) -> 
     with pytest.raises(LedgerError) as refused:
         Ledger(location)  # type: ignore[arg-type]
     assert refused.value.field == "location"
+
+
+def test_a_closed_ledgers_backend_still_names_itself(tmp_path: Path) -> None:
+    """``repair`` printed the backend's kind after its ledger closed; plain attributes still
+    read, every call is refused."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.close()
+    assert (ledger.backend.kind, ledger.location) == ("jsonl", str(tmp_path / "ledger.jsonl"))
+    with pytest.raises(LedgerError, match="is closed"):
+        ledger.backend.count()

@@ -278,9 +278,9 @@ def _sealed(batch: list[Any], source: Path) -> CliError | None:
 def cmd_repair(args: argparse.Namespace) -> int:
     # No value is read (flags may say); it cuts a torn line off, so not read-only.
     with open_ledger(args, forget_mode="plain", changes=True) as ledger:
-        repairs = ledger.backend.repair()
+        repairs, kind = ledger.backend.repair(), ledger.backend.kind
     if repairs is None:
-        print(f"{ledger.location}: {ledger.backend.kind} ledgers repair themselves on open")
+        print(f"{ledger.location}: {kind} ledgers repair themselves on open")
     else:
         print("\n".join(repairs) if repairs else f"{args.ledger}: nothing to repair")
     return 0

@@ -215,7 +215,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         backend = self.backend
         if self._life.close(backend.location):
             # Every later use of the backend is refused, reads included (``ClosedBackend``).
-            self.backend = cast(EventBackend, ClosedBackend(self._life))
+            self.backend = cast(EventBackend, ClosedBackend(self._life, backend))
             backend.close()
 
     # -- assert --------------------------------------------------------------------------------

@@ -90,16 +90,20 @@ class Lifecycle:
 
 
 class ClosedBackend:
-    """What a closed ledger holds in place of its backend: every use of it is refused (a
-    ``memory:`` ledger, with nothing to release, went on taking writes after ``close()``)."""
+    """What a closed ledger holds in place of its backend: every call on it is refused (a
+    ``memory:`` ledger, with nothing to release, went on taking writes after ``close()``). Its
+    plain attributes (``kind``, ``location``, ``read_only``) still read, as they did."""
 
-    __slots__ = ("_life",)
+    __slots__ = ("_closed", "_life")
 
-    def __init__(self, life: Lifecycle) -> None:
-        self._life = life
+    def __init__(self, life: Lifecycle, closed: object) -> None:
+        self._life, self._closed = life, closed
 
     def __getattr__(self, name: str) -> Any:
-        raise self._life.refusal()
+        value = getattr(self._closed, name)
+        if callable(value):
+            raise self._life.refusal()
+        return value
 
 
 def open_args(

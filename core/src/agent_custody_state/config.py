@@ -9,12 +9,8 @@ and a variable that is named but not set stops the server at startup, naming it.
 
     ledger = "ledger.sqlite"
     forget_key_env = "FORGET_KEY"
-    forget_mode = "crypto-shred"          # optional; "plain" by default
-    key_store = "/keys/ledger.keys"       # optional; crypto-shred only, default beside the ledger
     retention = "org=P365D,team:*=P90D"
-    key = "memory.key"
-    checkpoint_every = 1000
-    outbox = "/var/lib/memory/removals.outbox"   # optional; default <ledger>.outbox for a file
+    key = "memory.key"                    # every key: docs/configuration.md
 
     [server]
     transport = "http"
@@ -157,7 +153,7 @@ class MemoryConfig(BaseSettings):
     verify: VerifyConfig = Field(default_factory=lambda: VerifyConfig())
     stores: list[StoreConfig] = Field(default_factory=list)
 
-    @field_validator("retention")
+    @field_validator("retention", mode="before")  # a message of ours, not one per union member
     @classmethod
     def _retention_parses(cls, value: Any) -> Any:
         try:
@@ -268,10 +264,14 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
     file = Path(path) if path is not None else None
     raw: dict[str, Any] = {}
     if file is not None:
+        if file.is_dir():
+            raise ConfigError(f"config file {file} is a folder; name the TOML file in it")
         if not file.is_file():
             raise ConfigError(f"config file {file} does not exist")
         try:
             raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:  # unreadable (permissions, I/O): one line naming the file
+            raise ConfigError(f"config file {file}: cannot read it: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
         except UnicodeDecodeError as exc:  # Python's own message names no file

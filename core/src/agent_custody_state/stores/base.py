@@ -12,6 +12,7 @@ a blocking SDK runs its calls in a worker thread (``kit.run_sync``).
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -27,6 +28,8 @@ Verification = Literal["verified", "stillIndexed", "unverified", "failed"]
 _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()  # stores are built while other stores' calls raise errors
 _PASSWORD_PARAM = re.compile(r"password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+#: The password of a URL's userinfo (``scheme://user:password@host``), wherever a URL appears.
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*):[^\s/?#]*@")
 
 
 def register_secret(value: str) -> None:
@@ -48,12 +51,31 @@ def register_secret(value: str) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` with every registered secret replaced by ``***``."""
+    """``text`` with every registered secret, and the password of every URL in it (a store's
+    ``host`` or ``base_url`` given as ``https://user:password@proxy``), replaced by ``***``."""
     with _SECRETS_LOCK:
         secrets = sorted(_SECRETS, key=len, reverse=True)
     for secret in secrets:
         text = text.replace(secret, "***")
-    return text
+    return _URL_PASSWORD.sub(r"\1:***@", text)
+
+
+class _Redacting(logging.Filter):
+    """Applies ``redact`` to a log record: httpx logs every request's URL at INFO, userinfo
+    (and so a password) included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+_REDACTING = _Redacting()
+for _name in ("httpx", "httpcore"):  # the HTTP clients every vendor SDK here runs on
+    if _REDACTING not in logging.getLogger(_name).filters:
+        logging.getLogger(_name).addFilter(_REDACTING)
 
 
 class StoreError(Exception):

@@ -12,7 +12,9 @@ short-lived client per operation, so a store is not tied to one event loop).
 * remove: ``DELETE /api/v1/datasets/{dataset}/data/{data}``. It answers 200 for unknown ids too,
   so its status proves nothing; only the listing does.
 * verify: ``GET /api/v1/datasets/{dataset}/data`` (camelCase): gone when neither the data id
-  nor any item whose ``externalMetadata.factId`` is the fact's is listed.
+  nor any item whose ``externalMetadata.factId`` is the fact's is listed. A 404 there proves
+  nothing (Cognee answers it for a dataset the credentials may not read, too), so the check
+  raises and the removal is reported ``unverified``.
 * held_ids (the copies a failed put may have left): the same listing, by ``factId``; a dataset
   configured by name and never answered for is found in ``GET /api/v1/datasets``.
 
@@ -224,7 +226,15 @@ class CogneeStore:
                 params={"limit": self.page_size, "offset": page * self.page_size},
             )  # fmt: skip
             if response.status_code == 404:
-                return found  # no dataset, no items
+                if data_id is not None:
+                    # Cognee answers 404 for a dataset that is gone *and* for one these
+                    # credentials may not read: not a proof that the item is gone.
+                    raise StoreError(
+                        self.name,
+                        f"{what}: Cognee answered 404 for dataset {dataset_id}: it is gone, or "
+                        "these credentials may not read it; the removal cannot be verified",
+                    )
+                return found  # no dataset, no items (nothing a failed put could have left)
             if response.status_code != 200:
                 raise self._refused(what, response)
             items = response.json()

@@ -17,6 +17,8 @@ holds them to the server's real conventions:
 
 Identical content re-added to a dataset maps onto the existing ``data_id`` (the item's
 label and metadata are updated in place); switch off with ``fake.dedupe = False``.
+A dataset id put in ``fake.unreadable`` answers 404 to every route while its items stay, as
+Cognee answers for a dataset the user has no permission on.
 Credentials: ``X-Api-Key: <api_key>`` and/or ``Authorization: Bearer <token>``, whichever
 are configured; with neither configured the fake is open, like a server run with
 ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
@@ -75,6 +77,9 @@ class FakeCognee(FakeVendorServer):
         self.owner_id = owner_id or str(uuid.uuid4())
         self.datasets: dict[str, dict[str, Any]] = {}
         self.raw_data: dict[str, bytes] = {}
+        #: dataset ids these credentials may not read: listing and deleting answer 404, as
+        #: Cognee does for a dataset without the user's permission, while the items stay
+        self.unreadable: set[str] = set()
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is not None:
@@ -125,7 +130,7 @@ class FakeCognee(FakeVendorServer):
     def _dataset(self, dataset_id: str) -> dict[str, Any]:
         _require_uuid(dataset_id, "dataset_id")
         dataset = self.datasets.get(dataset_id)
-        if dataset is None:
+        if dataset is None or dataset_id in self.unreadable:
             raise Abort(
                 self.error(404, f"Dataset ({dataset_id}) not found.", "DatasetNotFoundError")
             )
@@ -145,7 +150,7 @@ class FakeCognee(FakeVendorServer):
 
     def _list(self, request: Request, params: dict[str, str]) -> Reply:
         _require_uuid(params["dataset_id"], "dataset_id")
-        if params["dataset_id"] not in self.datasets:
+        if params["dataset_id"] not in self.datasets or params["dataset_id"] in self.unreadable:
             return json_reply(404, {"message": f"Dataset ({params['dataset_id']}) not found."})
         rows = [r for r in self._indexed() if r["datasetId"] == params["dataset_id"]]
         offset = int(request.arg("offset") or 0)

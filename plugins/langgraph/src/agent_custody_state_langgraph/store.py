@@ -10,9 +10,12 @@ LangGraph agent already searches, under custody::
                 "factId", "space", "actor", "provenance", "receiptId", "validFrom", "source"}
 
 Removal is ``delete`` (idempotent in every BaseStore). ``held_ids`` (the copies a failed put
-may have left) reads the key and searches the fact's namespace by the ``factId`` filter. Verification asks twice, as every adapter
-should: ``get`` by key is None, and a ``search`` filtered by ``factId`` (plus a vector search for
-the content when an index is configured) returns neither the key nor any item of the fact.
+may have left) reads the key and searches the fact's namespace by the ``factId`` filter.
+Verification asks twice, as every adapter should: ``get`` by key is None, and a ``search`` of
+*every* namespace filtered by ``factId`` (plus a vector search for the content when an index is
+configured) returns neither the key nor any item of the fact: an item written under an earlier
+``namespace`` setting is not where the fact's namespace is now, but it is the fact all the same
+(reported, not removed, like a copy under another key).
 
 Works with any BaseStore; :func:`build` opens LangGraph's own InMemoryStore, SqliteStore or
 PostgresStore from the settings. The sync API runs in worker threads (``storekit.call_sdk``): the
@@ -87,10 +90,15 @@ class LangGraphStore:
             )
         return labels
 
+    def _elsewhere(self, fact: Fact) -> list[Any]:
+        """Items of the fact in *every* namespace: one written under an earlier ``namespace``
+        setting is not where ``namespace_for`` looks now, but it is the fact all the same."""
+        return self.base.search((), filter={"factId": fact.fact_id}, limit=self.top_k)
+
     def _verify_removed(self, namespace: tuple[str, ...], key: str, fact: Fact) -> bool:
         if self.base.get(namespace, key) is not None:
             return False
-        hits = self.base.search(namespace, filter={"factId": fact.fact_id}, limit=self.top_k)
+        hits = self._elsewhere(fact)
         if self.indexed:
             hits += self.base.search(namespace, query=fact_text(fact), limit=self.top_k)
         # A hit under another key that carries the fact id is the fact too.
@@ -140,6 +148,16 @@ def _index(settings: LangGraphSettings, name: str) -> dict[str, Any] | None:
     return {"dims": settings.index_dimensions, "embed": embed, "fields": ["content"]}
 
 
+def _drop_orphan_vectors(conn: sqlite3.Connection) -> None:
+    """Delete the embeddings whose item is gone: left by deletes made with foreign keys off
+    (before this adapter turned them on, or by another program)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'store_vectors'").fetchone():
+        conn.execute(
+            "DELETE FROM store_vectors WHERE NOT EXISTS (SELECT 1 FROM store "
+            "WHERE store.prefix = store_vectors.prefix AND store.key = store_vectors.key)"
+        )
+
+
 def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Callable[[], None]]:
     """LangGraph's own store for ``settings.backend``, set up, with a function that closes it."""
     index = _index(settings, name)
@@ -156,8 +174,13 @@ def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Cal
             # A removed fact's bytes must not stay in the file's free space; secure_delete's
             # default depends on how the SQLite library was built (SQLite's own default is off).
             conn.execute("PRAGMA secure_delete=ON")
+            # An item's embeddings (``store_vectors``, a derived form of the value) go with it
+            # only by ``ON DELETE CASCADE``, which SQLite enforces only with foreign keys on;
+            # LangGraph's own connections leave them off, so a delete kept the vectors.
+            conn.execute("PRAGMA foreign_keys=ON")
             sqlite_store = SqliteStore(conn, index=index)  # type: ignore[arg-type]
             sqlite_store.setup()
+            _drop_orphan_vectors(conn)
             return sqlite_store, conn.close
         from langgraph.store.postgres import PostgresStore
         from psycopg import Connection

@@ -37,7 +37,10 @@ class LettaSettings(BaseModel):
     tags: list[str] = Field(default_factory=list, description="Extra tags added to every passage.")
     timeout: float = Field(default=30.0, gt=0, description="Seconds per HTTP request.")
     max_retries: int = Field(
-        default=2, ge=0, description="SDK retries on 408/409/429/5xx and connection errors."
+        default=2,
+        ge=0,
+        description="SDK retries on 408/409/429/5xx and connection errors (never of a passage "
+        "create: Letta takes no idempotency key, so a retry could write the passage twice).",
     )
 
     @field_validator("tags")

@@ -9,6 +9,12 @@ by that tag; the query is the tag itself, since the filter does the matching).
 ``passages.create`` answers a *list*: a server may split one text into several passages. Every
 id is recorded; the external id is their comma-joined list, and removal deletes each one.
 
+``passages.create`` is not retried by the SDK (its other calls are): Letta takes no
+idempotency key, so a retry after a timeout or a 5xx the server answered *after* writing (a
+gateway's 504) would write a second passage, and the put would record only the second one's id;
+the first would outlive every forget. Unretried, the put fails instead, and the core finds the
+copy it may have left by the ``fact:`` tag (``held_ids``) and removes it.
+
 ``letta-client`` is synchronous here (its httpx client is thread-safe and, unlike the async
 one, not bound to one event loop), so every call runs in a worker thread.
 """
@@ -69,10 +75,18 @@ class LettaStore:
         except APIError as exc:
             raise StoreError(self.name, f"{what} failed: {exc}") from exc
 
+    def _creator(self) -> Letta:
+        """The client without SDK retries, for the create (see the module docstring); the same
+        connections and credentials (``with_options`` would fall back to ``LETTA_API_KEY`` for
+        a client without a key)."""
+        creator = self.client.with_options(max_retries=0)
+        creator.api_key = self.client.api_key
+        return creator
+
     async def put(self, fact: Fact) -> str:
         passages = await self._call(
             f"writing fact {fact.fact_id} to agent {self.agent_id}",
-            self.client.agents.passages.create,
+            self._creator().agents.passages.create,
             self.agent_id,
             text=fact_text(fact),
             tags=custody_tags(fact, self.tags),

@@ -19,6 +19,9 @@ targets longer than 8 KiB answer 414, as the nginx (or CDN) in front of a Letta 
 server that chunks long text would; the SDK's list return type allows it, so adapters must keep
 every id.
 
+``fake.store_then_fail = N`` makes the next N adds store their passages and then answer 504, as
+a gateway does that timed out while the server wrote: the client cannot tell that it did.
+
 Agents must be registered first (``FakeLetta(agents=[...])`` or ``fake.add_agent()``); an
 unknown agent is a 404 and an id not shaped ``agent-<uuid>`` is a 422, as on the server.
 
@@ -86,6 +89,7 @@ class FakeLetta(FakeVendorServer):
     def __init__(self, *, api_key: str | None = "test-key", agents: Iterable[str] = ()) -> None:
         super().__init__(api_key=api_key)
         self.chunks = 1
+        self.store_then_fail = 0
         self.agents: dict[str, dict[str, str]] = {}
         for agent_id in agents:
             self.add_agent(agent_id)
@@ -145,6 +149,9 @@ class FakeLetta(FakeVendorServer):
             }  # fmt: skip
             self._store(passage_id, passage)
             passages.append(passage)
+        if self.store_then_fail > 0:
+            self.store_then_fail -= 1
+            return self.error(504, "Gateway Timeout")
         return json_reply(200, passages)
 
     def _list(self, request: Request, params: dict[str, str]) -> Reply:

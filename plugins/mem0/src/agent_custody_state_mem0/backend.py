@@ -43,6 +43,10 @@ class Mem0Backend(Protocol):
     def delete(self, memory_id: str) -> None:
         """Delete the memory; a memory that is already gone is not an error."""
 
+    def residue(self, memory_id: str) -> bool:
+        """Whether the memory's text is still kept beside it (the local history table).
+        Optional: a backend without it is taken to keep nothing beside the memory."""
+
     def by_fact(self, fact_id: str) -> list[Record]:
         """Memories of the configured scope whose metadata ``factId`` is ``fact_id``."""
 

@@ -3,6 +3,11 @@
 Writes use ``infer=False``, so no LLM is ever called; mem0 still builds one at startup, so a
 placeholder is configured when the settings name none. Calls are serialised: the embedded
 vector stores (qdrant's local mode in particular) are not safe across threads.
+
+``Memory`` keeps a history of every memory in its SQLite ``history_db_path``, and its ``delete``
+*adds* a row holding the deleted text (``old_memory``): the value would outlive the forget on
+disk. ``delete`` therefore also removes the memory's history rows, with SQLite's
+``secure_delete`` on so the freed pages are zeroed, and ``residue`` reports rows still there.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ class LocalBackend:
         mem0 = import_mem0(settings)
         self._memory = mem0.Memory.from_config(local_config(settings, store))
         self._lock = threading.Lock()
+        self._history("PRAGMA secure_delete=ON")
         self._scope = {"user_id": settings.user_id}
         if settings.agent_id:
             self._scope["agent_id"] = settings.agent_id
@@ -87,11 +93,32 @@ class LocalBackend:
             record = self._memory.get(memory_id)
         return record if isinstance(record, dict) else None
 
+    def _history(self, statement: str, *params: Any) -> list[Any]:
+        """Run one statement on ``Memory``'s history database, under its own lock."""
+        db = getattr(self._memory, "db", None)
+        if db is None:  # no history kept
+            return []
+        with db._lock:
+            rows: list[Any] = db.connection.execute(statement, params).fetchall()
+            db.connection.commit()
+        return rows
+
     def delete(self, memory_id: str) -> None:
         with self._lock:
             # Memory.delete raises a bare ValueError for an unknown id; look first instead.
             if self._memory.get(memory_id) is not None:
                 self._memory.delete(memory_id)
+            # Also when already gone: a delete interrupted before this left the text here.
+            self._history("DELETE FROM history WHERE memory_id = ?", memory_id)
+
+    def residue(self, memory_id: str) -> bool:
+        with self._lock:
+            rows = self._history(
+                "SELECT 1 FROM history WHERE memory_id = ? AND "
+                "(old_memory IS NOT NULL OR new_memory IS NOT NULL) LIMIT 1",
+                memory_id,
+            )
+        return bool(rows)
 
     def by_fact(self, fact_id: str) -> list[Record]:
         # Local filters take metadata keys at the top level, beside the entity ids.

@@ -122,6 +122,10 @@ class PlatformBackend:
         with contextlib.suppress(self._not_found):
             self.client.delete(memory_id)
 
+    def residue(self, memory_id: str) -> bool:
+        # The platform's history of a deleted memory has no documented delete; not checked.
+        return False
+
     def by_fact(self, fact_id: str) -> list[Record]:
         reply = self.client.get_all(
             filters=self._filters({"metadata": {"factId": fact_id}}), page_size=_PAGE

@@ -12,9 +12,14 @@ it a different hash and a memory of its own. ``unique_text`` appends the marker 
 
 ``held_ids`` (the copies a failed put may have left) is the metadata-filtered listing by
 ``factId``: never a memory of another fact, even one mem0 merged this fact into. An add still
-pending on the platform when the put gave up is not listed until it completes.
+pending on the platform when the put gave up is not listed until it completes, so the store
+remembers the add events it stopped waiting for: while one of a fact's is still pending,
+``held_ids`` raises (it cannot promise there is no copy; the core records the cleanup as owed
+and retries it) and ``verify_removed`` answers not removed. The memory is in-process: after a
+restart the listing alone answers.
 
-``verify_removed`` is true only when the memory id reads as not found, no memory of the scope
+``verify_removed`` is true only when the memory id reads as not found, its text is kept nowhere
+beside it (the local ``Memory``'s history table, ``LocalBackend.residue``), no memory of the scope
 carries the fact's ``factId`` (a metadata-filtered listing), and a threshold-free search for the
 fact text returns neither the id nor the ``factId``.
 """
@@ -69,6 +74,8 @@ class Mem0Store:
         self.backend = backend
         self.unique_text = unique_text
         self.event_wait_seconds = event_wait_seconds
+        #: fact id -> add events a put stopped waiting for (they may still create a memory)
+        self._given_up: dict[str, list[str]] = {}
 
     async def _call(self, what: str, func: Callable[..., T], *args: Any) -> T:
         return await call_sdk(self.name, what, func, *args)
@@ -137,6 +144,7 @@ class Mem0Store:
             settled, attempts=None, delay=0.1, max_delay=2.0, timeout=self.event_wait_seconds
         )
         if not finished:
+            self._given_up.setdefault(fact.fact_id, []).append(event_id)
             raise StoreError(
                 self.name,
                 f"add event {event_id} still pending after {self.event_wait_seconds:g}s; if "
@@ -153,12 +161,37 @@ class Mem0Store:
     async def remove(self, external_id: str, fact: Fact) -> None:
         await self._call("delete", self.backend.delete, external_id)
 
+    async def _still_pending(self, fact: Fact) -> str | None:
+        """An add event of the fact a put gave up on that has not settled yet, if any."""
+        for event_id in list(self._given_up.get(fact.fact_id, [])):
+            state = await self._call("add (event poll)", self.backend.event, event_id)
+            if not state.done:
+                return event_id
+            events = self._given_up.get(fact.fact_id, [])  # a concurrent call may have pruned
+            if event_id in events:
+                events.remove(event_id)  # settled: the listing shows its memory
+        if not self._given_up.get(fact.fact_id):
+            self._given_up.pop(fact.fact_id, None)
+        return None
+
     async def held_ids(self, fact: Fact) -> list[str]:
+        pending = await self._still_pending(fact)
+        if pending is not None:
+            raise StoreError(
+                self.name,
+                f"add event {pending} of fact {fact.fact_id} is still pending; the memory it "
+                "may create cannot be looked up yet",
+            )
         records = await self._call("list by factId", self.backend.by_fact, fact.fact_id)
         return [str(r["id"]) for r in records if r.get("id") and _owner(r) == fact.fact_id]
 
     async def verify_removed(self, external_id: str, fact: Fact) -> bool:
+        if await self._still_pending(fact) is not None:
+            return False  # an add of the fact may still create a memory
         if await self._call("get", self.backend.get, external_id) is not None:
+            return False
+        residue = getattr(self.backend, "residue", None)  # optional: only a backend keeping text
+        if residue is not None and await self._call("history", residue, external_id):
             return False
         if await self._call("list by factId", self.backend.by_fact, fact.fact_id):
             return False

@@ -179,7 +179,8 @@ def check_certificate(envelope: dict[str, Any], pem: bytes) -> dict[str, Any]:
     files: Any = scan.get("files", []) if isinstance(scan, dict) else None
     need(isinstance(files, list) and isinstance(stores, list), "scan or stores are malformed")
     need(all(isinstance(x, dict) for x in files + stores), "scan or stores are malformed")
-    dirty = scan.get("hits") or v.get("keysNotFound") or any("error" in f for f in files)
+    dirty = scan.get("hits") or v.get("keysNotFound") or v.get("residue")
+    dirty = dirty or any("error" in f for f in files)
     dirty = dirty or any(s.get("verification") != "verified" for s in stores)
     need(p["outcome"] == "partial" or not dirty, "outcome is complete, but it is not")
     need(p["outcome"] == "complete" or p["incomplete"], "outcome is partial, nothing incomplete")

@@ -25,6 +25,7 @@ from agent_custody_state.ledger.files import (
     check_folder,
     create_private,
     open_private,
+    refuse_hard_links,
 )
 from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore, KeyStoreError
 from agent_custody_state.ledger.model import (
@@ -103,6 +104,7 @@ __all__ = [
     "json_loads",
     "open_private",
     "poll",
+    "refuse_hard_links",
     "resolve_ref",
     "run_sync",
     "secret_from_env",

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.jsonl_files import check_regular, replace_file, target_of
+from agent_custody_state.backends.jsonl_files import checkpoint_log as own_checkpoint_log
 from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, shared_lines
 from agent_custody_state.backends.jsonl_readonly import LockFile, refuse_section
 from agent_custody_state.backends.jsonl_recovery import Recovery, Rejected, ledger_files, write_all
@@ -34,7 +35,7 @@ from agent_custody_state.backends.keystore_file import SidecarKeys
 from agent_custody_state.fastjson import loads
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.checkpoints import FileCheckpointLog
-from agent_custody_state.ledger.files import check_folder, open_private
+from agent_custody_state.ledger.files import check_folder, names_of, open_private, refuse_hard_links
 from agent_custody_state.ledger.model import (
     Event,
     ForgetEvent,
@@ -79,6 +80,11 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         self._recovery = Recovery(file, self.location, on_torn)
         check_folder(self.path, self.location)  # never created: SPEC 3
         check_folder(file, self.location)
+        # Key store, mode mark and checkpoints are named after the file itself, whatever
+        # spelling was given (``FileNames``); a file with other hard links is not written.
+        self._names = names_of(self)
+        if not read_only:
+            refuse_hard_links(self.path, self.location)
         lock = file.with_name(file.name + ".lock")
         self._lock_file = LockFile(self.path, lock, self.location, read_only=read_only)
         self._init_transactions()
@@ -225,7 +231,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
 
     def local_files(self) -> list[str]:
         """The ledger and every sidecar of it (``jsonl_recovery.ledger_files``)."""
-        return ledger_files(self.path)
+        return ledger_files(self.path, self._names)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -376,8 +382,9 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         return shared_lines(self.path, self._shared)
 
     def checkpoint_log(self) -> FileCheckpointLog:
-        """``<file>.checkpoints``: signed notes beside the ledger (``ledger.checkpoints``)."""
-        return FileCheckpointLog(f"{self.path}.checkpoints")
+        """``<file>.checkpoints``: signed notes beside the ledger file itself, and those an older
+        version kept beside a symlink to it (``ledger.checkpoints``)."""
+        return own_checkpoint_log(self.path, self._names)
 
     def close(self) -> None:
         if not self._closed:

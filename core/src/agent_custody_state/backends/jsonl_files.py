@@ -7,7 +7,8 @@
   renames it over the file. Through a symlink, the file replaced is the one the link points to:
   renaming over the link itself turned the link into a plain copy and left every value, the
   forgotten one included, in the file it had pointed to. The caller fsyncs the folder of the
-  file returned.
+  file returned. A file with other names (hard links) is not replaced: they would keep every
+  value the forget erases (``files.refuse_hard_links``; the open refuses such a file too).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from agent_custody_state.backends.jsonl_recovery import keep_mode, remove_stale_temps, write_all
 from agent_custody_state.ledger.backend import EventBackendError
-from agent_custody_state.ledger.files import open_private
+from agent_custody_state.ledger.checkpoints import FileCheckpointLog
+from agent_custody_state.ledger.files import FileNames, open_private, refuse_hard_links
 
 
 def check_regular(path: Path, location: str) -> None:
@@ -39,6 +41,13 @@ def check_regular(path: Path, location: str) -> None:
         )
 
 
+def checkpoint_log(path: Path, names: FileNames | None = None) -> FileCheckpointLog:
+    """A JSONL ledger's own checkpoints: ``<file>.checkpoints`` beside the file itself, whatever
+    spelling ``path`` is, and those an older version kept beside a symlink to it (read only)."""
+    names = names if names is not None else FileNames.of(path)
+    return FileCheckpointLog(names.sidecar("checkpoints"), also=names.legacy("checkpoints"))
+
+
 def target_of(path: Path) -> Path:
     """The file ``path`` names: itself, or through a symlink the file the link resolves to."""
     return Path(os.path.realpath(path)) if os.path.islink(path) else path
@@ -49,6 +58,7 @@ def replace_file(path: Path, data: bytes) -> Path:
     it, with its mode and group); returns the file replaced. Temporaries a crashed forget left
     are removed first; this one is removed if anything fails before the rename."""
     target = target_of(path)
+    refuse_hard_links(target, str(path))  # a link made since the open would keep the values
     tmp = target.with_name(f".{target.name}.{os.getpid()}.forget.tmp")
     try:
         remove_stale_temps(path)

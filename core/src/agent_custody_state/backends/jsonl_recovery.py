@@ -37,7 +37,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.ledger.backend import EventBackendError
-from agent_custody_state.ledger.files import PRIVATE_MODE, open_private
+from agent_custody_state.ledger.files import PRIVATE_MODE, FileNames, open_private, real_file
 
 log = logging.getLogger("agent_custody_state.backends.jsonl")
 
@@ -293,15 +293,20 @@ def _temporaries(path: Path, suffix: str) -> list[Path]:
     return sorted(found)
 
 
-def ledger_files(path: Path) -> list[str]:
+def ledger_files(path: Path, names: FileNames | None = None) -> list[str]:
     """The files of a JSONL ledger that may hold its bytes (the byte scan of an erasure
-    certificate): the file, its lock, batch journal and checkpoints, the records of torn lines
-    and any rewrite temporary of a forget (``remove_stale_temps``)."""
-    fixed, found = [path], []
-    # Through a symlink, the lock, journal and torn records sit beside the file it names.
-    target = Path(os.path.realpath(path)) if os.path.islink(path) else path
-    for base in dict.fromkeys([path, target]):
-        name = base.name
-        fixed += [base.with_name(f"{name}.{x}") for x in ("lock", "batch", "checkpoints")]
-        found += sorted(base.parent.glob(f"{glob.escape(name)}.torn-*"))
-    return [str(p) for p in dict.fromkeys(fixed + found + _temporaries(path, "tmp"))]
+    certificate), by their own names whatever spelling ``path`` is (``files.FileNames``): the
+    file, its lock, batch journal and checkpoints (and checkpoints an older version kept beside
+    a symlink), the records of torn lines and any rewrite temporary of a forget
+    (``remove_stale_temps``)."""
+    names = names if names is not None else FileNames.of(path)
+    real = names.real
+    fixed = [real, *(names.sidecar(x) for x in ("lock", "batch", "checkpoints"))]
+    found: list[Path] = []
+    for base in [real, *names.aliases]:  # what older versions put beside a symlink, too
+        if base != real:
+            fixed += [base.with_name(f"{base.name}.{x}") for x in ("lock", "batch")]
+        found += sorted(base.parent.glob(f"{glob.escape(base.name)}.torn-*"))
+    fixed += names.legacy("checkpoints")
+    temporaries = [real_file(p) for p in _temporaries(path, "tmp")]
+    return [str(p) for p in dict.fromkeys(fixed + found + temporaries)]

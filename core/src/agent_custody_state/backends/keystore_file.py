@@ -1,9 +1,10 @@
 """The file key store: a SQLite database of its own, never inside the ledger's files.
 
-The default for file ledgers is ``<ledger>.keys`` beside the ledger (``ledger.jsonl.keys``,
-``ledger.sqlite.keys``); ``key_store=`` / ``--key-store`` puts it anywhere else, and it belongs
-on another volume than the events when backups copy whole folders. Not a table in the SQLite
-ledger's own file: every backup of that file would then carry the keys with the ciphertext.
+The default for file ledgers is ``<ledger>.keys`` beside the ledger file itself, every symlink
+resolved (``ledger.jsonl.keys``, ``ledger.sqlite.keys``; ``SidecarKeys``); ``key_store=`` /
+``--key-store`` puts it anywhere else, and it belongs on another volume than the events when
+backups copy whole folders. Not a table in the SQLite ledger's own file: every backup of that
+file would then carry the keys with the ciphertext.
 
 Settings chosen for erasure and durability:
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agent_custody_state.ledger.files import names_of, real_file
 from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
 from agent_custody_state.ledger.modemark import CRYPTO_SHRED, ModeMark
 
@@ -89,8 +91,10 @@ class FileKeyStore(KeyStore):
             raise
 
     def local_files(self) -> list[str]:
-        """The key file and its rollback journal."""
-        return [str(self.path), f"{self.path}-journal"]
+        """The key file and its rollback journal, by the file's own name (SQLite keeps the
+        journal beside the file a symlink names)."""
+        real = real_file(self.path)
+        return [str(real), f"{real}-journal"]
 
     def _setup(self) -> None:
         conn = self._conn
@@ -211,15 +215,48 @@ class SidecarKeys:
     file key store ``<ledger>.keys`` beside it by default, never inside the ledger's file,
     which every backup copies whole. That sidecar's existence also marks the file as written in
     crypto-shred mode (``recorded_forget_mode``) when nothing else records it: ledgers written
-    before the mark existed (``ledger.modemark``)."""
+    before the mark existed (``ledger.modemark``).
+
+    The default is named after the file itself, every symlink resolved (``files.FileNames``):
+    one ledger opened as ``a.jsonl``, through a link ``b.jsonl -> a.jsonl`` or by a relative
+    path has one key store. One an older version created beside a link (``b.jsonl.keys``) is
+    used when none is beside the file (a writer links the file's own name to it), and two are
+    refused naming both: which one holds a fact's key cannot be told."""
 
     path: Path
 
     def keystore(self, location: str | None = None) -> FileKeyStore:
-        return FileKeyStore(location if location is not None else f"{self.path}.keys")
+        return FileKeyStore(location if location is not None else self._default_keys())
+
+    def _default_keys(self) -> str:
+        names = names_of(self)
+        where = names.find("keys", "key store", getattr(self, "location", str(self.path)))
+        own = names.sidecar("keys")
+        if where != own and not getattr(self, "read_only", False):
+            # Named after a symlink by an older version: the file's own name becomes a link to
+            # it, so every spelling reaches it, also once the symlink to the ledger is gone.
+            target = where.name if where.parent == own.parent else str(real_file(where))
+            with suppress(OSError):  # another opener made it first, or a read-only folder
+                os.symlink(target, own)
+            if real_file(own) == real_file(where):
+                return str(own)
+        return str(where)
 
     def recorded_forget_mode(self) -> ModeMark | None:
         recorded: ModeMark | None = super().recorded_forget_mode()  # type: ignore[misc]
-        if recorded is None and os.path.exists(f"{self.path}.keys"):
-            return ModeMark(CRYPTO_SHRED, f"{self.path}.keys", inferred=True)
+        names = names_of(self)
+        found = [f"{names.real}.keys", *map(str, names.legacy("keys"))]
+        if recorded is None:
+            there = next((p for p in found if os.path.exists(p)), None)
+            return None if there is None else ModeMark(CRYPTO_SHRED, there, inferred=True)
+        store = recorded.key_store
+        if store is None or os.path.isabs(store) or "://" in store or os.path.exists(store):
+            return recorded
+        # A relative path that names nothing from here: the default key store recorded as its
+        # writer spelled the ledger (``ledger.jsonl.keys``, from its working folder). If it
+        # has this ledger's default name and that key store is there, it is this one.
+        own = {os.path.basename(p) for p in found} | {f"{a.name}.keys" for a in names.aliases}
+        there = next((p for p in found if os.path.exists(p)), None)
+        if there is not None and os.path.basename(store) in own:
+            return ModeMark(recorded.mode, there, inferred=recorded.inferred)
         return recorded

@@ -166,8 +166,12 @@ def _check_not_own(ledger: Any, target: Path | None, out: str) -> None:
     files = list(backend.local_files() or [])
     keys = getattr(backend, "keys", None)
     files += (keys.local_files() or []) if keys is not None else []
-    if is_path(ledger.location):
-        files += [f"{ledger.location}.{x}" for x in ("mode", "keys")]
+    if is_path(ledger.location):  # the sidecars of the file itself, whatever spelling names it
+        from agent_custody_state.ledger.files import FileNames
+
+        names = FileNames.of(ledger.location)
+        for suffix in ("mode", "keys", "outbox", "checkpoints"):
+            files += [str(names.sidecar(suffix)), *map(str, names.legacy(suffix))]
     real = os.path.realpath(target)
     if any(os.path.realpath(f) == real for f in files):
         raise CliError(f"--out {out} is a file of the ledger {ledger.location}; name another file")

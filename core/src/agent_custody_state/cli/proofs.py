@@ -157,7 +157,7 @@ def _opener(args: argparse.Namespace) -> Iterator[Any]:
     named = args.key_store is not None or args.forget_mode == CRYPTO_SHRED
     where = args.key_store
     if where == "default":
-        where = f"{args.ledger}.keys" if is_path(args.ledger) else None
+        where = _default_keys(args.ledger) if is_path(args.ledger) else None
     if _is_jsonl(args.ledger):
         marks = _file_marks(Path(args.ledger))
         mark = marks.recorded_forget_mode()
@@ -167,7 +167,7 @@ def _opener(args: argparse.Namespace) -> Iterator[Any]:
                     raise plain_ledger(args.ledger)
                 yield None
                 return
-            where = mark.key_store or f"{args.ledger}.keys"
+            where = mark.key_store or _default_keys(args.ledger)
         if not Path(where).is_file():
             if args.key_store is not None:
                 raise no_key_store(where)
@@ -184,6 +184,15 @@ def _opener(args: argparse.Namespace) -> Iterator[Any]:
     with open_ledger(mode, chain=False) as ledger:  # never creates or marks (read only)
         shred = ledger.forget_mode == CRYPTO_SHRED
         yield value_opener(ledger.backend.keystore()) if shred else None
+
+
+def _default_keys(ledger: str) -> str:
+    """A file ledger's default key store, as its backend finds it whatever spelling names the
+    ledger (``files.FileNames``: beside the file itself, or one an older version named after a
+    symlink)."""
+    from agent_custody_state.ledger.files import FileNames
+
+    return str(FileNames.of(ledger).find("keys", "key store", ledger))
 
 
 def _file_marks(path: Path) -> Any:
@@ -292,15 +301,15 @@ def _source(location: str, *, chunked: bool = True) -> Iterator[tuple[Any, Any]]
     """What ``verify`` reads (``Source``; its chunks only when ``chunked``) and a callable giving
     the ledger's own checkpoint notes."""
     if _is_jsonl(location):
-        from agent_custody_state.backends.jsonl_files import target_of
+        from agent_custody_state.backends.jsonl_files import checkpoint_log, target_of
         from agent_custody_state.backends.jsonl_lines import stored_lines
 
         path = Path(location)
-        own = Path(f"{location}.checkpoints")
+        own = checkpoint_log(path)  # beside the file itself, whatever spelling names it
         lock = f"{target_of(path)}.lock"  # through a symlink, the writers' lock is beside the file
         fd = os.open(lock, os.O_RDONLY) if os.path.exists(lock) else None
         try:
-            notes = lambda: [own.read_text("utf-8")] if own.exists() else []  # noqa: E731
+            notes = lambda: ["\n".join(own.notes())]  # noqa: E731
             yield Source(stored_lines(path, fd), None, None), notes
         finally:
             if fd is not None:

@@ -10,6 +10,14 @@ the places where the value's bytes still occur, in the forms a value takes on di
   its ASCII-only spelling (``\\uXXXX``) where that differs;
 - ``base64``: the UTF-8 forms in base64, at each of the three byte alignments a value can have
   inside a longer base64 text (only the characters every alignment fixes are searched).
+- ``fragment``: for a UTF-8 form longer than ``FRAGMENT_FROM`` bytes, slices of ``FRAGMENT``
+  bytes every ``stride`` bytes (``fragment_stride``): a long value is not stored in one run of
+  bytes (SQLite overflow pages, each led by a page pointer; PostgreSQL TOAST chunks of about
+  2,000 bytes; WAL frames of those pages), so the whole value is never found while pieces of it
+  remain. Any run of ``stride + FRAGMENT - 1`` bytes of the value holds a whole slice; up to
+  ``MAX_FRAGMENTS`` slices per form (a longer value's stride grows). A value stored compressed
+  (PostgreSQL's TOAST compression) is found in no form: the backend reports what its compaction
+  left instead (``Forgetting``'s residue, docs/forget.md).
 
 A value given as ``bytes`` (a crypto-shred data key) is searched ``raw`` (a BLOB or ``bytea``
 column, a WAL record), in ``base64`` at the three alignments and in ``hex`` (PostgreSQL's text
@@ -18,7 +26,12 @@ form of ``bytea``, a dump).
 A hit counts any copy of those bytes, also one belonging to another fact with the same value:
 the scan can only say that the bytes are gone, never which fact a copy belongs to, so a hit is
 reported as such and never explained away. Short values are searched only with their quotes
-(``"pro"``), or every ``provenance`` would count.
+(``"pro"``), or every ``provenance`` would count; a number, boolean or other value that is not
+a string and whose JSON text is shorter than ``MIN_RAW`` bytes (``1``, ``true``, ``[2]``) has no
+quotes to carry it, so it is searched ``keyed``, as the ledger writes it between its key and
+the next (``"value":1,``, and that escaped once more), or every ``1`` of every timestamp would
+count. A
+``null`` value is not searched: the forget writes ``null`` in its place.
 """
 
 from __future__ import annotations
@@ -34,6 +47,15 @@ from agent_custody_state.canonical import js_json
 
 #: A string shorter than this (in UTF-8 bytes) is searched only as quoted JSON.
 MIN_RAW = 8
+#: A UTF-8 form longer than this is also searched by its slices (``fragment``).
+FRAGMENT_FROM = 256
+#: The length of a slice.
+FRAGMENT = 128
+#: The smallest distance between two slices' starts, and the most slices searched per form
+#: (few: a copy left behind is the whole value, in pages or chunks, so slices far apart find
+#: it, and each slice is one more search of every file).
+MIN_STRIDE = 256
+MAX_FRAGMENTS = 16
 #: Bytes read at a time: files of any size are scanned in constant memory.
 CHUNK = 1 << 20
 
@@ -58,10 +80,29 @@ def _base64_forms(data: bytes) -> list[bytes]:
     return forms
 
 
+def fragment_stride(size: int) -> int:
+    """The distance between the starts of two slices of a form of ``size`` bytes."""
+    return max(MIN_STRIDE, -(-(size - FRAGMENT) // (MAX_FRAGMENTS - 1)))
+
+
+def _fragments(data: bytes) -> list[bytes]:
+    """The slices of a long form (none for a short one), the last one ending with it."""
+    if len(data) <= FRAGMENT_FROM:
+        return []
+    stride = fragment_stride(len(data))
+    starts = [*range(0, len(data) - FRAGMENT, stride), len(data) - FRAGMENT]
+    return [data[s : s + FRAGMENT] for s in dict.fromkeys(starts)]
+
+
 def _key_needles(data: bytes) -> list[Needle]:
     """The forms of raw bytes (a key): as stored, in base64, in hex."""
     found = [Needle("raw", data), *(Needle("base64", b) for b in _base64_forms(data))]
     return [*found, Needle("hex", data.hex().encode("ascii"))]
+
+
+def _escaped(text: str, form: str) -> list[Needle]:
+    """``text`` escaped once more, as it sits inside another JSON string."""
+    return [Needle(form, js_json(text)[1:-1].encode("utf-8"))]
 
 
 def needles(value: Any) -> list[Needle]:
@@ -69,6 +110,11 @@ def needles(value: Any) -> list[Needle]:
     if isinstance(value, bytes):
         return _key_needles(value)
     as_json = js_json(value)
+    if value is None:
+        return []  # the forget leaves ``"value":null``: nothing of the value to look for
+    if not isinstance(value, str) and len(as_json.encode("utf-8")) < MIN_RAW:
+        keyed = js_json({"value": value})[1:-1] + ","  # a key follows: ``1`` is not ``12``
+        return [Needle("keyed", keyed.encode("utf-8")), *_escaped(keyed, "keyed")]
     utf8 = [as_json.encode("utf-8")]
     if isinstance(value, str) and len(value.encode("utf-8")) >= MIN_RAW:
         utf8.append(value.encode("utf-8"))
@@ -78,6 +124,7 @@ def needles(value: Any) -> list[Needle]:
     found.append(Needle("json-escaped", json.dumps(as_json)[1:-1].encode("ascii")))
     found.append(Needle("json-escaped", json.dumps(value, ensure_ascii=True).encode("ascii")))
     found += [Needle("base64", b) for d in utf8 for b in _base64_forms(d)]
+    found += [Needle("fragment", b) for d in utf8 for b in _fragments(d)]
     unique: dict[bytes, Needle] = {}
     for needle in found:
         unique.setdefault(needle.data, needle)
@@ -143,7 +190,9 @@ def scan_files(
 ) -> dict[str, ScanResult]:
     """Scan each existing file of ``paths`` once for every value of ``values`` (keyed by, say,
     fact id), and for the raw ``secrets`` of the same key (its crypto-shred data keys: a hit of
-    either counts); a path that does not exist is skipped, one that cannot be read is recorded."""
+    either counts); a path that does not exist is skipped, one that cannot be read is recorded.
+    Each file is named, and scanned once, by its own name (every symlink resolved): one file
+    listed under two spellings was counted twice, and a symlink's name is not the file's."""
     forms = {key: needles(value) for key, value in values.items()}
     for key, raw in (secrets or {}).items():
         forms[key] = [*forms.get(key, []), *(n for data in raw for n in needles(bytes(data)))]
@@ -151,7 +200,7 @@ def scan_files(
         key: ScanResult(forms=sorted({n.form for n in found})) for key, found in forms.items()
     }
     longest = max((len(n.data) for found in forms.values() for n in found), default=1)
-    for path in dict.fromkeys(paths):
+    for path in dict.fromkeys(os.path.realpath(p) for p in paths):
         if not os.path.isfile(path):
             continue
         counts = dict.fromkeys(forms, 0)

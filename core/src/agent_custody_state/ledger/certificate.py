@@ -51,7 +51,9 @@ _METHODS = {
         "holds ciphertext nothing can open. The key's own traces: key-store backups taken before "
         "the forget, until they expire; the key store's own storage (the file-system blocks of "
         "a file key store's rollback journal, unlinked at each commit; a PostgreSQL key "
-        "server's WAL, its archives and replicas), until reused or retired",
+        "server's WAL, its archives and replicas, the freed blocks of the key table's old "
+        "relation files, and the dead row versions of its planner statistics of the key column, "
+        "pg_statistic, which the forget clears), until reused, retired or vacuumed",
     ),
 }
 
@@ -131,8 +133,11 @@ def draft(
     scan: ScanResult | None,
     options: CertificateOptions,
     now: str,
+    residue: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The predicate of the ledger's part (no stores section yet: ``with_stores``)."""
+    """The predicate of the ledger's part (no stores section yet: ``with_stores``).
+    ``residue``: the residual windows the backend's compaction told it left (a copy of a
+    value stored as it is that it knows remains: the verification fails, naming it)."""
     fact, event = done.assert_event.fact, done.event
     # The method is how this value was stored, not the ledger's mode: a value written before
     # the ledger took crypto-shred mode (or by the original) was stored as it is.
@@ -153,6 +158,11 @@ def draft(
             f"; {done.keys_not_found} of the value's data keys were not in this ledger's key "
             "store (another key store may hold them), so their destruction is not verified"
         )
+    windows = residual_windows(backend, done.stored)
+    left = [w for w in residue or [] if done.stored == "plain"]  # else ciphertext only
+    if left:
+        verification["residue"] = [w["where"] for w in left]
+        windows += [w for w in left if w not in windows]
     scan_part: dict[str, Any] = (
         scan.to_dict() if scan is not None else {"scanned": False, "why": "not scannable"}
     )
@@ -188,7 +198,7 @@ def draft(
         "fact": {"factId": fact.fact_id, "digestKind": event.digest_kind},
         "legalHolds": {"checked": True, "onHold": False, "at": event.tx_time},
         "chain": {"before": _head(done.before), "after": _head(done.after)},
-        "residualWindows": residual_windows(backend, done.stored),
+        "residualWindows": windows,
         "stores": {"covered": False, "stores": []},
     }
 
@@ -214,6 +224,8 @@ def finish(predicate: dict[str, Any]) -> dict[str, Any]:
     if predicate["verification"].get("keysNotFound"):
         count = predicate["verification"]["keysNotFound"]
         missing.append(f"key store: {count} data key(s) of the value not in it, not verified")
+    for where in predicate["verification"].get("residue", []):
+        missing.append(f"ledger files: the backend left a copy of the value ({where})")
     for store in predicate["stores"]["stores"]:
         if store.get("verification") != "verified":
             missing.append(f"store {store['name']}: {store.get('verification')}")

@@ -176,9 +176,10 @@ def _check_outcome(predicate: dict[str, Any]) -> None:
         raise CertificateError("verification.byteScan or stores: not of the certificate's shape")
     if not all(isinstance(x, dict) for x in [*files, *stores]):
         raise CertificateError("a scanned file or a store is not an object")
-    dirty = bool(scan.get("hits") or predicate["verification"].get("keysNotFound")) or any(
-        "error" in f for f in files
-    )
+    verification = predicate["verification"]
+    dirty = bool(
+        scan.get("hits") or verification.get("keysNotFound") or verification.get("residue")
+    ) or any("error" in f for f in files)
     if outcome == "complete" and (
         dirty or any(s.get("verification") != "verified" for s in stores)
     ):

@@ -25,7 +25,7 @@ import base64
 import fcntl
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -181,11 +181,16 @@ class CheckpointLog(Protocol):
 
 
 class FileCheckpointLog:
-    """Notes appended to a text file under an exclusive ``flock``, fsynced."""
+    """Notes appended to a text file under an exclusive ``flock``, fsynced. ``also``: older
+    files of the same log, read but no longer written (a JSONL ledger's checkpoints an older
+    version kept beside a symlink to it)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, also: Sequence[str | os.PathLike[str]] = ()
+    ) -> None:
         self.path = Path(path)
         self.location = str(path)
+        self.also = [Path(p) for p in also]
 
     def add(self, note: str) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -198,10 +203,13 @@ class FileCheckpointLog:
             os.close(fd)
 
     def notes(self) -> list[str]:
-        try:
-            return split_notes(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return []
+        found: list[str] = []
+        for path in [*self.also, self.path]:
+            try:
+                found += split_notes(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                continue
+        return list(dict.fromkeys(found))
 
 
 class MemoryCheckpointLog:

@@ -9,12 +9,19 @@ Two rules (SPEC 3, issue 11 item 5):
   ``open(2)`` is only an upper bound (the umask removes bits from it), so a created file is set
   to exactly 0600 with ``fchmod`` before any byte is written. A file that already exists keeps
   its mode: the operator chose it (docs/decisions.md, "Files").
+
+And one rule for names: **every spelling of a ledger file reaches the same sidecars**
+(``FileNames``). A symlink, a relative path, ``x/../`` all name one file, so its key store, mode
+mark and checkpoints are named after the file itself (every symlink resolved), never after the
+path as given; sidecars an older version named after a symlink are found and used. A hard link
+cannot be resolved to one name (``refuse_hard_links``).
 """
 
 from __future__ import annotations
 
 import os
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent_custody_state.ledger.backend import EventBackendError
@@ -82,6 +89,112 @@ def create_private(path: Path) -> bool:
     return True
 
 
+def real_file(path: str | os.PathLike[str]) -> Path:
+    """The one name of the file ``path`` names: absolute, every symlink resolved (the file's
+    own and its folders'), ``..`` taken physically, as the kernel does."""
+    return Path(os.path.realpath(path))
+
+
+def _aliases(path: str | os.PathLike[str], real: Path) -> tuple[Path, ...]:
+    """The symlinks that name ``real``: the path as given and each link it passes through (a
+    link to a link), and the links beside the file that resolve to it (``current.jsonl ->
+    ledger-2027.jsonl``): the names an older version gave sidecars after."""
+    found: list[Path] = []
+    hop = Path(os.path.join(os.getcwd(), os.fspath(path)))  # not normalised: ``..`` physically
+    for _ in range(40):  # the kernel's own bound on a chain of links
+        if not os.path.islink(hop):
+            break
+        found.append(hop)
+        hop = Path(os.path.join(os.path.dirname(hop), os.readlink(hop)))
+    with suppress(OSError):
+        for entry in os.scandir(real.parent):
+            if entry.is_symlink() and entry.name != real.name:
+                with suppress(OSError):
+                    if real_file(entry.path) == real:
+                        found.append(Path(entry.path))
+    return tuple(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class FileNames:
+    """The names of one ledger file, whatever spelling it was opened by: ``real`` (``real_file``)
+    and ``aliases``, the symlinks that name it (read once, at open: a link made later is seen
+    by the next open). Sidecars are named after ``real``."""
+
+    real: Path
+    aliases: tuple[Path, ...] = ()
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> FileNames:
+        real = real_file(path)
+        return cls(real, _aliases(path, real))
+
+    def sidecar(self, suffix: str) -> Path:
+        """``<file>.<suffix>`` beside the file itself."""
+        return self.real.with_name(f"{self.real.name}.{suffix}")
+
+    def legacy(self, suffix: str) -> list[Path]:
+        """The ``<link>.<suffix>`` sidecars that exist and are other files than ``sidecar``:
+        created through a symlink by a version that named sidecars after the path as given."""
+        if not self.aliases:
+            return []  # the common case, on every plain write (``modemark``): no system call
+        own = real_file(self.sidecar(suffix))
+        found = []
+        for alias in self.aliases:
+            side = alias.with_name(f"{alias.name}.{suffix}")
+            if side.exists() and real_file(side) != own:
+                found.append(side)
+        return found
+
+    def find(self, suffix: str, what: str, location: str) -> Path:
+        """The ``suffix`` sidecar to use: the one beside the file; else the one sidecar named
+        after a symlink, if there is exactly one (a ledger written through a link by an older
+        version). Two or more of them are refused (``EventBackendError`` naming them): one
+        ledger must not have two key stores, and which one holds a key cannot be told."""
+        own = self.sidecar(suffix)
+        found = ([own] if own.exists() else []) + self.legacy(suffix)
+        if len(found) > 1:
+            named = " and ".join(str(p) for p in found)
+            raise EventBackendError(
+                f"{location}: the ledger {self.real} has two {what}s, {named} (one named after "
+                "a symlink to it, by an older version): keep one, moving what the other holds "
+                "into it, then open the ledger again"
+            )
+        return found[0] if found else own
+
+
+def names_of(owner: object) -> FileNames:
+    """The ``FileNames`` of a backend whose events are one file (its ``path``), read at its
+    first use and kept with it."""
+    names = owner.__dict__.get("_file_names")
+    if names is None:
+        names = FileNames.of(owner.path)  # type: ignore[attr-defined]
+        owner.__dict__["_file_names"] = names
+    return names  # type: ignore[no-any-return]
+
+
+def refuse_hard_links(path: str | os.PathLike[str], location: str, why: str = "") -> None:
+    """Refuse to write a ledger file that has other names (hard links): they cannot be told
+    apart from the file itself, so each would have its own sidecars (lock, key store, mode
+    mark), and a JSONL forget, which renames a new file over one name, leaves every forgotten
+    value in the others. ``why`` replaces that reason in the message where a backend has a
+    worse one (SQLite names its journal and WAL after the path: two names corrupt it)."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        return  # nothing there yet, or an error the open reports
+    if links > 1:
+        real = real_file(path)
+        why = why or (
+            "writers through another name would use other sidecars and lock, and a forget "
+            "would leave the values it erases under the other names"
+        )
+        raise EventBackendError(
+            f"{location}: the ledger file has {links} names (hard links); {why}. Remove the "
+            f"other names (find {real.parent} -samefile {real}) or open it read-only"
+        )
+
+
 class NewFiles:
     """The files a ledger's open creates beside a path that did not exist yet (the ledger
     itself, its lock, journal, WAL, key store, mark), so an open refused part-way (a key store
@@ -92,17 +205,23 @@ class NewFiles:
         path = Path(location)
         self._fresh = "://" not in location and not path.exists() and path.parent.is_dir()
         self._path = path
+        # Through a symlink naming no file yet, the file and its sidecars are made where the
+        # link points (``FileNames``): those are looked for too.
+        self._real = real_file(path) if self._fresh else path
         self._before = set(self._siblings()) if self._fresh else set()
 
     def _siblings(self) -> list[Path]:
-        name = self._path.name
-        return [p for p in self._path.parent.iterdir() if p.name.startswith(name)]
+        found: list[Path] = []
+        for base in dict.fromkeys([self._path, self._real]):
+            with suppress(OSError):  # the folder a link points into may be missing
+                found += [p for p in base.parent.iterdir() if p.name.startswith(base.name)]
+        return found
 
     def remove(self) -> None:
         """Remove what the open created (call after the backend was closed), unless another
         process has put events there meanwhile: every file there is then that ledger's (its
         events, its lock), and removing them lost committed events."""
-        if not self._fresh or holds_events(self._path):
+        if not self._fresh or holds_events(self._path) or holds_events(self._real):
             return
         for created in set(self._siblings()) - self._before:
             with suppress(OSError):  # a folder, or gone already: nothing of ours to take back

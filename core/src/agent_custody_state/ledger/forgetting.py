@@ -83,6 +83,15 @@ def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, .
     return "crypto-shred", tuple(found.values()), len(kids) - len(found)
 
 
+def _residue(backend: EventBackend) -> list[dict[str, str]]:
+    """What the backend's last ``compact`` told it could not erase (``compaction_residue``, an
+    optional hook: PostgreSQL's old row versions kept for older snapshots), as residual
+    windows; in crypto-shred mode the events' backend's."""
+    inner = getattr(backend, "inner", backend)
+    told = getattr(inner, "compaction_residue", None)
+    return [dict(w) for w in told()] if callable(told) else []
+
+
 def _still_restores(backend: EventBackend, state: FactState, extra: Mapping[str, Any]) -> bool:
     """Whether a sweep's ``restored`` record planned for ``state``'s fact still holds when it is
     forgotten: the fact was not retracted meanwhile (its retraction put back and recorded the
@@ -210,7 +219,9 @@ class LedgerForgetting:
     def _certify(
         self, done: list[Forgetting], options: CertificateOptions, key: KeyPair
     ) -> list[CertifiedForget]:
-        """Scan the ledger's files once for every value, then build and sign each certificate."""
+        """Scan the ledger's files once for every value, then build and sign each certificate
+        (with what the compaction told it left: ``_residue``)."""
+        residue = _residue(self.backend)
         files = self.backend.local_files()
         scans = None
         if files is not None:
@@ -233,6 +244,7 @@ class LedgerForgetting:
                 scan=scans[forgetting.event.fact_id] if scans is not None else None,
                 options=options,
                 now=now,
+                residue=residue,
             )
             envelope = sign(predicate, forgetting, key)
             certified.append(

@@ -6,8 +6,8 @@ would sit unencrypted beside the sealed ones, out of crypto-shred's reach. The m
 property of the ledger, not of one process, so a crypto-shred opener records it where every
 later opener reads it, and a plain-mode opener refuses to write values (``shred``):
 
-* a JSONL ledger: a sidecar file ``<ledger>.mode`` (``ModeFile``); the original reads only the
-  ledger file;
+* a JSONL ledger: a sidecar file ``<ledger>.mode`` beside the file itself, every symlink
+  resolved (``ModeFile``); the original reads only the ledger file;
 * a SQL ledger: a table ``<events table>_settings`` beside its events, which the original,
   reading only the events table, ignores;
 * older file ledgers, written before the mark existed: their default key store beside them
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.files import PRIVATE_MODE
+from agent_custody_state.ledger.files import PRIVATE_MODE, names_of
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend
@@ -81,28 +81,39 @@ class ModeMark:
 
 
 class ModeFile:
-    """For an event backend whose events are one file (``path``): the mark in ``<path>.mode``,
-    written once, atomically (a temporary file renamed into place, then the folder synced)."""
+    """For an event backend whose events are one file (``path``): the mark in ``<file>.mode``
+    beside the file itself, whatever spelling ``path`` is (``files.FileNames``), written once,
+    atomically (a temporary file renamed into place, then the folder synced).
+
+    A mark an older version wrote beside a symlink (``<link>.mode``), when none is beside the
+    file, is read as ``inferred``: a crypto-shred opener records it beside the file, where
+    every spelling finds it, and a plain opener through any spelling is refused values."""
 
     path: Path
 
     def _mode_path(self) -> str:
-        return f"{self.path}.mode"
+        return f"{names_of(self).real}.mode"
 
     def recorded_forget_mode(self) -> ModeMark | None:
-        where = self._mode_path()
+        where, inferred = self._mode_path(), False
         try:
-            with open(where, encoding="utf-8") as handle:
-                text = handle.read()
-        except FileNotFoundError:
-            return super().recorded_forget_mode()  # type: ignore[misc, no-any-return]
+            text = _read_mark(where)
+            if text is None:
+                older = names_of(self).legacy("mode")
+                if not older:
+                    return super().recorded_forget_mode()  # type: ignore[misc, no-any-return]
+                where, inferred = str(older[0]), True
+                text = _read_mark(where)
+                if text is None:  # removed meanwhile
+                    return super().recorded_forget_mode()  # type: ignore[misc, no-any-return]
         except OSError as exc:
             raise EventBackendError(f"{where}: cannot read the forget-mode mark: {exc}") from None
         try:
             data = json.loads(text)
         except ValueError:
             data = text
-        return ModeMark.from_mapping(data, where)
+        mark = ModeMark.from_mapping(data, where)
+        return ModeMark(mark.mode, mark.key_store, inferred=True) if inferred else mark
 
     def record_forget_mode(self, mark: ModeMark) -> None:
         where = self._mode_path()
@@ -124,6 +135,15 @@ class ModeFile:
             with suppress(OSError):
                 os.unlink(temporary)
             raise EventBackendError(f"{where}: cannot record the forget mode: {exc}") from None
+
+
+def _read_mark(where: str) -> str | None:
+    """The text of the mark file ``where``, None if there is none."""
+    try:
+        with open(where, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
 
 
 def check_plain_forget(mode: str, event: AssertEvent) -> None:

@@ -48,6 +48,12 @@ _POSTGRES = [
         "until": "the logs are rotated away",
     },
     {
+        "where": "the dead row versions of the planner statistics (pg_statistic, its TOAST "
+        "table) of the table's json column, which ANALYZE (autovacuum's included) took before "
+        "the forget: the forget clears them",
+        "until": "autovacuum vacuums pg_statistic, and its freed space is reused",
+    },
+    {
         "where": "the freed blocks of the table's old relation files",
         "until": "the file system reuses them",
     },

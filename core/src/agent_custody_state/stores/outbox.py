@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_custody_state.backends.jsonl_recovery import fsync_dir, write_all
-from agent_custody_state.ledger.files import open_private
+from agent_custody_state.ledger.files import FileNames, open_private
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.base import verifies_without_value
@@ -63,13 +63,15 @@ SUFFIX = ".outbox"
 
 
 def outbox_path(ledger_location: str, configured: str | os.PathLike[str] | None) -> Path | None:
-    """Where a ledger's outbox lives: ``configured`` if given, else ``<ledger>.outbox`` beside a
-    file ledger; None for a ledger at a URL (PostgreSQL, ``memory:``) with no path configured."""
+    """Where a ledger's outbox lives: ``configured`` if given, else ``<file>.outbox`` beside a
+    file ledger itself, whatever spelling names it (``files.FileNames``: a symlink's outbox of
+    an older version is found); None for a ledger at a URL (PostgreSQL, ``memory:``) with no
+    path configured."""
     if configured is not None and str(configured):
         return Path(configured)
     if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", ledger_location):
         return None
-    return Path(ledger_location + SUFFIX)
+    return FileNames.of(ledger_location).find(SUFFIX[1:], "outbox file", ledger_location)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ database must be kept apart from the events' (physical backups and WAL archives 
 server carry both).
 
 Destroying a key deletes its row; ``compact`` (run by the ledger after every forget or sweep)
-does ``VACUUM FULL`` on the key tables, so the dead row version is gone from the table's files.
+does ``VACUUM FULL`` on the key tables, so the dead row version is gone from the table's files,
+and clears the planner statistics of the ``key`` column, where ``ANALYZE`` copies sample keys.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .location import (
     parse_location,
 )
 from .relfiles import find_relations, relation_files
+from .vacuum import clear_statistics
 
 T = TypeVar("T")
 
@@ -249,11 +251,17 @@ class PostgresKeyStore(KeyStore):
         """``VACUUM FULL`` both tables: the dead row versions of destroyed keys are rewritten
         away (the connection is in autocommit mode, as VACUUM requires)."""
 
-        def run() -> None:
+        def run() -> bool:
             for table in (self._keys, self._doomed):
                 self._execute(sql.SQL("VACUUM FULL {}").format(table))
+            return clear_statistics(self._conn, self._keys.as_string(self._conn), "key")
 
-        self._run(run)
+        if not self._run(run):  # ANALYZE copied keys into pg_statistic (``vacuum``)
+            raise KeyStoreError(
+                f"key store {self.location}: the planner statistics of the key column could "
+                "not be cleared; destroyed keys remain in pg_statistic until the table owner "
+                "runs ANALYZE on it"
+            )
 
     def close(self) -> None:
         with self._lock:

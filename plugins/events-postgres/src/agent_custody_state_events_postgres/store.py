@@ -36,7 +36,8 @@ section ends with a quick ``ANALYZE`` (``statistics``).
 
 Forget updates the assert rows in place in the same transaction as the forget event; ``compact``
 (run by the ledger after a forget or sweep) does ``VACUUM FULL`` on the table, which rewrites it
-without the dead row versions, unless the location says ``?vacuum=false``.
+without the dead row versions, unless the location says ``?vacuum=false``; what it cannot erase
+(a version older transactions still need, planner statistics) is told (``vacuum``).
 
 A ``jsonb`` column (older writers) is read and written through a cast.
 """
@@ -57,6 +58,8 @@ from agent_custody_state.plugin import (
     Event,
     EventBackendError,
     FileKeyStore,
+    ForgetEvent,
+    Forgotten,
     KeyStore,
 )
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
@@ -65,7 +68,8 @@ from .held import HoldingBackend
 from .location import LocationError, fits, parse_location, reader
 from .lockname import advisory_key, lock_name
 from .relfiles import find_relations, relation_files
-from .statistics import Growth, quick_analyze, warned
+from .statistics import Growth, quick_analyze
+from .vacuum import CURRENT_XID, ForgetResidue
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +108,7 @@ _FLUSH_GRANTED = (  # the text variant: 3 arguments before PostgreSQL 17, 4 (flu
 )
 
 
-class PostgresBackend(HoldingBackend):
+class PostgresBackend(ForgetResidue, HoldingBackend):
     """Events in a PostgreSQL table; ``location`` is a ``postgres[ql]://`` URL."""
 
     kind = "postgres"
@@ -289,6 +293,10 @@ class PostgresBackend(HoldingBackend):
             self._run(lambda: self._exec(FLUSH))
         return head
 
+    def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
+        super().forget(fact_id, forgotten, event)  # and its transaction, for ``compact``
+        self.remember_forget(self._run(lambda: self._exec_rows(CURRENT_XID))[0][0])
+
     def _before_write(self) -> None:
         self._wrote = True
         self.ordered()
@@ -383,18 +391,8 @@ class PostgresBackend(HoldingBackend):
         return relation_files(self._run(lambda: find_relations(self._raw, [self._qualified])))
 
     def compact(self) -> None:
-        """``VACUUM FULL`` the table (unless ``?vacuum=false``): dead row versions are erased."""
-        if not self.vacuum:
-            return
-        if self._depth:
+        """``VACUUM FULL`` the table (unless ``?vacuum=false``): dead row versions are erased;
+        what it cannot erase is told by ``compaction_residue`` (``vacuum``)."""
+        if self._depth and self.vacuum:
             raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
-
-        # The connection is in autocommit mode: VACUUM refuses to run in a transaction.
-        warnings = self._run(lambda: warned(self._raw, f"VACUUM FULL {self._qualified}"))
-        if warnings:
-            # PostgreSQL skips a table it may not vacuum with only a warning; for erasure that
-            # is a failure the operator must see.
-            raise EventBackendError(
-                f"{self.location}: VACUUM FULL did not run ({'; '.join(warnings)}); dead "
-                "row versions of forgotten values remain until the table owner vacuums it"
-            )
+        self._run(lambda: self.vacuum_checked(self._raw, self._qualified, self.location))

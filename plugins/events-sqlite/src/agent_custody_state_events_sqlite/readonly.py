@@ -23,6 +23,7 @@ removes them). So:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from functools import partial
@@ -42,8 +43,9 @@ def connector(
         raise EventBackendError(
             f"{location}: no such ledger; a read-only open never creates one (check the path)"
         )
-    wal = Path(f"{path}-wal")
-    uri = path.absolute().as_uri() + ("?mode=ro" if wal.exists() else "?mode=ro&immutable=1")
+    real = Path(os.path.realpath(path))  # SQLite keeps the -wal beside the file a link names
+    wal = Path(f"{real}-wal")
+    uri = real.as_uri() + ("?mode=ro" if wal.exists() else "?mode=ro&immutable=1")
     # A module-level function bound with ``partial``: picklable, so ``verify``'s worker
     # processes can open the ledger the same way (``_reader``).
     return partial(_connect_read_only, uri, location, timeout)

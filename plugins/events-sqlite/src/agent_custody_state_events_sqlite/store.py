@@ -38,6 +38,7 @@ from agent_custody_state.plugin import (
     SidecarKeys,
     check_folder,
     create_private,
+    refuse_hard_links,
 )
 from agent_custody_state_sql import SqlEventBackend
 
@@ -71,6 +72,13 @@ def _journal_mode(cur: sqlite3.Cursor, ask: str, busy_timeout: float) -> Any:
         pause = min(pause * 2, 0.1)
 
 
+#: Why a hard-linked SQLite file is not written (``refuse_hard_links``).
+_HARD_LINKS = (
+    "SQLite keeps its WAL after the name it is opened by, so writers through two names corrupt "
+    "it (sqlite.org/howtocorrupt.html, 2.3)"
+)
+
+
 class SqliteBackend(SidecarKeys, SqlEventBackend):
     """Events in a SQLite file; ``location`` is its path (``.sqlite`` or ``.db``)."""
 
@@ -89,6 +97,11 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         self.path = Path(location)
         self.read_only = read_only
         check_folder(self.path, str(location))  # never created: SPEC 3
+        # SQLite keeps -wal, -shm and -journal beside the file a symlink names: so do the byte
+        # scan's list and the WAL settling (the key store is named so by ``SidecarKeys``).
+        self._real = Path(os.path.realpath(self.path))
+        if not read_only:
+            refuse_hard_links(self.path, str(location), _HARD_LINKS)
         # SQLite would create the file 0644 minus the umask; created here first, owner-only, it
         # also passes 0600 on to the -wal, -shm and -journal files, which SQLite gives the main
         # file's mode. An existing file keeps the mode its operator chose.
@@ -234,7 +247,7 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         WAL checkpoints it, without waiting: if another connection holds a read snapshot, the
         next ``compact()`` or ``close()`` finishes the job.
         """
-        wal = Path(f"{self.path}-wal")
+        wal = Path(f"{self._real}-wal")
         if self.read_only or not wal.exists() or wal.stat().st_size == 0:
             return  # a read-only open leaves it to the next writer
 
@@ -271,12 +284,14 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
             "%s: could not truncate the WAL (another process holds a read snapshot); old page "
             "images of forgotten values remain in %s-wal until the next checkpoint",
             self.location,
-            self.path,
+            self._real,
         )
 
     def local_files(self) -> list[str]:
-        """The database, its ``-wal``, ``-shm`` and (outside WAL mode) ``-journal``."""
-        return [str(self.path)] + [f"{self.path}-{x}" for x in ("wal", "shm", "journal")]
+        """The database, its ``-wal``, ``-shm`` and (outside WAL mode) ``-journal``, by the
+        file's own name whatever spelling opened it (SQLite resolves symlinks for them)."""
+        real = self._real
+        return [str(real)] + [f"{real}-{x}" for x in ("wal", "shm", "journal")]
 
     def close(self) -> None:
         if self._erasure_pending and not self._closed:

@@ -73,7 +73,8 @@ def test_a_mistyped_store_setting_names_the_setting_meant(
     forget = ["forget", "--config", str(config), "--fact", fact.fact_id, "--reason", "r"]
     assert main(forget) == 1
     err = _error(capsys)
-    assert err.startswith("error: stores[0] (notes): lag_check: Extra inputs are not permitted")
+    prefix = f"error: {config}: stores[0] (notes): lag_check: Extra inputs are not permitted"
+    assert err.startswith(prefix)  # the file named: it is where the typo is
     assert err.endswith("(an unknown key; did you mean lag_checks?)")
     assert {name: (tmp_path / name).read_bytes() for name in _files(tmp_path)} == before
 

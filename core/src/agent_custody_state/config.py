@@ -14,16 +14,13 @@ and a variable that is named but not set stops the server at startup, naming it.
 
     [server]
     transport = "http"
-    port = 8790
     [[server.tokens]]
     env = "MEMORY_TOKEN"
     role = "gateway"
-    spaces = ["team:support", "user:*"]   # optional: only these spaces (prefix with *)
 
     [[stores]]
     name = "mem0"
     type = "mem0"
-    user_id = "support"
     api_key_env = "MEM0_API_KEY"
 """
 
@@ -122,6 +119,7 @@ class StoreConfig(BaseModel):
     mirror: bool = True
     #: the config file's folder when this table came from the file (paths resolve against it)
     _folder: Path | None = PrivateAttr(default=None)
+    _file: Path | None = PrivateAttr(default=None)  # the config file, named by its errors
 
     def settings(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -287,14 +285,15 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
     except SettingsError as exc:
         raise ConfigError(_describe_settings_error(exc)) from None
     if file is not None:
-        _anchor_paths(config, raw, file.parent)
+        _anchor_paths(config, raw, file)
     return config
 
 
-def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> None:
+def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], source: Path) -> None:
     """A relative ``ledger``, ``key``, ``key_store``, ``checkpoints`` or ``outbox`` in the file is
     relative to the file, so a gateway can spawn the server from any working directory; the same
     value from a flag or the environment stays relative to the working directory."""
+    folder = source.parent
     for key in ("ledger", "key", "key_store", "checkpoints", "outbox"):
         value = getattr(config, key)
         if value is None or raw.get(key) != value or _is_location_url(value):
@@ -312,7 +311,7 @@ def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], folder: Path) -> No
         for index, store in enumerate(config.stores):
             # Only a table exactly as the file wrote it (not one the environment replaced).
             if index < len(tables) and tables[index] == store.model_dump(exclude_unset=True):
-                store._folder = folder
+                store._folder, store._file = folder, source
 
 
 def is_path_setting(field: Any) -> bool:
@@ -369,7 +368,8 @@ def build_stores(configs: list[StoreConfig]) -> list[Any]:
         raise ConfigError(f"stores: names must be unique; repeated: {', '.join(repeated)}")
     planned: list[tuple[StoreConfig, Any, Any]] = []
     for index, table in enumerate(configs):
-        where = f"stores[{index}] ({table.name})"
+        where = f"{table._file}: " if table._file is not None else ""
+        where += f"stores[{index}] ({table.name})"
         try:
             spec = manager.store_spec(table.type)
         except PluginError as exc:

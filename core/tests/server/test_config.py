@@ -183,7 +183,7 @@ def test_serve_with_config_file_reports_unknown_store_type(tmp_path: Path) -> No
     done = run_cli("serve", "--config", str(path))
     assert done.returncode == 1
     assert done.stderr.startswith(
-        "error: stores[0] (m): unknown store type 'no-such-store'; installed: "
+        f"error: {path}: stores[0] (m): unknown store type 'no-such-store'; installed: "
     )
     assert not (tmp_path / "l.jsonl").exists()
 

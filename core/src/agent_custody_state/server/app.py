@@ -199,7 +199,7 @@ def create_memory_server(
 
     async def listen(ctx: Any, params: Any) -> Any:
         admit(ctx, params)
-        return await notifier.listen_for(spaces_of(ctx))(ctx, params)
+        return await notifier.serve_listen(ctx, params, spaces_of(ctx))
 
     server = MemoryServer(
         SERVER_NAME,

@@ -14,7 +14,9 @@ until a second SIGINT. Then ``closing`` ends the ``subscriptions/listen`` stream
 stay open) the graceful way, their final result sent (``Notifier.uninstall``), where uvicorn
 cut them after its 3 s with a traceback in the log and the client told its stream was lost;
 then uvicorn's own shutdown lets the answers go out. Nothing else is waited for longer than
-before: a client still sending its body gets uvicorn's 3 s.
+before: a client still sending its body gets uvicorn's 3 s. A call uvicorn cancels after all
+that still finishes its flow (``stores/finish.py``, at most ``FINISH_SECONDS``): the
+server waits for it (``outlast``) before its event loop ends, which would cut the flow again.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ import uvicorn
 
 #: How long a stop waits for the calls in flight to be answered, at most.
 DRAIN_SECONDS = 30.0
+
+
+async def outlast(serving: Callable[[], int], limit: float) -> None:
+    """Wait while ``serving()`` is above 0, at most ``limit`` seconds."""
+    deadline = asyncio.get_running_loop().time() + limit
+    while serving() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
 
 
 class DrainingServer(uvicorn.Server):

@@ -27,6 +27,7 @@ sees the request:
 from __future__ import annotations
 
 import hmac
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,10 @@ class BearerToken:
 
 
 _ANONYMOUS = BearerToken("-", "direct", "anonymous")
+
+
+def _user(token: BearerToken) -> AuthenticatedUser:
+    return AuthenticatedUser(AccessToken(token="", client_id=token.label, scopes=[token.role]))
 
 
 def normalize_tokens(tokens: Any) -> list[BearerToken]:
@@ -187,10 +192,12 @@ class HttpGuard:
             body_timeout=body_timeout,
         )
         # One user object per token, made once: the SDK binds each session to it.
-        self._users = {
-            t: AuthenticatedUser(AccessToken(token="", client_id=t.label, scopes=[t.role]))
-            for t in [*self.tokens, _ANONYMOUS]
-        }
+        self._users = {t: _user(t) for t in [*self.tokens, _ANONYMOUS]}
+        # An OAuth principal's lives while a request or a session of it does (the session
+        # limiter's book holds it), not for the server's life: principals come and go.
+        self._principals: weakref.WeakValueDictionary[BearerToken, AuthenticatedUser] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def _authenticate(self, scope: Scope, send: Send) -> BearerToken | None:
         """The caller's token (a static one, or what a valid OAuth access token grants), or
@@ -220,11 +227,14 @@ class HttpGuard:
                 send, f'error="insufficient_scope", error_description="{_quotable(exc)}"'
             )
             return None
-        token = BearerToken("", principal.role, principal.label, principal.spaces, oauth=True)
-        if token not in self._users:
-            access = AccessToken(token="", client_id=token.label, scopes=[token.role])
-            self._users[token] = AuthenticatedUser(access)
-        return token
+        return BearerToken("", principal.role, principal.label, principal.spaces, oauth=True)
+
+    def _user_of(self, token: BearerToken) -> AuthenticatedUser:
+        """The user object of ``token``: one per static token, one per live OAuth principal."""
+        user = self._users.get(token) or self._principals.get(token)
+        if user is None:
+            user = self._principals[token] = _user(token)
+        return user
 
     async def _challenge(
         self, send: Send, error: str | None, scopes: Sequence[str] = (), body: Any = None
@@ -320,6 +330,6 @@ class HttpGuard:
             **scope,
             SCOPE_ROLE_KEY: token.role,
             SCOPE_SPACES_KEY: token.spaces,
-            "user": self._users[token],
+            "user": self._user_of(token),
         }
         await self.app(scope, receive, send)

@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.server import drain
 from agent_custody_state.server.app import MemoryServer, create_memory_server
 from agent_custody_state.server.connections import (
     DEFAULT_BACKLOG,
@@ -45,7 +46,7 @@ from agent_custody_state.server.connections import (
     effective_limits,
     guarded_protocol,
 )
-from agent_custody_state.server.drain import DRAIN_SECONDS, DrainingServer
+from agent_custody_state.server.drain import DRAIN_SECONDS, DrainingServer, outlast
 from agent_custody_state.server.guard import (
     LOOPBACK_NAMES,
     BearerToken,
@@ -60,6 +61,7 @@ from agent_custody_state.server.sessions import (
     DEFAULT_SESSIONS_PER_TOKEN,
     SessionLimiter,
 )
+from agent_custody_state.stores.finish import FINISH_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,10 @@ def build_http_app(
     )
     inner: Any = StreamableHTTPASGIApp(manager)
     if not stateless:
-        inner = SessionLimiter(inner, sessions_per_token)
+        # The SDK's table of live sessions (private; without it ended ones wait for eviction)
+        live = getattr(manager, "_server_instances", None)
+        alive = (lambda session: session in live) if isinstance(live, dict) else None
+        inner = SessionLimiter(inner, sessions_per_token, alive)
     guard = HttpGuard(
         inner,
         tokens=tokens,
@@ -257,8 +262,9 @@ class MemoryHttpServer:
             http=guarded_protocol(self.header_timeout, self.max_connections, self.connections),
         )
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog(self.connections))
+        serving = lambda: self.memory.memory.in_flight  # noqa: E731
         self._uvicorn = DrainingServer(
-            config, lambda: self.memory.memory.in_flight, self.memory.notifier.uninstall
+            config, serving, self.memory.notifier.uninstall, limit=drain.DRAIN_SECONDS
         )
         self._uvicorn.should_exit = self._stop_requested
         if on_bound is not None:
@@ -267,6 +273,8 @@ class MemoryHttpServer:
             await self._uvicorn.serve(sockets=[sock])
         finally:
             sock.close()
+        # A call uvicorn cancelled still finishes its flow (drain.py): not cut by the loop's end.
+        await outlast(serving, FINISH_SECONDS)
 
     def start(self, timeout: float = 10) -> MemoryHttpServer:
         """Serve on a background thread; return once bound."""
@@ -297,7 +305,8 @@ class MemoryHttpServer:
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
         if self._thread is not None:
-            self._thread.join(DRAIN_SECONDS + 10)  # the calls in flight are answered first
+            # the calls in flight are answered first; a flow cut off from its call still ends
+            self._thread.join(DRAIN_SECONDS + FINISH_SECONDS + 10)
             self._thread = None
 
     def __enter__(self) -> MemoryHttpServer:

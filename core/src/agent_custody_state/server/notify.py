@@ -19,8 +19,8 @@ unscoped callers only). Only appends made in this process are heard: another pro
 the same ledger notifies its own clients. A connection's legacy subscriptions end with it.
 
 A space-scoped subscriber hears only of changes to facts in its spaces (each scope has its own
-listen bus; a legacy subscription remembers its connection's scope): a subject whose facts in
-another space changed is not announced to it.
+listen bus, kept while a stream of that scope is open; a legacy subscription remembers its
+connection's scope): a subject whose facts in another space changed is not announced to it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import threading
 import weakref
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.subscriptions import ResourceUpdated
@@ -43,6 +44,9 @@ from agent_custody_state.server.scopes import SpaceScope, allows
 from agent_custody_state.server.worker import LedgerWorker
 
 log = logging.getLogger(__name__)
+
+#: How long one legacy subscriber may take to accept a call's notifications, at most.
+SEND_SECONDS = 2.0
 
 # Names of the listeners on the host: numbered, never ``id()`` (a collected server's id is
 # reused, and a name already taken makes the host refuse the new listener).
@@ -130,6 +134,19 @@ class Notifier:
             self.scoped[spaces] = (bus, ListenHandler(bus))
         return self.scoped[spaces][1]
 
+    async def serve_listen(self, ctx: Any, params: Any, spaces: SpaceScope | None) -> Any:
+        """Serve one ``subscriptions/listen`` stream of a caller limited to ``spaces``; the
+        scope's bus leaves with its last stream (scopes come from tokens: unbounded over time).
+        A stream registers before its handler first awaits, so none is lost in between."""
+        handler = self.listen_for(spaces)
+        try:
+            return await handler(ctx, params)
+        finally:
+            held = self.scoped.get(spaces)
+            idle = not getattr(handler, "_streams", True)  # the SDK's set of open streams
+            if spaces is not None and held is not None and held[1] is handler and idle:
+                del self.scoped[spaces]
+
     # -- 2025-11-25: resources/subscribe ---------------------------------------------------
 
     @staticmethod
@@ -213,17 +230,33 @@ class Notifier:
         if not events:
             return
         uris = await self.worker.run(self._uris, events)
+        owed: dict[int, list[str]] = {}
         for uri, spaces in uris.items():
             for scope, (bus, _handler) in list(self.scoped.items()):
                 if self._hears(scope, uri, spaces):
                     await bus.publish(ResourceUpdated(uri=uri))
-            for key, (session, subscribed) in list(self.legacy.items()):
-                if uri not in subscribed or not self._hears(
-                    self.legacy_scope.get(key), uri, spaces
-                ):
-                    continue
-                try:
-                    await session.send_resource_updated(uri)
-                except Exception as exc:  # a gone client must not fail the caller's tool call
-                    log.debug("dropping a subscriber that cannot be reached: %s", exc)
-                    self._drop(key)
+            for key, (_session, subscribed) in list(self.legacy.items()):
+                if uri in subscribed and self._hears(self.legacy_scope.get(key), uri, spaces):
+                    owed.setdefault(key, []).append(uri)
+        if owed:  # side by side: one slow subscriber must not delay the others
+            async with anyio.create_task_group() as group:
+                for key, told in owed.items():
+                    group.start_soon(self._tell, key, told)
+
+    async def _tell(self, key: int, uris: list[str]) -> None:
+        """Send one legacy subscriber its updates. One that cannot take them within
+        ``SEND_SECONDS`` (it stopped reading its stream, and the SDK's buffers are full) is
+        dropped as a gone one is: it must not hold up the tool call whose changes these are."""
+        held = self.legacy.get(key)
+        if held is None:
+            return
+        with anyio.move_on_after(SEND_SECONDS) as waited:
+            try:
+                for uri in uris:
+                    await held[0].send_resource_updated(uri)
+            except Exception as exc:  # a gone client must not fail the caller's tool call
+                log.debug("dropping a subscriber that cannot be reached: %s", exc)
+                self._drop(key)
+        if waited.cancelled_caught:
+            log.warning("dropping a resource subscriber that stopped reading its stream")
+            self._drop(key)

@@ -116,7 +116,14 @@ class SessionLog:
         return id(getattr(session, "_connection", session))
 
     async def set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        self.levels[self._key(ctx.session)] = params.level
+        key = self._key(ctx.session)
+        if key not in self.levels:
+            # The level leaves with its connection (else the map grows with every connection,
+            # and a later one given the same ``id`` hears at a level it never chose).
+            stack = getattr(getattr(ctx.session, "_connection", None), "exit_stack", None)
+            if stack is not None:
+                stack.callback(self.levels.pop, key, None)
+        self.levels[key] = params.level
         return types.EmptyResult()
 
     def forget_connection(self, session: Any) -> None:

@@ -14,13 +14,18 @@ SDK and keeps a book per token (the guard binds each request to its token's user
   cannot take the room a gateway token needs.
 
 A session the SDK ended on its own (idle timeout, client ``DELETE``) leaves the book when a
-request for it is answered 404 or 200 to ``DELETE``, or when its turn for eviction comes.
+request for it is answered 404 or 200 to ``DELETE``, or when its turn for eviction comes, or when
+the books are swept (``alive``: whether the SDK still has a session; each time the number of
+books has doubled). A book holding no session leaves at once: OAuth principals are not known in
+advance, and one that comes once must not stay in memory for the server's life. A book holds
+its owner (the user object), so the owner's ``id`` is never reused while the book exists.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 DEFAULT_SESSIONS_PER_TOKEN = 64
 DEFAULT_SESSION_IDLE_TIMEOUT = 300.0
+_FIRST_SWEEP = 64  # books held before the first sweep of sessions the SDK has ended
 _SESSION_HEADER = b"mcp-session-id"
 
 
@@ -35,8 +41,13 @@ _SESSION_HEADER = b"mcp-session-id"
 class _Book:
     """One token's sessions, oldest first, and its opening requests in flight."""
 
+    owner: Any = None
     open: OrderedDict[str, None] = field(default_factory=OrderedDict)
     opening: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.open and not self.opening
 
 
 def _session_id(headers: Any) -> str | None:
@@ -49,7 +60,9 @@ def _session_id(headers: Any) -> str | None:
 class SessionLimiter:
     """ASGI middleware holding each token to ``per_token`` MCP sessions (see the module)."""
 
-    def __init__(self, app: ASGIApp, per_token: int) -> None:
+    def __init__(
+        self, app: ASGIApp, per_token: int, alive: Callable[[str], bool] | None = None
+    ) -> None:
         if per_token < 1:
             raise ValueError("sessions_per_token must be at least 1")
         self.app = app
@@ -57,8 +70,11 @@ class SessionLimiter:
         self.evicted = 0
         self.refused = 0
         # Keyed by the identity of the user object the guard made for each token (one per
-        # token, kept for the server's life), so no token value is ever held here.
+        # static token, one per OAuth principal while it has a book), so no token value is
+        # ever held here.
         self._books: dict[int, _Book] = {}
+        self._alive = alive
+        self._sweep_at = _FIRST_SWEEP
 
     def held(self, owner: Any) -> int:
         """Sessions the book holds for ``owner`` (the user object a token maps to)."""
@@ -70,7 +86,28 @@ class SessionLimiter:
             await self.app(scope, receive, send)
             return
         owner = scope.get("user")
-        book = self._books.setdefault(id(owner), _Book())
+        book = self._books.get(id(owner))
+        if book is None:
+            if len(self._books) >= self._sweep_at:
+                self._sweep()
+            book = self._books[id(owner)] = _Book(owner)
+        try:
+            await self._serve(book, scope, receive, send)
+        finally:
+            if book.empty and self._books.get(id(owner)) is book:
+                del self._books[id(owner)]
+
+    def _sweep(self) -> None:
+        """Drop the sessions the SDK has ended, and the books left holding none."""
+        for key, book in list(self._books.items()):
+            if self._alive is not None:
+                for session in [s for s in book.open if not self._alive(s)]:
+                    del book.open[session]
+            if book.empty:
+                del self._books[key]
+        self._sweep_at = max(_FIRST_SWEEP, 2 * len(self._books))
+
+    async def _serve(self, book: _Book, scope: Scope, receive: Receive, send: Send) -> None:
         session = _session_id(scope["headers"])
         if session is not None:
             status, _ = await self._forward(scope, receive, send)

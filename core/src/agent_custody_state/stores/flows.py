@@ -21,10 +21,10 @@ with ``Custody(ledger, stores)`` and ``await custody.write(...)``.
   durably before the ledger changes and settled once tried, and ``resume`` finishes those a
   crash left (``outbox``).
 
-Each flow runs shielded from cancellation: a caller that hangs up between the ledger and the
-stores must not leave the two disagreeing. Ledger calls go through ``run`` (the server passes its
-ledger thread's ``run``; the default calls inline) and asserts through ``append`` (the server
-passes its group-commit queue).
+Each flow runs to its end when its caller is cancelled (``finish``): a caller that hangs up
+between the ledger and the stores must not leave the two disagreeing. Ledger calls go through
+``run`` (the server passes its ledger thread's ``run``; the default calls inline) and asserts
+through ``append`` (the server passes its group-commit queue).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.base import Store, error_message
 from agent_custody_state.stores.certificate import certify_removal
+from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.mirror import (
     E,
     Removal,
@@ -81,17 +82,8 @@ Append = Callable[[AssertRequest], Awaitable[AssertEvent]]
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "SWEEP_NEEDS_BEFORE",
-    "Custody",
-    "Removal",
-    "Restore",
-    "SweepPreview",
-    "SweepProgress",
-    "SweepReport",
-    "SweptFact",
-    "WriteReport",
-]
+__all__ = ["SWEEP_NEEDS_BEFORE", "Custody", "Removal", "Restore", "SweepPreview", "SweepProgress"]
+__all__ += ["SweepReport", "SweptFact", "WriteReport"]
 
 
 async def run_inline(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -132,9 +124,7 @@ class Custody(CustodySweep):
         """Assert through the stores (see the module docstring); raises ``LedgerError`` or
         ``StoreWriteError`` with nothing appended and every put compensated.
         ``precondition``: the caller's condition on the superseded fact (``Ledger.assert_fact``)."""
-        with anyio.CancelScope(shield=True):
-            report = await self._write(request, precondition)
-        return report
+        return await finish(self._write(request, precondition))
 
     async def _write(
         self, request: AssertRequest, precondition: Precondition | None
@@ -290,9 +280,7 @@ class Custody(CustodySweep):
     async def _leave_present(
         self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E], *, forgetting: bool
     ) -> Removal[E]:
-        with anyio.CancelScope(shield=True):
-            removal = await self._leave(fact_id, mutate, forgetting=forgetting)
-        return removal
+        return await finish(self._leave(fact_id, mutate, forgetting=forgetting))
 
     async def _leave(
         self, fact_id: str, mutate: Callable[[dict[str, Any] | None], E], *, forgetting: bool

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import anyio
-
 from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
@@ -21,6 +19,7 @@ from agent_custody_state.ledger.queries import SweepResult
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.certificate import certify_removal
+from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.outbox import Outbox, Owed
 from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
@@ -72,55 +71,71 @@ class CustodySweep:
         if before is None and self.retention is None:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         options = self._certificate_options(certificates)
-        with anyio.CancelScope(shield=True):
-            passes = await self.run(self._cutoffs, before, space, within)
-            uncovered: dict[str, Fact] = {}
-            if self.stores.mirroring():  # what the sweep makes current again goes back first
-                for where, cutoff in passes:  # a sweep the ledger would refuse puts nothing
-                    self.ledger.check_sweep(cutoff, actor, reason, where, receipt_id, keep_digest)
-                uncovered = await self.run(uncovered_by_sweep, self.ledger, passes)
-            restores = await put_back_all(self.stores, uncovered)
-            try:
-                forgotten, held, copies, certified, owed, stopped = await self.run(
-                    self._sweep_ledger,
-                    passes,
-                    actor,
-                    reason,
-                    receipt_id,
-                    keep_digest,
-                    progress,
-                    options,
-                    restored_extras(restores),
-                )
-            finally:  # what the ledger recorded, read back: also when the sweep failed
-                recorded = (
-                    await self.run(recorded_heads, self.ledger, restores) if restores else set()
-                )
-                await settle_restores(self._get, self.stores, uncovered, restores, recorded)
-            report = SweepReport(
-                before=_time_text(before),
-                retention=self.retention if before is None else None,
-                space=space,
-                held=held,
+        swept = self._sweep(
+            actor, reason, before, space, receipt_id, keep_digest, progress, options, within
+        )
+        return await finish(swept)  # to its end, also when the caller is cancelled
+
+    async def _sweep(
+        self,
+        actor: str,
+        reason: str,
+        before: TimeLike | None,
+        space: str | None,
+        receipt_id: str | None,
+        keep_digest: bool,
+        progress: SweepProgress | None,
+        options: CertificateOptions | None,
+        within: Callable[[str], bool] | None,
+    ) -> SweepReport:
+        """The sweep's steps (``sweep``): the puts-back, the ledger's forgets, the removals."""
+        passes = await self.run(self._cutoffs, before, space, within)
+        uncovered: dict[str, Fact] = {}
+        if self.stores.mirroring():  # what the sweep makes current again goes back first
+            for where, cutoff in passes:  # a sweep the ledger would refuse puts nothing
+                self.ledger.check_sweep(cutoff, actor, reason, where, receipt_id, keep_digest)
+            uncovered = await self.run(uncovered_by_sweep, self.ledger, passes)
+        restores = await put_back_all(self.stores, uncovered)
+        try:
+            forgotten, held, copies, certified, owed, stopped = await self.run(
+                self._sweep_ledger,
+                passes,
+                actor,
+                reason,
+                receipt_id,
+                keep_digest,
+                progress,
+                options,
+                restored_extras(restores),
             )
-            leaving = sum(1 for e in forgotten if e.fact_id in copies)
-            done = 0
-            for event in forgotten:
-                fact = copies.get(event.fact_id)
-                removal = RemovalReport()
-                if fact is not None:
-                    if progress is not None:
-                        progress("stores", done, leaving)
-                    removal = await self.stores.remove_all(fact)
-                    await self._settle(owed.get(event.fact_id, []))
-                    done += 1
-                swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
-                if event.fact_id in certified:
-                    held_by = list(fact.external or {}) if fact is not None else []
-                    swept.certificate = certify_removal(certified[event.fact_id], removal, held_by)
-                report.forgotten.append(swept)
-            if progress is not None and leaving:
-                progress("stores", leaving, leaving)
+        finally:  # what the ledger recorded, read back: also when the sweep failed
+            recorded = await self.run(recorded_heads, self.ledger, restores) if restores else set()
+            await settle_restores(self._get, self.stores, uncovered, restores, recorded)
+        report = SweepReport(
+            before=_time_text(before),
+            retention=self.retention if before is None else None,
+            space=space,
+            held=held,
+        )
+        leaving = sum(1 for e in forgotten if e.fact_id in copies)
+        done = 0
+        for event in forgotten:
+            fact = copies.get(event.fact_id)
+            removal = RemovalReport()
+            if fact is not None:
+                if progress is not None:
+                    progress("stores", done, leaving)
+                removal = await self.stores.remove_all(fact)
+                await self._settle(owed.get(event.fact_id, []))
+                done += 1
+            swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
+            if event.fact_id in certified:
+                held_by = list(fact.external or {}) if fact is not None else []
+                swept.certificate = certify_removal(certified[event.fact_id], removal, held_by)
+            report.forgotten.append(swept)
+        if progress is not None and leaving:
+            progress("stores", leaving, leaving)
+
         if stopped is not None:  # what it forgot before has left the stores: now say why
             raise stopped
         return report

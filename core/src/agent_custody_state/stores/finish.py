@@ -1,0 +1,50 @@
+"""A flow between the ledger and the stores runs to its end when its caller is cancelled.
+
+A caller that hangs up between the ledger and the stores must not leave the two disagreeing:
+a write's puts are made before the append, a retraction's put-back is recorded by the ledger,
+and a forget's removals follow its commit. anyio's shield holds against anyio's cancels, but
+asyncio's own (``task.cancel``, ``wait_for``, uvicorn's cancel after its grace, ``asyncio.run``'s
+cancel-all) go through it; so under asyncio the flow runs in a task of its own, which a
+cancelled caller waits for, at most ``FINISH_SECONDS``, before it is cut and an ERROR says so
+(docs/decisions.md, "Long-lived server state and the stop, sixth review").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import anyio
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+#: How long a flow still runs after its caller's asyncio cancel, at most.
+FINISH_SECONDS = 30.0
+
+
+async def finish(flow: Coroutine[Any, Any, T]) -> T:
+    """Await ``flow`` shielded: asyncio's own cancels (``wait_for``, a server's stop) ignore anyio's
+    shield, so the flow runs in its own task, which a cancelled caller awaits (bounded) first."""
+    with anyio.CancelScope(shield=True):
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio: the shield is enough
+            return await flow
+        task = loop.create_task(flow)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            deadline = loop.time() + FINISH_SECONDS
+            while not task.done() and loop.time() < deadline:
+                with contextlib.suppress(asyncio.CancelledError):  # later cancels: the same
+                    await asyncio.wait({task}, timeout=deadline - loop.time())
+            if not task.done():
+                log.error("a flow whose caller was cancelled did not end in time: cut")
+                task.cancel()
+            task.add_done_callback(lambda done: done.cancelled() or done.exception())
+            raise
+    raise AssertionError("unreachable: a shield never swallows an exception")

@@ -275,3 +275,18 @@ def test_export_through_a_symlink_refuses_the_files_own_sidecars(
         assert main(argv) == 1
         assert "is a file of the ledger" in capsys.readouterr().err
         assert target.read_bytes() == before
+
+
+def test_a_certificate_names_the_file_itself(tmp_path: Path) -> None:
+    """The certificate's ``media.location`` was the spelling that opened the ledger: through a
+    link, the link's name, which may be gone (or point elsewhere) by the time it is read."""
+    from agent_custody_state.keys import PublicKeyRef
+    from agent_custody_state.ledger.certverify import check_certificate
+
+    real, link, fact_id = _linked(tmp_path)
+    with Ledger(link, forget_mode="crypto-shred") as ledger:
+        done = ledger.forget(
+            fact_id=fact_id, actor="dpo", reason="r", certificate=CertificateOptions(key=KEY)
+        )
+    statement = check_certificate(done.certificate, PublicKeyRef.of(KEY.public_key()))
+    assert statement["predicate"]["media"]["location"] == str(real)

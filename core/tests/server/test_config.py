@@ -238,7 +238,7 @@ def test_serve_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert serve_in_process(capsys, "--port", "eighty")[0] == 2
     assert serve_in_process(capsys, "--no-such-flag")[0] == 2
     code, err = serve_in_process(capsys)
-    assert code == 1 and "no ledger" in err
+    assert code == 1 and "no ledger" in err and "AGENT_CUSTODY_LEDGER" in err
 
 
 def test_tokens_from_the_environment_as_json(monkeypatch: pytest.MonkeyPatch) -> None:

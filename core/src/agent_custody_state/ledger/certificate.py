@@ -18,17 +18,20 @@ store verified its removal; otherwise ``partial``, naming what is missing.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.ledger.bytescan import ScanResult
 from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.files import real_file
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.ledger.residual import residual_windows
 from agent_custody_state.version import __version__
 
 if TYPE_CHECKING:  # ``cryptography`` is imported when a certificate is made, not at start-up
     from agent_custody_state.keys import KeyPair
+    from agent_custody_state.ledger.backend import EventBackend
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
@@ -275,3 +278,11 @@ class CertifiedForget:
     forgetting: Forgetting
     predicate: dict[str, Any]
     key: KeyPair
+
+
+def media_location(backend: EventBackend) -> str:
+    """Where the certificate says the ledger is: a file ledger by the file's own name (every
+    symlink resolved, ``files.real_file``: the spelling that opened it may be a link), any other
+    by its location."""
+    path = getattr(getattr(backend, "inner", backend), "path", None)
+    return str(real_file(path)) if isinstance(path, os.PathLike | str) else backend.location

@@ -30,6 +30,7 @@ from agent_custody_state.ledger.certificate import (
     CertifiedForget,
     Forgetting,
     draft,
+    media_location,
     options_of,
     sign,
     signing_key,
@@ -52,6 +53,7 @@ from agent_custody_state.ledger.modemark import check_plain_forget
 from agent_custody_state.ledger.queries import RESTORED_KEY, FactState, SweepResult, fact_states
 from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
+from agent_custody_state.ledger.residual import compaction_residue
 from agent_custody_state.ledger.rules import check_known, refuse
 from agent_custody_state.ledger.shred import ShreddingBackend
 from agent_custody_state.timeutil import format_time, utc_now
@@ -81,15 +83,6 @@ def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, .
         return "plain", (), 0
     found = backend.keys.get(kids)
     return "crypto-shred", tuple(found.values()), len(kids) - len(found)
-
-
-def _residue(backend: EventBackend) -> list[dict[str, str]]:
-    """What the backend's last ``compact`` told it could not erase (``compaction_residue``, an
-    optional hook: PostgreSQL's old row versions kept for older snapshots), as residual
-    windows; in crypto-shred mode the events' backend's."""
-    inner = getattr(backend, "inner", backend)
-    told = getattr(inner, "compaction_residue", None)
-    return [dict(w) for w in told()] if callable(told) else []
 
 
 def _still_restores(backend: EventBackend, state: FactState, extra: Mapping[str, Any]) -> bool:
@@ -220,8 +213,8 @@ class LedgerForgetting:
         self, done: list[Forgetting], options: CertificateOptions, key: KeyPair
     ) -> list[CertifiedForget]:
         """Scan the ledger's files once for every value, then build and sign each certificate
-        (with what the compaction told it left: ``_residue``)."""
-        residue = _residue(self.backend)
+        (with what the compaction told it left: ``compaction_residue``)."""
+        residue = compaction_residue(self.backend)
         files = self.backend.local_files()
         scans = None
         if files is not None:
@@ -239,7 +232,7 @@ class LedgerForgetting:
                 forgetting,
                 backend=self.backend.kind,
                 ledger_id=origin,
-                location=self.backend.location,
+                location=media_location(self.backend),
                 forget_mode=self.forget_mode,
                 scan=scans[forgetting.event.fact_id] if scans is not None else None,
                 options=options,

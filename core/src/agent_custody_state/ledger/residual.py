@@ -9,6 +9,11 @@ details).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.backend import EventBackend
+
 _FILE_BLOCKS = {
     "where": "the file-system blocks the old file occupied (and copy-on-write snapshots: "
     "btrfs, ZFS, LVM; blocks an SSD remapped)",
@@ -91,3 +96,12 @@ def residual_windows(backend: str, forget_mode: str) -> list[dict[str, str]]:
         },
         dict(_COPIES),
     ]
+
+
+def compaction_residue(backend: EventBackend) -> list[dict[str, str]]:
+    """What the backend's last ``compact`` told it could not erase (``compaction_residue``, an
+    optional hook: PostgreSQL's old row versions kept for older snapshots), as residual
+    windows; in crypto-shred mode the events' backend's."""
+    inner = getattr(backend, "inner", backend)
+    told = getattr(inner, "compaction_residue", None)
+    return [dict(w) for w in told()] if callable(told) else []

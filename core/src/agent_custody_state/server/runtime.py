@@ -115,7 +115,9 @@ class Runtime:
 def open_runtime(config: MemoryConfig) -> Runtime:
     """Resolve secrets and stores first (cheap failures), then open the ledger."""
     if not config.ledger:
-        raise ConfigError("no ledger: give --ledger or `ledger = ...` in the config file")
+        raise ConfigError(
+            "no ledger: give --ledger, `ledger = ...` in the config file, or AGENT_CUSTODY_LEDGER"
+        )
     forget_key = (
         env_secret(config.forget_key_env, "forget_key_env") if config.forget_key_env else None
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from agent_custody_state_conformance.stores import StoreConformance
 class TestCogneeConformance(StoreConformance):
     """X-Api-Key auth, a dataset named in the settings (created by the first write)."""
 
-    capabilities = frozenset({"verify", "held", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., CogneeStore]) -> Store:
@@ -26,6 +26,12 @@ class TestCogneeConformance(StoreConformance):
     @pytest.fixture
     def backdoor(self, cognee_backdoor: Any) -> Any:
         return cognee_backdoor
+
+    @pytest.fixture
+    def relocated_store(self, make_store: Callable[..., CogneeStore]) -> Iterator[Store]:
+        # ``where`` names the server only (the external id names the dataset): another server.
+        with FakeCognee() as other:
+            yield make_store(url=other.url)
 
     @pytest.fixture
     def lagging_store(self, fake: FakeCognee, make_store: Callable[..., CogneeStore]) -> Store:

@@ -13,14 +13,13 @@ import psycopg
 import pytest
 from langgraph.store.memory import InMemoryStore
 
-from agent_custody_state_conformance.embeddings import embed_texts_8
 from agent_custody_state_conformance.hygiene import PluginHygiene
 from agent_custody_state_conformance.stores import StoreConformance
 from agent_custody_state_langgraph.settings import LangGraphSettings
 from agent_custody_state_langgraph.store import LangGraphStore, build
 
-INDEX = {"dims": 8, "embed": embed_texts_8, "fields": ["content"]}
 EMBED = "agent_custody_state_conformance.embeddings:embed_texts_8"
+OTHER_NAMESPACE = ("other", "{space}")
 
 
 def record(namespace: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -83,34 +82,49 @@ class PostgresBackdoor:
         return record(row[0], row[1], row[2])
 
 
-class TestInMemoryStoreConformance(StoreConformance):
-    capabilities = frozenset({"verify", "held"})
+class BuiltStoreConformance(StoreConformance):
+    """Stores built by the plugin's factory from the class's ``settings``; the relocated store
+    differs from ``store`` only in its namespace template."""
 
     @pytest.fixture
-    def base(self) -> InMemoryStore:
-        return InMemoryStore(index=INDEX)  # type: ignore[arg-type]
+    def settings(self) -> LangGraphSettings:
+        raise NotImplementedError("provide a `settings` fixture")
 
     @pytest.fixture
-    def store(self, base: InMemoryStore) -> LangGraphStore:
-        return LangGraphStore("langmem", base, indexed=True)
+    def store(self, settings: LangGraphSettings) -> Iterator[LangGraphStore]:
+        store = build(settings, name="langmem")
+        yield store
+        store.close()
 
     @pytest.fixture
-    def backdoor(self, base: InMemoryStore) -> MemoryBackdoor:
-        return MemoryBackdoor(base)
+    def relocated_store(self, settings: LangGraphSettings) -> Iterator[LangGraphStore]:
+        store = build(settings.model_copy(update={"namespace": OTHER_NAMESPACE}), name="langmem")
+        yield store
+        store.close()
 
 
-class TestSqliteStoreConformance(StoreConformance):
-    capabilities = frozenset({"verify", "held", "fail"})
+class TestInMemoryStoreConformance(BuiltStoreConformance):
+    capabilities = frozenset({"verify", "held", "relocate"})
+
+    @pytest.fixture
+    def settings(self) -> LangGraphSettings:
+        return LangGraphSettings(index_dimensions=8, index_embed=EMBED)  # an InMemoryStore
+
+    @pytest.fixture
+    def backdoor(self, store: LangGraphStore) -> MemoryBackdoor:
+        return MemoryBackdoor(store.base)  # type: ignore[arg-type]
+
+
+class TestSqliteStoreConformance(BuiltStoreConformance):
+    capabilities = frozenset({"verify", "held", "fail", "relocate"})
 
     @pytest.fixture
     def path(self, tmp_path: Path) -> Path:
         return tmp_path / "langgraph.sqlite"
 
     @pytest.fixture
-    def store(self, path: Path) -> Iterator[LangGraphStore]:
-        store = build(LangGraphSettings(backend="sqlite", path=str(path)), name="langmem")
-        yield store
-        store.close()
+    def settings(self, path: Path) -> LangGraphSettings:
+        return LangGraphSettings(backend="sqlite", path=str(path))
 
     @pytest.fixture
     def backdoor(self, path: Path, store: LangGraphStore) -> SqliteBackdoor:
@@ -126,18 +140,15 @@ class TestSqliteStoreConformance(StoreConformance):
 
 
 @pytest.mark.postgres
-class TestPostgresStoreConformance(StoreConformance):
-    capabilities = frozenset({"verify", "held", "fail"})
+class TestPostgresStoreConformance(BuiltStoreConformance):
+    capabilities = frozenset({"verify", "held", "fail", "relocate"})
 
     @pytest.fixture
-    def store(self, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[LangGraphStore]:
+    def settings(self, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> LangGraphSettings:
         monkeypatch.setenv("LANGGRAPH_PG_URL", postgres_url)
-        settings = LangGraphSettings(
+        return LangGraphSettings(
             backend="postgres", dsn_env="LANGGRAPH_PG_URL", index_dimensions=8, index_embed=EMBED
         )
-        store = build(settings, name="langmem")
-        yield store
-        store.close()
 
     @pytest.fixture
     def backdoor(self, postgres_url: str) -> PostgresBackdoor:

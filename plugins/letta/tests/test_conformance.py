@@ -15,11 +15,15 @@ from agent_custody_state_letta.testing import FakeLetta
 
 
 class TestLettaConformance(StoreConformance):
-    capabilities = frozenset({"verify", "held", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., LettaStore]) -> Store:
         return make_store()
+
+    @pytest.fixture
+    def relocated_store(self, fake: FakeLetta, make_store: Callable[..., LettaStore]) -> Store:
+        return make_store(agent_id=fake.add_agent())  # another agent, registered on the fake
 
     @pytest.fixture
     def backdoor(self, letta_backdoor: Any) -> Any:

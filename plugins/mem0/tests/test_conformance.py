@@ -52,11 +52,15 @@ class FakeBackdoor:
 class TestMem0Platform(StoreConformance):
     """Direct import (``infer=False``) answered synchronously, with the fake's de-dup on."""
 
-    capabilities = frozenset({"verify", "held", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., Mem0Store]) -> Mem0Store:
         return make_store()
+
+    @pytest.fixture
+    def relocated_store(self, make_store: Callable[..., Mem0Store]) -> Mem0Store:
+        return make_store(user_id="u-other")
 
     @pytest.fixture
     def backdoor(self, fake: FakeMem0) -> FakeBackdoor:
@@ -120,11 +124,18 @@ class TestMem0Local(StoreConformance):
     classes above cover both paths of the shared store code).
     """
 
-    capabilities = frozenset({"verify", "held"})
+    capabilities = frozenset({"verify", "held", "relocate"})
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[Mem0Store]:
         store = build(local_settings(tmp_path), name="mem0-local")
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def relocated_store(self, tmp_path: Path) -> Iterator[Mem0Store]:
+        # Another vector store location: embedded qdrant locks its folder to one client.
+        store = build(local_settings(tmp_path / "other"), name="mem0-local")
         yield store
         store.close()
 

@@ -45,11 +45,20 @@ def wrong_password(url: str) -> str:
 
 
 class TestPgvectorConformance(StoreConformance):
-    capabilities = frozenset({"verify", "held", "fail"})
+    capabilities = frozenset({"verify", "held", "fail", "relocate"})
 
     @pytest.fixture
     def store(self, postgres_url: str) -> Iterator[PgvectorStore]:
         store = PgvectorStore("vectors", postgres_url, embed_8, dimensions=8, table=TABLE)
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def relocated_store(self, postgres_url: str) -> Iterator[PgvectorStore]:
+        # Another table in the same database (created on first use only, so none is made here).
+        store = PgvectorStore(
+            "vectors", postgres_url, embed_8, dimensions=8, table=f"{TABLE}_other"
+        )
         yield store
         store.close()
 

@@ -19,6 +19,11 @@ from agent_custody_state_zep.store import ZepStore
 from agent_custody_state_zep.testing import FakeZep
 
 
+def create_user(fake: FakeZep, user_id: str) -> None:
+    """Create a Zep user (and so its graph) on the fake, through the SDK."""
+    Zep(api_key=API_KEY, base_url=fake.url + "/api/v4").user.create(user_id=user_id)
+
+
 class FakeBackdoor:
     """Reads the fake's primary episode records directly, never through the SDK."""
 
@@ -44,7 +49,7 @@ class FakeBackdoor:
 class TestZepGraph(StoreConformance):
     """A named graph given by its UUID; tasks complete at once."""
 
-    capabilities = frozenset({"verify", "held", "lag", "fail"})
+    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., ZepStore]) -> ZepStore:
@@ -53,6 +58,10 @@ class TestZepGraph(StoreConformance):
     @pytest.fixture
     def backdoor(self, fake: FakeZep) -> FakeBackdoor:
         return FakeBackdoor(fake)
+
+    @pytest.fixture
+    def relocated_store(self, fake: FakeZep, make_store: Callable[..., ZepStore]) -> ZepStore:
+        return make_store(graph_uuid=fake.create_graph("other"))
 
     @pytest.fixture
     def lagging_store(self, fake: FakeZep, make_store: Callable[..., ZepStore]) -> ZepStore:
@@ -81,13 +90,17 @@ class TestZepUserGraphPendingTasks(TestZepGraph):
     def fake(self, fake: FakeZep) -> FakeZep:
         fake.task_polls_pending = 2
         fake.ingest_polls_pending = 2
-        client = Zep(api_key=API_KEY, base_url=fake.url + "/api/v4")
-        client.user.create(user_id="support-team")
+        create_user(fake, "support-team")
         return fake
 
     @pytest.fixture
     def make_store(self, make_store: Callable[..., ZepStore]) -> Callable[..., ZepStore]:
-        return lambda **settings: make_store(user_id="support-team", **settings)
+        return lambda **settings: make_store(**{"user_id": "support-team", **settings})
+
+    @pytest.fixture
+    def relocated_store(self, fake: FakeZep, make_store: Callable[..., ZepStore]) -> ZepStore:
+        create_user(fake, "other-team")
+        return make_store(user_id="other-team")
 
 
 class TestHygiene(PluginHygiene):

@@ -44,6 +44,12 @@ reason saying so (SQLAlchemy's requirement style):
 - ``"fail"``: a ``failing_store`` fixture whose vendor answers every call with an error.
 - ``"held"``: the store implements ``held_ids`` (its copies of a fact, by the fact id), so a
   copy a failed put left is found and removed.
+- ``"relocate"``: a ``relocated_store`` fixture: the store built with another container
+  setting (another graph, agent, table, user, namespace or server); both declare ``where``
+  and the two texts differ.
+
+A store that declares ``where`` (the container its copies go into, ``Store``) is held to a
+secret-free, stable, one-line text whatever its capabilities.
 
 Stores are async. Every rule is an ``async def`` test run by anyio's pytest plugin (installed
 with anyio, which the core depends on) on asyncio; fixtures may be plain or ``async`` and share

@@ -1,4 +1,5 @@
-"""Store rules for writing (SPEC 6): ``put``'s id, the text, the custody metadata, odd values.
+"""Store rules for writing (SPEC 6): ``put``'s id, the text, the custody metadata, odd values,
+and ``where`` (the container the copies go into).
 
 What lands in the vendor after ``put``, read back through the plugin's backdoor: a record under
 the id ``put`` returned, the SPEC 6 text or the structured value, every custody field, and a
@@ -7,11 +8,14 @@ value full of unicode and escapes surviving unchanged.
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import pytest
 
 from agent_custody_state.ledger.model import Source
 from agent_custody_state.stores import Store, custody_metadata, fact_text
-from agent_custody_state.stores.base import can_verify
+from agent_custody_state.stores.base import can_verify, redact
 
 from ..rules import rule
 from .base import AWKWARD_VALUE, StoreRules, make_fact
@@ -113,3 +117,46 @@ class WriteRules(StoreRules):
         assert record is not None
         self._check_content(record, fact)
         assert record["metadata"].get("factId") == fact.fact_id
+
+    # -- where -------------------------------------------------------------------------------
+
+    def _check_where(self, store: Store) -> str:
+        where = getattr(store, "where", None)
+        assert isinstance(where, str) and where.strip(), f"where is {where!r}, not a text"
+        assert "\n" not in where and len(where) <= 1000, "where must be one short line"
+        assert getattr(store, "where", None) == where, "where changed between two reads"
+        assert redact(where) == where, f"where holds a secret or a URL password: {where!r}"
+        assert not re.search(r"://[^\s/]*@", where), f"where holds URL userinfo: {where!r}"
+        assert "?" not in where, f"where holds a URL query (tokens live there): {where!r}"
+        return where
+
+    @rule("ST-6-where")
+    async def test_where_names_no_secret(self, store: Store) -> None:
+        """A store declaring ``where`` gives one short, stable line with no secret in it: no
+        credential it read (``kit.secret_from_env``), no URL userinfo, no URL query.
+
+        Troubleshooting: build it from the settings alone (endpoint origin and path, container
+        id), never from a connection string as given: drop ``user:password@``, ``?query`` and
+        ``password=``. The ledger keeps it with every fact, where anyone reading the ledger sees
+        it. A store without ``where`` is skipped.
+        """
+        if getattr(store, "where", None) is None:
+            pytest.skip("store does not declare where")
+        self._check_where(store)
+
+    @rule("ST-6-where-moves")
+    async def test_another_container_gives_another_where(
+        self, store: Store, request: pytest.FixtureRequest
+    ) -> None:
+        """Built with another container setting, the store gives another ``where`` (and one
+        as clean): a forget then refuses to report a copy at the old place as removed.
+
+        Troubleshooting: name every setting that decides where a copy goes (graph, agent,
+        table and database, user and agent scope, namespace, server); two settings that write
+        to different places must never give the same text.
+        """
+        self.require("relocate")
+        relocated_store: Store = request.getfixturevalue("relocated_store")
+        assert self._check_where(store) != self._check_where(relocated_store), (
+            "two stores writing to different containers give the same where"
+        )

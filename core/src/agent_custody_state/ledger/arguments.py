@@ -230,6 +230,26 @@ def extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str
     return dict(extra)
 
 
+#: The keys a fact's ``fact_extra`` must not set: the fact's own and the chain's.
+_FACT_OWN_KEYS = frozenset(
+    {
+        *("factId", "subject", "predicate", "value", "space", "actor", "source", "provenance"),
+        *("external", "validFrom", "validTo", "confidence", "forgotten"),
+        *("valueSalt", "valueCommitment"),
+    }
+)
+
+
+def fact_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``AssertRequest.fact_extra`` checked: unknown keys only, copied (JSON values)."""
+    if not extra:
+        return {}
+    clash = sorted(str(k) for k in extra if not isinstance(k, str) or k in _FACT_OWN_KEYS)
+    if clash:
+        raise LedgerError(f"fact_extra must not set the fact's own keys: {clash}", field="extra")
+    return {k: json_copy(v) for k, v in extra.items()}
+
+
 def build_assert(
     now: Callable[[], str], request: AssertRequest, ids: Iterator[str] | None = None
 ) -> AssertEvent:
@@ -287,6 +307,8 @@ def build_assert(
         vf,
         None,
         confidence,
+        None,
+        fact_extra(r.fact_extra),
     )
     event_id = next(ids) if ids is not None else new_id()
     return AssertEvent(event_id, tx, fact, supersedes)

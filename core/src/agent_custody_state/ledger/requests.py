@@ -41,6 +41,9 @@ class AssertRequest:
     confidence: float | None = None
     supersedes: str | None = None
     fact_id: str | None = None
+    #: Keys kept on the fact beside the wire keys (SPEC 1.2 keeps unknown keys): the stores'
+    #: ``externalWhere``. Set by code only: a mapping handed to ``of`` cannot carry it.
+    fact_extra: Mapping[str, Any] | None = None
 
     def with_(self, **changes: Any) -> AssertRequest:
         """A copy with some fields replaced."""
@@ -64,7 +67,7 @@ class AssertRequest:
         return cls(**item)
 
 
-_FIELDS = frozenset(f.name for f in dataclasses.fields(AssertRequest))
+_FIELDS = frozenset(f.name for f in dataclasses.fields(AssertRequest)) - {"fact_extra"}
 _REQUIRED = tuple(
     f.name
     for f in dataclasses.fields(AssertRequest)

@@ -103,6 +103,17 @@ class Store(Protocol):
     text: a cleanup finished from the outbox has neither (``orphans``). The core asks it after a
     ``put`` that raised (a timeout after the vendor stored the fact, a connection cut before
     the answer) and removes what it names, so no copy is left that no ledger event records.
+
+    ``where: str`` (an attribute or property, optional): a short, stable text naming the
+    container this store's copies go into, built from its settings without a network call,
+    e.g. ``https://api.getzep.com graph:support`` or
+    ``postgresql://db.internal:5432/app table:public.memories``. Never a secret: no password,
+    API key or token, no URL userinfo or query. The core records it with each copy (the fact's
+    ``externalWhere``, a put-back's ``restored`` record, an outbox entry) and refuses to remove
+    or check a copy recorded at another place than the store's current one (``where``): that
+    store is reported ``failed``, naming both places, so a moved store never yields a false
+    ``verified``. Stores writing to different containers must give different texts; a store
+    without it is removed and checked as before.
     """
 
     name: str

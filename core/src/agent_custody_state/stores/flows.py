@@ -75,6 +75,7 @@ from agent_custody_state.stores.storeset import (
     describe_compensation,
 )
 from agent_custody_state.stores.sweeping import SWEEP_NEEDS_BEFORE, CustodySweep, SweepProgress
+from agent_custody_state.stores.where import WHERE_KEY, locate, wheres, with_where
 
 T = TypeVar("T")
 Runner = Callable[..., Awaitable[Any]]
@@ -136,12 +137,17 @@ class Custody(CustodySweep):
             fact_id=request.fact_id or new_id(), valid_from=request.valid_from or self.ledger.now()
         )
         planned: AssertEvent = await self.run(self.ledger.validate_assert, request)
-        fact = planned.fact
+        # Where each declaring store writes, recorded beside its id (``where``).
+        fact = with_where(planned.fact, wheres(self.stores))
         try:
             external = await self.stores.put_all(fact)
         except StoreWriteError as exc:
             await self._owe_cleanup(fact, exc)
             raise
+        recorded = wheres(self.stores, external)
+        if recorded:
+            extra = {**(request.fact_extra or {}), WHERE_KEY: recorded}
+            request = request.with_(fact_extra=extra)
         try:
             event = await self._append_checked(request.with_(external=external), precondition)
         except LedgerError as exc:
@@ -312,13 +318,14 @@ class Custody(CustodySweep):
             return Removal(event, RemovalReport(), restore)
         # A retraction that put this fact back after the plan was read recorded new ids.
         added = await self.run(restored_meanwhile, self.ledger, plan.fact)
-        owed += await self._owe(plan.fact.with_(external=added), operation)
-        fact = plan.fact.with_(external={**(plan.fact.external or {}), **added} or None)
+        external = {**(plan.fact.external or {}), **added}
+        fact = await self.run(locate, self.ledger, plan.fact, external) if added else plan.fact
+        owed += await self._owe(fact.with_(external=added), operation)
         if not fact.external:
             return Removal(event, RemovalReport(), restore)
         held_by = list(fact.external)
         report = await self.stores.remove_all(fact)
-        await self._settle(owed)
+        await self._settle(owed, report)
         return Removal(event, report, restore, held_by=held_by)
 
     # -- the outbox ------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from agent_custody_state.ledger.queries import RESTORED_KEY
 from agent_custody_state.stores.base import error_message
 from agent_custody_state.stores.orphans import clear_failed_put
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+from agent_custody_state.stores.where import WHERE_KEY, locate, store_where, with_where
 
 E = TypeVar("E", RetractEvent, ForgetEvent)
 
@@ -54,10 +55,16 @@ class Restore:
     fact_id: str
     external: dict[str, str] = field(default_factory=dict)  # store -> new id
     failed: dict[str, str] = field(default_factory=dict)  # store -> error message
+    where: dict[str, str] = field(default_factory=dict)  # store -> its ``where`` (declared)
 
     def record(self) -> dict[str, Any]:
-        """The extra key written on the retract/forget event (only the puts that succeeded)."""
-        return {RESTORED_KEY: {"factId": self.fact_id, "external": dict(self.external)}}
+        """The extra key written on the retract/forget event (only the puts that succeeded),
+        with each declaring store's ``where`` beside the ids (``where``)."""
+        record: dict[str, Any] = {"factId": self.fact_id, "external": dict(self.external)}
+        where = {k: v for k, v in self.where.items() if k in self.external}
+        if where:
+            record[WHERE_KEY] = where
+        return {RESTORED_KEY: record}
 
     def to_dict(self) -> dict[str, Any]:
         """The wire shape reported in tool results."""
@@ -90,11 +97,12 @@ class Removal(Generic[E]):
 
 
 def current_fact(ledger: Ledger, fact_id: str) -> Fact | None:
-    """The fact with ``external`` set to where the stores hold it now (restores included)."""
+    """The fact with ``external`` set to where the stores hold it now (restores included),
+    and the places recorded for those copies (``where``)."""
     fact = ledger.get(fact_id)
     if fact is None:
         return None
-    return fact.with_(external=ledger.current_external(fact_id) or None)
+    return locate(ledger, fact, ledger.current_external(fact_id))
 
 
 def _made_current_by_leaving(ledger: Ledger, fact: Fact) -> Fact | None:
@@ -144,7 +152,7 @@ def plan_leaving(ledger: Ledger, fact_id: str, *, forgetting: bool) -> LeavingPl
 
 async def put_back(stores: StoreSet, fact: Fact) -> Restore:
     restore = Restore(fact.fact_id)
-    clean = fact.with_(external=None, valid_to=None)
+    clean = with_where(fact.with_(external=None, valid_to=None), {})
     if kid_of(fact.value) is not None:  # sealed: this process reads a crypto-shred ledger plain
         for store in stores.mirroring():
             restore.failed[store.name] = SEALED_PUT_BACK
@@ -170,6 +178,8 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
             restore.failed[store.name] = f"{error_message(exc)}; {leftover.outcome}"
             continue
         restore.external[store.name] = external_id
+        if (where := store_where(store)) is not None:
+            restore.where[store.name] = where
     return restore
 
 
@@ -209,9 +219,8 @@ async def remove_put_back(stores: StoreSet, fact: Fact, restore: Restore, why: s
     log.warning(
         "fact %s: %s; removing the copies put back", fact.fact_id, why, extra={"fact": fact.fact_id}
     )
-    report = await stores.remove_all(
-        fact.with_(external=dict(restore.external)), only=list(restore.external)
-    )
+    copies = with_where(fact.with_(external=dict(restore.external)), restore.where)
+    report = await stores.remove_all(copies, only=list(restore.external))
     for name in restore.external:
         outcome = report.still_held.get(name) or report.verification.get(name, "unverified")
         restore.failed[name] = f"{why}; the copy put back was removed: {outcome}"

@@ -5,7 +5,8 @@ copy it may have kept could not be looked up or removed (``orphans``). ``resume`
 server and ``sweep`` at start) hands those entries here: the store is asked again for its copies
 of the fact (``held_ids``), each is removed, and the entry settles once the store is known to
 hold none the ledger does not record. The entry stays (and is logged) when the store is not
-configured here, has no ``held_ids`` any more, or fails again.
+configured here, now writes elsewhere than when the put failed (``where``), has no
+``held_ids`` any more, or fails again.
 
 The ledger never recorded the failed write, so the fact is usually unknown to it: the lookup
 gets a fact carrying only the id and space (``held_ids`` must need no more), and the removal is
@@ -24,6 +25,7 @@ from agent_custody_state.stores.base import Store, verifies_without_value
 from agent_custody_state.stores.orphans import NO_LOOKUP, Check, clear_failed_put
 from agent_custody_state.stores.outbox import Outbox, Owed, Resumed, Run
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+from agent_custody_state.stores.where import store_where
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,15 @@ async def resume_failed_puts(
         store = stores.by_name(owed.store)
         if store is None:
             why = f"store {owed.store} is not configured here; it may hold a copy of the fact"
+            log.error("outbox: fact %s: %s", owed.fact_id, why, extra={"fact": owed.fact_id})
+            done.left[owed.entry] = why
+            continue
+        if owed.where is not None and store_where(store) != owed.where:
+            now = store_where(store) or "a place it does not name"
+            why = (
+                f"store {owed.store} now writes to {now}; the copy its failed put may have left "
+                f"is at {owed.where}: configure a store named {owed.store} for it to look it up"
+            )
             log.error("outbox: fact %s: %s", owed.fact_id, why, extra={"fact": owed.fact_id})
             done.left[owed.entry] = why
             continue

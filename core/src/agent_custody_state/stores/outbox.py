@@ -21,6 +21,9 @@ It also keeps the cleanups a failed write leaves owed (operation ``put``): a sto
 and looking up or removing the copy it may have kept failed too (``orphans``). No external id
 is known and no ledger change is involved: ``resume`` hands them to ``orphan_resume``.
 
+An entry also keeps the store's ``where`` when it declared one: a removal finished from it at
+a store that now writes elsewhere is refused and the entry stays owed (``where``).
+
 The outbox never holds a value (an erased one would otherwise stay on disk): a removal finished
 from it after a forget is verified only by stores that declare their check needs no value
 (``verify_without_value``); any other reports ``unverified``, never a false ``verified``. After
@@ -45,18 +48,21 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from agent_custody_state.backends.jsonl_recovery import fsync_dir, write_all
 from agent_custody_state.ledger.files import FileNames, open_private
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.base import verifies_without_value
+from agent_custody_state.stores.owed import Operation as Operation
+from agent_custody_state.stores.owed import Owed as Owed
+from agent_custody_state.stores.owed import pending_of
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+from agent_custody_state.stores.where import recorded, with_where
 
 log = logging.getLogger(__name__)
 
-Operation = Literal["retract", "forget", "put"]
 
 #: The sidecar beside a file ledger: ``<ledger>.outbox``.
 SUFFIX = ".outbox"
@@ -72,34 +78,6 @@ def outbox_path(ledger_location: str, configured: str | os.PathLike[str] | None)
     if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", ledger_location):
         return None
     return FileNames.of(ledger_location).find(SUFFIX[1:], "outbox file", ledger_location)
-
-
-@dataclass(frozen=True)
-class Owed:
-    """One removal owed to one store. Never the value: only where the copy is."""
-
-    entry: str
-    fact_id: str
-    store: str
-    external_id: str
-    operation: Operation
-    at: str
-    pid: int
-    space: str | None = None  # a failed put's: stores may key their copies by it
-
-    def line(self) -> dict[str, Any]:
-        line: dict[str, Any] = {
-            "owe": self.entry,
-            "factId": self.fact_id,
-            "store": self.store,
-            "externalId": self.external_id,
-            "operation": self.operation,
-            "at": self.at,
-            "pid": self.pid,
-        }
-        if self.space is not None:
-            line["space"] = self.space
-        return line
 
 
 class Outbox:
@@ -150,10 +128,14 @@ class Outbox:
     def owe(self, facts: Iterable[Fact], operation: Operation, at: str) -> list[Owed]:
         """Record, durably (one fsync), a removal owed to each store each fact's ``external``
         names."""
+        pid = os.getpid()
         owed = [
-            Owed(uuid.uuid4().hex, fact.fact_id, store, external_id, operation, at, os.getpid())
+            Owed(
+                uuid.uuid4().hex, fact.fact_id, name, ext, operation, at, pid, None, where.get(name)
+            )
             for fact in facts
-            for store, external_id in sorted((fact.external or {}).items())
+            for where in (recorded(fact),)
+            for name, ext in sorted((fact.external or {}).items())
         ]
         if owed:
             self._append([o.line() for o in owed], sync=True)
@@ -166,7 +148,18 @@ class Outbox:
         (no external id is known: ``held_ids`` finds it). Not in flight: nothing in this
         process will retry it before ``resume``."""
         owed = [
-            Owed(uuid.uuid4().hex, fact.fact_id, name, "", "put", at, os.getpid(), fact.space)
+            Owed(
+                uuid.uuid4().hex,
+                fact.fact_id,
+                name,
+                "",
+                "put",
+                at,
+                pid,
+                fact.space,
+                where.get(name),
+            )
+            for pid, where in ((os.getpid(), recorded(fact)),)
             for name in stores
         ]
         if owed:
@@ -185,13 +178,19 @@ class Outbox:
             if fd is None:
                 return
             _append_lines(fd, [{"settled": entries}], sync=False)
-            if idle and not _pending(_read(fd)):
+            if idle and not pending_of(_read(fd)):
                 os.unlink(self.path)  # nothing owed: no file beside the ledger
+
+    def leave(self, owed: Iterable[Owed]) -> None:
+        """The flow is done with these entries but they stay owed (no store here can remove
+        the copy): no longer in flight, so ``resume`` retries them."""
+        with self._lock:
+            self._inflight.difference_update(o.entry for o in owed)
 
     def pending(self) -> list[Owed]:
         """Every entry owed and not settled, in the order written."""
         with self._open(create=False) as fd:
-            return [] if fd is None else _pending(_read(fd))
+            return [] if fd is None else pending_of(_read(fd))
 
     def in_flight(self, owed: Owed) -> bool:
         """Whether a flow of this process, or a process still running, wrote ``owed`` and has
@@ -228,44 +227,6 @@ def _read(fd: int) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             records.append(record)
     return records
-
-
-def _pending(records: list[dict[str, Any]]) -> list[Owed]:
-    # A line of the wrong shape (edited by hand) is skipped, never fatal: a TypeError here
-    # would stop every start and every settle.
-    settled = {
-        e
-        for r in records
-        if isinstance(r.get("settled"), list)
-        for e in r["settled"]
-        if isinstance(e, str)
-    }
-    owed = []
-    for r in records:
-        if "owe" not in r:
-            continue
-        try:
-            if r["owe"] in settled:  # inside: an id that is a list or an object is unhashable
-                continue
-            owed.append(
-                Owed(
-                    str(r["owe"]),
-                    str(r["factId"]),
-                    str(r["store"]),
-                    str(r["externalId"]),
-                    _operation(r["operation"]),
-                    str(r["at"]),
-                    int(r["pid"]),
-                    str(r["space"]) if r.get("space") is not None else None,
-                )
-            )
-        except (KeyError, TypeError, ValueError):
-            log.error("outbox: an entry that cannot be read is skipped: %.200s", r)
-    return owed
-
-
-def _operation(value: Any) -> Operation:
-    return "forget" if value == "forget" else "put" if value == "put" else "retract"
 
 
 def _alive(pid: int) -> bool:
@@ -363,7 +324,10 @@ async def _finish(
             done.left[o.entry] = why
     if not here:
         return
-    target = fact.with_(external={o.store: o.external_id for o in here})
+    target = with_where(
+        fact.with_(external={o.store: o.external_id for o in here}),
+        {o.store: o.where for o in here if o.where},
+    )
     # After a forget the ledger has no value: only a check that needs none can say "verified".
     erased = fact.forgotten is not None
     blind = [

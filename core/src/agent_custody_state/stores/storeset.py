@@ -9,7 +9,8 @@
   whose cleanup is left to retry.
 - remove: each store holding the fact (by its external id), then ``verify_removed`` with
   retries and exponential delay: ``verified``, ``stillIndexed``, ``unverified`` (the store cannot
-  be asked) or ``failed`` (the removal raised).
+  be asked) or ``failed`` (the removal raised, or the copy was written where the store no
+  longer writes: ``where``).
 - mirroring (SPEC 6 improvement): stores hold what is believed now. A store mirrors unless it is
   configured append-only (``mirror = false`` in its ``[[stores]]`` table, a ``mirror = False``
   attribute, or ``StoreSet(append_only=...)``); ``flows`` uses this.
@@ -38,6 +39,7 @@ from agent_custody_state.stores.base import (
     mirrors,
 )
 from agent_custody_state.stores.orphans import clear_failed_put
+from agent_custody_state.stores.where import moved
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,8 @@ class RemovalReport:
     removed_from: list[str] = field(default_factory=list)
     still_held: dict[str, str] = field(default_factory=dict)  # store -> error message
     verification: dict[str, Verification] = field(default_factory=dict)
+    #: stores not asked: the copy was written where the store no longer writes (``where``)
+    moved: list[str] = field(default_factory=list)
 
 
 class StoreSet:
@@ -206,6 +210,13 @@ class StoreSet:
                 continue
             external_id = (fact.external or {}).get(store.name)
             if external_id is None:
+                continue
+            elsewhere = moved(store, fact)
+            if elsewhere is not None:  # removing or checking here would miss the copy
+                log.error("fact %s: %s", fact.fact_id, elsewhere, extra={"store": store.name})
+                report.still_held[store.name] = elsewhere
+                report.verification[store.name] = "failed"
+                report.moved.append(store.name)
                 continue
             try:
                 await store.remove(external_id, fact)

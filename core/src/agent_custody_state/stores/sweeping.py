@@ -30,6 +30,7 @@ from agent_custody_state.stores.sweep_restore import (
     settle_restores,
     uncovered_by_sweep,
 )
+from agent_custody_state.stores.where import locate
 from agent_custody_state.timeutil import TimeFormatError, format_time, parse_time
 
 #: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
@@ -126,7 +127,7 @@ class CustodySweep:
                 if progress is not None:
                     progress("stores", done, leaving)
                 removal = await self.stores.remove_all(fact)
-                await self._settle(owed.get(event.fact_id, []))
+                await self._settle(owed.get(event.fact_id, []), removal)
                 done += 1
             swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
             if event.fact_id in certified:
@@ -140,10 +141,15 @@ class CustodySweep:
             raise stopped
         return report
 
-    async def _settle(self, owed: list[Owed]) -> None:
-        """The removals are done or reported: settle their outbox entries."""
-        if self.outbox is not None and owed:
-            await self.run(self.outbox.settle, owed)
+    async def _settle(self, owed: list[Owed], report: RemovalReport | None = None) -> None:
+        """The removals are done or reported: settle their outbox entries, but for a copy left
+        where its store no longer writes (``where``): that one stays owed, for a store
+        configured at that place to finish at the next start."""
+        if self.outbox is None or not owed:
+            return
+        moved = report.moved if report is not None else []
+        await self.run(self.outbox.settle, [o for o in owed if o.store not in moved])
+        self.outbox.leave([o for o in owed if o.store in moved])
 
     async def plan_sweep(
         self, *, before: TimeLike | None = None, space: str | None = None, holders: bool = False
@@ -276,7 +282,7 @@ class CustodySweep:
             if self.stores or f.external:
                 external = self.ledger.current_external(f.fact_id)
                 if external:
-                    copies[f.fact_id] = f.with_(external=external)
+                    copies[f.fact_id] = locate(self.ledger, f, external)
                     leaving.append(copies[f.fact_id])
         if self.outbox is not None and leaving:
             for entry in self.outbox.owe(leaving, "forget", self.ledger.now()):
@@ -314,9 +320,9 @@ class CustodySweep:
             added = {k: v for k, v in external.items() if known.get(k) != v}
             if not added:
                 continue
-            copies[fact.fact_id] = fact.with_(external=external)
+            copies[fact.fact_id] = now = locate(self.ledger, fact, external)
             if self.outbox is not None:
-                more = self.outbox.owe([fact.with_(external=added)], "forget", self.ledger.now())
+                more = self.outbox.owe([now.with_(external=added)], "forget", self.ledger.now())
                 owed.setdefault(fact.fact_id, []).extend(more)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import uuid
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -108,6 +109,17 @@ class CogneeStore:
         self.transport = transport  # tests may inject one (httpx.MockTransport)
         # Building an SSL context costs ~30 ms; build it once, not once per short-lived client.
         self._ssl = httpx.create_ssl_context()
+
+    @property
+    def where(self) -> str:
+        """Where the items go (``Store.where``): the server, without userinfo, query or
+        fragment. Not the dataset: each external id names its own (``<dataset>/<data>``), so a
+        changed dataset setting still removes and checks the copy where it is."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        netloc = (f"[{host}]" if ":" in host else host) + port
+        return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
 
     def __repr__(self) -> str:
         dataset = self.dataset_id or self.dataset_name

@@ -25,9 +25,11 @@ that checks each connection before use.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -70,8 +72,11 @@ class LangGraphStore:
         indexed: bool = False,
         top_k: int = 10,
         on_close: Callable[[], None] | None = None,
+        where: str | None = None,
     ) -> None:
         self.name = name
+        #: where the items go (``Store.where``; ``place``); None: not declared
+        self.where = where
         self.base = base
         self.namespace_template = tuple(namespace)
         self.indexed = indexed
@@ -226,9 +231,28 @@ def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Cal
         ) from exc
 
 
+def place(settings: LangGraphSettings, dsn: str | None = None) -> str:
+    """Where the items go (``Store.where``): the backend (the SQLite file; the PostgreSQL
+    server and database, without user, password or options) and the namespace template.
+    No secret, no connection."""
+    if settings.backend == "sqlite":
+        backend = f"sqlite:{os.path.abspath(str(settings.path))}"
+    elif settings.backend == "postgres":
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(dsn or "")
+        host = str(params.get("host") or params.get("hostaddr") or "localhost")
+        database = params.get("dbname") or params.get("user") or ""
+        backend = f"postgresql://{quote(host, safe='[]:.')}:{params.get('port') or 5432}/{database}"
+    else:
+        backend = "memory"  # this process's InMemoryStore
+    return f"{backend} namespace:{'/'.join(settings.namespace)}"
+
+
 def build(settings: LangGraphSettings, *, name: str) -> LangGraphStore:
     """The registered factory: open the configured BaseStore and wrap it."""
     base, close = open_backend(settings, name)
+    dsn = secret_from_env(name, settings.dsn_env, what="PostgreSQL URL")
     return LangGraphStore(
         name,
         base,
@@ -236,4 +260,5 @@ def build(settings: LangGraphSettings, *, name: str) -> LangGraphStore:
         indexed=settings.index_embed is not None,
         top_k=settings.top_k,
         on_close=close,
+        where=place(settings, dsn),
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from letta_client import APIError, Letta, NotFoundError
 
@@ -64,6 +65,17 @@ class LettaStore:
         self.client = client
         self.agent_id = agent_id
         self.tags = list(tags)
+
+    @property
+    def where(self) -> str:
+        """Where the passages go (``Store.where``): the server (no userinfo, query or fragment)
+        and the agent. No secret, no network call."""
+        parts = urlsplit(str(self.client.base_url))
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        netloc = (f"[{host}]" if ":" in host else host) + port
+        base = urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
+        return f"{base} agent:{self.agent_id}"
 
     def __repr__(self) -> str:
         return f"<LettaStore {self.name} agent={self.agent_id} at {self.client.base_url}>"

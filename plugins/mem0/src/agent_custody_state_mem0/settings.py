@@ -7,6 +7,7 @@ key, and ``local_env`` names variables whose values are placed into the local co
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -14,6 +15,10 @@ from agent_custody_state.plugin import ConfigPath
 
 _PLATFORM_ONLY = ("host", "app_id")
 _LOCAL_ONLY = ("local_config", "local_env", "local_objects")
+#: The platform's origin when ``host`` is unset (the SDK's default).
+DEFAULT_HOST = "https://api.mem0.ai"
+#: The keys of a local vector store's config that say where it keeps its vectors.
+_PLACE_KEYS = ("url", "host", "port", "path", "dbname", "database", "collection_name")
 
 
 class Mem0Settings(BaseModel):
@@ -67,6 +72,25 @@ class Mem0Settings(BaseModel):
     telemetry: bool = False
     """mem0's anonymous PostHog telemetry. Off unless asked for; read when mem0 is imported."""
 
+    def where(self) -> str:
+        """Where the memories go (``Store.where``): the platform origin (no userinfo, query or
+        fragment) or the local vector store's provider and location, then the entity scope.
+        Read from the settings alone: no secret (``local_env`` values are never read), no
+        network call. The platform's project is the API key's, so it cannot be named."""
+        if self.mode == "platform":
+            place = public_url(self.host or DEFAULT_HOST)
+        else:
+            store = (self.local_config or {}).get("vector_store") or {}
+            config = store.get("config") or {} if isinstance(store, dict) else {}
+            place = f"local:{store.get('provider', 'default') if isinstance(store, dict) else ''}"
+            for key in _PLACE_KEYS:
+                value = config.get(key) if isinstance(config, dict) else None
+                if isinstance(value, str | int) and not isinstance(value, bool):
+                    text = str(value)
+                    place += f" {key}:{public_url(text) if '://' in text else text}"
+        scope = [("user", self.user_id), ("agent", self.agent_id), ("app", self.app_id)]
+        return place + "".join(f" {name}:{value}" for name, value in scope if value)
+
     @model_validator(mode="after")
     def _mode_specific(self) -> Mem0Settings:
         if self.mode == "platform":
@@ -76,3 +100,15 @@ class Mem0Settings(BaseModel):
         if misplaced:
             raise ValueError(f"{', '.join(misplaced)} do(es) not apply to mode {self.mode!r}")
         return self
+
+
+def public_url(url: str) -> str:
+    """``url`` without userinfo (a password), query or fragment (a token), lower-cased host."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))

@@ -69,8 +69,11 @@ class Mem0Store:
         *,
         unique_text: bool = False,
         event_wait_seconds: float = 30.0,
+        where: str | None = None,
     ) -> None:
         self.name = name
+        #: where the memories go (``Store.where``; ``Mem0Settings.where``)
+        self.where = where
         self.backend = backend
         self.unique_text = unique_text
         self.event_wait_seconds = event_wait_seconds
@@ -234,4 +237,5 @@ def build(settings: Mem0Settings | Mapping[str, Any], *, name: str = "mem0") -> 
         backend,
         unique_text=settings.unique_text,
         event_wait_seconds=settings.event_wait_seconds,
+        where=settings.where(),
     )

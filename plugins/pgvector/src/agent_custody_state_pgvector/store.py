@@ -23,11 +23,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from agent_custody_state.plugin import (
@@ -142,6 +144,7 @@ class PgvectorStore:
         self._ready = False
         self._setup_lock = threading.Lock()
         self._connections = _Connections(dsn, connect_timeout, self._prepare)
+        self.where = place(dsn, table)
         self.vector(f"{name} dimension probe")  # a wrong embedder fails at startup, not later
 
     # -- plumbing --------------------------------------------------------------------------------
@@ -256,6 +259,22 @@ class PgvectorStore:
 
     def close(self) -> None:
         self._connections.close()
+
+
+def place(dsn: str, table: str) -> str:
+    """Where the rows go (``Store.where``): ``postgresql://host:port/db table:<table>``, read
+    from the URL or key-value string without its user, password or options. No connection."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        params = {}
+    host = str(params.get("host") or params.get("hostaddr") or "localhost")
+    if host.startswith("/"):  # a socket folder, as libpq's URLs spell it
+        host = quote(host, safe="")
+    elif ":" in host and "," not in host:
+        host = f"[{host}]"
+    database = params.get("dbname") or params.get("user") or ""
+    return f"postgresql://{host}:{params.get('port') or 5432}/{database} table:{table}"
 
 
 def build(settings: PgvectorSettings, *, name: str) -> PgvectorStore:

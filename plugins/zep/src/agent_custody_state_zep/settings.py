@@ -11,6 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 API_PREFIX = "/api/v4"
+#: The SDK's default API base (``base_url`` unset).
+DEFAULT_BASE_URL = "https://api.getzep.com" + API_PREFIX
 _SELECTORS = ("graph_uuid", "graph_id", "user_id")
 
 
@@ -42,6 +44,13 @@ class ZepSettings(BaseModel):
     """``source_description`` of every episode."""
     max_episode_chars: int = Field(default=10_000, gt=0)
     """Zep's cap on episode data; a larger fact is refused before any request is made."""
+
+    def where(self) -> str:
+        """Where the episodes go (``Store.where``): the API base without userinfo, query or
+        fragment, and the graph as configured (``graph-uuid:``, ``graph:`` or ``user:``).
+        No secret, no network call."""
+        selector = next(f"{n}:{getattr(self, n)}" for n in _SELECTORS if getattr(self, n))
+        return f"{public_url(self.base_url or DEFAULT_BASE_URL)} {selector.replace('_', '-')}"
 
     @field_validator("base_url")
     @classmethod
@@ -75,3 +84,15 @@ class ZepSettings(BaseModel):
                 f"give exactly one of {', '.join(_SELECTORS)} (got {', '.join(chosen) or 'none'})"
             )
         return self
+
+
+def public_url(url: str) -> str:
+    """``url`` without userinfo (a password), query or fragment (a token), lower-cased host."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))

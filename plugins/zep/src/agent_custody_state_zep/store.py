@@ -74,6 +74,12 @@ class ZepStore:
         self.wait_seconds = wait_seconds
         self.max_episode_chars = max_episode_chars
 
+    @property
+    def where(self) -> str | None:
+        """Where the episodes go (``Store.where``), from the graph's settings."""
+        settings = getattr(self.graph, "settings", None)
+        return settings.where() if isinstance(settings, ZepSettings) else None
+
     async def _call(self, what: str, func: Callable[..., T], *args: Any) -> T:
         return await call_sdk(self.name, what, func, *args)
 

@@ -1,0 +1,122 @@
+"""Where each copy went: a store's ``where``, recorded with the fact, checked before removal.
+
+A store's location settings can change after facts were written through it (a Zep graph, a
+Letta agent, a pgvector table, a mem0 user, a LangGraph namespace, a Cognee dataset, a base
+URL). Removal and verification then look only at the new place: the old copy reads as gone,
+and a forget would report ``verified`` while the erased value is still served from the old
+place. So a store may declare ``where`` (``base.Store``): a short, stable, secret-free text
+naming the container its copies go into. Then:
+
+- ``Custody.write`` records each declaring store's ``where`` on the fact, as the fact key
+  ``externalWhere: {<store>: <where>}`` beside ``external`` (SPEC 1.2 keeps unknown keys: the
+  TypeScript original reads and writes such a ledger unchanged); a put-back records it beside
+  the new ids in the event's ``restored`` record, and an outbox entry beside the external id;
+- before a removal or a check (``StoreSet.remove_all``), a recorded ``where`` that differs from
+  the store's current one stops it: nothing is removed or checked at the new place (a remove
+  there could even delete an unrelated item with the same id), the store is reported ``failed``
+  with an error naming both places, and the forget is ``partial``. Its outbox entry stays owed,
+  so a store configured for the old place finishes the removal at the next start.
+
+A fact with no recorded ``where`` (an older ledger, the original's, a store that declares none)
+is removed and checked as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import Fact
+from agent_custody_state.ledger.queries import RESTORED_KEY
+from agent_custody_state.stores.base import Store
+
+#: The fact key (and ``restored`` record key) naming where each store's copy went.
+WHERE_KEY = "externalWhere"
+
+
+def store_where(store: Store | None) -> str | None:
+    """The store's declared ``where`` (a non-empty text), else None."""
+    where = getattr(store, "where", None) if store is not None else None
+    return where if isinstance(where, str) and where else None
+
+
+def wheres(stores: Iterable[Store], names: Iterable[str] | None = None) -> dict[str, str]:
+    """Store name -> ``where`` of each declaring store (only those ``names``, if given)."""
+    keep = None if names is None else set(names)
+    out = {}
+    for store in stores:
+        where = store_where(store)
+        if where is not None and (keep is None or store.name in keep):
+            out[store.name] = where
+    return out
+
+
+def _text_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+
+def recorded(fact: Fact) -> dict[str, str]:
+    """Where the fact's copies went, as recorded with it ({} when nothing is recorded)."""
+    return _text_map(fact.extra.get(WHERE_KEY))
+
+
+def with_where(fact: Fact, where: Mapping[str, str]) -> Fact:
+    """``fact`` with ``where`` as its recorded places (none: the key left out)."""
+    extra = {k: v for k, v in fact.extra.items() if k != WHERE_KEY}
+    if where:
+        extra[WHERE_KEY] = dict(where)
+    return fact.with_(extra=extra)
+
+
+def moved(store: Store, fact: Fact) -> str | None:
+    """Why ``store`` must not remove or check ``fact``'s copy where it writes now: the copy
+    was recorded at another place. None when it may (same place, or nothing recorded)."""
+    was = recorded(fact).get(store.name)
+    if was is None:
+        return None
+    now = store_where(store)
+    if now == was:
+        return None
+    external_id = (fact.external or {}).get(store.name)
+    return (
+        f"the copy (id {external_id}) was written to {was}; store {store.name} now writes to "
+        f"{now or 'a place it does not name'}, so it was neither removed nor checked there: "
+        f"configure a store named {store.name} for {was} to remove it"
+    )
+
+
+def current_where(backend: EventBackend, fact_id: str) -> dict[str, str]:
+    """Where the fact's copies are now: its assert's record, updated by later ``restored``
+    records (as ``queries.current_external`` updates the ids)."""
+    event = backend.get_assert(fact_id)
+    if event is None:
+        return {}
+    where = recorded(event.fact)
+    below: set[str] = set()
+    frontier = {fact_id}
+    while frontier:
+        children = {e.fact_id for e in backend.superseders(frontier)} - below - {fact_id}
+        below |= children
+        frontier = children
+    if not below:
+        return where
+    for cited in backend.events_for(below):
+        restored = getattr(cited, "extra", {}).get(RESTORED_KEY)
+        if isinstance(restored, dict) and restored.get("factId") == fact_id:
+            ids = _text_map(restored.get("external"))
+            places = _text_map(restored.get(WHERE_KEY))
+            for name in ids:  # a put-back's id replaces the place too: recorded, or unknown
+                where.pop(name, None)
+                if name in places:
+                    where[name] = places[name]
+    return where
+
+
+def locate(ledger: Ledger, fact: Fact, external: Mapping[str, str] | None) -> Fact:
+    """``fact`` with ``external`` as its ids and the places the ledger records for them."""
+    located = fact.with_(external=dict(external) if external else None)
+    return with_where(located, current_where(ledger.backend, fact.fact_id))

@@ -31,6 +31,9 @@ ANALYZE_MIN = 10_000
 QUICK_TARGET = 10
 
 
+#: The row count the planner statistics of a table describe (``rows_known``).
+_RELTUPLES = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
+
 #: The SQLSTATE of ``SKIP_LOCKED``'s notice: another process holds a conflicting lock.
 LOCK_NOT_AVAILABLE = "55P03"
 
@@ -53,6 +56,12 @@ def quick_analyze(raw: Any, table: str, columns: tuple[str, ...]) -> list[str]:
             with suppress(Exception):
                 raw.execute("ROLLBACK")
         raise
+
+
+def rows_known(raw: Any, table: str) -> float:
+    """The row count the table's planner statistics describe (-1: never analysed)."""
+    row = raw.execute(_RELTUPLES, (table,)).fetchone()
+    return float(row[0]) if row is not None and row[0] is not None else 0.0
 
 
 class Growth:

@@ -37,7 +37,8 @@ section ends with a quick ``ANALYZE`` (``statistics``).
 Forget updates the assert rows in place in the same transaction as the forget event; ``compact``
 (run by the ledger after a forget or sweep) does ``VACUUM FULL`` on the table, which rewrites it
 without the dead row versions, unless the location says ``?vacuum=false``; what it cannot erase
-(a version older transactions still need, planner statistics) is told (``vacuum``).
+(a version older transactions still need, planner statistics) is told (``vacuum``); the forget
+marks its erasure pending, and a writer's open finishes one cut off (``pending``).
 
 A ``jsonb`` column (older writers) is read and written through a cast.
 """
@@ -67,9 +68,10 @@ from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 from .held import HoldingBackend
 from .location import LocationError, fits, parse_location, reader
 from .lockname import advisory_key, lock_name
+from .pending import ErasureFlag
 from .relfiles import find_relations, relation_files
-from .statistics import Growth, quick_analyze
-from .vacuum import CURRENT_XID, ForgetResidue
+from .statistics import Growth, quick_analyze, rows_known
+from .vacuum import ForgetResidue
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,6 @@ GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 FLUSH = "SELECT pg_logical_emit_message(true, 'agent-custody-state', '')"
 #: The columns reads filter and join on (not the wide ``json`` text).
 _KEYS = tuple(c for c in ROW_COLUMNS if c not in ("json", "event_id"))
-_RELTUPLES = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
 _FLUSH_GRANTED = (  # the text variant: 3 arguments before PostgreSQL 17, 4 (flush) since
     "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
     "WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace "
@@ -165,18 +166,16 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
             self._order_key = advisory_key(self._lock_name, "order")
             if where.commit == "grouped" and where.lock == "keys":
                 self._grouped = self._flush_granted()
+            if self.vacuum and not self.read_only:  # a forget cut off before its VACUUM FULL
+                flag = ErasureFlag(self, self._lock_name, where.schema)
+                self._run(lambda: self.settle_erasure(self._raw, self._qualified, flag))
         except BaseException:
             self.close()
             raise
-        self._growth = Growth(lambda: self._run(self._rows_known))
+        self._growth = Growth(lambda: self._run(lambda: rows_known(self._raw, self._qualified)))
 
     def _reader(self) -> Callable[[], Any]:
         return reader(self.where, self._connect_timeout)
-
-    def _rows_known(self) -> float:
-        """The row count the table's planner statistics describe (-1: never analysed)."""
-        row = self._raw.execute(_RELTUPLES, (self._qualified,)).fetchone()
-        return float(row[0]) if row is not None and row[0] is not None else 0.0
 
     def _flush_granted(self) -> bool:
         """Whether this role may run ``FLUSH``; if not (an operator revoked it), sections commit
@@ -295,7 +294,7 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
         super().forget(fact_id, forgotten, event)  # and its transaction, for ``compact``
-        self.remember_forget(self._run(lambda: self._exec_rows(CURRENT_XID))[0][0])
+        self.remember_forget(self._run(lambda: self._exec_rows(self.forget_statement()))[0][0])
 
     def _before_write(self) -> None:
         self._wrote = True

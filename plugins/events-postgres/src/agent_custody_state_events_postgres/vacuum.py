@@ -27,6 +27,7 @@ from psycopg import sql
 
 from agent_custody_state.plugin import EventBackendError
 
+from .pending import ErasureFlag
 from .statistics import warned
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class ForgetResidue:
 
     _forget_xids: list[str] | None = None
     _residue: list[dict[str, str]] | None = None
+    _erasure: ErasureFlag | None = None  # a writer's pending-erasure row (``pending``)
 
     def remember_forget(self, xid: Any) -> None:
         """Note the transaction of the forget being written (``CURRENT_XID``, asked inside its
@@ -147,13 +149,35 @@ class ForgetResidue:
             self._forget_xids = []
         self._forget_xids.append(str(xid))
 
+    def forget_statement(self) -> str:
+        """What a forget's section runs last: its erasure marked pending (``pending``; a
+        writer's, unless ``?vacuum=false``), then ``CURRENT_XID``."""
+        mark = self._erasure.statement() if self._erasure is not None else None
+        return CURRENT_XID if mark is None else f"{mark}; {CURRENT_XID}"
+
+    def settle_erasure(self, raw: Any, qualified: str, flag: ErasureFlag) -> None:
+        """At a writer's open: keep ``flag`` for the forgets and compactions to come, and
+        finish a compaction it says was cut off (``pending``)."""
+        self._erasure = flag
+        flag.settle(raw, lambda: self._vacuum(raw, qualified, flag.location), self.remember_forget)
+
     def vacuum_checked(self, raw: Any, qualified: str, location: str) -> None:
         """The ``VACUUM FULL`` of ``compact`` (unless ``?vacuum=false``), then the statistics
-        cleared; the residue left recorded for ``compaction_residue``."""
-        xids = list(self._forget_xids or [])  # kept until done: a retry sees them again
+        cleared; the residue left recorded for ``compaction_residue``; the erasure marked
+        pending before it cleared if it erased every dead row version (``pending``)."""
         if not getattr(self, "vacuum", True):
+            xids = self._forget_xids
             self._residue, self._forget_xids = ([dict(NOT_VACUUMED)] if xids else []), None
             return
+        flag = self._erasure
+        value = flag.read(raw) if flag is not None else None
+        if self._vacuum(raw, qualified, location) and flag is not None and value is not None:
+            flag.clear(raw, value)
+
+    def _vacuum(self, raw: Any, qualified: str, location: str) -> bool:
+        """``vacuum_checked``'s vacuum; whether the dead row versions are gone (False: an older
+        transaction kept one)."""
+        xids = list(self._forget_xids or [])  # kept until done: a retry sees them again
         residue: list[dict[str, str]] = []
         kept = holders(raw, xids)
         vacuum_full(raw, qualified, location)
@@ -164,6 +188,7 @@ class ForgetResidue:
         if not clear_statistics(raw, qualified, "json"):
             residue.append(dict(STATISTICS_LEFT))
         self._residue, self._forget_xids = residue, None
+        return KEPT_BY_TRANSACTIONS not in residue
 
     def compaction_residue(self) -> list[dict[str, str]]:
         """Where the last ``compact`` knows a forgotten value remains (empty: nowhere it could

@@ -250,11 +250,13 @@ class SidecarKeys:
             there = next((p for p in found if os.path.exists(p)), None)
             return None if there is None else ModeMark(CRYPTO_SHRED, there, inferred=True)
         store = recorded.key_store
-        if store is None or os.path.isabs(store) or "://" in store or os.path.exists(store):
+        if store is None or "://" in store or os.path.exists(store):
             return recorded
-        # A relative path that names nothing from here: the default key store recorded as its
-        # writer spelled the ledger (``ledger.jsonl.keys``, from its working folder). If it
-        # has this ledger's default name and that key store is there, it is this one.
+        # A path that names nothing from here: the default key store recorded as its writer
+        # spelled the ledger (``ledger.jsonl.keys``, from its working folder), or by its
+        # absolute path in a folder the ledger has left since (moved, restored from a backup,
+        # mounted elsewhere). If it has this ledger's default name and that key store is
+        # there, it is this one (a writer uses it anyway: the default beside the file).
         own = {os.path.basename(p) for p in found} | {f"{a.name}.keys" for a in names.aliases}
         there = next((p for p in found if os.path.exists(p)), None)
         if there is not None and os.path.basename(store) in own:

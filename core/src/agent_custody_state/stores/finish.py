@@ -6,7 +6,10 @@ and a forget's removals follow its commit. anyio's shield holds against anyio's 
 asyncio's own (``task.cancel``, ``wait_for``, uvicorn's cancel after its grace, ``asyncio.run``'s
 cancel-all) go through it; so under asyncio the flow runs in a task of its own, which a
 cancelled caller waits for, at most ``FINISH_SECONDS``, before it is cut and an ERROR says so
-(docs/decisions.md, "Long-lived server state and the stop, sixth review").
+(docs/decisions.md, "Long-lived server state and the stop, sixth review"). One cancel reaches
+the flow's own task too: ``asyncio.run``'s cancel-all of every task left when its main
+coroutine returns; the HTTP server waits for its flows before that (``drain.outlast``), and a
+program of its own that runs flows should await them before returning.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import anyio
+
+from agent_custody_state.ledger.errors import LedgerError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -45,6 +50,17 @@ async def finish(flow: Coroutine[Any, Any, T]) -> T:
             if not task.done():
                 log.error("a flow whose caller was cancelled did not end in time: cut")
                 task.cancel()
-            task.add_done_callback(lambda done: done.cancelled() or done.exception())
+                task.add_done_callback(lambda done: done.cancelled() or done.exception())
+            elif not task.cancelled() and (error := task.exception()) is not None:
+                # Nobody is left to raise it to: what went wrong must still reach the operator
+                # (a store that failed after the ledger changed, a sweep stopped part-way); a
+                # refusal (nothing changed) is a warning.
+                refused = isinstance(error, LedgerError)
+                log.log(
+                    logging.WARNING if refused else logging.ERROR,
+                    "a flow whose caller was cancelled failed: %s",
+                    error,
+                    exc_info=None if refused else (type(error), error, error.__traceback__),
+                )
             raise
     raise AssertionError("unreachable: a shield never swallows an exception")

@@ -144,10 +144,13 @@ class Custody(CustodySweep):
         except StoreWriteError as exc:
             await self._owe_cleanup(fact, exc)
             raise
+        # What the stores did, recorded as the ids are: a caller's own ``externalWhere`` goes
+        # with its ``external`` (a stored place no store reported would refuse a removal).
+        extra = {k: v for k, v in (request.fact_extra or {}).items() if k != WHERE_KEY}
         recorded = wheres(self.stores, external)
         if recorded:
-            extra = {**(request.fact_extra or {}), WHERE_KEY: recorded}
-            request = request.with_(fact_extra=extra)
+            extra[WHERE_KEY] = recorded
+        request = request.with_(fact_extra=extra or None)
         try:
             event = await self._append_checked(request.with_(external=external), precondition)
         except LedgerError as exc:

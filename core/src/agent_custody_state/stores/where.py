@@ -23,6 +23,7 @@ is removed and checked as before.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,16 +31,47 @@ from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.ledger.queries import RESTORED_KEY
-from agent_custody_state.stores.base import Store
+from agent_custody_state.stores.base import Store, error_message
+
+log = logging.getLogger(__name__)
 
 #: The fact key (and ``restored`` record key) naming where each store's copy went.
 WHERE_KEY = "externalWhere"
+#: Stores whose ``where`` was found not to be a text (warned once each).
+_ODD: set[str] = set()
 
 
 def store_where(store: Store | None) -> str | None:
-    """The store's declared ``where`` (a non-empty text), else None."""
-    where = getattr(store, "where", None) if store is not None else None
-    return where if isinstance(where, str) and where else None
+    """The store's declared ``where`` (a non-empty text), else None. A ``where`` that raises
+    (a property with a bug) names no place, and is logged: it is read after a forget's commit
+    (``moved``), where an exception would stop every store's removal, and after a put, where it
+    would leave copies no ledger records. A copy recorded at a place then reads as moved. One
+    that is not a non-empty text (a URL object: its text may differ between processes) names no
+    place either, warned once per store."""
+    if store is None:
+        return None
+    try:
+        where = getattr(store, "where", None)
+    except Exception as exc:
+        log.error(
+            "store %s: its where raised (%s); it is taken to name no place",
+            getattr(store, "name", "?"),
+            error_message(exc),
+            extra={"store": getattr(store, "name", "?")},
+        )
+        return None
+    if isinstance(where, str) and where:
+        return str(where)
+    if where is not None and store.name not in _ODD:  # once per store: it is read per fact
+        _ODD.add(store.name)
+        what = "an empty text" if where == "" else f"a {type(where).__name__} value, not a text"
+        log.warning(
+            "store %s: its where is %s; its copies are recorded without a place",
+            store.name,
+            what,
+            extra={"store": store.name},
+        )
+    return None
 
 
 def wheres(stores: Iterable[Store], names: Iterable[str] | None = None) -> dict[str, str]:

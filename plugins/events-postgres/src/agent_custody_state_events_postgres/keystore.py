@@ -13,6 +13,13 @@ server carry both).
 Destroying a key deletes its row; ``compact`` (run by the ledger after every forget or sweep)
 does ``VACUUM FULL`` on the key tables, so the dead row version is gone from the table's files,
 and clears the planner statistics of the ``key`` column, where ``ANALYZE`` copies sample keys.
+As for the events (``pending``), the transaction destroying a forget's keys (doomed ones, not
+the unused keys a pool gives back) marks the erasure pending in ``<t>_erasure`` (created at open
+when the role may); ``compact`` clears the mark once no older transaction kept a dead version
+(``vacuum.holders``), and the next open of the key store finishes a compaction that was cut off
+(its process killed, its connection dropped), one opener at a time, warning instead of failing.
+``settle=False`` (a read-only ledger's open) leaves the mark for a writer; a role that may only
+read the keys neither sees nor settles it, and creates nothing at open.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from agent_custody_state.plugin import KeyStore, KeyStoreError
+from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreError
 
 from .location import (
     MAX_IDENTIFIER,
@@ -36,8 +43,10 @@ from .location import (
     libpq_url,
     parse_location,
 )
+from .lockname import advisory_key, lock_name
+from .pending import ErasureFlag, xid_of
 from .relfiles import find_relations, relation_files
-from .vacuum import clear_statistics
+from .vacuum import clear_statistics, holders, vacuum_full
 
 T = TypeVar("T")
 
@@ -61,7 +70,12 @@ class PostgresKeyStore(KeyStore):
     kind = "postgres"
 
     def __init__(
-        self, location: str, *, creator_url: str | None = None, connect_timeout: int = 10
+        self,
+        location: str,
+        *,
+        creator_url: str | None = None,
+        connect_timeout: int = 10,
+        settle: bool = True,
     ) -> None:
         try:
             where = parse_location(location)
@@ -81,13 +95,24 @@ class PostgresKeyStore(KeyStore):
         self._tables = [where.qualified, ".".join([*names[:-1], f"{names[-1]}_doomed"])]
         self._doomed = sql.Identifier(*names[:-1], f"{names[-1]}_doomed")
         self._schema = where.schema
+        erasure = [*names[:-1], f"{names[-1]}_erasure"]
+        self._erasure = ErasureFlag(
+            ".".join(f'"{n}"' for n in erasure),  # plain identifiers (``parse_location``)
+            self.location,
+            0,  # the settle lock: keyed on the table the server finds (``_setup``)
+            where.schema,
+            fits=len(erasure[-1].encode()) <= MAX_IDENTIFIER,
+        )
         self._lock = threading.Lock()
         self._closed = False
         self._get_sql: str | None = None
         self._cur: psycopg.Cursor[Any] | None = None
+        self._settling: list[str] = []  # the transaction of the destroy being settled
         self._conn = self._connect(creator_url)
         try:
-            self._setup(where.qualified)
+            self._setup(where.qualified, settle)
+            if settle:  # a destroy cut off before its compaction (``pending``)
+                self._run(lambda: self._erasure.settle(self._conn, self._settle_vacuum, self._held))
         except BaseException:
             self.close()
             raise
@@ -132,31 +157,43 @@ class PostgresKeyStore(KeyStore):
                 ) from None
         return True
 
-    def _setup(self, qualified: str) -> None:
+    def _setup(self, qualified: str, settle: bool) -> None:
+        """Create what is missing: the key tables, and when ``settle`` the erasure flag's table
+        if the role may; a role that may only read tables that exist creates nothing."""
         digest = hashlib.sha256(f"agent-custody-state:keys:{qualified}".encode()).digest()
         lock = int.from_bytes(digest[:8], "big", signed=True)
+        present = "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL"
+        tables = [t.as_string(self._conn) for t in (self._keys, self._doomed)]
 
         def run() -> None:
             with self._conn.transaction():
                 self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
-                if self._schema:
-                    self._conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            sql.Identifier(self._schema)
-                        )
-                    )
-                self._conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} (kid TEXT PRIMARY KEY, key BYTEA NOT NULL)"
-                    ).format(self._keys)
-                )
-                self._conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} (kid TEXT PRIMARY KEY, fact_id TEXT NOT NULL)"
-                    ).format(self._doomed)
-                )
+                if not self._conn.execute(present, tables).fetchone()[0]:  # type: ignore[index]
+                    self._create_tables()
+                if settle:
+                    self._erasure.create(self._conn)
+                else:
+                    self._erasure.probe(self._conn)
+            name = lock_name(self._conn, tables[0], qualified)
+            self._erasure.settle_key = advisory_key(f"keys:{name}", "settle")
 
         self._run(run)
+
+    def _create_tables(self) -> None:
+        if self._schema:
+            self._conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
+            )
+        self._conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (kid TEXT PRIMARY KEY, key BYTEA NOT NULL)"
+            ).format(self._keys)
+        )
+        self._conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (kid TEXT PRIMARY KEY, fact_id TEXT NOT NULL)"
+            ).format(self._doomed)
+        )
 
     # -- running statements ------------------------------------------------------------------
 
@@ -218,8 +255,14 @@ class PostgresKeyStore(KeyStore):
 
         def run() -> None:
             with self._conn.transaction():
-                for table in (self._keys, self._doomed):
-                    self._execute(sql.SQL("DELETE FROM {} WHERE kid = ANY(%s)").format(table), ids)
+                self._execute(sql.SQL("DELETE FROM {} WHERE kid = ANY(%s)").format(self._keys), ids)
+                doomed = self._execute(_UNDOOM.format(self._doomed), ids)[0][0]
+                # A forget's keys (doomed first) leave a compaction to come: marked pending. The
+                # unused keys a pool gives back at close encrypted nothing: no mark (else every
+                # later open would rewrite the key tables).
+                mark = self._erasure.statement() if doomed else None
+                if mark is not None:
+                    self._conn.execute(mark)
 
         self._run(run)
 
@@ -249,19 +292,50 @@ class PostgresKeyStore(KeyStore):
 
     def compact(self) -> None:
         """``VACUUM FULL`` both tables: the dead row versions of destroyed keys are rewritten
-        away (the connection is in autocommit mode, as VACUUM requires)."""
+        away (the connection is in autocommit mode, as VACUUM requires); the statistics of the
+        key column cleared; the pending mark cleared if no older transaction kept a version."""
+        flag = self._erasure
 
         def run() -> bool:
-            for table in (self._keys, self._doomed):
-                self._execute(sql.SQL("VACUUM FULL {}").format(table))
-            return clear_statistics(self._conn, self._keys.as_string(self._conn), "key")
+            value = flag.read(self._conn)
+            erased, cleared = self._vacuum([] if value is None else [xid_of(value)])
+            if erased and value is not None:
+                flag.clear(self._conn, value)
+            return cleared
 
         if not self._run(run):  # ANALYZE copied keys into pg_statistic (``vacuum``)
-            raise KeyStoreError(
-                f"key store {self.location}: the planner statistics of the key column could "
-                "not be cleared; destroyed keys remain in pg_statistic until the table owner "
-                "runs ANALYZE on it"
-            )
+            raise KeyStoreError(_STATISTICS_LEFT.format(self.location))
+
+    def _vacuum(self, xids: list[str]) -> tuple[bool, bool]:
+        """The compaction: whether no older transaction kept a destroyed key's row version
+        (one that did is vacuumed again if it has gone), and whether the statistics are clear.
+        A role that may not vacuum the tables (PostgreSQL skips them with only a warning) is a
+        ``KeyStoreError``."""
+        kept = holders(self._conn, xids)
+        self._vacuum_full()
+        erased = not (kept and holders(self._conn, xids))
+        if kept and erased:
+            self._vacuum_full()  # they have gone: this one erases the rows
+        return erased, clear_statistics(self._conn, self._keys.as_string(self._conn), "key")
+
+    def _vacuum_full(self) -> None:
+        for table in (self._keys, self._doomed):
+            try:
+                vacuum_full(self._conn, table.as_string(self._conn), self.location)
+            except KeyStoreError:
+                raise
+            except EventBackendError as exc:
+                raise KeyStoreError(f"key store {exc}") from None
+
+    def _held(self, xid: str) -> None:
+        self._settling = [xid]
+
+    def _settle_vacuum(self) -> bool:
+        """The open's compaction of a pending erasure (``ErasureFlag.settle``)."""
+        erased, cleared = self._vacuum(self._settling)
+        if not cleared:
+            raise KeyStoreError(_STATISTICS_LEFT.format(self.location))
+        return erased
 
     def close(self) -> None:
         with self._lock:
@@ -270,6 +344,17 @@ class PostgresKeyStore(KeyStore):
             self._closed = True
             with suppress(psycopg.Error):
                 self._conn.close()
+
+
+#: A destroy's intents deleted, and how many there were.
+_UNDOOM = sql.SQL(
+    "WITH gone AS (DELETE FROM {} WHERE kid = ANY(%s) RETURNING 1) SELECT count(*) FROM gone"
+)
+
+_STATISTICS_LEFT = (
+    "key store {}: the planner statistics of the key column could not be cleared; destroyed "
+    "keys remain in pg_statistic until the table owner runs ANALYZE on it"
+)
 
 
 def _reason(exc: BaseException) -> str:

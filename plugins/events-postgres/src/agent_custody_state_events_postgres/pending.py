@@ -21,6 +21,11 @@ most ``LOCK_TIMEOUT`` for its lock, and whatever stops it (the lock, a role that
 the table, a dropped connection) is a warning, never a failed open: the row stays, for the next
 ``compact`` or open. A read-only open, and a ``?vacuum=false`` location (which never sets the
 row: it does not vacuum), leave it alone.
+
+The key store of crypto-shred mode (``keystore``) uses the same flag for its destroyed keys: a
+table ``<keys table>_erasure`` in the key database, created at the key store's open, set in the
+destroy's transaction, cleared by its ``compact`` and settled at the next open of the key store
+(not by a read-only ledger's open, nor by a role that may only read the keys).
 """
 
 from __future__ import annotations
@@ -65,25 +70,36 @@ def xid_of(value: str) -> str:
 
 
 class ErasureFlag:
-    """The ``erasure_pending`` row of the table ``<table>_erasure`` beside the events of
-    ``backend`` (a SQL backend); the advisory lock ``settle`` of the table ``lock_name`` lets one
-    opener at a time finish it."""
+    """The ``erasure_pending`` row of the table ``table`` (quoted, as ``to_regclass`` reads it;
+    in the schema ``schema``, None: the current one); the advisory lock ``settle_key`` lets one
+    opener at a time finish it. ``fits``: False when PostgreSQL would cut the name (no mark)."""
 
-    def __init__(self, backend: Any, lock_name: str, schema: str | None) -> None:
+    def __init__(
+        self, table: str, location: str, settle_key: int, schema: str | None, *, fits: bool
+    ) -> None:
+        self.table, self.location, self._schema = table, location, schema
+        self.settle_key = settle_key
+        # A name PostgreSQL would cut could be another table's (the events' own): no mark then.
+        self._fits = fits
+        self._exists = False  # the table was there when last looked at
+        self._usable = False  # and this role may set, read and clear the row
+        self._may_create = False  # the role may create it (CREATE on the schema)
+        self._warned = False
+
+    @classmethod
+    def beside(cls, backend: Any, lock_name: str, schema: str | None) -> ErasureFlag:
+        """The flag beside the events of ``backend`` (a SQL backend; ``SideTable``), settled
+        under the advisory lock of the table ``lock_name``."""
         side = SideTable(
             backend,
             "erasure",
             sa.Column("name", sa.Text, primary_key=True),
             sa.Column("value", sa.Text, nullable=False),
         )
-        self.table, self.location, self._schema = side.name, backend.location, schema
-        self._key = advisory_key(lock_name, "settle")
-        # A name PostgreSQL would cut could be another table's (the events' own): no mark then.
-        self._fits = len(side.table.name.encode()) <= MAX_IDENTIFIER
-        self._exists = False  # the table was there when last looked at
-        self._usable = False  # and this role may set, read and clear the row
-        self._may_create = False  # the role may create it (CREATE on the schema)
-        self._warned = False
+        fits = len(side.table.name.encode()) <= MAX_IDENTIFIER
+        return cls(
+            side.name, backend.location, advisory_key(lock_name, "settle"), schema, fits=fits
+        )
 
     def probe(self, raw: Any) -> None:
         """Whether the table exists, may be used, or may be created (``settle``)."""
@@ -102,8 +118,7 @@ class ErasureFlag:
         if self._exists and self._usable:
             return upsert
         if not self._exists and self._may_create:  # serialised by the order lock
-            create = f"CREATE TABLE IF NOT EXISTS {self.table} (name TEXT PRIMARY KEY, "
-            return f"{create}value TEXT NOT NULL); {upsert}"
+            return f"{self._create()}; {upsert}"
         if not self._warned:
             self._warned = True
             log.warning(
@@ -114,6 +129,19 @@ class ErasureFlag:
                 self.table,
             )
         return None
+
+    def _create(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.table} (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
+
+    def create(self, raw: Any) -> None:
+        """Create the table now if it is missing and the role may (the key store's open, under
+        its setup lock: its destroys then only set the row)."""
+        self.probe(raw)
+        if not self._exists and self._may_create:
+            raw.execute(self._create())
+            self.probe(raw)
 
     def read(self, raw: Any) -> str | None:
         """The row's value (None: not set, no table, or the role may not read it)."""
@@ -140,7 +168,7 @@ class ErasureFlag:
         try:
             if self.read(raw) is None:
                 return
-            got = raw.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()
+            got = raw.execute("SELECT pg_try_advisory_lock(%s)", (self.settle_key,)).fetchone()
         except psycopg.Error as exc:  # the connection dropped: the open goes on, without it
             log.warning("%s: pending erasure not checked (%s)", self.location, exc)
             return
@@ -158,7 +186,7 @@ class ErasureFlag:
             )
         finally:
             with suppress(psycopg.Error):
-                raw.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+                raw.execute("SELECT pg_advisory_unlock(%s)", (self.settle_key,))
 
     def _settle(
         self, raw: Any, vacuum: Callable[[], bool], remember: Callable[[str], None]

@@ -167,7 +167,7 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
             if where.commit == "grouped" and where.lock == "keys":
                 self._grouped = self._flush_granted()
             if self.vacuum and not self.read_only:  # a forget cut off before its VACUUM FULL
-                flag = ErasureFlag(self, self._lock_name, where.schema)
+                flag = ErasureFlag.beside(self, self._lock_name, where.schema)
                 self._run(lambda: self.settle_erasure(self._raw, self._qualified, flag))
         except BaseException:
             self.close()
@@ -375,10 +375,11 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
             return FileKeyStore(location)
         from .keystore import PostgresKeyStore, default_keys_location
 
+        settle = not self.read_only  # a reader leaves a pending erasure to a writer
         if location is not None:
-            return PostgresKeyStore(location)  # its database must exist: it may be elsewhere
+            return PostgresKeyStore(location, settle=settle)  # its database must exist
         return PostgresKeyStore(
-            default_keys_location(self.where), creator_url=self.where.connect_url
+            default_keys_location(self.where), creator_url=self.where.connect_url, settle=settle
         )
 
     def local_files(self) -> list[str] | None:

@@ -15,7 +15,9 @@ incomplete. Nothing waits for a holder: a long transaction may last for hours.
 planner statistics (``pg_statistic``), the wide ``json`` column included, where a forgotten
 value outlives its row. After the vacuum the column's statistics are cleared
 (``pg_clear_attribute_stats``, PostgreSQL 18; before it a new ``ANALYZE`` of that column, of
-rows that no longer hold the value); the key store clears its ``key`` column's the same way.
+rows that no longer hold the value, when the role may: PostgreSQL would skip it with only a
+warning); the key store clears its ``key`` column's the same way. ``compact`` checks the holders
+of the pending mark's forget too (``pending``): another process's later forget may have set it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from psycopg import sql
 
 from agent_custody_state.plugin import EventBackendError
 
-from .pending import ErasureFlag
+from .pending import ErasureFlag, xid_of
 from .statistics import warned
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,15 @@ SELECT count(*) FROM (
 HAS_STATS = (
     "SELECT 1 FROM pg_stats WHERE schemaname = %(schema)s AND tablename = %(table)s "
     "AND attname = %(column)s"
+)
+
+#: Whether this role may ``ANALYZE`` the table (else PostgreSQL skips it with only a warning):
+#: it has its owner's privileges (a superuser has every role's), or the database owner's (not
+#: a shared catalog), or from PostgreSQL 17 ``MAINTAIN`` on it (granted, or ``pg_maintain``).
+_MAY_ANALYZE = (
+    "SELECT pg_has_role(c.relowner, 'USAGE') OR (NOT c.relisshared AND pg_has_role(d.datdba, "
+    "'USAGE')){} FROM pg_class c, pg_database d WHERE c.oid = to_regclass(%(qualified)s) "
+    "AND d.datname = current_database()"
 )
 
 _SCHEMA_TABLE = (
@@ -124,6 +135,9 @@ def clear_statistics(conn: Any, qualified: str, column: str) -> bool:
                 "SELECT pg_clear_attribute_stats(%(schema)s, %(table)s, %(column)s, false)", where
             )
         else:  # before PostgreSQL 18: new statistics, from rows that no longer hold the value
+            if not _may_analyze(conn, qualified):  # it would be skipped, the old ones kept
+                log.warning("statistics of %s.%s not cleared (may not analyse)", qualified, column)
+                return False
             name = sql.Identifier(found[0], found[1])
             conn.execute(sql.SQL("ANALYZE {} ({})").format(name, sql.Identifier(column)))
             return True
@@ -132,6 +146,13 @@ def clear_statistics(conn: Any, qualified: str, column: str) -> bool:
         log.warning("statistics of %s.%s not cleared (%s)", qualified, column, exc)
         return False
     return left is None
+
+
+def _may_analyze(conn: Any, qualified: str) -> bool:
+    version = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
+    maintain = " OR has_table_privilege(c.oid, 'MAINTAIN')" if int(version[0]) >= 170000 else ""
+    row = conn.execute(_MAY_ANALYZE.format(maintain), {"qualified": qualified}).fetchone()
+    return row is not None and bool(row[0])
 
 
 class ForgetResidue:
@@ -171,6 +192,8 @@ class ForgetResidue:
             return
         flag = self._erasure
         value = flag.read(raw) if flag is not None else None
+        if value is not None:  # another process's later forget may have set it: its holders too
+            self.remember_forget(xid_of(value))
         if self._vacuum(raw, qualified, location) and flag is not None and value is not None:
             flag.clear(raw, value)
 

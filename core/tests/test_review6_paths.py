@@ -290,3 +290,19 @@ def test_a_certificate_names_the_file_itself(tmp_path: Path) -> None:
         )
     statement = check_certificate(done.certificate, PublicKeyRef.of(KEY.public_key()))
     assert statement["predicate"]["media"]["location"] == str(real)
+
+
+def test_a_loop_of_symlinks_is_refused_by_name_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``a.jsonl -> b.jsonl -> a.jsonl``: the open failed with a raw OSError (ELOOP) after it
+    had made ``a.jsonl.lock``, and the command line called it a missing ledger."""
+    from agent_custody_state.cli import main
+
+    (tmp_path / "a.jsonl").symlink_to("b.jsonl")
+    (tmp_path / "b.jsonl").symlink_to("a.jsonl")
+    with pytest.raises(EventBackendError, match="a loop of symlinks"):
+        Ledger(tmp_path / "a.jsonl")
+    assert main(["facts", "--ledger", str(tmp_path / "a.jsonl")]) == 1
+    assert "a loop of symlinks" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl"]

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from contextlib import suppress
@@ -28,7 +29,11 @@ def check_regular(path: Path, location: str) -> None:
     """Refuse a ledger path that names something other than a regular file (through symlinks)."""
     try:
         st = os.stat(path)
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # before any sidecar is made beside it
+            raise EventBackendError(
+                f"{location} is a loop of symlinks (each names another); name the file itself"
+            ) from None
         return  # nothing there yet, or an error the open reports
     if not stat.S_ISREG(st.st_mode):
         what = (

@@ -12,7 +12,9 @@ changes nothing opens the ledger read-only (``Ledger(read_only=True)``, ``open_r
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import re
 from contextlib import suppress
 from pathlib import Path
@@ -37,6 +39,15 @@ def is_path(location: str) -> bool:
     return _SCHEME.match(location) is None
 
 
+def _loops(path: Path) -> bool:
+    """Whether ``path`` is a symlink that ends in a loop (not one naming a missing file)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
 def check_location(location: str, *, must_exist: bool, flag: str = "--ledger") -> None:
     """Refuse a ledger path whose folder is missing, or (``must_exist``) that is not there."""
     if not location.strip():
@@ -44,6 +55,8 @@ def check_location(location: str, *, must_exist: bool, flag: str = "--ledger") -
     if not is_path(location):
         return
     path = Path(location)
+    if path.is_symlink() and not path.exists() and _loops(path):
+        raise CliError(f"{flag} {location}: a loop of symlinks (each names another); name the file")
     if must_exist and not path.exists():
         raise CliError(
             f"{flag} {location}: no such ledger; check the path (this command "

@@ -178,30 +178,31 @@ def _plain_json(item: Any, depth: int = 0) -> bool:
     return False
 
 
-def value_arg(value: Any) -> Any:
+def value_arg(value: Any, name: str = "value") -> Any:
     """Refuse a value JSON cannot keep exactly (I-JSON, RFC 7493): NaN, +-Infinity, integers
     beyond +-(2^53 - 1), anything that is not JSON (a set, a date, a non-string key), or a value
     nested too deeply. The message names the place: ``value.seats[1]: NaN is not JSON``.
 
     Without this such a value was stored as null or rounded, or failed deep inside the encoder
     (a TypeError or RecursionError, reported by the server as an internal error). Walked
-    iteratively, in document order, so the first problem is the one reported.
+    iteratively, in document order, so the first problem is the one reported. ``name``: what
+    the value is called in the message and the error's field (``fact_extra.<key>``).
     """
     if _plain_json(value):
         return value
-    stack: list[tuple[Any, str, int]] = [(value, "value", 0)]
+    stack: list[tuple[Any, str, int]] = [(value, name, 0)]
     while stack:
         item, path, depth = stack.pop()
         if depth > MAX_VALUE_DEPTH:
             raise LedgerError(
-                f"value is nested too deeply (more than {MAX_VALUE_DEPTH} levels)", field="value"
+                f"{name} is nested too deeply (more than {MAX_VALUE_DEPTH} levels)", field=name
             )
         if item is None or isinstance(item, str):
             continue
         if isinstance(item, int | float):
             problem = _number_problem(item)
             if problem is not None:
-                raise LedgerError(f"{path}: {problem}", field="value")
+                raise LedgerError(f"{path}: {problem}", field=name)
         elif isinstance(item, list | tuple):
             stack.extend(reversed([(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item)]))
         elif isinstance(item, Mapping):
@@ -209,15 +210,13 @@ def value_arg(value: Any) -> Any:
             for key, v in item.items():
                 if not isinstance(key, str):
                     raise LedgerError(
-                        f"value must be JSON: {path} has a {type(key).__name__} key",
-                        field="value",
+                        f"{name} must be JSON: {path} has a {type(key).__name__} key",
+                        field=name,
                     )
                 members.append((v, _member(path, key), depth + 1))
             stack.extend(reversed(members))
         else:
-            raise LedgerError(
-                f"value must be JSON: {path} is a {type(item).__name__}", field="value"
-            )
+            raise LedgerError(f"{name} must be JSON: {path} is a {type(item).__name__}", field=name)
     return value
 
 
@@ -241,13 +240,24 @@ _FACT_OWN_KEYS = frozenset(
 
 
 def fact_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``AssertRequest.fact_extra`` checked: unknown keys only, copied (JSON values)."""
+    """``AssertRequest.fact_extra`` checked: a mapping of unknown keys to values JSON keeps
+    exactly (``value_arg``'s rules), copied."""
     if not extra:
         return {}
-    clash = sorted(str(k) for k in extra if not isinstance(k, str) or k in _FACT_OWN_KEYS)
+    if not isinstance(extra, Mapping):
+        raise LedgerError(
+            f"fact_extra must be a mapping of keys to JSON values, not {type(extra).__name__}",
+            field="fact_extra",
+        )
+    odd = sorted(repr(k) for k in extra if not isinstance(k, str))
+    if odd:
+        raise LedgerError(f"fact_extra keys must be text: {', '.join(odd)}", field="fact_extra")
+    clash = sorted(k for k in extra if k in _FACT_OWN_KEYS)
     if clash:
-        raise LedgerError(f"fact_extra must not set the fact's own keys: {clash}", field="extra")
-    return {k: json_copy(v) for k, v in extra.items()}
+        raise LedgerError(
+            f"fact_extra must not set the fact's own keys: {clash}", field="fact_extra"
+        )
+    return {k: json_copy(value_arg(v, f"fact_extra.{k}")) for k, v in extra.items()}
 
 
 def build_assert(

@@ -187,7 +187,18 @@ class ShreddingBackend(ShreddedReads, EventBackend):
         self._lock = threading.RLock()
         self._depth = 0
         self._doomed: list[str] = []  # doomed in the current write section
-        self.recover()
+        if any(done.startswith("destroyed") for done in self.recover()):
+            self._compact_keys()  # the keys a crash left doomed: their rows erased now
+
+    def _compact_keys(self) -> None:
+        """Compact the key store after the open destroyed keys a crash left doomed (a
+        PostgreSQL key store's ``VACUUM FULL``): else their dead rows wait for the next
+        forget. A failure is a warning, never a failed open: the key store keeps the erasure
+        marked pending, for its next compaction or open."""
+        try:
+            self.keys.compact()
+        except Exception as exc:
+            log.warning("%s: destroyed keys not compacted yet at open (%s)", self, exc)
 
     # -- writing -----------------------------------------------------------------------------
 

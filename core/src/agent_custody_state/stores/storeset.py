@@ -278,8 +278,11 @@ class StoreSet:
             if attempt:
                 await anyio.sleep(self.verify.delay * 2 ** (attempt - 1))
             try:
-                if await store.verify_removed(external_id, fact):  # type: ignore[attr-defined]
+                answer = await store.verify_removed(external_id, fact)  # type: ignore[attr-defined]
+                if answer is True:
                     return "verified"
+                if answer is not False:  # "yes", a list, None: not an answer to trust as gone
+                    raise StoreError(store.name, f"verify_removed answered {answer!r}, not a bool")
                 answered = True
             except Exception as exc:
                 log.warning(

@@ -214,3 +214,24 @@ def test_a_flow_that_completes_leaves_no_outbox_and_a_refusal_drops_its_entries(
 
     run(tmp_path, [vectors], step)
     assert not (tmp_path / "ledger.jsonl.outbox").exists()
+
+
+def test_two_copies_owed_in_one_store_are_both_removed(tmp_path: Path) -> None:
+    """A fact may owe two copies in one store (an old copy whose removal failed, and a put-back
+    made since). The resume named one id per store: one copy was removed, the other left, and
+    both entries settled (seventh review)."""
+    vectors = Store("vectors")
+    (fact_id,) = write_then(tmp_path, [vectors], "forget")
+
+    async def second_copy(custody: Custody, ledger: Ledger) -> None:
+        fact = ledger.backend.get_assert(fact_id).fact
+        other = await InProcessStore.put(vectors, fact)  # a second copy of the fact
+        outbox = Outbox(tmp_path / "ledger.jsonl.outbox")
+        outbox.owe([fact.with_(external={"vectors": other})], "forget", "2026-12-07T00:00:00Z")
+
+    run(tmp_path, [vectors], second_copy)
+    assert len(vectors.vendor.rows) == 2 and len(pending(tmp_path)) == 2
+    done = resume(tmp_path, [vectors])
+    assert held(vectors) == set() and vectors.vendor.rows == {}
+    assert done.finished[fact_id].verification == {"vectors": "verified"}
+    assert pending(tmp_path) == []

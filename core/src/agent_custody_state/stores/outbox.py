@@ -309,8 +309,23 @@ async def resume(outbox: Outbox, ledger: Ledger, stores: StoreSet, run: Run) -> 
         live = [o for o in entries if o not in never]
         fact = states[live[0].operation][1] if live else None
         if fact is not None:
-            await _finish(done, outbox, stores, run, fact, live)
+            for batch in _rounds(live):
+                await _finish(done, outbox, stores, run, fact, batch)
     return done
+
+
+def _rounds(entries: list[Owed]) -> list[list[Owed]]:
+    """The entries in rounds of at most one per store: a fact's removal names one id per store,
+    and a fact may owe two copies in one store (an old copy whose removal failed, and a put-back
+    made since); collapsed into one, the other copy was left and its entry settled."""
+    rounds: list[list[Owed]] = []
+    for owed in entries:
+        free = next((r for r in rounds if all(o.store != owed.store for o in r)), None)
+        if free is None:
+            free = []
+            rounds.append(free)
+        free.append(owed)
+    return rounds
 
 
 async def _finish(
@@ -334,7 +349,7 @@ async def _finish(
         o.store for o in here if erased and not verifies_without_value(stores.by_name(o.store))
     ]
     report = await stores.remove_all(target, only=[o.store for o in here], blind=blind)
-    done.finished[fact.fact_id] = report
+    done.finished[fact.fact_id] = _worst(done.finished.get(fact.fact_id), report)
     for name in blind:
         log.warning(
             "outbox: fact %s removed from %s after a crash; its check needs the erased value, "
@@ -354,3 +369,18 @@ async def _finish(
         ", ".join(f"{k}: {v}" for k, v in report.verification.items()),
         extra={"fact": fact.fact_id},
     )
+
+
+def _worst(before: RemovalReport | None, report: RemovalReport) -> RemovalReport:
+    """One fact's report over its rounds (``_rounds``). A later round's check saw the earlier
+    removals, so it answers for the store, unless an earlier removal failed (that copy may
+    still be there whatever a check by another id says)."""
+    if before is None:
+        return report
+    for name, verification in report.verification.items():
+        if before.verification.get(name) != "failed":
+            before.verification[name] = verification
+    before.removed_from += [n for n in report.removed_from if n not in before.removed_from]
+    before.still_held.update(report.still_held)
+    before.moved += [n for n in report.moved if n not in before.moved]
+    return before

@@ -55,7 +55,14 @@ from agent_custody_state.stores.base import (
     custody_metadata,
     fact_text,
 )
-from agent_custody_state.stores.kit import ConfigPath, call_sdk, poll, run_sync, secret_from_env
+from agent_custody_state.stores.kit import (
+    ConfigPath,
+    call_sdk,
+    poll,
+    public_url,
+    run_sync,
+    secret_from_env,
+)
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
@@ -104,6 +111,7 @@ __all__ = [
     "json_loads",
     "open_private",
     "poll",
+    "public_url",
     "refuse_hard_links",
     "resolve_ref",
     "run_sync",

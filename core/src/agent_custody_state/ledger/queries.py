@@ -271,28 +271,35 @@ def _first_live(
 RESTORED_KEY = "restored"
 
 
-def current_external(store: EventBackend, fact_id: str) -> dict[str, str]:
-    """The fact's external ids now: its assert's, updated by later ``restored`` records.
+def put_backs(store: EventBackend, fact_id: str) -> tuple[AssertEvent | None, list[dict[str, Any]]]:
+    """The fact's assert and the ``restored`` records that put it back since, in append order.
 
     A fact is put back only by the retraction or forget of a fact that (transitively)
     superseded it, so only events of the facts below it in the supersession tree are read.
     """
     event = store.get_assert(fact_id)
     if event is None:
-        return {}
-    external = dict(event.fact.external or {})
+        return None, []
     below: set[str] = set()
     frontier = {fact_id}
     while frontier:
         children = {e.fact_id for e in store.superseders(frontier)} - below - {fact_id}
         below |= children
         frontier = children
-    if not below:
-        return external
-    for cited in store.events_for(below):
+    records = []
+    for cited in store.events_for(below) if below else []:
         restored = getattr(cited, "extra", {}).get(RESTORED_KEY)
         if isinstance(restored, dict) and restored.get("factId") == fact_id:
-            ids = restored.get("external")
-            if isinstance(ids, dict):
-                external.update({k: v for k, v in ids.items() if isinstance(v, str)})
+            records.append(restored)
+    return event, records
+
+
+def current_external(store: EventBackend, fact_id: str) -> dict[str, str]:
+    """The fact's external ids now: its assert's, updated by later ``restored`` records."""
+    event, records = put_backs(store, fact_id)
+    external = dict(event.fact.external or {}) if event is not None else {}
+    for restored in records:
+        ids = restored.get("external")
+        if isinstance(ids, dict):
+            external.update({k: v for k, v in ids.items() if isinstance(v, str)})
     return external

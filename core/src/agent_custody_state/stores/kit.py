@@ -22,6 +22,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable
 from typing import Annotated, ParamSpec, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
@@ -130,3 +131,16 @@ async def poll(
         attempt += 1
         if attempts is not None and attempt >= max(1, attempts):
             return False
+
+
+def public_url(url: str) -> str:
+    """``url`` without userinfo (a password), query or fragment (a token), with its scheme and
+    host lower-cased: the part of a store's address its ``where`` may name (``Store.where``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number names no place of its own
+        port = None
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))

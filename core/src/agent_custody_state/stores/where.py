@@ -30,7 +30,7 @@ from typing import Any
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
-from agent_custody_state.ledger.queries import RESTORED_KEY
+from agent_custody_state.ledger.queries import put_backs
 from agent_custody_state.stores.base import Store, error_message
 
 log = logging.getLogger(__name__)
@@ -124,27 +124,14 @@ def moved(store: Store, fact: Fact) -> str | None:
 def current_where(backend: EventBackend, fact_id: str) -> dict[str, str]:
     """Where the fact's copies are now: its assert's record, updated by later ``restored``
     records (as ``queries.current_external`` updates the ids)."""
-    event = backend.get_assert(fact_id)
-    if event is None:
-        return {}
-    where = recorded(event.fact)
-    below: set[str] = set()
-    frontier = {fact_id}
-    while frontier:
-        children = {e.fact_id for e in backend.superseders(frontier)} - below - {fact_id}
-        below |= children
-        frontier = children
-    if not below:
-        return where
-    for cited in backend.events_for(below):
-        restored = getattr(cited, "extra", {}).get(RESTORED_KEY)
-        if isinstance(restored, dict) and restored.get("factId") == fact_id:
-            ids = _text_map(restored.get("external"))
-            places = _text_map(restored.get(WHERE_KEY))
-            for name in ids:  # a put-back's id replaces the place too: recorded, or unknown
-                where.pop(name, None)
-                if name in places:
-                    where[name] = places[name]
+    event, records = put_backs(backend, fact_id)
+    where = recorded(event.fact) if event is not None else {}
+    for restored in records:
+        places = _text_map(restored.get(WHERE_KEY))
+        for name in _text_map(restored.get("external")):  # a put-back's id: its place replaces
+            where.pop(name, None)  # the recorded one (recorded, or unknown)
+            if name in places:
+                where[name] = places[name]
     return where
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import uuid
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -36,6 +35,7 @@ from agent_custody_state.plugin import (
     StoreError,
     custody_metadata,
     fact_text,
+    public_url,
     secret_from_env,
 )
 
@@ -115,11 +115,7 @@ class CogneeStore:
         """Where the items go (``Store.where``): the server, without userinfo, query or
         fragment. Not the dataset: each external id names its own (``<dataset>/<data>``), so a
         changed dataset setting still removes and checks the copy where it is."""
-        parts = urlsplit(self.url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        netloc = (f"[{host}]" if ":" in host else host) + port
-        return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
+        return public_url(self.url)
 
     def __repr__(self) -> str:
         dataset = self.dataset_id or self.dataset_name

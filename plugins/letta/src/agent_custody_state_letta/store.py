@@ -23,11 +23,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from letta_client import APIError, Letta, NotFoundError
 
-from agent_custody_state.plugin import Fact, StoreError, fact_text, run_sync, secret_from_env
+from agent_custody_state.plugin import (
+    Fact,
+    StoreError,
+    fact_text,
+    public_url,
+    run_sync,
+    secret_from_env,
+)
 
 from .settings import LettaSettings
 from .tags import custody_tags, fact_tag
@@ -70,12 +76,7 @@ class LettaStore:
     def where(self) -> str:
         """Where the passages go (``Store.where``): the server (no userinfo, query or fragment)
         and the agent. No secret, no network call."""
-        parts = urlsplit(str(self.client.base_url))
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        netloc = (f"[{host}]" if ":" in host else host) + port
-        base = urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
-        return f"{base} agent:{self.agent_id}"
+        return f"{public_url(str(self.client.base_url))} agent:{self.agent_id}"
 
     def __repr__(self) -> str:
         return f"<LettaStore {self.name} agent={self.agent_id} at {self.client.base_url}>"

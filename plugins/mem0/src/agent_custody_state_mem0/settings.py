@@ -7,11 +7,10 @@ key, and ``local_env`` names variables whose values are placed into the local co
 from __future__ import annotations
 
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agent_custody_state.plugin import ConfigPath
+from agent_custody_state.plugin import ConfigPath, public_url
 
 _PLATFORM_ONLY = ("host", "app_id")
 _LOCAL_ONLY = ("local_config", "local_env", "local_objects")
@@ -100,15 +99,3 @@ class Mem0Settings(BaseModel):
         if misplaced:
             raise ValueError(f"{', '.join(misplaced)} do(es) not apply to mode {self.mode!r}")
         return self
-
-
-def public_url(url: str) -> str:
-    """``url`` without userinfo (a password), query or fragment (a token), lower-cased host."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))

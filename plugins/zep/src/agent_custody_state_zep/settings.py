@@ -10,6 +10,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_custody_state.plugin import public_url
+
 API_PREFIX = "/api/v4"
 #: The SDK's default API base (``base_url`` unset).
 DEFAULT_BASE_URL = "https://api.getzep.com" + API_PREFIX
@@ -84,15 +86,3 @@ class ZepSettings(BaseModel):
                 f"give exactly one of {', '.join(_SELECTORS)} (got {', '.join(chosen) or 'none'})"
             )
         return self
-
-
-def public_url(url: str) -> str:
-    """``url`` without userinfo (a password), query or fragment (a token), lower-cased host."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))

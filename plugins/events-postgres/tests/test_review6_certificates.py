@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from erasurekit import Before18
 
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.certverify import CertificateError, check_certificate
@@ -257,18 +258,6 @@ def test_a_snapshot_in_the_key_database_keeps_the_key_and_the_scan_says_so(
     assert predicate["outcome"] == "partial"
 
 
-class _Before18:
-    """A connection on which ``pg_clear_attribute_stats`` (PostgreSQL 18) is not found."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
-
-    def execute(self, query: Any, params: Any = None) -> Any:
-        if "proname = 'pg_clear_attribute_stats'" in str(query):
-            return self._conn.execute("SELECT 1 WHERE false")
-        return self._conn.execute(query, params)
-
-
 def test_before_postgresql_18_the_statistics_are_taken_anew(postgres_url: str) -> None:
     marker = "MARK-" + secrets.token_hex(8)
     with _ledger(f"{postgres_url}&table=events&vacuum=false") as ledger:
@@ -282,6 +271,6 @@ def test_before_postgresql_18_the_statistics_are_taken_anew(postgres_url: str) -
             conn.execute("ANALYZE events")
             ledger.forget(fact_id=facts[0].fact_id, actor="dpo", reason="r")
             assert _stats_hold(conn, "events", f"{marker}-0") == ["json"]
-            assert clear_statistics(_Before18(conn), '"events"', "json")
+            assert clear_statistics(Before18(conn), '"events"', "json")
             assert _stats_hold(conn, "events", f"{marker}-0") == []
             assert _stats_hold(conn, "events", f"{marker}-1") == ["json"]  # taken anew

@@ -14,7 +14,6 @@ forgets as before; two openers at once both open, and one vacuums.
 from __future__ import annotations
 
 import logging
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from erasurekit import flag, killed, on_disk, vacuum_waiting
 
 from agent_custody_state import Ledger
 from agent_custody_state.plugin import EventBackendError, ForgetEvent
@@ -63,21 +63,11 @@ def _location(url: str, table: str = "events", extra: str = "") -> str:
 
 
 def _on_disk(server: EmbeddedPostgres, url: str, needle: str) -> list[str]:
-    """The files of the test's database (not WAL) holding ``needle``, after a checkpoint."""
-    server.checkpoint()
-    database = server.database_dir(urlsplit(url).path.lstrip("/"))
-    return [p.name for p in server.files_containing(needle.encode(), under=database)]
+    return on_disk(server, url, needle.encode())
 
 
 def _flag(url: str, table: str = "events") -> str | None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        found = conn.execute("SELECT to_regclass(%s)", (f"{table}_erasure",)).fetchone()
-        if found is None or found[0] is None:
-            return None
-        row = conn.execute(
-            f"SELECT value FROM {table}_erasure WHERE name = %s", (pending.SETTING,)
-        ).fetchone()
-    return None if row is None else str(row[0])
+    return flag(url, table)
 
 
 def _killed_forget(
@@ -86,13 +76,7 @@ def _killed_forget(
     """A forget whose process is killed before its vacuum; the marker left in the files (and,
     if ``marked``, checked: the erasure marked pending)."""
     marker = f"secret-{uuid.uuid4().hex}"
-    done = subprocess.run(
-        [sys.executable, "-c", KILLED_BEFORE_VACUUM, _location(url, table), marker],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    killed(KILLED_BEFORE_VACUUM, _location(url, table), marker)
     assert _on_disk(server, url, marker), "the dead row version holds the value"
     assert not marked or _flag(url, table) is not None, "the forget marked its erasure pending"
     return marker
@@ -176,22 +160,6 @@ def test_a_forget_marks_its_erasure_and_its_compaction_clears_the_mark(
     assert _flag(postgres_url) is None
 
 
-def _waiting(url: str, sessions: int) -> bool:
-    """Whether ``sessions`` sessions of the database come to wait for a lock, one of them a
-    ``VACUUM FULL`` (bounded: about 30 s)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        for _ in range(3000):
-            row = conn.execute(
-                "SELECT count(*), count(*) FILTER (WHERE query LIKE 'VACUUM FULL%%') "
-                "FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()"
-            ).fetchone()
-            if row is not None and row[0] >= sessions and row[1] >= 1:
-                return True
-            conn.execute("SELECT pg_sleep(0.01)")
-    return False
-
-
 def test_two_openers_at_once_both_open_and_one_vacuums(
     postgres_url: str, embedded_postgres: EmbeddedPostgres
 ) -> None:
@@ -210,7 +178,7 @@ def test_two_openers_at_once_both_open_and_one_vacuums(
                         [sys.executable, "-c", OPENER, location], stderr=subprocess.PIPE, text=True
                     )
                 )
-                assert _waiting(postgres_url, sessions), f"opener {sessions} waits"
+                assert vacuum_waiting(postgres_url, sessions), f"opener {sessions} waits"
             other.execute("COMMIT")
             told = [opener.communicate(timeout=60)[1] for opener in openers]
         finally:

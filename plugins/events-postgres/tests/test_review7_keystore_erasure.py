@@ -14,9 +14,6 @@ tables has its compaction fail instead of pass silently.
 from __future__ import annotations
 
 import logging
-import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -25,6 +22,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from erasurekit import Before18, flag, killed, on_disk, vacuum_waiting
 
 from agent_custody_state import Ledger
 from agent_custody_state.plugin import KeyStoreError
@@ -63,34 +61,17 @@ def _keys(url: str) -> str:
 
 
 def _on_disk(server: EmbeddedPostgres, url: str, needle: bytes) -> list[str]:
-    """The files of the test's database (not WAL) holding ``needle``, after a checkpoint."""
-    server.checkpoint()
-    database = server.database_dir(urlsplit(url).path.lstrip("/"))
-    return [p.name for p in server.files_containing(needle, under=database)]
+    return on_disk(server, url, needle)
 
 
 def _flag(url: str, table: str = "keys") -> str | None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        found = conn.execute("SELECT to_regclass(%s)", (f"{table}_erasure",)).fetchone()
-        if found is None or found[0] is None:
-            return None
-        row = conn.execute(
-            f"SELECT value FROM {table}_erasure WHERE name = %s", (pending.SETTING,)
-        ).fetchone()
-    return None if row is None else str(row[0])
+    return flag(url, table)
 
 
 def _killed_destroy(url: str, server: EmbeddedPostgres) -> bytes:
     """A forget whose process is killed after its key's destroy, before the key store's
     compaction: the destroyed key (still in the key table's files, its erasure marked)."""
-    done = subprocess.run(
-        [sys.executable, "-c", KILLED_BEFORE_COMPACTION, _events(url), _keys(url)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
-    key = bytes.fromhex(done.stdout.strip())
+    key = bytes.fromhex(killed(KILLED_BEFORE_COMPACTION, _events(url), _keys(url)))
     assert _on_disk(server, url, key), "the dead row version holds the key"
     assert _flag(url) is not None, "the destroy marked its erasure pending"
     return key
@@ -226,20 +207,6 @@ def test_a_role_that_may_not_vacuum_the_keys_fails_its_compaction(
     assert _flag(postgres_url) is not None  # for the owner's next open or compaction
 
 
-def _waiting(url: str) -> bool:
-    """Whether a ``VACUUM FULL`` of the database comes to wait for a lock (about 30 s)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        for _ in range(3000):
-            row = conn.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE 'VACUUM FULL%%' AND datname = current_database()"
-            ).fetchone()
-            if row is not None:
-                return True
-            conn.execute("SELECT pg_sleep(0.01)")
-    return False
-
-
 def test_two_openers_at_once_both_open_and_one_vacuums(
     postgres_url: str,
     embedded_postgres: EmbeddedPostgres,
@@ -257,7 +224,7 @@ def test_two_openers_at_once_both_open_and_one_vacuums(
         )
         first.start()
         try:
-            assert _waiting(postgres_url)
+            assert vacuum_waiting(postgres_url)
             with caplog.at_level(logging.INFO):
                 PostgresKeyStore(_keys(postgres_url)).close()  # at once: it does not vacuum
             assert any("another process" in r.getMessage() for r in caplog.records)
@@ -319,18 +286,6 @@ def test_an_older_transaction_keeps_the_mark(
     assert _on_disk(embedded_postgres, postgres_url, key) == []
 
 
-class _Before18:
-    """A connection on which ``pg_clear_attribute_stats`` (PostgreSQL 18) is not found."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self._conn = conn
-
-    def execute(self, query: Any, params: Any = None) -> Any:
-        if "proname = 'pg_clear_attribute_stats'" in str(query):
-            return self._conn.execute("SELECT 1 WHERE false")
-        return self._conn.execute(query, params)
-
-
 def test_before_postgresql_18_a_role_that_may_not_analyse_is_told(
     postgres_url: str, role: tuple[str, Any]
 ) -> None:
@@ -343,8 +298,8 @@ def test_before_postgresql_18_a_role_that_may_not_analyse_is_told(
         owner.execute("ANALYZE t")
         admin.execute(f"GRANT SELECT ON t TO {urlsplit(url).username}")
         with psycopg.connect(url, autocommit=True) as other:
-            assert not clear_statistics(_Before18(other), '"t"', "a")
-        assert clear_statistics(_Before18(owner), '"t"', "a")  # the owner may
+            assert not clear_statistics(Before18(other), '"t"', "a")
+        assert clear_statistics(Before18(owner), '"t"', "a")  # the owner may
 
 
 def test_a_compaction_checks_the_holders_of_the_mark_another_process_set(

@@ -5,11 +5,8 @@ erasures, so the dead row versions waited for a later compaction."""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-
 import pytest
+from erasurekit import killed
 from test_review7_keystore_erasure import _events, _keys, _on_disk
 
 from agent_custody_state import Ledger
@@ -36,14 +33,7 @@ with Ledger(sys.argv[1], forget_mode="crypto-shred", key_store=sys.argv[2]) as l
 def test_keys_a_crash_left_doomed_are_erased_by_the_open_that_destroys_them(
     postgres_url: str, embedded_postgres: EmbeddedPostgres
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", KILLED_BEFORE_DESTROY, _events(postgres_url), _keys(postgres_url)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
-    key = bytes.fromhex(done.stdout.strip())
+    key = bytes.fromhex(killed(KILLED_BEFORE_DESTROY, _events(postgres_url), _keys(postgres_url)))
     assert _on_disk(embedded_postgres, postgres_url, key), "the live row holds the key"
     location = _events(postgres_url)
     with Ledger(location, forget_mode="crypto-shred", key_store=_keys(postgres_url)) as ledger:

@@ -177,6 +177,17 @@ CASES = {
         "        return rid\n",
         {"test_put_custody_metadata"},
     ),
+    # residual windows that carry a connection URL's password into every certificate.
+    "residual_leaks_a_password": (
+        "class Broken(InProcessStore):\n"
+        "    residual = [{'where': 'postgresql://app:hunter2@db/x WAL', 'until': 'recycled'}]\n",
+        {"test_residual_windows_are_texts_without_secrets"},
+    ),
+    # residual windows of another shape (certified as undeclared).
+    "residual_of_another_shape": (
+        "class Broken(InProcessStore):\n    residual = ['the WAL, until recycled']\n",
+        {"test_residual_windows_are_texts_without_secrets"},
+    ),
 }
 
 
@@ -192,4 +203,4 @@ def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str
 def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ok=HEADER + "\n\nBroken = InProcessStore\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=18, skipped=3)  # ST-6-where, ST-6-where-moves: no where
+    result.assert_outcomes(passed=19, skipped=3)  # ST-6-where, ST-6-where-moves: no where

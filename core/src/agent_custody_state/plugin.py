@@ -63,6 +63,14 @@ from agent_custody_state.stores.kit import (
     run_sync,
     secret_from_env,
 )
+from agent_custody_state.stores.residual import (
+    embedding_provider,
+    postgres_table,
+    process_memory,
+    service_copies,
+    sqlite_file,
+)
+from agent_custody_state.stores.residual import window as residual_window
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
@@ -103,6 +111,7 @@ __all__ = [
     "check_folder",
     "create_private",
     "custody_metadata",
+    "embedding_provider",
     "event_from_dict",
     "event_from_json",
     "fact_text",
@@ -111,11 +120,16 @@ __all__ = [
     "json_loads",
     "open_private",
     "poll",
+    "postgres_table",
+    "process_memory",
     "public_url",
     "refuse_hard_links",
+    "residual_window",
     "resolve_ref",
     "run_sync",
     "secret_from_env",
+    "service_copies",
     "shape_problem",
+    "sqlite_file",
     "wire_time_key",
 ]

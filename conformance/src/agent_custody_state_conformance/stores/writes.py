@@ -16,6 +16,7 @@ import pytest
 from agent_custody_state.ledger.model import Source
 from agent_custody_state.stores import Store, custody_metadata, fact_text
 from agent_custody_state.stores.base import can_verify, redact
+from agent_custody_state.stores.residual import residual_of
 
 from ..rules import rule
 from .base import AWKWARD_VALUE, StoreRules, make_fact
@@ -160,3 +161,30 @@ class WriteRules(StoreRules):
         assert self._check_where(store) != self._check_where(relocated_store), (
             "two stores writing to different containers give the same where"
         )
+
+    # -- residual ----------------------------------------------------------------------------
+
+    @rule("ST-6-residual")
+    async def test_residual_windows_are_texts_without_secrets(self, store: Store) -> None:
+        """A store declaring ``residual`` (where a copy it removed may remain: its database's
+        old row versions and WAL, the vendor's backups, what it derived from the text, the
+        embedding model's logs) gives a list of ``{"where", "until"}`` texts, the same at every
+        read, with no secret in them: erasure certificates carry them.
+
+        Troubleshooting: build them from the settings alone, with the helpers of
+        ``agent_custody_state.plugin`` (``postgres_table``, ``sqlite_file``,
+        ``service_copies``, ``embedding_provider``, ``residual_window``); a declaration of
+        another shape is certified as "declares nothing". A store without ``residual`` is
+        skipped (its certificates say so).
+        """
+        declared = getattr(store, "residual", None)
+        if declared is None:
+            pytest.skip("store does not declare residual")
+        windows = [dict(w) for w in declared]
+        assert windows, "residual is empty: a removed copy leaves nothing anywhere?"
+        assert residual_of(store) == windows, f"residual is not a list of where/until: {windows}"
+        assert [dict(w) for w in getattr(store, "residual", ())] == windows, "residual changed"
+        for w in windows:
+            for text in w.values():
+                assert redact(text) == text, f"residual holds a secret or URL password: {text!r}"
+                assert not re.search(r"://[^\s/]*@", text), f"residual holds userinfo: {text!r}"

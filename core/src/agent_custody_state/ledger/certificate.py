@@ -19,6 +19,7 @@ store verified its removal; otherwise ``partial``, naming what is missing.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -207,13 +208,23 @@ def draft(
 
 
 def with_stores(
-    predicate: dict[str, Any], stores: list[dict[str, Any]], now: str
+    predicate: dict[str, Any],
+    stores: list[dict[str, Any]],
+    now: str,
+    windows: Sequence[dict[str, str]] = (),
 ) -> dict[str, Any]:
     """The predicate with its stores section: one entry per store that held the fact, each
-    ``{name, acknowledged, verification, error?}`` (``stores.certificate`` builds them), and
+    ``{name, acknowledged, verification, error?}`` (``stores.certificate`` builds them), the
+    stores' residual windows (``windows``, each naming its ``store``) after the ledger's, and
     the verifier's date moved to ``now``, after the stores were checked."""
     verifier = {**predicate["verifier"], "date": now}
-    return {**predicate, "verifier": verifier, "stores": {"covered": True, "stores": stores}}
+    residual = [*predicate["residualWindows"], *(dict(w) for w in windows)]
+    return {
+        **predicate,
+        "verifier": verifier,
+        "residualWindows": residual,
+        "stores": {"covered": True, "stores": stores},
+    }
 
 
 def finish(predicate: dict[str, Any]) -> dict[str, Any]:

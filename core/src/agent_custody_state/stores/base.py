@@ -114,6 +114,13 @@ class Store(Protocol):
     store is reported ``failed``, naming both places, so a moved store never yields a false
     ``verified``. Stores writing to different containers must give different texts; a store
     without it is removed and checked as before.
+
+    ``residual`` (an attribute or property, optional): the places a copy this store removed
+    (and verified removed) may still exist, and until when, as ``{"where": ..., "until": ...}``
+    texts from its settings (its database's old row versions and WAL, the vendor's backups and
+    history, what it derived from the text, the embedding model's request logs; helpers in
+    ``stores.residual``). An erasure certificate lists them beside the ledger's own; a store
+    without them is listed as not having declared any. Never a secret.
     """
 
     name: str

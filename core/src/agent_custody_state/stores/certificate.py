@@ -8,15 +8,19 @@ per store that held it and signs again. An entry is ``{name, acknowledged, verif
 ``error`` when the removal failed. A store the ledger records as holding the fact but that is no
 longer configured is listed as ``notConfigured``. Only ``verified`` counts towards a
 ``complete`` outcome: a store that timed out, acknowledged without removing, or answered "ok"
-for an id it never had is named in ``incomplete``.
+for an id it never had is named in ``incomplete``. Each store that held the fact adds its
+residual windows (``residual``: its backups, old row versions, the embedding model's logs)
+to the certificate's, naming itself; they do not make the outcome partial, as the ledger's
+own do not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from agent_custody_state.ledger.certificate import CertifiedForget, sign, with_stores
+from agent_custody_state.stores.residual import Window, residual_of
 from agent_custody_state.stores.storeset import RemovalReport
 from agent_custody_state.timeutil import format_time, utc_now
 
@@ -37,10 +41,25 @@ def store_entries(report: RemovalReport, held_by: Collection[str]) -> list[dict[
     return entries
 
 
+def store_windows(
+    held_by: Collection[str], store_named: Callable[[str], object]
+) -> list[dict[str, str]]:
+    """The residual windows of every store in ``held_by``, each naming its store
+    (``store_named``: the configured store of a name, or None)."""
+    windows: list[Window] = []
+    for name in held_by:
+        windows += [{"store": name, **w} for w in residual_of(store_named(name))]
+    return windows
+
+
 def certify_removal(
-    certified: CertifiedForget, report: RemovalReport, held_by: Collection[str]
+    certified: CertifiedForget,
+    report: RemovalReport,
+    held_by: Collection[str],
+    store_named: Callable[[str], object],
 ) -> dict[str, Any]:
     """The certificate of ``certified`` with the stores' removal, signed again."""
     now = format_time(utc_now())
-    predicate = with_stores(certified.predicate, store_entries(report, held_by), now)
+    entries, windows = store_entries(report, held_by), store_windows(held_by, store_named)
+    predicate = with_stores(certified.predicate, entries, now, windows)
     return sign(predicate, certified.forgetting, certified.key)

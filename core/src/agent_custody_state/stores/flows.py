@@ -272,7 +272,9 @@ class Custody(CustodySweep):
         removal = await self._leave_present(fact_id, mutate, forgetting=True)
         if certified:
             held_by = list(removal.held_by)
-            removal.certificate = certify_removal(certified[0], removal.removal, held_by)
+            removal.certificate = certify_removal(
+                certified[0], removal.removal, held_by, self.stores.by_name
+            )
         return removal
 
     def _certificate_options(self, certificate: Certify) -> CertificateOptions | None:

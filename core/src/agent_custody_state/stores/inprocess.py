@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.base import StoreError, custody_metadata, fact_text
+from agent_custody_state.stores.residual import process_memory
 
 
 class InProcessStoreSettings(BaseModel):
@@ -99,6 +100,8 @@ class InProcessStore:
 
     #: its check reads by id and searches by fact id, never by the value (``outbox``)
     verify_without_value = True
+    #: a removed record's objects are freed, not overwritten (``Store.residual``)
+    residual = (process_memory(),)
 
     def __init__(self, name: str = "memory", vendor: MemoryVendor | None = None) -> None:
         self.name = name

@@ -132,7 +132,9 @@ class CustodySweep:
             swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
             if event.fact_id in certified:
                 held_by = list(fact.external or {}) if fact is not None else []
-                swept.certificate = certify_removal(certified[event.fact_id], removal, held_by)
+                swept.certificate = certify_removal(
+                    certified[event.fact_id], removal, held_by, self.stores.by_name
+                )
             report.forgotten.append(swept)
         if progress is not None and leaving:
             progress("stores", leaving, leaving)

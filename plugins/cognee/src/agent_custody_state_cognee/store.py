@@ -34,9 +34,12 @@ from agent_custody_state.plugin import (
     Fact,
     StoreError,
     custody_metadata,
+    embedding_provider,
     fact_text,
     public_url,
+    residual_window,
     secret_from_env,
+    service_copies,
 )
 
 from .settings import CogneeSettings
@@ -116,6 +119,19 @@ class CogneeStore:
         fragment. Not the dataset: each external id names its own (``<dataset>/<data>``), so a
         changed dataset setting still removes and checks the copy where it is."""
         return public_url(self.url)
+
+    #: Where a removed item may remain (``Store.residual``): the data item and its raw file
+    #: go, and the listing check sees only items; what ``cognify`` derived from the text, if
+    #: it ran on the dataset, is not listed there.
+    residual = (
+        residual_window(
+            "what cognify derived from the text, if it ran on the dataset: chunks, summaries, "
+            "graph nodes and edges, and their vectors in Cognee's graph and vector databases",
+            "Cognee deletes them with the item, the dataset, or its forget of everything",
+        ),
+        embedding_provider("the language and embedding models cognify sent the text to"),
+        service_copies("the Cognee server"),
+    )
 
     def __repr__(self) -> str:
         dataset = self.dataset_id or self.dataset_name

@@ -39,9 +39,13 @@ from agent_custody_state.plugin import (
     StoreError,
     call_sdk,
     custody_metadata,
+    embedding_provider,
     fact_text,
+    postgres_table,
+    process_memory,
     resolve_ref,
     secret_from_env,
+    sqlite_file,
 )
 
 from .settings import LangGraphSettings
@@ -73,10 +77,13 @@ class LangGraphStore:
         top_k: int = 10,
         on_close: Callable[[], None] | None = None,
         where: str | None = None,
+        residual: list[dict[str, str]] | None = None,
     ) -> None:
         self.name = name
         #: where the items go (``Store.where``; ``place``); None: not declared
         self.where = where
+        #: where a removed item may remain (``Store.residual``; ``leftovers``)
+        self.residual = residual
         self.base = base
         self.namespace_template = tuple(namespace)
         self.indexed = indexed
@@ -249,6 +256,19 @@ def place(settings: LangGraphSettings, dsn: str | None = None) -> str:
     return f"{backend} namespace:{'/'.join(settings.namespace)}"
 
 
+def leftovers(settings: LangGraphSettings) -> list[dict[str, str]]:
+    """Where a removed item may remain (``Store.residual``), by backend."""
+    if settings.backend == "sqlite":
+        windows = sqlite_file(os.path.abspath(str(settings.path)))
+    elif settings.backend == "postgres":
+        windows = postgres_table("LangGraph's store and store_vectors tables")
+    else:
+        windows = [process_memory()]
+    if settings.index_embed is not None:
+        windows.append(embedding_provider("the index's embedding model, when it runs elsewhere"))
+    return windows
+
+
 def build(settings: LangGraphSettings, *, name: str) -> LangGraphStore:
     """The registered factory: open the configured BaseStore and wrap it."""
     base, close = open_backend(settings, name)
@@ -261,4 +281,5 @@ def build(settings: LangGraphSettings, *, name: str) -> LangGraphStore:
         top_k=settings.top_k,
         on_close=close,
         where=place(settings, dsn),
+        residual=leftovers(settings),
     )

@@ -29,10 +29,13 @@ from letta_client import APIError, Letta, NotFoundError
 from agent_custody_state.plugin import (
     Fact,
     StoreError,
+    embedding_provider,
     fact_text,
     public_url,
+    residual_window,
     run_sync,
     secret_from_env,
+    service_copies,
 )
 
 from .settings import LettaSettings
@@ -77,6 +80,23 @@ class LettaStore:
         """Where the passages go (``Store.where``): the server (no userinfo, query or fragment)
         and the agent. No secret, no network call."""
         return f"{public_url(str(self.client.base_url))} agent:{self.agent_id}"
+
+    @property
+    def residual(self) -> list[dict[str, str]]:
+        """Where a removed passage may remain (``Store.residual``): the server deletes its row
+        (a SQL hard delete) and, on Letta Cloud, its vector copy best-effort (a failure there
+        is only logged: VENDOR-APIS.md)."""
+        return [
+            residual_window(
+                f"the Letta server's database ({public_url(str(self.client.base_url))}): the "
+                "deleted passage's old row version, its WAL, replicas and backups, and the "
+                "archive's vector copy, which Letta Cloud deletes best-effort",
+                "the database vacuums and recycles its WAL, the vector copy is deleted, and "
+                "the backups expire",
+            ),
+            embedding_provider("the model the agent's archive embeds passages with"),
+            service_copies("the Letta server"),
+        ]
 
     def __repr__(self) -> str:
         return f"<LettaStore {self.name} agent={self.agent_id} at {self.client.base_url}>"

@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agent_custody_state.plugin import ConfigPath, public_url
+from agent_custody_state.plugin import (
+    ConfigPath,
+    embedding_provider,
+    postgres_table,
+    public_url,
+    residual_window,
+    service_copies,
+)
 
 _PLATFORM_ONLY = ("host", "app_id")
 _LOCAL_ONLY = ("local_config", "local_env", "local_objects")
@@ -18,6 +25,11 @@ _LOCAL_ONLY = ("local_config", "local_env", "local_objects")
 DEFAULT_HOST = "https://api.mem0.ai"
 #: The keys of a local vector store's config that say where it keeps its vectors.
 _PLACE_KEYS = ("url", "host", "port", "path", "dbname", "database", "collection_name")
+
+
+def _table(value: Any) -> dict[str, Any]:
+    """A table of ``local_config`` (anything else reads as an empty one)."""
+    return value if isinstance(value, dict) else {}
 
 
 class Mem0Settings(BaseModel):
@@ -89,6 +101,44 @@ class Mem0Settings(BaseModel):
                     place += f" {key}:{public_url(text) if '://' in text else text}"
         scope = [("user", self.user_id), ("agent", self.agent_id), ("app", self.app_id)]
         return place + "".join(f" {name}:{value}" for name, value in scope if value)
+
+    def residual(self) -> list[dict[str, str]]:
+        """Where a removed memory may remain (``Store.residual``), from the settings alone."""
+        if self.mode == "platform":
+            return [
+                residual_window(
+                    "the memory's history on the mem0 platform (its earlier texts), which has "
+                    "no documented delete and is not checked",
+                    "the platform deletes it: see its data-processing terms",
+                ),
+                service_copies("the mem0 platform"),
+                embedding_provider("the models the mem0 platform embeds memories with"),
+            ]
+        local = self.local_config or {}
+        store: dict[str, Any] = _table(local.get("vector_store"))
+        config: dict[str, Any] = _table(store.get("config"))
+        provider = str(store.get("provider", "qdrant"))
+        if provider in ("pgvector", "postgres"):
+            windows = postgres_table(str(config.get("collection_name", "mem0")))
+        else:
+            windows = [
+                residual_window(
+                    f"the deleted entry in the {provider} vector store's files (segments, "
+                    "write-ahead log), its replicas and backups",
+                    "the vector store compacts its segments and the backups expire",
+                )
+            ]
+        embedder: dict[str, Any] = _table(local.get("embedder"))
+        windows.append(
+            residual_window(
+                "copies and backups of mem0's history database (the memory's own rows are "
+                "deleted with secure_delete on)",
+                "their retention ends",
+            )
+        )
+        model = str(embedder.get("provider", "openai"))
+        windows.append(embedding_provider(f"the {model} embedder, when it runs elsewhere"))
+        return windows
 
     @model_validator(mode="after")
     def _mode_specific(self) -> Mem0Settings:

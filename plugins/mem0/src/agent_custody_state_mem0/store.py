@@ -70,10 +70,13 @@ class Mem0Store:
         unique_text: bool = False,
         event_wait_seconds: float = 30.0,
         where: str | None = None,
+        residual: list[dict[str, str]] | None = None,
     ) -> None:
         self.name = name
         #: where the memories go (``Store.where``; ``Mem0Settings.where``)
         self.where = where
+        #: where a removed memory may remain (``Store.residual``; ``Mem0Settings.residual``)
+        self.residual = residual
         self.backend = backend
         self.unique_text = unique_text
         self.event_wait_seconds = event_wait_seconds
@@ -238,4 +241,5 @@ def build(settings: Mem0Settings | Mapping[str, Any], *, name: str = "mem0") -> 
         unique_text=settings.unique_text,
         event_wait_seconds=settings.event_wait_seconds,
         where=settings.where(),
+        residual=settings.residual(),
     )

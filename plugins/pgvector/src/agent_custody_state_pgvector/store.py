@@ -37,7 +37,9 @@ from agent_custody_state.plugin import (
     StoreError,
     call_sdk,
     custody_metadata,
+    embedding_provider,
     fact_text,
+    postgres_table,
     resolve_ref,
     secret_from_env,
 )
@@ -145,6 +147,12 @@ class PgvectorStore:
         self._setup_lock = threading.Lock()
         self._connections = _Connections(dsn, connect_timeout, self._prepare)
         self.where = place(dsn, table)
+        #: where a removed row may remain (``Store.residual``): no VACUUM FULL follows the
+        #: DELETE (it would lock the team's table), so the old row version stays until reused
+        self.residual = [
+            *postgres_table(table),
+            embedding_provider("the embed function's model, when it runs elsewhere"),
+        ]
         self.vector(f"{name} dimension probe")  # a wrong embedder fails at startup, not later
 
     # -- plumbing --------------------------------------------------------------------------------

@@ -29,9 +29,12 @@ from agent_custody_state.plugin import (
     StoreError,
     call_sdk,
     custody_metadata,
+    embedding_provider,
     fact_text,
     poll,
+    residual_window,
     secret_from_env,
+    service_copies,
 )
 
 from .api import TaskState, ZepGraph
@@ -79,6 +82,19 @@ class ZepStore:
         """Where the episodes go (``Store.where``), from the graph's settings."""
         settings = getattr(self.graph, "settings", None)
         return settings.where() if isinstance(settings, ZepSettings) else None
+
+    #: Where a removed episode may remain (``Store.residual``): deleting an episode removes
+    #: its edges and the nodes only it made, but a node other episodes share keeps the summary
+    #: Zep wrote from it (VENDOR-APIS.md), which no check here can read back.
+    residual = (
+        residual_window(
+            "the summaries of graph nodes the episode shares with other episodes: Zep keeps a "
+            "node's summary written from the deleted episode's text",
+            "the node's summary is rewritten from its remaining episodes, or the node deleted",
+        ),
+        embedding_provider("the language and embedding models Zep extracted the episode with"),
+        service_copies("Zep"),
+    )
 
     async def _call(self, what: str, func: Callable[..., T], *args: Any) -> T:
         return await call_sdk(self.name, what, func, *args)

@@ -3,21 +3,20 @@
 Read through pydantic-settings. Nested keys come from the environment with ``__``
 (``AGENT_CUSTODY_SERVER__PORT=9000``). Secrets are never values in the file: the file names
 environment variables (``forget_key_env``, ``[[server.tokens]] env``, a store's ``*_env`` keys),
-and a variable that is named but not set stops the server at startup, naming it. Each
-``[[stores]]`` table is validated by the settings model its plugin registered; an unknown
-``type`` lists the installed ones.
+and a variable that is named but not set stops the server at startup, naming it; so does an
+``AGENT_CUSTODY_*`` variable spelt almost like a setting (``envnames``). Each ``[[stores]]``
+table is validated by the settings model its plugin registered; an unknown ``type`` lists the
+installed ones.
 
     ledger = "ledger.sqlite"
     forget_key_env = "FORGET_KEY"
     retention = "org=P365D,team:*=P90D"
     key = "memory.key"                    # every key: docs/configuration.md
-
     [server]
     transport = "http"
     [[server.tokens]]
     env = "MEMORY_TOKEN"
     role = "gateway"
-
     [[stores]]
     name = "mem0"
     type = "mem0"
@@ -53,6 +52,7 @@ from pydantic_settings import (
 )
 
 from agent_custody_state.authconfig import OAuthConfig, TokenConfig, check_spaces
+from agent_custody_state.envnames import near_misses
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.retention import RetentionPolicy
 
@@ -247,10 +247,9 @@ def _describe_settings_error(exc: SettingsError) -> str:
     """pydantic-settings says 'error parsing value for field "server" from source
     "EnvSettingsSource"'; name the variable and what it must hold instead."""
     match = re.search(r'field "(\w+)"', str(exc))
-    field = match.group(1) if match else None
-    if field is None:
+    if match is None:
         return str(exc)
-    name = ENV_PREFIX + field.upper()
+    name = ENV_PREFIX + match.group(1).upper()
     return (
         f"{name}: not valid JSON; a table setting from the environment is JSON (e.g. "
         f"{name}='{{\"port\": 8790}}'), or set one key with {name}__<KEY>=<value>"
@@ -276,6 +275,8 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
             bad = f"byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}"
             why = f"not UTF-8 text ({bad}); save the file as UTF-8"
             raise ConfigError(f"config file {file}: {why}") from None
+    for variable, meant in near_misses(ENV_PREFIX, MemoryConfig.model_fields):  # a typo
+        raise ConfigError(f"{variable}: not a setting (did you mean {meant}?)")
     try:
         with _file(file):
             config = MemoryConfig(**overrides)
@@ -300,8 +301,7 @@ def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], source: Path) -> No
             continue
         if not Path(value).is_absolute():
             setattr(config, key, str(folder / value))
-    oauth = config.server.oauth
-    server = raw.get("server")
+    oauth, server = config.server.oauth, raw.get("server")
     raw_oauth = server.get("oauth", {}) if isinstance(server, dict) else {}
     file = oauth.jwks_file if oauth is not None else None
     if oauth and file and raw_oauth.get("jwks_file") == file and not Path(file).is_absolute():

@@ -12,12 +12,20 @@ private key stands for its public half wherever a public key is asked for.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+log = logging.getLogger(__name__)
+
+#: A key file is a few hundred bytes: a bigger one is another file given by mistake (a ledger of
+#: gigabytes would be read whole first), and a device such as ``/dev/zero`` never ends.
+MAX_KEY_FILE = 64 * 1024
 
 PrivateKeySource = str | os.PathLike[str] | bytes | Ed25519PrivateKey
 PublicKeySource = str | os.PathLike[str] | bytes | Ed25519PublicKey | Ed25519PrivateKey
@@ -66,21 +74,45 @@ class KeyPair:
         return self.public.keyid
 
 
-def _read(source: str | os.PathLike[str] | bytes, what: str) -> tuple[bytes, str]:
+def _read(source: str | os.PathLike[str] | bytes, what: str) -> tuple[bytes, str, int | None]:
+    """The bytes of a key, where they come from, and the file's mode (None: not a file)."""
     if isinstance(source, bytes):
-        return source, "the key given"
+        return source, "the key given", None
     path = Path(source)
     try:
-        return path.read_bytes(), str(path)
+        with path.open("rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            data = fh.read(MAX_KEY_FILE + 1)
     except OSError as exc:
         raise KeyFileError(f"cannot read {what} {path}: {exc.strerror}") from None
+    if len(data) > MAX_KEY_FILE:
+        raise KeyFileError(
+            f"{path} is not a key file: it holds more than {MAX_KEY_FILE} bytes; check the path"
+        )
+    return data, str(path), mode if stat.S_ISREG(mode) else None
 
 
-def load_private_key(source: PrivateKeySource) -> Ed25519PrivateKey:
-    """An Ed25519 private key from a PKCS8 PEM file path, PEM bytes, or a key object."""
-    if isinstance(source, Ed25519PrivateKey):
-        return source
-    data, where = _read(source, "signing key")
+_warned: set[tuple[str, int]] = set()
+
+
+def _warn_if_exposed(where: str, mode: int | None) -> None:
+    """A private key readable or writable by others than its owner: a warning (once a process),
+    not a refusal: the operator may mean it (a service group), but it is usually a copy made
+    under the default umask, and whoever reads it signs as the server."""
+    if mode is None or not mode & 0o077 or (where, mode) in _warned:
+        return
+    _warned.add((where, mode))
+    who = "anyone" if mode & 0o007 else "its group"
+    log.warning(
+        "the private key %s is open to %s (mode %04o); `chmod 600 %s` (keygen writes keys 0600)",
+        where,
+        who,
+        stat.S_IMODE(mode),
+        where,
+    )
+
+
+def _private(data: bytes, where: str, mode: int | None) -> Ed25519PrivateKey:
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
@@ -90,7 +122,16 @@ def load_private_key(source: PrivateKeySource) -> Ed25519PrivateKey:
         ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"{where} holds a {type(key).__name__}, not an Ed25519 key")
+    _warn_if_exposed(where, mode)
     return key
+
+
+def load_private_key(source: PrivateKeySource) -> Ed25519PrivateKey:
+    """An Ed25519 private key from a PKCS8 PEM file path, PEM bytes, or a key object. A file
+    that others than its owner may read or write is used, with a warning (logged)."""
+    if isinstance(source, Ed25519PrivateKey):
+        return source
+    return _private(*_read(source, "signing key"))
 
 
 def load_public_key(source: PublicKeySource) -> Ed25519PublicKey:
@@ -100,9 +141,9 @@ def load_public_key(source: PublicKeySource) -> Ed25519PublicKey:
         return source
     if isinstance(source, Ed25519PrivateKey):
         return source.public_key()
-    data, where = _read(source, "public key")
+    data, where, mode = _read(source, "public key")
     if b"PRIVATE KEY" in data:
-        return load_private_key(data).public_key()
+        return _private(data, where, mode).public_key()
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:

@@ -75,18 +75,22 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_certificate(args: argparse.Namespace) -> int:
-    from agent_custody_state.keys import KeyFileError, load_public_ref
+    from agent_custody_state.keys import KeyFileError, PublicKeyRef, load_public_ref
     from agent_custody_state.ledger.certverify import (
         CertificateError,
         check_against,
         check_certificate,
         read_json,
+        signer,
     )
 
-    try:
-        key = load_public_ref(args.key)
-    except KeyFileError as exc:
-        raise CliError(f"--key: {exc}") from None
+    keys: dict[str, tuple[str, PublicKeyRef]] = {}
+    for name in args.key:
+        try:
+            ref = load_public_ref(name)
+        except KeyFileError as exc:
+            raise CliError(f"--key: {exc}") from None
+        keys.setdefault(ref.keyid, (name, ref))
     if args.ledger:
         check_location(args.ledger, must_exist=True)
         _check_jsonl_ledger(args.ledger)
@@ -101,14 +105,15 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(f"{args.file}: not JSON ({exc})") from None
     try:
-        statement = check_certificate(envelope, key)
+        refs = [ref for _, ref in keys.values()]
+        statement = check_certificate(envelope, refs)
         if args.ledger:
             from agent_custody_state.cli.proofs import stored
 
             with stored(args.ledger) as (lines, _notes):
                 check_against(statement, lines)
     except CertificateError as exc:
-        print(f"FAILED: {args.file}: {exc}{_key_hint(str(exc), args.key, key.keyid)}")
+        print(f"FAILED: {args.file}: {exc}{_key_hint(str(exc), list(keys.values()))}")
         return 1
     predicate = statement["predicate"]
     fact = statement["subject"][0]["name"]
@@ -116,7 +121,7 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
     where = f"; in {ledger}: chain verifies, fact forgotten" if ledger else ""
     print(
         f"ok: {args.file}: fact {fact} erased ({predicate['sanitization']['category']}), "
-        f"outcome {predicate['outcome']}, signed by {key.keyid[:16]}{where}"
+        f"outcome {predicate['outcome']}, signed by {signer(envelope, refs)[:16]}{where}"
     )
     return 0
 
@@ -128,12 +133,13 @@ def _check_jsonl_ledger(location: str) -> None:
         check_jsonl_ledger(location)
 
 
-def _key_hint(reason: str, key: str, keyid: str) -> str:
-    """After a signature by another key: which key was given, and what to pass instead."""
+def _key_hint(reason: str, keys: list[tuple[str, Any]]) -> str:
+    """After a signature by another key: which keys were given, and what to pass instead."""
     if not reason.startswith("signature: no trusted key matches"):
         return ""
+    given = "; ".join(f"--key {name} is key {ref.keyid[:12]}" for name, ref in keys)
     return (
-        f" (--key {key} is key {keyid[:12]}); pass the public key of the key that signed it "
+        f" ({given}); pass the public key of the key that signed it "
         "(the forget's --key, or the config's key, with .pub)"
     )
 
@@ -170,6 +176,12 @@ def add_commands(sub: Any) -> None:
         description="Exit 0 and print ok: ..., or exit 1 and print FAILED: FILE: <first reason>.",
     )
     v.add_argument("file", metavar="FILE", help="the certificate (a DSSE envelope, JSON)")
-    v.add_argument("--key", required=True, metavar="PUB", help="the signer's public key")
+    v.add_argument(
+        "--key",
+        required=True,
+        action="append",
+        metavar="PUB",
+        help="the signer's public key (repeatable: the keys before and after a rotation)",
+    )
     v.add_argument("--ledger", metavar="LOCATION", help="also check it against this ledger")
     v.set_defaults(func=cmd_verify_certificate)

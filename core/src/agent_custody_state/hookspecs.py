@@ -97,7 +97,7 @@ def register_event_backends(register: RegisterEventBackend) -> None:
     by its name being known to the core.
 
     :param register: Call it once per backend.
-    :return: Nothing; the return value is ignored.
+    :return: None; a plugin whose hook returns anything else fails to load (call ``register``).
 
     Example::
 
@@ -121,7 +121,7 @@ def register_stores(register: RegisterStore) -> None:
     verification. ``agent-custody-memory plugins`` lists each type with its settings.
 
     :param register: Call it once per store type.
-    :return: Nothing; the return value is ignored.
+    :return: None; a plugin whose hook returns anything else fails to load (call ``register``).
 
     Example::
 

@@ -2,9 +2,10 @@
 
 Plugins are found through the ``agent_custody_state`` entry-point group. Each entry point is
 imported on its own; one that fails (import error, a misspelt hook caught by pluggy's
-``check_pending``, a duplicate name) is recorded, shown by ``agent-custody-memory plugins``, and
-becomes an error only when something asks for what it would have registered. Builtins (JSONL,
-in-memory) register through the same hooks, under the plugin name ``builtins``.
+``check_pending``, a duplicate name, a registration of the wrong shape, a pin on another core)
+is recorded, shown by ``agent-custody-memory plugins``, and becomes an error only when something
+asks for what it would have registered. Builtins (JSONL, in-memory) register through the same
+hooks, under the plugin name ``builtins``.
 
 Two environment variables choose what loads: ``AGENT_CUSTODY_BLOCK_PLUGINS`` (comma-separated
 names never loaded) and ``AGENT_CUSTODY_PLUGINS`` (when set, only these entry points load; the
@@ -14,6 +15,7 @@ builtins always do unless blocked).
 from __future__ import annotations
 
 import importlib
+import operator
 import os
 import re
 import threading
@@ -32,6 +34,7 @@ ENTRY_POINT_GROUP = "agent_custody_state"
 BLOCK_ENV = "AGENT_CUSTODY_BLOCK_PLUGINS"
 ONLY_ENV = "AGENT_CUSTODY_PLUGINS"
 BUILTINS = "builtins"
+CORE_DISTRIBUTIONS = ("agent-custody-state-core", "agent-custody-state")  # a plugin may pin
 
 #: Install hints for the locations SPEC 3 routes to plugins of this project.
 INSTALL_HINTS = {
@@ -102,6 +105,51 @@ def resolve_ref(ref: str | Any) -> Any:
 
 def _names(variable: str) -> set[str]:
     return {n.strip() for n in os.environ.get(variable, "").split(",") if n.strip()}
+
+
+def _checked(what: str, name: Any, factory: Any, settings: Any) -> str:
+    """Refuse a registration of the wrong shape, naming it; returns ``"<what> '<name>'"``."""
+    for part, ref in (("factory", factory), ("settings", settings)):
+        shaped = isinstance(ref, str) and re.fullmatch(r"[\w.]+:[\w.]+", ref)
+        if not (shaped or callable(ref) or (ref is None and part == "settings")):
+            raise PluginError(f"{what} {name!r}: {part} {ref!r} is not 'module:attr' or callable")
+    return f"{what} {name!r}"
+
+
+def _words(what: str, values: Any, pattern: str) -> tuple[str, ...]:
+    """Schemes or suffixes, lowercased; a bare text (``"ab"`` would serve ``a``, ``b``) refused."""
+    listed = isinstance(values, tuple | list | set | frozenset)
+    if not listed or any(not isinstance(v, str) or not re.fullmatch(pattern, v) for v in values):
+        raise PluginError(f"{what} must be a tuple of valid texts, not {values!r}")
+    return tuple(v.lower() for v in values)
+
+
+def _pinned_elsewhere(dist: Any) -> str | None:
+    """Why ``dist`` must not load: it pins another core (``--no-deps``, a core upgrade)."""
+    for line in getattr(dist, "requires", None) or []:
+        found = re.fullmatch(r"([\w.-]+)\s*(?:\[[^\]]*\])?\s*\(?([^;()]*)\)?", line.strip())
+        name = re.sub(r"[-_.]+", "-", found.group(1)).lower() if found else ""
+        installed = _version(name) if found and name in CORE_DISTRIBUTIONS else "unknown"
+        wanted = found.group(2).replace(" ", "") if found else ""
+        if installed != "unknown" and not all(_meets(installed, c) for c in wanted.split(",")):
+            why = f"requires {name}{wanted} but {installed} is installed"
+            return f"incompatible: {dist.name} {dist.version} {why}; install a release made for it"
+    return None
+
+
+def _meets(version: str, clause: str) -> bool:
+    """Whether ``version`` meets one clause (``>=0.1``, ``==0.1.*``, ``~=0.1``); else pass."""
+    match = re.fullmatch(r"(~=|==|!=|<=|>=|<|>)(\d+(?:\.\d+)*)(\.\*)?", clause)
+    if match is None or not re.fullmatch(r"\d+(\.\d+)*", version):
+        return True
+    op, want, star = match.group(1), [int(p) for p in match.group(2).split(".")], match.group(3)
+    have, keep = [int(p) for p in version.split(".")], len(want) - (op == "~=")
+    have, padded = (v + [0] * (12 - len(v)) for v in (have, want))  # 0.1 == 0.1.0
+    if star or op == "~=":
+        inside = have[:keep] == want[:keep]
+        return inside and have >= padded if op == "~=" else inside == (op == "==")
+    compare = {"==": "eq", "!=": "ne", "<=": "le", ">=": "ge", "<": "lt", ">": "gt"}[op]
+    return bool(getattr(operator, compare)(have, padded))
 
 
 class PluginManager:
@@ -179,12 +227,13 @@ class PluginManager:
             description: str = "",
             fallback: bool = False,
         ) -> None:
+            what = _checked("event backend", name, factory, None)
             self._unique("event backend", name, self.backends, backends, info)
             backends[name] = BackendSpec(
                 name,
                 factory,
-                tuple(s.lower() for s in schemes),
-                tuple(s.lower() for s in suffixes),
+                _words(f"{what}: schemes", schemes, r"[a-zA-Z][a-zA-Z0-9+.-]*"),
+                _words(f"{what}: suffixes", suffixes, r"\S+"),
                 description,
                 info.name,
                 fallback,
@@ -193,13 +242,16 @@ class PluginManager:
         def register_store(
             name: str, factory: Any, *, settings: Any = None, description: str = ""
         ) -> None:
+            _checked("store type", name, factory, settings)
             self._unique("store type", name, self.stores, stores, info)
             stores[name] = StoreSpec(name, factory, settings, description, info.name)
 
-        for impl in self._impls("register_event_backends", plugin):
-            impl(register=register_backend)
-        for impl in self._impls("register_stores", plugin):
-            impl(register=register_store)
+        hooks = {"register_event_backends": register_backend, "register_stores": register_store}
+        for hook, register in hooks.items():
+            for impl in self._impls(hook, plugin):
+                if (returned := impl(register=register)) is not None:
+                    kind = type(returned).__name__
+                    raise PluginError(f"{hook} returned {kind}: call register(...) instead")
         self.backends.update(backends)
         self.stores.update(stores)
         info.registers += [f"event backend {n}" for n in backends] + [f"store {n}" for n in stores]
@@ -216,14 +268,15 @@ class PluginManager:
         for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
             dist = ep.dist.name if ep.dist is not None else "unknown"
             if ep.name in self.plugins:
-                self.errors.append(f"plugin name {ep.name!r} is used twice ({dist})")
+                twice = f"({self.plugins[ep.name].distribution} and {dist}); {dist}'s not loaded"
+                self.errors.append(f"plugin name {ep.name!r} is used twice {twice}")
                 continue
             if self.only is not None and ep.name not in self.only:
                 continue  # not asked for: not loaded, not listed
             info = PluginInfo(ep.name, dist, ep.dist.version if ep.dist else "unknown")
             self.plugins[ep.name] = info
-            if ep.name in self.blocked:
-                info.error = "blocked"
+            info.error = "blocked" if ep.name in self.blocked else _pinned_elsewhere(ep.dist)
+            if info.error is not None:
                 continue
             try:
                 module = ep.load()
@@ -272,7 +325,7 @@ class PluginManager:
     def _failed_note(self) -> str:
         failed = [
             f"{p.name} ({p.error})" for p in self.plugins.values() if p.error and not p.blocked
-        ]
+        ] + [e for e in self.errors if e.startswith("plugin name ")]
         return f" (plugins that failed to load: {', '.join(failed)})" if failed else ""
 
     def _missing(self, what: str, name: str) -> str:

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from servertest import run_cli
 
-from agent_custody_state.config import ConfigError, build_stores, load_config
+from agent_custody_state.config import ConfigError, load_config
 from agent_custody_state.plugins import PluginManager
+from agent_custody_state.storebuild import build_stores
 
 FULL = """
 ledger = "ledger.sqlite"
@@ -150,10 +151,17 @@ def test_store_settings_validated_and_secrets_checked(
         user_id: str
         api_key_env: str
 
+    from agent_custody_state.stores.inprocess import InProcessStore
+
+    class Kept(InProcessStore):
+        def __init__(self, settings: Settings, *, name: str) -> None:
+            super().__init__(name)
+            self.settings = settings
+
     class Plugin:
         @hookimpl
         def register_stores(self, register):  # type: ignore[no-untyped-def]
-            register("kv", lambda s, name: (name, s), settings=Settings)
+            register("kv", Kept, settings=Settings)
 
     isolated_plugins.register_plugin(Plugin(), name="kv")
     monkeypatch.delenv("KV_KEY", raising=False)
@@ -165,8 +173,8 @@ def test_store_settings_validated_and_secrets_checked(
     ):
         build_stores(config.stores)
     monkeypatch.setenv("KV_KEY", "secret")
-    [(name, settings)] = build_stores(config.stores)
-    assert name == "k" and settings.user_id == "u"
+    [store] = build_stores(config.stores)
+    assert store.name == "k" and store.settings.user_id == "u"
     config = load_config(None, stores=[{"name": "k", "type": "kv", "api_key_env": "KV_KEY"}])
     with pytest.raises(ConfigError, match=r"stores\[0\] \(k\): user_id: Field required"):
         build_stores(config.stores)

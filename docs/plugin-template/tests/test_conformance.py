@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from acme_custody_notes.store import NotesFile, NotesStore
@@ -55,3 +55,5 @@ class TestNotesHygiene(PluginHygiene):
     entry_point = "acme-notes"
     registers = frozenset({"store acme-notes"})
     heavy_modules = ("acme_custody_notes.store",)
+    # A [[stores]] table's keys: rule PH-5 builds the store through the registered factory.
+    store_settings: ClassVar[dict[str, dict[str, Any]]] = {"acme-notes": {"path": "notes.json"}}

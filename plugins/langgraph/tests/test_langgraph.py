@@ -160,7 +160,8 @@ def test_postgres_store_survives_dropped_connections(
 def test_a_relative_sqlite_path_is_relative_to_the_config_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent_custody_state.config import build_stores, load_config
+    from agent_custody_state.config import load_config
+    from agent_custody_state.storebuild import build_stores
 
     etc = tmp_path / "etc"
     (etc / "data").mkdir(parents=True)

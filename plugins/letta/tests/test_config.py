@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from agent_custody_state.config import ConfigError, StoreConfig, build_stores
+from agent_custody_state.config import ConfigError, StoreConfig
+from agent_custody_state.storebuild import build_stores
 from agent_custody_state_conformance.readme import readme_store_tables
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_letta.store import LettaStore

@@ -14,7 +14,8 @@ import pytest
 from conftest import API_KEY, KEY_ENV
 from pydantic import ValidationError
 
-from agent_custody_state.config import StoreConfig, build_stores
+from agent_custody_state.config import StoreConfig
+from agent_custody_state.storebuild import build_stores
 from agent_custody_state.stores import StoreError
 from agent_custody_state_conformance.readme import readme_store_tables
 from agent_custody_state_mem0.local import PLACEHOLDER_LLM, local_config

@@ -145,7 +145,8 @@ def cmd_blast(args: argparse.Namespace) -> int:
 
 
 def _stores(config_path: str) -> tuple[list[Any], Any]:
-    from agent_custody_state.config import ConfigError, build_stores, load_config
+    from agent_custody_state.config import ConfigError, load_config
+    from agent_custody_state.storebuild import build_stores
     from agent_custody_state.stores.storeset import VerifyPolicy
 
     try:

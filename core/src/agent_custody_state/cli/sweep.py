@@ -196,7 +196,8 @@ def _outbox(location: str, config: Any) -> Any:
 def _stores(config: Any) -> tuple[list[Any], Any]:
     if config is None or not config.stores:
         return [], None
-    from agent_custody_state.config import ConfigError, build_stores
+    from agent_custody_state.config import ConfigError
+    from agent_custody_state.storebuild import build_stores
     from agent_custody_state.stores.storeset import VerifyPolicy
 
     try:

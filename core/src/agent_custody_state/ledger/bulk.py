@@ -13,7 +13,7 @@ from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.importcheck import check_export
 from agent_custody_state.ledger.lifecycle import writes
-from agent_custody_state.ledger.locking import batch_keys, section
+from agent_custody_state.ledger.locking import batch_keys, in_order, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.modemark import check_plain_values
 from agent_custody_state.ledger.readonly import check_writable
@@ -94,15 +94,23 @@ class LedgerBulk:
             olds: list[AssertEvent | None] = []
             # validFrom compared at the final stamp only where it may still move (``rules``).
             defer = [deferred_time(self.backend, r) for r in requests[: len(built)]]
+
+            def first(error: LedgerError) -> LedgerError:
+                """``error``, unless an item before it is refused at the stamp the batch gets
+                now (its start was left to the final stamp): the first refusal in item order,
+                as without a deferred check (a later writer can only raise the stamp)."""
+                tx = in_order(self.backend, stamp[0]) if stamp else ""
+                return _start_error(built[: len(olds)], requests, olds, defer, tx) or error
+
             for i, event in enumerate(built):
                 try:
                     old = check_assert(self.backend, event, batch, known, defer=defer[i])
                     olds.append(None if old is None else old.assert_event)
                 except LedgerError as exc:
-                    raise _item_error(i, exc) from None
+                    raise first(_item_error(i, exc)) from None
                 batch.add(event)
             if build_error is not None:
-                raise build_error
+                raise first(build_error) if isinstance(build_error, LedgerError) else build_error
 
             def stamped(tx: str) -> list[AssertEvent]:
                 moved = not stamp or tx != stamp[0]
@@ -165,6 +173,27 @@ def _listed(items: Iterable[Any]) -> list[Any]:
         return list(items)
     except TypeError:
         raise LedgerError(f"items must be a list of facts, not {type(items).__name__}") from None
+
+
+def _start_error(
+    built: Sequence[AssertEvent],
+    requests: Sequence[AssertRequest],
+    olds: Sequence[AssertEvent | None],
+    defer: Sequence[bool],
+    tx: str,
+) -> LedgerError | None:
+    """The first refusal among the deferred replacements of ``built`` restamped at ``tx``."""
+    if not tx or not any(d and o for d, o in zip(defer, olds, strict=False)):
+        return None
+    final = [restamp(e, tx, r) for e, r in zip(built, requests, strict=False)]
+    now_of = {e.fact_id: e for e in final}
+    for i, (event, old) in enumerate(zip(final, olds, strict=False)):
+        if defer[i] and old is not None:
+            try:
+                check_replacement(event, now_of.get(old.fact_id, old))
+            except LedgerError as exc:
+                return _item_error(i, exc)
+    return None
 
 
 def _item_error(index: int, exc: LedgerError) -> LedgerError:

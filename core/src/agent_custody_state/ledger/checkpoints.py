@@ -41,6 +41,9 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
+    #: The key, or the keys (those before and after a rotation), checkpoints are checked by.
+    VerifyKeys = Ed25519PublicKey | Sequence[Ed25519PublicKey]
+
     from agent_custody_state.ledger.backend import EventBackend
 
 # ``cryptography`` and the key helpers are imported where a key is used: opening a ledger (and
@@ -87,9 +90,7 @@ class Checkpoint:
         ]
         return self.text + "\n" + "\n".join(lines) + "\n"
 
-    def check_signature(
-        self, public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey]
-    ) -> str | None:
+    def check_signature(self, public_key: VerifyKeys) -> str | None:
         """None if a signature by ``public_key`` (or by one of several keys: the keys of a
         rotation) under the origin as key name verifies, else why not. Signatures by other keys
         are ignored, and one by a key given that does not verify fails the note, as the

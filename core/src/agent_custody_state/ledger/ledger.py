@@ -112,6 +112,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         self._life = Lifecycle()
         self.forget_mode = forget_mode_arg(forget_mode)
         self._clock = clock_arg(clock) or utc_now  # refused before anything is opened
+        self._present = ""  # the latest transaction time this object appended (``present``)
         open_args(location, forget_key, host, key_store, chain)
         if key_store is not None and self.forget_mode != "crypto-shred":
             raise LedgerError('key_store needs forget_mode="crypto-shred"', field="key_store")
@@ -168,8 +169,15 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     def now(self) -> str:
         return clock_time(self._clock())
 
+    def present(self) -> str:
+        """A read's "now": the clock's time, or the latest time this object appended if later
+        (a clock stepped back: ``locking.in_order``). From memory: no backend call."""
+        return max(self.now(), self._present)
+
     def _appended(self, events: Sequence[Event]) -> None:
         self._chain.sealed(events)
+        if events and events[-1].tx_time > self._present:
+            self._present = events[-1].tx_time
         try:
             host = self._host or default_host()
         except RuntimeError:
@@ -285,11 +293,10 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         or refuses them), seal and append. The time is taken in the phase, so append order and
         transaction time agree across processes: an event stamped before another committed
         first would change what a read "as of" that instant returns. ``provisional``: the
-        stamp the checks ran at (the clock is read once per write). It is final when the
-        backend's sections exclude each other (it locks no keys); on a backend locking keys,
-        another writer may have taken the order lock first with a later time, so the stamp is
-        raised to the last event's: transaction time never goes backwards along the append
-        order, whichever host's clock stamped it (``in_order``)."""
+        stamp the checks ran at (the clock is read once per write). It is raised to the last
+        event's time when that is later (another writer took the order lock first with a later
+        clock, or this clock stepped back): transaction time never goes backwards along the
+        append order, whichever host's clock stamped it (``in_order``)."""
         self.backend.ordered()
         tx = in_order(self.backend, self.now() if provisional is None else provisional)
         events = self._chain.seal(self.backend, stamp(tx))

@@ -25,6 +25,7 @@ from typing import Any
 
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state.timeutil import NORMAL_TIME, wire_time_key
 
 _SEP = "\x1f"  # unit separator: cannot make two different tuples join to one key by accident
 
@@ -82,13 +83,17 @@ def fact_keys(backend: EventBackend, fact_id: str) -> list[str]:
 
 def in_order(backend: EventBackend, tx: str) -> str:
     """The transaction time of events appended now, in the backend's ordered phase, from ``tx``
-    (this host's clock). When the backend's sections exclude each other (it locks no keys),
-    ``tx`` was read after the last append finished, so it is kept. When writers run alongside
-    (it locks keys; several servers on one PostgreSQL), another may have appended first with a
-    clock ahead of this one, so ``tx`` is raised to the last event's: transaction time never
-    goes backwards along the append order, for every kind of event (an as-of read at an
-    instant must see exactly the events appended before it)."""
-    if not backend.locks_keys:
-        return tx
+    (this host's clock): ``tx``, raised to the last event's time if that is later, so
+    transaction time never goes backwards along the append order, for every kind of event (an
+    as-of read at an instant must see exactly the events appended before it). Two causes, on
+    every backend: writers running alongside (it locks keys; several servers on one
+    PostgreSQL), where another may have appended first with a clock ahead of this one; and a
+    clock stepped back (an NTP correction, a process on another host appending to the same
+    JSONL file, a ledger copied from a host whose clock ran ahead). The last time is read as
+    its instant (a hand-written file may spell it otherwise), and one that is not a time is
+    passed over rather than copied onto a new event."""
     last = backend.last_tx_time()
-    return tx if last is None or last <= tx else last
+    if last is None:
+        return tx
+    key = wire_time_key(last)
+    return key if key > tx and NORMAL_TIME.fullmatch(key) else tx

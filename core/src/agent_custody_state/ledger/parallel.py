@@ -42,14 +42,15 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import chain, islice
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.ledger.checkpoints import Checkpoint
 from agent_custody_state.ledger.stored import ChunkRead, LedgerChanged, StoredChunk
 from agent_custody_state.ledger.verdict import START, State, VerifyReport, signatures
 from agent_custody_state.ledger.verify import OpenValue, Verifier, stored_head, verify_lines
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.checkpoints import VerifyKeys
 
 #: Events per chunk: large enough that sending a chunk costs little against verifying it.
 CHUNK = 10_000
@@ -135,7 +136,7 @@ def verify_parallel(
     *,
     jobs: int | None = None,
     checkpoints: Iterable[Checkpoint] = (),
-    public_key: Ed25519PublicKey | None = None,
+    public_key: VerifyKeys | None = None,
     open_value: OpenValue | None = None,
     executor: Executor | None = None,
     chunk: int | None = None,
@@ -169,7 +170,7 @@ def verify_stored(
     *,
     jobs: int | None = None,
     checkpoints: Iterable[Checkpoint] = (),
-    public_key: Ed25519PublicKey | None = None,
+    public_key: VerifyKeys | None = None,
     open_value: OpenValue | None = None,
     executor: Executor | None = None,
     stats: dict[str, int] | None = None,
@@ -274,7 +275,7 @@ class _Stored:
 def _merged(
     pieces: Iterable[_Read | _Stored],
     checkpoints: list[Checkpoint],
-    public_key: Ed25519PublicKey | None,
+    public_key: VerifyKeys | None,
     jobs: int,
     executor: Executor | None,
     stats: dict[str, int] | None,

@@ -46,6 +46,9 @@ class LedgerReads:
     def now(self) -> str:
         raise NotImplementedError
 
+    def present(self) -> str:
+        raise NotImplementedError
+
     def as_of(
         self,
         *,
@@ -62,7 +65,9 @@ class LedgerReads:
         va = time_arg(valid_at, "valid_at")
         ta = time_arg(tx_at, "tx_at")
         if va is None or ta is None:  # the clock is read only when a time is left out
-            now = self.now()
+            # Never before this object's last append, so the write just made is believed
+            # "now" also when the clock stepped back (``Ledger.present``: no backend call).
+            now = self.present()
             va, ta = va or now, ta or now
         min_rank = {"all": 0, "attested": 1, "verified": 2}[include]
         return self.backend.consistent(

@@ -101,20 +101,26 @@ def check_assert(
 
 def deferred_time(backend: EventBackend, request: AssertRequest) -> bool:
     """Whether a replacement's ``validFrom`` must wait for the final stamp: it defaults to the
-    transaction time, and on a backend whose writers stamp alongside (it locks keys) the stamp
-    may still be raised to the last event's (``locking.in_order``). Compared at the provisional
-    stamp, a writer whose clock lags another host's was refused ("cannot start before the
-    fact it supersedes") although its final stamp follows that fact."""
-    return backend.locks_keys and request.valid_from is None
+    transaction time, and the stamp may still be raised to the last event's
+    (``locking.in_order``: another host's writer with a clock ahead, or this host's clock
+    stepped back). Compared at the provisional stamp, such a writer was refused ("cannot start
+    before the fact it supersedes") although its final stamp follows that fact. ``backend`` is
+    kept for callers (every backend defers alike)."""
+    del backend
+    return request.valid_from is None
 
 
 def check_replacement(event: AssertEvent, old: AssertEvent, *, defer: bool = False) -> None:
     """The rules 2.1 between a replacement and the assert it supersedes that read nothing from
     the backend: the only ones that depend on the transaction time (through a ``validFrom``
     defaulted to it), so the ledger runs them again once the event has its final stamp
-    (``defer``: the time is compared then only)."""
+    (``defer``: a ``validFrom`` earlier at this stamp may not be at the final one, which is never
+    earlier; both rules are then left to the check at the final stamp, so they keep the order
+    of SPEC 2.1 there)."""
     fact = event.fact
-    if not defer and wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
+    if wire_time_key(fact.valid_from) < wire_time_key(old.fact.valid_from):
+        if defer:
+            return
         raise LedgerError(
             "replacement cannot start before the fact it supersedes", code="bad_replacement"
         )

@@ -8,12 +8,13 @@ import hashlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING, NamedTuple
 
 from agent_custody_state.ledger.chain import ZERO_HEAD
 from agent_custody_state.ledger.checkpoints import Checkpoint
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.checkpoints import VerifyKeys
 
 #: Problems kept in a report (the count goes on).
 MAX_PROBLEMS = 1000
@@ -125,7 +126,7 @@ NO_KEY = (
 
 
 def signatures(
-    report: VerifyReport, checkpoints: list[Checkpoint], public_key: Ed25519PublicKey | None
+    report: VerifyReport, checkpoints: list[Checkpoint], public_key: VerifyKeys | None
 ) -> VerifyReport:
     """``report`` with each checkpoint's signature checked by ``public_key`` (or a note that
     they were not): the last step of a verification, after ``finish``."""

@@ -14,9 +14,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 from collections.abc import Callable, Iterable
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from agent_custody_state import fastjson
 from agent_custody_state.canonical import canonical_utf8
@@ -31,6 +29,9 @@ from agent_custody_state.ledger.checkpoints import Checkpoint
 from agent_custody_state.ledger.digests import hmac_sha256
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.verdict import State, VerifyReport, signatures
+
+if TYPE_CHECKING:
+    from agent_custody_state.ledger.checkpoints import VerifyKeys
 
 #: ``json.loads`` for text or UTF-8 bytes (invalid UTF-8 raises ``UnicodeDecodeError``), without
 #: ``NaN``/``Infinity``: an event the original cannot parse is not intact, whatever its hashes.
@@ -384,7 +385,7 @@ def verify_lines(
     lines: Iterable[str | bytes],
     *,
     checkpoints: Iterable[Checkpoint] = (),
-    public_key: Ed25519PublicKey | None = None,
+    public_key: VerifyKeys | None = None,
     open_value: OpenValue | None = None,
 ) -> VerifyReport:
     """Verify a ledger given as its stored events (JSON text each, in append order) and, when

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent_custody_state.authconfig import OAuthConfig
-from agent_custody_state.config import ConfigError, MemoryConfig, build_stores, env_secret
+from agent_custody_state.config import ConfigError, MemoryConfig, env_secret
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server.guard import BearerToken
 from agent_custody_state.server.limits import ValueLimits
@@ -25,6 +25,7 @@ from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.tokenrules import check_length
 from agent_custody_state.server.warmup import Warmup, needs_warming
 from agent_custody_state.server.worker import LedgerWorker
+from agent_custody_state.storebuild import build_stores
 from agent_custody_state.stores.outbox import outbox_path
 
 NO_FORGET_KEY_WARNING = (

@@ -176,6 +176,8 @@ def mirrors(store: Store) -> bool:
 
 
 def error_message(exc: BaseException) -> str:
+    """A store's failure for a report: a ``StoreError``'s own message; anything else (an
+    adapter's bug) with its type, which a bare ``KeyError('labels')`` would not say."""
     if isinstance(exc, StoreError):
         return exc.message
-    return redact(str(exc) or type(exc).__name__)
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

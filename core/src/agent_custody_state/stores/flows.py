@@ -132,9 +132,11 @@ class Custody(CustodySweep):
     ) -> WriteReport:
         if not self.stores:
             return WriteReport(await self._append_checked(request, precondition))
-        # The stores record the fact id and validFrom before the ledger appends: fix both now.
+        # The stores record the fact id and validFrom before the ledger appends: fix both now
+        # (at the ledger's present: never before its last append, if the clock stepped back).
         request = request.with_(
-            fact_id=request.fact_id or new_id(), valid_from=request.valid_from or self.ledger.now()
+            fact_id=request.fact_id or new_id(),
+            valid_from=request.valid_from or self.ledger.present(),
         )
         planned: AssertEvent = await self.run(self.ledger.validate_assert, request)
         # Where each declaring store writes, recorded beside its id (``where``).

@@ -3,7 +3,7 @@
 A misspelt factory or settings reference said "cannot start: AttributeError ... (ledger ...);
 check the location", pointing at the ledger; a factory returning ``None`` or a coroutine failed
 inside the store set with a traceback. Each is now one ``ConfigError`` naming the table and the
-plugin. An adapter's own exception reaches a report with its type.
+plugin.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 import pytest
 from pydantic import BaseModel
 
@@ -19,7 +18,6 @@ from agent_custody_state import hookimpl
 from agent_custody_state.config import ConfigError, load_config
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.storebuild import build_stores
-from agent_custody_state.stores import StoreSet, StoreWriteError
 from agent_custody_state.stores.inprocess import InProcessStore
 
 
@@ -71,18 +69,3 @@ def test_a_misspelt_settings_reference_is_named_with_its_plugin(isolated_plugins
         _build()
     assert str(caught.value).startswith("stores[0] (n): the notes store (plugin notes-plugin)")
     assert "AttributeError" in str(caught.value)
-
-
-def test_an_adapters_own_exception_is_reported_with_its_type() -> None:
-    class Buggy(InProcessStore):
-        async def put(self, fact: Any) -> str:
-            raise KeyError("labels")
-
-    async def scenario() -> str:
-        try:
-            await StoreSet([Buggy("b")]).put_all(make_fact())
-        except StoreWriteError as exc:
-            return str(exc)
-        raise AssertionError("the put did not fail")
-
-    assert "KeyError: 'labels'" in anyio.run(scenario)

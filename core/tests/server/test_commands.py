@@ -34,6 +34,7 @@ def test_demo_runs_the_whole_tour() -> None:
         "signature verified: memory.read",
         'stores: {"vectors": "verified"}',
         "the chain verifies from genesis, forget included",
+        "places named that no forget reaches (residualWindows)",
     ):
         assert expected in out, expected
     assert "assert, assert, assert, confirm, retract, hold, release, forget" in out

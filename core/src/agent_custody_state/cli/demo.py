@@ -189,7 +189,8 @@ def _check_certificate(ledger: str, path: str, tour: Tour, *, keep: bool) -> Non
         f"{p['sanitization']['category']}, outcome {p['outcome']}, "
         f"{scan.get('hits', 0)} hits in {scan.get('filesScanned', 0)} ledger files, "
         f"stores {[s['name'] + ': ' + s['verification'] for s in p['stores']['stores']]}, "
-        f"chain {p['chain']['before']['size']} -> {p['chain']['after']['size']} events"
+        f"chain {p['chain']['before']['size']} -> {p['chain']['after']['size']} events, "
+        f"{len(p['residualWindows'])} places named that no forget reaches (residualWindows)"
     )
 
 

@@ -176,8 +176,8 @@ def mirrors(store: Store) -> bool:
 
 
 def error_message(exc: BaseException) -> str:
-    """A store's failure for a report: a ``StoreError``'s own message; anything else (an
-    adapter's bug) with its type, which a bare ``KeyError('labels')`` would not say."""
+    """A store's failure for a report: the exception's message, as the original's tool JSON
+    gives it (SPEC 4.3's texts), its type only when it has none."""
     if isinstance(exc, StoreError):
         return exc.message
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    return redact(str(exc) or type(exc).__name__)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -60,3 +60,7 @@ class TestCogneeHygiene(PluginHygiene):
     entry_point = "cognee"
     registers = frozenset({"store cognee"})
     heavy_modules = ("httpx",)
+    # PH-5 builds the store (no request is made until it is used).
+    store_settings: ClassVar[dict[str, dict[str, Any]]] = {
+        "cognee": {"url": "http://127.0.0.1:9", "dataset_name": "hygiene"}
+    }

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pytest
@@ -164,3 +164,5 @@ class TestLangGraphHygiene(PluginHygiene):
     entry_point = "langgraph"
     registers = frozenset({"store langgraph"})
     heavy_modules = ("langgraph", "langchain_core", "psycopg")
+    # PH-5 builds the store over an InMemoryStore.
+    store_settings: ClassVar[dict[str, dict[str, Any]]] = {"langgraph": {"backend": "memory"}}

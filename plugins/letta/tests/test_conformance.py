@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -53,3 +53,10 @@ class TestLettaHygiene(PluginHygiene):
     entry_point = "letta"
     registers = frozenset({"store letta"})
     heavy_modules = ("letta_client",)
+    # PH-5 builds the store (the SDK's client makes no request until it is used).
+    store_settings: ClassVar[dict[str, dict[str, Any]]] = {
+        "letta": {
+            "agent_id": "agent-00000000-0000-4000-8000-000000000000",
+            "base_url": "http://127.0.0.1:9",
+        }
+    }

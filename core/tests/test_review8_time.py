@@ -46,11 +46,11 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str
     return lambda: str(tmp_path / "l.jsonl")
 
 
+FIELDS: dict[str, Any] = {"subject": "acct:1", "predicate": "plan", "space": "org", "actor": "a"}
+
+
 def _assert(ledger: Ledger, value: object, **more: Any) -> str:
-    event = ledger.assert_fact(
-        subject="acct:1", predicate="plan", value=value, space="org", actor="a", **more
-    )
-    return event.fact.fact_id
+    return ledger.assert_fact(value=value, **{**FIELDS, **more}).fact.fact_id
 
 
 def test_a_clock_stepped_back_never_stamps_an_event_before_the_last(
@@ -85,37 +85,22 @@ def test_a_supersession_after_the_clock_stepped_back_is_not_refused(
     with Ledger(location(), clock=clock) as ledger:
         first = _assert(ledger, "basic")
         clock.back(2)
-        ledger.validate_assert(
-            subject="acct:1",
-            predicate="plan",
-            value="pro",
-            space="org",
-            actor="a",
-            supersedes=first,
-        )
+        ledger.validate_assert(value="pro", supersedes=first, **FIELDS)
         second = _assert(ledger, "pro", supersedes=first)
         [now] = ledger.as_of()
         assert (now.fact_id, now.valid_from) == (second, T0_WIRE)
         # An explicit validFrom before the fact replaced is still refused, and the rules keep
         # the SPEC 2.1 order (the start is checked before the subject).
         with pytest.raises(ValueError, match="cannot start before"):
-            ledger.assert_fact(
-                subject="acct:2",
-                predicate="plan",
-                value="x",
-                space="org",
-                actor="a",
-                supersedes=second,
-                valid_from="2026-09-01T09:00:00Z",
+            _assert(
+                ledger, "x", subject="acct:2", supersedes=second, valid_from="2026-09-01T09:00:00Z"
             )
         clock.back(60)
         with pytest.raises(ValueError, match="cannot start before"):
-            ledger.assert_fact(
+            _assert(
+                ledger,
+                "x",
                 subject="acct:2",
-                predicate="plan",
-                value="x",
-                space="org",
-                actor="a",
                 supersedes=_assert(ledger, "p", valid_from="2027-01-01T00:00:00Z"),
             )
 
@@ -139,14 +124,7 @@ def test_two_writers_on_one_jsonl_file_with_clocks_apart_keep_append_order(
     ahead, behind = Clock(T0), Clock(T0 - timedelta(seconds=30))
     with Ledger(path, clock=ahead) as one, Ledger(path, clock=behind) as two:
         first = _assert(one, "basic")
-        second = two.assert_fact(
-            subject="acct:1",
-            predicate="plan",
-            value="pro",
-            space="org",
-            actor="b",
-            supersedes=first,
-        )
+        second = two.assert_fact(value="pro", supersedes=first, **{**FIELDS, "actor": "b"})
         assert second.tx_time == second.fact.valid_from == T0_WIRE
         assert [f.value for f in two.as_of()] == ["pro"]
         assert [f.value for f in one.as_of()] == ["pro"]
@@ -206,23 +184,10 @@ def test_a_deferred_start_keeps_the_spec_order_on_a_backend_locking_keys() -> No
     with Ledger(backend, clock=Clock()) as ledger:
         later = _assert(ledger, "basic", valid_from="2027-01-01T00:00:00Z")
         with pytest.raises(ValueError, match="cannot start before"):
-            ledger.assert_fact(
-                subject="acct:2",
-                predicate="plan",
-                value="x",
-                space="org",
-                actor="a",
-                supersedes=later,
-            )
+            _assert(ledger, "x", subject="acct:2", supersedes=later)
         with pytest.raises(ValueError, match="keep the subject"):
-            ledger.assert_fact(
-                subject="acct:2",
-                predicate="plan",
-                value="x",
-                space="org",
-                actor="a",
-                supersedes=later,
-                valid_from="2027-01-01T00:00:00Z",
+            _assert(
+                ledger, "x", subject="acct:2", supersedes=later, valid_from="2027-01-01T00:00:00Z"
             )
 
 

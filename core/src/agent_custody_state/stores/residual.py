@@ -67,10 +67,11 @@ def service_copies(service: str) -> Window:
     )
 
 
-def embedding_provider(provider: str) -> Window:
-    """The model provider that was sent the text to embed (or extract from) it."""
+def embedding_provider(model: str) -> Window:
+    """The provider of ``model`` (a noun phrase), which was sent the text to embed (or to
+    extract facts from) it."""
     return window(
-        f"the request logs of {provider}, which was sent the text to embed it",
+        f"the request logs of the provider of {model}, which received the text",
         "the provider's retention ends: see its data-processing terms",
     )
 

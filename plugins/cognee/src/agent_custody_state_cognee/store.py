@@ -129,7 +129,7 @@ class CogneeStore:
             "graph nodes and edges, and their vectors in Cognee's graph and vector databases",
             "Cognee deletes them with the item, the dataset, or its forget of everything",
         ),
-        embedding_provider("the language and embedding models cognify sent the text to"),
+        embedding_provider("the language and embedding models cognify used"),
         service_copies("the Cognee server"),
     )
 

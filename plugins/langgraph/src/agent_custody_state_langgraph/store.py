@@ -265,7 +265,7 @@ def leftovers(settings: LangGraphSettings) -> list[dict[str, str]]:
     else:
         windows = [process_memory()]
     if settings.index_embed is not None:
-        windows.append(embedding_provider("the index's embedding model, when it runs elsewhere"))
+        windows.append(embedding_provider("the index's embedding model (if remote)"))
     return windows
 
 

@@ -94,7 +94,7 @@ class LettaStore:
                 "the database vacuums and recycles its WAL, the vector copy is deleted, and "
                 "the backups expire",
             ),
-            embedding_provider("the model the agent's archive embeds passages with"),
+            embedding_provider("the archive's embedding model"),
             service_copies("the Letta server"),
         ]
 

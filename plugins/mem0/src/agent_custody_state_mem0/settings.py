@@ -112,7 +112,7 @@ class Mem0Settings(BaseModel):
                     "the platform deletes it: see its data-processing terms",
                 ),
                 service_copies("the mem0 platform"),
-                embedding_provider("the models the mem0 platform embeds memories with"),
+                embedding_provider("the mem0 platform's embedding models"),
             ]
         local = self.local_config or {}
         store: dict[str, Any] = _table(local.get("vector_store"))
@@ -137,7 +137,7 @@ class Mem0Settings(BaseModel):
             )
         )
         model = str(embedder.get("provider", "openai"))
-        windows.append(embedding_provider(f"the {model} embedder, when it runs elsewhere"))
+        windows.append(embedding_provider(f"the {model} embedder (if remote)"))
         return windows
 
     @model_validator(mode="after")

@@ -151,7 +151,7 @@ class PgvectorStore:
         #: DELETE (it would lock the team's table), so the old row version stays until reused
         self.residual = [
             *postgres_table(table),
-            embedding_provider("the embed function's model, when it runs elsewhere"),
+            embedding_provider("the embed function's model (if remote)"),
         ]
         self.vector(f"{name} dimension probe")  # a wrong embedder fails at startup, not later
 

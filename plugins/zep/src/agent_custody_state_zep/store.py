@@ -92,7 +92,7 @@ class ZepStore:
             "node's summary written from the deleted episode's text",
             "the node's summary is rewritten from its remaining episodes, or the node deleted",
         ),
-        embedding_provider("the language and embedding models Zep extracted the episode with"),
+        embedding_provider("the language and embedding models Zep extracts facts with"),
         service_copies("Zep"),
     )
 

@@ -239,3 +239,22 @@ def test_a_batch_names_its_first_refused_item_when_a_start_was_left_to_the_final
                 ]
             )
     assert str(caught.value) == "item 0: replacement cannot start before the fact it supersedes"
+
+
+def test_a_stamp_held_far_ahead_of_the_clock_is_told_once(
+    location: Callable[[], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An event stamped in the future (an import from a host whose clock ran ahead, a hand
+    edit) holds every later write at its time: the first such write says so, once."""
+    clock = Clock()
+    with Ledger(location(), clock=clock) as ledger:
+        _assert(ledger, "basic")
+        clock.back(60)  # within the skew of two hosts' clocks: nothing said
+        _assert(ledger, "pro")
+        assert not [r for r in caplog.records if "ahead of this host's clock" in r.message]
+        clock.back(3600)
+        _assert(ledger, "team")
+        _assert(ledger, "free")
+    told = [r.message for r in caplog.records if "ahead of this host's clock" in r.message]
+    assert len(told) == 1 and "stamped 2026-09-01T10:00:00.000Z" in told[0], told
+    assert "1:01:00 ahead" in told[0]

@@ -19,13 +19,17 @@ Keys are plain strings; a backend hashes them into whatever its lock manager tak
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Mapping
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from typing import Any
 
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.requests import AssertRequest
-from agent_custody_state.timeutil import NORMAL_TIME, wire_time_key
+from agent_custody_state.timeutil import NORMAL_TIME, parse_time, wire_time_key
+
+log = logging.getLogger(__name__)
 
 _SEP = "\x1f"  # unit separator: cannot make two different tuples join to one key by accident
 
@@ -96,4 +100,32 @@ def in_order(backend: EventBackend, tx: str) -> str:
     if last is None:
         return tx
     key = wire_time_key(last)
-    return key if key > tx and NORMAL_TIME.fullmatch(key) else tx
+    if key <= tx or not NORMAL_TIME.fullmatch(key):
+        return tx
+    _warn_if_far_ahead(backend, key, tx)
+    return key
+
+
+#: How far the last event may be ahead of this clock before a write says so: more than the
+#: skew of two hosts' clocks, or a step back NTP makes.
+FAR_AHEAD = timedelta(minutes=5)
+_warned: set[tuple[int, str]] = set()
+
+
+def _warn_if_far_ahead(backend: EventBackend, last: str, tx: str) -> None:
+    """A warning (once per backend and time) when the stamp is held far ahead of the clock: an
+    event stamped in the future (an import from a host whose clock ran ahead, a hand edit) holds
+    every later write at its time until this clock passes it."""
+    ahead = parse_time(last) - parse_time(tx)
+    if ahead <= FAR_AHEAD or (id(backend), last) in _warned:
+        return
+    _warned.add((id(backend), last))
+    log.warning(  # no location: a PostgreSQL URL may hold a password
+        "the %s ledger's new events are stamped %s, the last event's time, %s ahead of this "
+        "host's clock (%s): transaction time never runs backwards, so it stays there until "
+        "the clock passes it; check this host's clock, or the time of the last event",
+        backend.kind,
+        last,
+        str(ahead).split(".")[0],
+        tx,
+    )

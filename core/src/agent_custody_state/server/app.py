@@ -23,10 +23,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_REQUEST
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
@@ -34,6 +35,7 @@ from agent_custody_state.server import completions, resources
 from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.notify import Notifier
 from agent_custody_state.server.outputs import output_schema, titled, tool_annotations
+from agent_custody_state.server.progress import progress_for, with_progress
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.session_log import SessionLog, install_collector
@@ -49,6 +51,16 @@ from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
 from agent_custody_state.stores.outbox import Outbox
 
 SERVER_NAME = "agent-custody-memory"
+#: How long a call's changes may take to reach subscribers once the call is done, at most.
+FLUSH_SECONDS = 10.0
+
+
+def no_cursor(params: Any) -> None:
+    """Refuse a cursor on a list served in one page: the server never gave one, and the spec
+    asks for ``INVALID_PARAMS`` (a stale or foreign cursor was answered with the first page)."""
+    cursor = getattr(params, "cursor", None) if params is not None else None
+    if cursor:
+        raise MCPError(INVALID_PARAMS, f"invalid cursor {cursor[:40]!r}: this list has one page")
 
 
 def tool_list(*, has_stores: bool) -> types.ListToolsResult:
@@ -150,6 +162,7 @@ def create_memory_server(
     listed = tool_list(has_stores=bool(service.stores.stores))
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        no_cursor(params)
         return listed
 
     notifier = Notifier(ledger, service.worker)
@@ -159,11 +172,21 @@ def create_memory_server(
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         role = role_of_request(ctx.request, default=stream_role)
-        async with session_log.capture(ctx):
-            result = await service.call(
-                params.name, params.arguments, params.meta, role, spaces_of(ctx)
-            )
-        await notifier.flush()
+        sweep = params.name == "memory.sweep"
+        progress = progress_for(ctx, params.meta) if sweep else None
+        try:
+            async with session_log.capture(ctx):
+                result = await with_progress(
+                    progress,
+                    service.call(
+                        params.name, params.arguments, params.meta, role, spaces_of(ctx), progress
+                    ),
+                )
+        finally:
+            # Also when the caller cancelled: its flow finished whole (stores.finish), and
+            # subscribers hear of what it changed now, not at some later call.
+            with anyio.move_on_after(FLUSH_SECONDS, shield=True):
+                await notifier.flush()
         return result.to_mcp()
 
     async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -179,6 +202,7 @@ def create_memory_server(
         return await service.worker.run(resources.list_page, ledger, cursor, spaces_of(ctx))
 
     async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        no_cursor(params)
         return resources.TEMPLATES
 
     async def read_resource(

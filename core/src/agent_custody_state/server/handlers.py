@@ -234,6 +234,7 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
         receipt_id=call.receipt_id,
         keep_digest=args.get("keepDigest", True),
         certificates=certify,
+        progress=call.progress,
     )
     problems = report.problems()
     if problems:

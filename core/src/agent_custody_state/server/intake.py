@@ -15,6 +15,10 @@ The order bounds what a flood of requests can hold (docs/security.md):
    2025-06-18 removed batching and Streamable HTTP takes one message per POST. The SDK would
    answer 400 too, but with an "invalid params" code, a validation dump echoing the body, and
    a fresh session opened for nothing.
+5. A request whose ``id`` is null, a fraction, a boolean or an array → 400 with a JSON-RPC
+   ``Invalid Request`` error (``rpcid.py``); the SDK took it for a notification (202, no answer).
+6. An ``initialize`` carrying an ``Mcp-Session-Id`` → 400 ``Invalid Request``, as the TypeScript
+   SDK answers it: the SDK renegotiated the live session's version and capabilities.
 
 Only then is the request handed on, still holding its place until it is answered.
 """
@@ -27,6 +31,13 @@ from typing import Any
 
 import anyio
 from starlette.types import Message, Receive, Scope, Send
+
+from agent_custody_state.server.rpcid import (
+    ALREADY_INITIALIZED,
+    BAD_ID,
+    bad_request_id,
+    initialize_request,
+)
 
 OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
 INVALID_REQUEST = -32600  # JSON-RPC 2.0: "the JSON sent is not a valid Request object"
@@ -67,6 +78,10 @@ def is_batch(body: bytes) -> bool:
     if start.startswith(_UTF8_BOM):
         start = start[len(_UTF8_BOM) :].lstrip(_JSON_SPACE)
     return start[:1] == b"["
+
+
+def _has_session(scope: Scope) -> bool:
+    return any(key == b"mcp-session-id" for key, _ in scope["headers"])
 
 
 def _declared_length(scope: Scope) -> int | None:
@@ -117,6 +132,13 @@ class Intake:
                         "removed them); send each message in its own POST",
                     ),
                 )
+                return
+            if bad_request_id(body):
+                await respond(send, 400, rpc_error(INVALID_REQUEST, BAD_ID))
+                return
+            if _has_session(scope) and (init := initialize_request(body)) is not None:
+                refusal = {**rpc_error(INVALID_REQUEST, ALREADY_INITIALIZED), "id": init["id"]}
+                await respond(send, 400, refusal)
                 return
             sent = False
 

@@ -39,7 +39,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from agent_custody_state.hookspecs import hookimpl
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, Event
-from agent_custody_state.server.resources import HEAD_URI, fact_uri, subject_uri
+from agent_custody_state.server.resources import HEAD_URI, canonical_uri, fact_uri, subject_uri
 from agent_custody_state.server.scopes import SpaceScope, allows
 from agent_custody_state.server.worker import LedgerWorker
 
@@ -51,6 +51,20 @@ SEND_SECONDS = 2.0
 # Names of the listeners on the host: numbered, never ``id()`` (a collected server's id is
 # reused, and a name already taken makes the host refuse the new listener).
 _NUMBERS = itertools.count(1)
+
+
+def _canonical_filter(params: Any) -> Any:
+    """A listen request's resource URIs in the spelling notifications use: the SDK delivers an
+    event to a stream only if its URI is one the stream asked for, character for character.
+    The acknowledgement names them so, which tells the client what it will hear."""
+    wanted = getattr(getattr(params, "notifications", None), "resource_subscriptions", None)
+    if not wanted:
+        return params
+    canonical = list(dict.fromkeys(canonical_uri(uri) for uri in wanted))
+    if canonical == list(wanted):
+        return params
+    notifications = params.notifications.model_copy(update={"resource_subscriptions": canonical})
+    return params.model_copy(update={"notifications": notifications})
 
 
 class _AppendListener:
@@ -87,8 +101,10 @@ class Notifier:
         }
         self.lock = threading.Lock()
         self.pending: list[Event] = []
-        # connection key -> (the latest session proxy of that connection, subscribed URIs)
+        # connection key -> (the latest session proxy of that connection, subscribed URIs in
+        # the spelling notifications use); and each such URI's spellings the client used
         self.legacy: dict[int, tuple[Any, set[str]]] = {}
+        self.spellings: dict[int, dict[str, set[str]]] = {}
         self.legacy_scope: dict[int, SpaceScope | None] = {}
         self._listener = _AppendListener(self)
         self._host: Any = None
@@ -140,7 +156,7 @@ class Notifier:
         A stream registers before its handler first awaits, so none is lost in between."""
         handler = self.listen_for(spaces)
         try:
-            return await handler(ctx, params)
+            return await handler(ctx, _canonical_filter(params))
         finally:
             held = self.scoped.get(spaces)
             idle = not getattr(handler, "_streams", True)  # the SDK's set of open streams
@@ -164,8 +180,13 @@ class Notifier:
             stack = getattr(getattr(ctx.session, "_connection", None), "exit_stack", None)
             if stack is not None:
                 stack.callback(self._drop, key)
+        # Kept by the spelling notifications use, each sent in every spelling the client
+        # subscribed with (a raw or lower-case escaped URI, which reads the same resource,
+        # was acknowledged and never heard of anything).
         _, uris = self.legacy.get(key, (None, set()))
-        uris.add(params.uri)
+        uri = canonical_uri(params.uri)
+        uris.add(uri)
+        self.spellings.setdefault(key, {}).setdefault(uri, set()).add(params.uri)
         self.legacy[key] = (ctx.session, uris)
         self.legacy_scope[key] = spaces
         return types.EmptyResult()
@@ -173,13 +194,19 @@ class Notifier:
     def _drop(self, key: int) -> None:
         self.legacy.pop(key, None)
         self.legacy_scope.pop(key, None)
+        self.spellings.pop(key, None)
 
     async def unsubscribe(
         self, ctx: Any, params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
         key = self._key(ctx.session)
         if key in self.legacy:
-            self.legacy[key][1].discard(params.uri)
+            uri = canonical_uri(params.uri)
+            spellings = self.spellings.get(key, {}).get(uri, set())
+            spellings.discard(params.uri)
+            if not spellings:
+                self.legacy[key][1].discard(uri)
+                self.spellings.get(key, {}).pop(uri, None)
         return types.EmptyResult()
 
     # -- delivery ----------------------------------------------------------------------------
@@ -229,7 +256,12 @@ class Notifier:
             events, self.pending = self.pending, []
         if not events:
             return
-        uris = await self.worker.run(self._uris, events)
+        try:
+            uris = await self.worker.run(self._uris, events)
+        except BaseException:
+            with self.lock:  # cancelled: the next flush announces them
+                self.pending[:0] = events
+            raise
         owed: dict[int, list[str]] = {}
         for uri, spaces in uris.items():
             for scope, (bus, _handler) in list(self.scoped.items()):
@@ -237,7 +269,8 @@ class Notifier:
                     await bus.publish(ResourceUpdated(uri=uri))
             for key, (_session, subscribed) in list(self.legacy.items()):
                 if uri in subscribed and self._hears(self.legacy_scope.get(key), uri, spaces):
-                    owed.setdefault(key, []).append(uri)
+                    spelt = self.spellings.get(key, {}).get(uri) or {uri}
+                    owed.setdefault(key, []).extend(sorted(spelt))
         if owed:  # side by side: one slow subscriber must not delay the others
             async with anyio.create_task_group() as group:
                 for key, told in owed.items():

@@ -8,11 +8,11 @@
 - ``memory://ledger/head``: the event count, the spaces and, when the ledger keeps a hash chain
   (``Ledger.chain_head``), its head.
 
-The first two are also resource templates. ``resources/list`` is paged (an opaque offset
-cursor): the head first, then one resource per subject (one whose facts are all forgotten
-is not offered, as completions do not offer it). An unknown fact or subject is an
-``INVALID_PARAMS`` error, as the current spec asks for a missing resource. Every ledger read runs
-on the service's worker thread.
+The first two are also resource templates. ``resources/list`` is paged (an opaque cursor: a
+place that forgetting does not shift): the head first, then one resource per subject (one whose
+facts are all forgotten is not offered, as completions do not offer it). An unknown fact or
+subject is an ``INVALID_PARAMS`` error, as the current spec asks for a missing resource. Every
+ledger read runs on the service's worker thread.
 
 A space-scoped caller (``scopes.py``) sees only its spaces: a fact elsewhere is a missing
 resource, a subject shows only its facts in scope (none: missing), events about unseen facts are
@@ -71,6 +71,16 @@ def fact_uri(fact_id: str) -> str:
 
 def subject_uri(subject: str) -> str:
     return SUBJECT_PREFIX + quote(subject, safe="")
+
+
+def canonical_uri(uri: str) -> str:
+    """The spelling notifications use for the resource ``uri`` names: a fact or subject URI
+    however escaped (raw, lower-case hex, over-escaped) resolves as ``read_resource`` resolves
+    it; any other URI as written."""
+    for prefix in (FACT_PREFIX, SUBJECT_PREFIX):
+        if uri.startswith(prefix) and len(uri) > len(prefix):
+            return prefix + quote(unquote(uri[len(prefix) :]), safe="")
+    return uri
 
 
 def _not_found(uri: str) -> MCPError:
@@ -145,16 +155,26 @@ def subjects(ledger: Ledger, spaces: SpaceScope | None = None) -> list[str]:
     return list(dict.fromkeys(fact.subject for fact in facts if fact.forgotten is None))
 
 
+def _start(cursor: str | None) -> int:
+    """Where a page begins: a cursor this server gave (ASCII digits), or the start."""
+    if not cursor:
+        return 0
+    if len(cursor) > 18 or not (cursor.isascii() and cursor.isdigit()):
+        raise MCPError(INVALID_PARAMS, f"invalid cursor {cursor[:40]!r}")
+    return int(cursor)
+
+
 def list_page(
     ledger: Ledger, cursor: str | None, spaces: SpaceScope | None = None
 ) -> types.ListResourcesResult:
-    """One page of ``resources/list``: the head (unscoped callers only), then the subjects."""
-    try:
-        start = int(cursor) if cursor else 0
-    except ValueError:
-        raise MCPError(INVALID_PARAMS, f"invalid cursor {cursor!r}") from None
-    if start < 0:
-        raise MCPError(INVALID_PARAMS, f"invalid cursor {cursor!r}")
+    """One page of ``resources/list``: the head (unscoped callers only), then the subjects.
+
+    The cursor is a place in the order of every subject's first fact (in ``spaces``), forgotten
+    subjects included though not offered: forgetting a subject does not shift the subjects after
+    it, so a client forgetting what it lists page by page skips none (an offset into the offered
+    list skipped one subject per subject forgotten before the next page). The head is place 0.
+    """
+    start = _start(cursor)
     head = types.Resource(
         name="ledger-head",
         title="The ledger's head",
@@ -162,18 +182,27 @@ def list_page(
         mime_type=_JSON,
         description="Event count, spaces and (with a hash chain) the chain head.",
     )
-    every = [head] if spaces is None else []
+    offered: dict[str, bool] = {}
+    for fact in visible_facts(spaces, ledger.facts()):
+        offered[fact.subject] = offered.get(fact.subject, False) or fact.forgotten is None
+    every = [(0, head)] if spaces is None else []
     every += [
-        types.Resource(
-            name=f"subject {subject}",
-            uri=subject_uri(subject),
-            mime_type=_JSON,
-            description=f"The timeline of {subject}",
+        (
+            place,
+            types.Resource(
+                name=f"subject {subject}",
+                uri=subject_uri(subject),
+                mime_type=_JSON,
+                description=f"The timeline of {subject}",
+            ),
         )
-        for subject in subjects(ledger, spaces)
+        for place, (subject, shown) in enumerate(offered.items(), start=1)
+        if shown and place >= start
     ]
-    page = every[start : start + PAGE_SIZE]
-    more = start + PAGE_SIZE < len(every)
+    page = [(place, resource) for place, resource in every if place >= start][: PAGE_SIZE + 1]
+    more = len(page) > PAGE_SIZE
+    page = page[:PAGE_SIZE]
     return types.ListResourcesResult(
-        resources=page, next_cursor=str(start + PAGE_SIZE) if more else None
+        resources=[resource for _, resource in page],
+        next_cursor=str(page[-1][0] + 1) if more else None,
     )

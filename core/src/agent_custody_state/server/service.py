@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_custody_state.ledger.backend import EventBackendError
@@ -142,11 +142,15 @@ class MemoryService:
         meta: Mapping[str, Any] | None,
         role: Role,
         spaces: SpaceScope | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> ToolResult:
         """Serve one tool call from a caller of ``role`` (``gateway``, ``direct`` or
-        ``reader``), limited to ``spaces`` (None: every space)."""
+        ``reader``), limited to ``spaces`` (None: every space); ``progress`` hears a sweep's
+        steps (``progress.py``)."""
         started = time.perf_counter()
         context = call_context(meta, role, spaces)
+        if progress is not None:
+            context = replace(context, progress=progress)
         self.in_flight += 1
         try:
             result = await self._dispatch(name, arguments, context)

@@ -37,6 +37,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
+from agent_custody_state.server import rpcid
+from agent_custody_state.server.rpcid import BAD_ID, bad_request_id, is_request_id
+
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 _KEEP = 64 * 1024  # bytes kept from each end of an oversized message, to find its id
 _READ_CHUNK = 1 << 16
@@ -98,24 +101,6 @@ class LineFramer:
             start = end + 1
 
 
-class _Outstanding:
-    """Ids of requests read but not yet answered."""
-
-    def __init__(self) -> None:
-        self.ids: set[Any] = set()
-        self._changed = anyio.Event()
-
-    def answered(self, request_id: Any) -> None:
-        self.ids.discard(request_id)
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def drained(self, timeout: float) -> None:
-        with anyio.move_on_after(timeout):
-            while self.ids:
-                await self._changed.wait()
-
-
 def _error(request_id: Any, code: int, message: str) -> SessionMessage:
     return SessionMessage(
         types.JSONRPCError(
@@ -126,9 +111,12 @@ def _error(request_id: Any, code: int, message: str) -> SessionMessage:
 
 def _parse(line: bytes) -> SessionMessage:
     try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception as exc:
         return _refusal(line, exc)
+    if isinstance(message, types.JSONRPCNotification) and bad_request_id(line):
+        return _error(None, types.INVALID_REQUEST, BAD_ID)
+    return SessionMessage(message)
 
 
 #: What the SDK parser's refusal says -> what the caller is told.
@@ -183,7 +171,7 @@ def _refusal(line: bytes, exc: Exception) -> SessionMessage:
             request_id, types.PARSE_ERROR, "parse error: the message is nested too deeply"
         )
     request_id = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+    if not is_request_id(request_id):
         request_id = None
     reason = next((text for needle, text in _REASONS if needle in detail), None)
     if reason is None and (where := _surrogate_path(data)) is not None:
@@ -296,7 +284,7 @@ async def stdio_transport(
 
     # At end of input the server keeps an open (empty) stream until every request already read
     # is answered, so `echo request | agent-custody-memory serve` gets its answer.
-    outstanding = _Outstanding()
+    outstanding, handshake = rpcid.Outstanding(), rpcid.Handshake()
 
     reading = anyio.CancelScope()
 
@@ -339,8 +327,14 @@ async def stdio_transport(
             if isinstance(message.message, types.JSONRPCError):
                 await reply_send.send(message)
             else:
-                if isinstance(message.message, types.JSONRPCRequest):
-                    outstanding.ids.add(message.message.id)
+                request = message.message
+                if isinstance(request, types.JSONRPCRequest):
+                    if handshake.refuses(request.method, request.id):
+                        await reply_send.send(
+                            _error(request.id, types.INVALID_REQUEST, rpcid.ALREADY_INITIALIZED)
+                        )
+                        continue
+                    message.metadata = outstanding.read(request.id)
                 await read_send.send(message)
 
     written = anyio.Event()
@@ -360,6 +354,8 @@ async def stdio_transport(
                         reading.cancel()
                     if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
                         outstanding.answered(message.message.id)
+                        ok = isinstance(message.message, types.JSONRPCResponse)
+                        handshake.answered(message.message.id, ok)
         finally:
             written.set()
 

@@ -13,7 +13,7 @@ concurrent calls never share state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,6 +52,8 @@ class CallContext:
     gateway_agent: str | None = None
     observed: Mapping[str, Any] | None = None
     spaces: SpaceScope | None = None  # None: every space (an unscoped caller)
+    #: ``SweepProgress`` of a call that asked for progress (``progress.py``), else None
+    progress: Callable[[str, int, int], None] | None = None
 
     @property
     def provenance(self) -> str:

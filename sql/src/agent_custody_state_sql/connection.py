@@ -59,7 +59,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         try:
             self._conn: Connection = engine.connect()
         except sa.exc.SQLAlchemyError as exc:
-            raise EventBackendError(f"cannot open {self.location}: {reason(exc)}") from None
+            raise EventBackendError(f"cannot open {self.location}: {self._reason(exc)}") from None
         try:
             self._raw: Any = self._conn.connection.driver_connection
             if self.read_only:  # set by the dialect before this runs (``readonly``)
@@ -79,6 +79,11 @@ class SqlConnection(ReentrantTransactions, EventBackend):
 
     #: Keyword arguments of the driver's ``execute`` for a read (PostgreSQL: ``prepare``).
     _read_options: dict[str, Any] = {}  # noqa: RUF012 - never mutated
+
+    def _reason(self, exc: BaseException) -> str:
+        """What the caller is told of a driver error (``reason``); a dialect may add what it
+        can see of the cause (SQLite: a file this process may not write)."""
+        return reason(exc)
 
     def _connection_lost(self) -> bool:
         """Whether the driver connection is dead (the dialect knows how to tell)."""
@@ -114,12 +119,12 @@ class SqlConnection(ReentrantTransactions, EventBackend):
                 ) from None
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
                 if self._depth or self._in_read or not self._connection_lost():
-                    raise EventBackendError(f"{self.location}: {reason(exc)}") from None
+                    raise EventBackendError(f"{self.location}: {self._reason(exc)}") from None
             try:
                 self._reconnect()
                 return fn()
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
-                raise EventBackendError(f"{self.location}: {reason(exc)}") from None
+                raise EventBackendError(f"{self.location}: {self._reason(exc)}") from None
 
     def _reconnect(self) -> None:
         with suppress(Exception):
@@ -258,7 +263,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
             self._rollback_quietly()
             raise EventBackendError(
-                f"{self.location}: could not take the write lock: {reason(exc)}"
+                f"{self.location}: could not take the write lock: {self._reason(exc)}"
             ) from None
 
     def _commit(self) -> None:
@@ -276,13 +281,13 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             self._exec(statement)
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
             if self._refused():
-                raise EventBackendError(f"{self.location}: {reason(exc)}") from None
+                raise EventBackendError(f"{self.location}: {self._reason(exc)}") from None
             # Rolled back by ``_rollback`` on the way out. Not "nothing was written": a COMMIT
             # whose answer was lost (connection dropped) may have committed, and so may a SQLite
             # commit whose WAL fsync failed (the next open replays the frames). Retrying
             # blindly duplicates.
             raise EventBackendError(
-                f"{self.location}: commit failed: {reason(exc)}; the write is not "
+                f"{self.location}: commit failed: {self._reason(exc)}; the write is not "
                 "acknowledged and may or may not have been recorded: look (e.g. "
                 "memory.get / history) before retrying"
             ) from None

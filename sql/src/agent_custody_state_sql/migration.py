@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from agent_custody_state.plugin import EventBackendError
 from agent_custody_state_sql import readonly
-from agent_custody_state_sql.connection import SqlConnection, reason
+from agent_custody_state_sql.connection import SqlConnection
 from agent_custody_state_sql.schema import INDEXES, QUERY_COLUMNS, create_ddl, index_ddl
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class SchemaSetup(SqlConnection):
                         self._migrate(conn, columns, indexes)
             self._jsonb = self._json_is_jsonb(conn)
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
-            raise EventBackendError(f"cannot open {self.location}: {reason(exc)}") from None
+            raise EventBackendError(f"cannot open {self.location}: {self._reason(exc)}") from None
 
     def _migrate(self, conn: Connection, columns: set[str], indexes: set[str]) -> None:
         """Add and fill the query columns an older layout lacks, then any missing index."""

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -39,37 +39,24 @@ from agent_custody_state.plugin import (
     check_folder,
     create_private,
     refuse_hard_links,
+    wire_time_key,
 )
 from agent_custody_state_sql import SqlEventBackend
 
-from .readonly import connector
+from . import pragmas
+from .causes import explain
+from .readonly import FileState, connector, file_state, unwritten
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 #: Seconds a writer waits for another process's write section before giving up.
 DEFAULT_BUSY_TIMEOUT = 30.0
+#: Milliseconds one checkpoint of ``compact`` may hold the write lock waiting for readers.
+CHECKPOINT_SLICE_MS = 25
 #: Per-connection page cache (KiB): enough for the upper index levels of a large ledger.
 DEFAULT_CACHE_KIB = 32 * 1024
-
-
-def _journal_mode(cur: sqlite3.Cursor, ask: str, busy_timeout: float) -> Any:
-    """Ask (or set) the journal mode, waiting out another process doing the same.
-
-    Two processes opening a new file at once both turn it to WAL; each holds a shared lock and
-    wants the exclusive one, and SQLite answers one of them "database is locked" at once, without
-    the busy handler (waiting could deadlock). The other finishes the switch in milliseconds, so
-    the refused one asks again, for up to the busy timeout.
-    """
-    deadline = time.monotonic() + busy_timeout
-    pause = 0.005
-    while True:
-        try:
-            return cur.execute(ask).fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.1)
 
 
 #: Why a hard-linked SQLite file is not written (``refuse_hard_links``).
@@ -109,14 +96,21 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
             create_private(self.path)
         self._connect = connector(self.path, str(location), busy_timeout, read_only=read_only)
         self._erasure_pending = False
-        self._tail: ChainHead | None = None  # the head after this section's last append
-        self._head_seen: tuple[int, ChainHead] | None = None  # (data_version, head) at commit
+        self._busy_s = busy_timeout
+        # The head and event after this section's last append; (data_version, head, its time)
+        # at this connection's last commit; the last row as read in this section.
+        self._tail: tuple[ChainHead, Event] | None = None
+        self._head_seen: tuple[int, ChainHead, str] | None = None
+        self._section_last: list[Any] | None = None
         self._section_version: int | None = None  # data_version read inside this section
+        # A read-only open's immutable connection: the file as it was before that connect
+        # (``readonly.file_state``); None for any other connection.
+        self._opened_as: FileState | None = None
         engine = sa.create_engine(
             "sqlite+pysqlite://",
             # The file is opened by path (read-only: a ``file:`` URI that quotes it), so ``?``,
             # ``#`` or ``%`` in a file name mean nothing special.
-            creator=partial(self._connect, check_same_thread=False),
+            creator=self._open_connection,
             # Autocommit at the driver: we issue BEGIN IMMEDIATE / COMMIT ourselves, and a bare
             # read then sees every write other processes have committed.
             isolation_level="AUTOCOMMIT",
@@ -125,26 +119,53 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
 
         @sa.event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            try:
-                # A read-only open reads in the mode the file is in: asking WAL would write.
-                ask = "PRAGMA journal_mode" if read_only else "PRAGMA journal_mode=WAL"
-                mode = _journal_mode(cur, ask, busy_timeout)
-                if str(mode).lower() != "wal" and not read_only:
-                    raise EventBackendError(
-                        f"{location}: SQLite refused WAL mode (got {mode!r}); the ledger needs "
-                        "a local file system that supports shared memory"
-                    )
-                cur.execute("PRAGMA synchronous=FULL")
-                cur.execute("PRAGMA secure_delete=ON")
-                cur.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-                cur.execute(f"PRAGMA cache_size=-{int(cache_kib)}")
-            finally:
-                cur.close()
+            pragmas.apply(
+                dbapi_conn,
+                str(location),
+                read_only=read_only,
+                busy_timeout=busy_timeout,
+                cache_kib=cache_kib,
+            )
 
         super().__init__(engine, location=str(location), table="events")
         self._busy_ms = int(busy_timeout * 1000)
         self._settle_wal()
+
+    # -- a read-only open's immutable connection ---------------------------------------------
+
+    def _open_connection(self) -> sqlite3.Connection:
+        """The engine's connection. A read-only one is immutable when no ``-wal`` is there
+        (``readonly``), and then remembers the file's state from before it opened."""
+        if not self.read_only:
+            return self._connect(check_same_thread=False)
+        state = file_state(str(self._real))
+        immutable = unwritten(str(self._real), state)
+        self._opened_as = state if immutable else None
+        return self._connect(check_same_thread=False, immutable=immutable)
+
+    def _reason(self, exc: BaseException) -> str:
+        text = super()._reason(exc)
+        return explain(self._real, text, read_only=self.read_only, busy_timeout=self._busy_s)
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        # An immutable connection trusts its page cache and the file for ever: a writer that
+        # has been there since (a forget, compacted into the file) would not be seen, the value
+        # it erased still served. So a read that starts outside a snapshot (a snapshot, and a
+        # ``consistent`` read past its first question, keep their connection) first checks
+        # the file, and reads on a new connection if it changed.
+        if self._opened_as is None:
+            return super()._run(fn)
+        with self._lock:
+            if self._in_read or self._depth or self._closed or self._solo:
+                return super()._run(fn)
+            if file_state(str(self._real)) == self._opened_as:
+                return super()._run(fn)
+
+            def fresh() -> T:
+                self._reconnect()
+                return fn()
+
+            return super()._run(fresh)
 
     # -- dialect hooks -----------------------------------------------------------------------
 
@@ -196,13 +217,22 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
     # the version read there is the one at the commit (a second read after the commit cost a
     # statement per append).
 
+    # The same holds for the last event's transaction time (``last_tx_time``), which every
+    # write reads before its head (``locking.in_order``): remembered with the head, from the
+    # append's last event. Inside a write section the version is read once (no other
+    # connection commits while it holds the write lock), and the last row, once read, is kept
+    # until this connection writes (``_section_last``): the time and the head come from one
+    # read of it.
+
     def append(self, events: Sequence[Event]) -> None:
         self._head_seen = None  # this connection's own writes do not change the version
+        self._section_last = None
         super().append(events)
-        self._tail = ChainHead.recorded(events[-1]) if events else None
+        head = ChainHead.recorded(events[-1]) if events else None
+        self._tail = (head, events[-1]) if head is not None else None
 
     def forget(self, fact_id: str, forgotten: Forgotten, event: ForgetEvent) -> None:
-        self._tail = self._head_seen = None
+        self._tail = self._head_seen = self._section_last = None
         super().forget(fact_id, forgotten, event)
 
     def _data_version(self) -> int:
@@ -211,6 +241,7 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
     def _commit(self) -> None:
         tail, self._tail, self._head_seen = self._tail, None, None
         version, self._section_version = self._section_version, None
+        self._section_last = None
         super()._commit()
         if tail is None:
             return
@@ -218,24 +249,41 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
             with suppress(sqlite3.Error):
                 version = self._data_version()
         if version is not None:
-            self._head_seen = (version, tail)
+            self._head_seen = (version, tail[0], wire_time_key(tail[1].tx_time))
 
     def _rollback(self) -> None:
-        self._tail = self._head_seen = self._section_version = None
+        self._tail = self._head_seen = self._section_version = self._section_last = None
         super()._rollback()
 
     def _reconnect(self) -> None:
-        self._tail = self._head_seen = self._section_version = None
+        self._tail = self._head_seen = self._section_version = self._section_last = None
         super()._reconnect()
 
-    def chain_head(self) -> ChainHead:
-        version = self._run(self._data_version)
-        if self._depth:  # inside a write section: the version at its commit (see above)
-            self._section_version = version
+    def _remembered(self) -> tuple[int, ChainHead, str] | None:
+        """The head and last time remembered at this connection's last commit, if no other
+        connection has committed since (``data_version``, read once per write section)."""
+        version = self._section_version if self._depth else None
+        if version is None:
+            version = self._run(self._data_version)
+            if self._depth:  # inside a write section: the version at its commit (see above)
+                self._section_version = version
         seen = self._head_seen
-        if seen is not None and version == seen[0]:
-            return seen[1]
-        return super().chain_head()
+        return seen if seen is not None and version == seen[0] else None
+
+    def _last_rows(self) -> list[Any]:
+        if not self._depth:
+            return super()._last_rows()
+        if self._section_last is None:
+            self._section_last = super()._last_rows()
+        return self._section_last
+
+    def chain_head(self) -> ChainHead:
+        seen = self._remembered()
+        return seen[1] if seen is not None else super().chain_head()
+
+    def last_tx_time(self) -> str | None:
+        seen = self._remembered()
+        return seen[2] if seen is not None else super().last_tx_time()
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -265,17 +313,26 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         self._erasure_pending = self._run(checkpoint)
 
     def compact(self) -> None:
-        """Checkpoint the WAL into the file and truncate it, erasing old page images."""
+        """Checkpoint the WAL into the file and truncate it, erasing old page images.
+
+        A ``TRUNCATE`` checkpoint holds the file's write lock while it waits for other
+        connections' read snapshots to end, so every other writer waits with it, and gives up
+        ("database is locked") at its own busy timeout. So it waits in short slices
+        (``CHECKPOINT_SLICE_MS``), the lock free between them, for at most the busy timeout in
+        all: a long snapshot elsewhere delays this call, never another process's writes.
+        """
         if self._depth:
             raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
-        for attempt in range(3):
-            busy, _log, _done = self._run(
-                lambda: self._raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            )
-            if not busy:
+        deadline = time.monotonic() + self._busy_ms / 1000
+        pause = 0.01
+        while True:
+            if not self._run(self._checkpoint_slice):
                 self._erasure_pending = False
                 return
-            time.sleep(0.05 * (attempt + 1))
+            if time.monotonic() + pause > deadline:
+                break
+            time.sleep(pause)  # outside the lock: this process's other threads go on too
+            pause = min(pause * 2, 0.1)
         # Another connection kept an old snapshot open past the busy timeout. The value is
         # already gone from the live rows; its old page image stays in the WAL until the next
         # successful checkpoint, which close() and the next compact() retry.
@@ -286,6 +343,20 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
             self.location,
             self._real,
         )
+
+    def _checkpoint_slice(self) -> bool:
+        """One ``TRUNCATE`` checkpoint waiting at most ``CHECKPOINT_SLICE_MS`` for the write
+        lock and for readers; whether it was blocked."""
+        raw = self._raw
+        raw.execute(f"PRAGMA busy_timeout={CHECKPOINT_SLICE_MS}")
+        try:
+            return bool(raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return True
+        finally:
+            raw.execute(f"PRAGMA busy_timeout={self._busy_ms}")
 
     def local_files(self) -> list[str]:
         """The database, its ``-wal``, ``-shm`` and (outside WAL mode) ``-journal``, by the

@@ -1,17 +1,13 @@
 """Review 8: the memory server as an MCP peer, at the protocol's edges.
 
-- A cancelled call (never answered, as the spec asks) held up the end of stdio input for the
-  full 10 s drain: the transport still counted it as owed an answer.
-- A request whose id is null, a fraction or a boolean was taken for a notification: silence
-  over stdio, ``202`` over HTTP. Both now answer ``Invalid Request`` with id null.
-- The flush after a cancelled call was cancelled too, after taking the call's changes off the
-  queue: subscribers never heard of what the call (finished whole) changed.
-- ``resources/list``'s cursor was an offset into the subjects offered: a client forgetting what
-  it listed, page by page, skipped a subject of the next page for each one forgotten.
+- A cancelled call (never answered, as the spec asks) held up the end of stdio input for 10 s.
+- A request whose id is null, a fraction or a boolean was taken for a notification (silence
+  over stdio, ``202`` over HTTP); both now answer ``Invalid Request`` with id null.
+- The flush after a cancelled call was cancelled too: subscribers never heard of its changes.
+- ``resources/list``'s cursor was an offset: forgetting a page's subjects skipped the next's.
 - A subscription to a URI spelt another way (raw, lower-case escapes) was never heard of.
-- ``tools/list`` and ``resources/templates/list`` answered any cursor with their one page.
-- A second ``initialize`` on a live connection or session renegotiated it; now refused.
-- ``memory.sweep`` sends ``notifications/progress`` when asked with a ``progressToken``.
+- One-page lists answered any cursor; a second ``initialize`` renegotiated a live session;
+  ``memory.sweep`` now sends ``notifications/progress`` when asked with a ``progressToken``.
 """
 
 from __future__ import annotations
@@ -210,12 +206,19 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
     server.stop()
 
 
+def _session(server: HttpServer) -> dict[str, str]:
+    """The headers of a new session on ``server`` (initialized by the gateway)."""
+    opened = post(server.url, GATEWAY_TOKEN)
+    return {
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-06-18",
+    }
+
+
 def test_a_request_whose_id_is_not_a_string_or_integer_is_answered_over_http(
     http_server: HttpServer,
 ) -> None:
-    opened = post(http_server.url, GATEWAY_TOKEN)
-    session = {"mcp-session-id": opened.headers["mcp-session-id"]}
-    session["mcp-protocol-version"] = "2025-06-18"
+    session = _session(http_server)
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized", "id": None}
     assert post(http_server.url, GATEWAY_TOKEN, initialized, **session).status_code == 202
     ping = {"jsonrpc": "2.0", "method": "ping"}
@@ -356,9 +359,7 @@ def test_an_initialize_that_failed_may_be_sent_again() -> None:
 def test_a_second_initialize_on_a_live_session_is_refused_over_http(
     http_server: HttpServer,
 ) -> None:
-    opened = post(http_server.url, GATEWAY_TOKEN)
-    session = {"mcp-session-id": opened.headers["mcp-session-id"]}
-    session["mcp-protocol-version"] = "2025-06-18"
+    session = _session(http_server)
     again = {**INIT, "id": 2, "params": OLDER}
     answer = post(http_server.url, GATEWAY_TOKEN, again, **session)
     assert answer.status_code == 400, answer.text

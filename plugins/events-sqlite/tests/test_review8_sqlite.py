@@ -38,6 +38,14 @@ ledger.close()
 """
 
 
+def _child(script: str, *args: str) -> subprocess.Popen[str]:
+    """``script`` in another Python process, its stdin and stdout piped (text)."""
+    pipe = subprocess.PIPE
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args], stdin=pipe, stdout=pipe, text=True
+    )
+
+
 def _secret_ledger(folder: Path) -> tuple[Path, str]:
     path = folder / "ledger.sqlite"
     with Ledger(path) as writer:
@@ -61,12 +69,7 @@ def test_a_read_only_reader_never_serves_a_value_another_process_forgot(tmp_path
     with Ledger(path, read_only=True) as reader:
         fact = reader.get(fact_id)
         assert fact is not None and fact.value == "SECRET"
-        writer = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), fact_id],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        writer = _child(WRITER, str(path), fact_id)
         try:
             assert writer.stdout is not None and writer.stdout.readline().strip() == "open"
             _step(writer, "forgot")  # committed and compacted (WAL truncated into the file)
@@ -120,12 +123,7 @@ def test_a_compaction_waiting_for_a_long_reader_does_not_lock_writers_out(
     path = tmp_path / "ledger.sqlite"
     ledger = Ledger(SqliteBackend(path, busy_timeout=1.5))
     fact_id = ledger.assert_fact(**FACT, value="SECRET").fact_id
-    reader = subprocess.Popen(
-        [sys.executable, "-c", LONG_READER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    reader = _child(LONG_READER, str(path))
     other = Ledger(SqliteBackend(path, busy_timeout=0.5))
     try:
         assert reader.stdout is not None and reader.stdout.readline().strip() == "holding"
@@ -319,12 +317,7 @@ def test_a_write_lock_held_past_the_busy_timeout_says_so(tmp_path: Path) -> None
     """ "database is locked" alone does not say that the busy timeout ran out, nor which."""
     path = tmp_path / "ledger.sqlite"
     ledger = Ledger(path, busy_timeout=0.2)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = _child(HOLDER, str(path))
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(EventBackendError) as refused:
@@ -355,12 +348,7 @@ def test_a_wal_grown_behind_a_long_reader_shrinks_once_it_is_gone(
     wal = Path(f"{path}-wal")
     with Ledger(path) as ledger:
         ledger.assert_fact(**FACT, value="first")
-        reader = subprocess.Popen(
-            [sys.executable, "-c", LONG_READER, str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        reader = _child(LONG_READER, str(path))
         try:
             assert reader.stdout is not None and reader.stdout.readline().strip() == "holding"
             batch = 0

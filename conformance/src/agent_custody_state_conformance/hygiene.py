@@ -132,11 +132,14 @@ class PluginHygiene(ConformanceSuite):
         Troubleshooting: the factory must return the store (not ``None``, not a coroutine:
         it is a plain function) and pass ``name`` on to it.
         """
+        if not self.store_settings:  # ``registers`` says whether there is a store to build
+            stores = any(what.startswith("store ") for what in self.registers)
+            pytest.skip(
+                "the test class gives no store_settings"
+                if stores
+                else "the plugin registers no store type"
+            )
         manager = self._loaded()
-        if not any(spec.plugin == self.entry_point for spec in manager.stores.values()):
-            pytest.skip("the plugin registers no store type")
-        if not self.store_settings:
-            pytest.skip("the test class gives no store_settings")
         for type_name, table in self.store_settings.items():
             spec = manager.store_spec(type_name)
             model = resolve_ref(spec.settings) if spec.settings is not None else None

@@ -9,6 +9,10 @@
   forgotten one included, in the file it had pointed to. The caller fsyncs the folder of the
   file returned. A file with other names (hard links) is not replaced: they would keep every
   value the forget erases (``files.refuse_hard_links``; the open refuses such a file too).
+* The file replaced is emptied once it has no name left (``_empty_replaced``): another process
+  that has the ledger open holds it (``HeldFile``) until its next read, and a reader idle for
+  hours (a memory server) kept the forgotten value in a file anyone with its descriptor could
+  read (``/proc/<pid>/fd``), its blocks never reclaimed.
 """
 
 from __future__ import annotations
@@ -65,8 +69,11 @@ def replace_file(path: Path, data: bytes) -> Path:
     target = target_of(path)
     refuse_hard_links(target, str(path))  # a link made since the open would keep the values
     tmp = target.with_name(f".{target.name}.{os.getpid()}.forget.tmp")
+    old: int | None = None
     try:
         remove_stale_temps(path)
+        with suppress(OSError):  # nothing there yet, or not writable: nothing to empty
+            old = os.open(target, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         fd, _ = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
             write_all(fd, data)
@@ -75,8 +82,26 @@ def replace_file(path: Path, data: bytes) -> Path:
         finally:
             os.close(fd)
         os.replace(tmp, target)
+        if old is not None:
+            _empty_replaced(old)
     except BaseException:
         with suppress(OSError):  # a failing disk may refuse this too; the next forget retries
             tmp.unlink(missing_ok=True)
         raise
+    finally:
+        if old is not None:
+            os.close(old)
     return target
+
+
+def _empty_replaced(fd: int) -> None:
+    """Empty the file a forget has just renamed a new one over (``fd``, opened before), unless
+    it still has a name (a hard link made since the check): other processes' open descriptors
+    of it (``HeldFile``) would keep every value the forget erased readable, in blocks the file
+    system never reclaims, until their next read lets go of it. Emptied, it keeps its inode
+    number taken for them as before, and they read the new file at their next look; a stream
+    of it under way is told it was cut short (``jsonl_lines.shared_lines``)."""
+    with suppress(OSError):  # best effort: the forget itself has happened
+        st = os.fstat(fd)
+        if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):
+            os.ftruncate(fd, 0)

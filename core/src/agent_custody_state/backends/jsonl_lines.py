@@ -5,7 +5,9 @@ backend has indexed, held open (``HeldFile``).
 The file is opened under the shared lock (no writer is half-way through an append) and read up to
 the size it had then, in large chunks, without the lock: appends only add bytes after that point,
 and a forget renames a new file over the old one, which the open descriptor keeps reading. So the
-lines are one consistent snapshot, and a ledger of millions of lines is read in constant memory.
+lines are one consistent snapshot, and a ledger of millions of lines is read in constant memory;
+unless the forget empties the old file under the stream (so that no descriptor keeps the value
+it erased), which ends the stream with an error rather than a ledger cut short.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class HeldFile:
     a backend that only remembered the number would take the rewritten ledger, whose lines have
     moved, for the one it had read, and read on from a stale offset (mid-line). Holding the file
     open keeps its inode taken, so an equal pair is the same file; reads go through the held
-    descriptor.
+    descriptor. A forget empties the file it replaced (``jsonl_files._empty_replaced``), so a
+    held file that is no longer the ledger keeps its number taken but none of its values.
     """
 
     def __init__(self) -> None:
@@ -110,7 +113,13 @@ def shared_lines(
         while left > 0:
             chunk = os.read(fd, min(CHUNK, left))
             if not chunk:
-                break
+                # Cut short under the stream: a forget in another process replaced the file and
+                # emptied this one (``jsonl_files._empty_replaced``), or a writer cut a torn
+                # line off. The lines so far are no whole ledger.
+                raise EventBackendError(
+                    f"{path} was cut short while it was being read (rewritten by a forget in "
+                    "another process, or a torn last line cut off); read it again"
+                )
             left -= len(chunk)
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()

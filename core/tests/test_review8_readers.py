@@ -163,3 +163,26 @@ def test_an_idle_memory_server_keeps_no_value_the_cli_forgot(tmp_path: Path) -> 
             assert SECRET not in result.text and result.data["forgotten"] is not None
 
     anyio.run(scenario)
+
+
+def test_verify_reads_again_when_a_forget_cut_its_read_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``verify`` on a live ledger may be cut short by another process's forget (the file it
+    streams is emptied): it reads the ledger again, once, rather than failing."""
+    from agent_custody_state.cli import main, proofs
+
+    path = tmp_path / "ledger.jsonl"
+    with Ledger(path) as ledger:
+        ledger.assert_fact(subject="s", predicate="p", value="v", space="org", actor="a")
+    real, calls = proofs._verified, []
+
+    def cut_once(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise jsonl_lines.CutShort(f"{path} was cut short while it was being read")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(proofs, "_verified", cut_once)
+    assert main(["verify", "--ledger", str(path)]) == 0
+    assert len(calls) == 2 and capsys.readouterr().out.startswith(f"ok: {path}: 1 events")

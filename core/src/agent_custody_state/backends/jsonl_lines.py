@@ -24,6 +24,12 @@ from agent_custody_state.ledger.backend import EventBackendError
 CHUNK = 1 << 20
 
 
+class CutShort(EventBackendError):
+    """A stream of the file ended before the size it had when it was opened: a forget in
+    another process replaced and emptied it (or a writer cut a torn line off). Reading it
+    again reads the ledger as it is now."""
+
+
 class HeldFile:
     """The ledger file a backend has indexed, kept open so that its identity means something.
 
@@ -116,7 +122,7 @@ def shared_lines(
                 # Cut short under the stream: a forget in another process replaced the file and
                 # emptied this one (``jsonl_files._empty_replaced``), or a writer cut a torn
                 # line off. The lines so far are no whole ledger.
-                raise EventBackendError(
+                raise CutShort(
                     f"{path} was cut short while it was being read (rewritten by a forget in "
                     "another process, or a torn last line cut off); read it again"
                 )

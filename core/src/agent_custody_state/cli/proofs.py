@@ -104,7 +104,28 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from agent_custody_state.backends.jsonl_lines import CutShort
     from agent_custody_state.keys import SigningKeyError, load_public_key
+
+    check_location(args.ledger, must_exist=True)
+    if _is_jsonl(args.ledger):
+        check_jsonl_ledger(args.ledger)
+    public_key = _public_keys(args.key or [], load_public_key, SigningKeyError)
+    try:
+        report = _report(args, public_key)
+    except CutShort:  # a forget in another process rewrote the file under the read: once more
+        report = _report(args, public_key)
+    if args.json:
+        from agent_custody_state.cli.render import print_json
+
+        print_json(_as_json(report))
+    else:
+        _print(without_password(args.ledger), report, signed=public_key is not None)
+    return 0 if report.ok else 1
+
+
+def _report(args: argparse.Namespace, public_key: Any) -> Any:
+    """``verify``'s report on ``args.ledger`` and its checkpoints, read from the start."""
     from agent_custody_state.ledger.checkpoints import (
         CheckpointError,
         of_no_ledger,
@@ -112,10 +133,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     from agent_custody_state.ledger.verdict import add_foreign, foreign
 
-    check_location(args.ledger, must_exist=True)
-    if _is_jsonl(args.ledger):
-        check_jsonl_ledger(args.ledger)
-    public_key = _public_keys(args.key or [], load_public_key, SigningKeyError)
     with _source(args.ledger) as (source, own_notes):
         notes: list[str] = []
         if args.checkpoint:
@@ -143,13 +160,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 f"{len(empty)} checkpoint(s) of size 0 signed while the ledger had no event "
                 "name no ledger and state nothing: not checked"
             )
-    if args.json:
-        from agent_custody_state.cli.render import print_json
-
-        print_json(_as_json(report))
-    else:
-        _print(without_password(args.ledger), report, signed=public_key is not None)
-    return 0 if report.ok else 1
+    return report
 
 
 def _public_keys(names: list[str], load: Any, error: type[Exception]) -> list[Any] | None:

@@ -1,6 +1,7 @@
 """What the erasure tests of this plugin share: the pending-erasure mark read as it is stored,
 the files of the test's database that hold a needle, a process killed where a script kills
-itself, a ``VACUUM FULL`` seen waiting for its lock, and a connection from before PostgreSQL 18.
+itself, an open made while another session reads its table, a ``VACUUM FULL`` seen waiting for
+its lock, and a connection from before PostgreSQL 18.
 """
 
 from __future__ import annotations
@@ -8,13 +9,16 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg
 
 from agent_custody_state_conformance.postgres import EmbeddedPostgres
 from agent_custody_state_events_postgres import pending
+
+T = TypeVar("T")
 
 
 def flag(url: str, table: str) -> str | None:
@@ -44,6 +48,19 @@ def killed(script: str, *args: str) -> str:
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
     return done.stdout.strip()
+
+
+def opened_while_read(url: str, table: str, open_: Callable[[], T]) -> T:
+    """``open_()`` while another session's transaction has read ``table``, so that finishing a
+    pending erasure at the open waits for a lock it cannot get (the caller cuts
+    ``pending.LOCK_TIMEOUT``); what it opened."""
+    with psycopg.connect(url, autocommit=True) as other:
+        other.execute("BEGIN")
+        other.execute(f"SELECT count(*) FROM {table}").fetchone()
+        try:
+            return open_()
+        finally:
+            other.execute("COMMIT")
 
 
 def vacuum_waiting(url: str, sessions: int = 1) -> bool:

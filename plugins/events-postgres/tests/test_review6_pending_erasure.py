@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from erasurekit import flag, killed, on_disk, vacuum_waiting
+from erasurekit import flag, killed, on_disk, opened_while_read, vacuum_waiting
 
 from agent_custody_state import Ledger
 from agent_custody_state.plugin import EventBackendError, ForgetEvent
@@ -213,12 +213,10 @@ def test_an_open_that_cannot_get_its_lock_warns_and_keeps_the_mark(
 ) -> None:
     marker = _killed_forget(postgres_url, embedded_postgres)
     monkeypatch.setattr(pending, "LOCK_TIMEOUT", "100ms")
-    with psycopg.connect(postgres_url, autocommit=True) as other:
-        other.execute("BEGIN")
-        other.execute("SELECT count(*) FROM events").fetchone()
-        with caplog.at_level(logging.WARNING):
-            backend = PostgresBackend(_location(postgres_url))  # opens, all the same
-        other.execute("COMMIT")
+    with caplog.at_level(logging.WARNING):  # it opens, all the same
+        backend = opened_while_read(
+            postgres_url, "events", lambda: PostgresBackend(_location(postgres_url))
+        )
     try:
         assert any("could not be finished at open" in r.getMessage() for r in caplog.records)
         assert _flag(postgres_url) is not None

@@ -108,6 +108,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
                 self.close()  # a refused open keeps no descriptor
                 raise
             finally:
+                self._recovery.opening = False  # from now on, a repair refused is an error
                 if not self._closed:
                     self._flock(fcntl.LOCK_UN)
 
@@ -286,7 +287,12 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         batch = len(self._pending) > 1
         # The file itself: through a symlink naming no file yet, it is created where the link
         # points (``O_EXCL`` refuses to create through a link).
-        fd, created = open_private(self._target, os.O_WRONLY | os.O_APPEND)
+        try:
+            fd, created = open_private(self._target, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:  # no descriptor left (EMFILE), or a full disk creating it
+            raise EventBackendError(
+                f"could not append to {self.location}: {exc}; nothing was written"
+            ) from exc
         try:
             before = os.fstat(fd).st_size
             try:
@@ -333,14 +339,11 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         self._require_transaction()
         self._view_again()
         self._commit_pending()
-        try:
-            current = self.path.read_bytes()
-        except FileNotFoundError:
-            current = b""
-        if self._needs_newline:
-            current += b"\n"
         replaced = False
         try:
+            current = self.path.read_bytes() if self.path.exists() else b""  # EMFILE: refused
+            if self._needs_newline:
+                current += b"\n"
             positions = self._index.rewrite_forgotten(fact_id, forgotten)
             rewritten = {
                 self._offsets[pos]: (self._index.events[pos].to_json() + "\n").encode("utf-8")

@@ -21,6 +21,12 @@ may hold a value that a later forget must erase, and a forget only rewrites the 
 (docs/decisions.md, "JSONL"). The digest cannot confirm a guessed value: any value in the bytes
 comes after the event's random id, which the ledger never kept.
 
+A repair the disk refuses (full, a file size limit, no descriptor left) leaves no half record
+behind and refuses the write with an ``EventBackendError`` naming the file and the cause; while
+the backend opens (``Recovery.opening``) it is left to the next write instead, and the ledger
+opens as a reader sees it: a full disk must not refuse reads, nor half-fill the folder with
+records on every attempt.
+
 Also the small file helpers the backend's writes share (full writes, directory fsync).
 """
 
@@ -36,6 +42,7 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
+from agent_custody_state.ledger.appending import failure
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.files import PRIVATE_MODE, FileNames, open_private, real_file
 
@@ -82,6 +89,9 @@ class Recovery:
         self.journal = path.with_name(path.name + ".batch")
         self.repairs: list[str] = []
         self._ignored: int | None = None  # the offset of the torn line a reader last warned of
+        #: While the backend opens: a repair the disk refuses is left to the next write, and
+        #: the ledger opens as a reader would see it (a full disk must not refuse reads).
+        self.opening = True
 
     def _set_aside(self, data: bytes, offset: int, what: str) -> Path:
         """Record (not copy) the bytes about to be cut off at ``offset``, in a new 0600 file."""
@@ -100,14 +110,40 @@ class Recovery:
                 fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
             except FileExistsError:
                 continue  # two in one millisecond
+            except OSError as exc:
+                raise self._unsettled(what, offset, aside, exc) from exc
             try:
                 os.fchmod(fd, PRIVATE_MODE)  # exactly, whatever the umask
                 write_all(fd, record)
                 os.fsync(fd)
+            except OSError as exc:
+                # A full disk: no half record (one more per try) is left beside the ledger.
+                with suppress(OSError):
+                    aside.unlink()
+                raise self._unsettled(what, offset, aside, exc) from exc
             finally:
                 os.close(fd)
             return aside
         raise EventBackendError(f"{self.location}: too many set-aside records named {aside.name}")
+
+    def _cut(self, data: bytes, offset: int, what: str) -> Path:
+        """Record the bytes from ``offset`` on (``_set_aside``) and cut them off; the record is
+        taken back if the cut fails. ``EventBackendError`` naming the file and the cause."""
+        aside = self._set_aside(data, offset, what)
+        try:
+            truncate(self.path, offset)
+        except OSError as exc:
+            with suppress(OSError):
+                aside.unlink()  # it records a cut that did not happen
+            raise self._unsettled(what, offset, self.path, exc) from exc
+        return aside
+
+    def _unsettled(self, what: str, offset: int, where: Path, exc: OSError) -> EventBackendError:
+        return EventBackendError(
+            f"{self.location}: the {what} at byte {offset} could not be cut off "
+            f"({failure('write', where, exc, 'nothing was changed')}); the ledger refuses "
+            "writes until it can be"
+        )
 
     def _note(self, note: str) -> None:
         log.warning(note)
@@ -133,8 +169,14 @@ class Recovery:
                 self._ignored = offset
                 log.warning("%s (ignored until the next write repairs it)", message)
             return
-        aside = self._set_aside(tail, offset, "torn final line")
-        truncate(self.path, offset)
+        try:
+            aside = self._cut(tail, offset, "torn final line")
+        except EventBackendError as exc:
+            if not self.opening:
+                raise
+            # An open on a full disk: read the ledger as a reader does; a write tries again.
+            log.warning("%s", exc)
+            return
         self._note(f"{message}; cut off, recorded in {aside.name} (length and sha256 only)")
 
     # -- multi-event commits -------------------------------------------------------------------
@@ -162,6 +204,10 @@ class Recovery:
             raw = self.journal.read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as exc:  # no descriptor left (EMFILE): refused, named, not a traceback
+            raise EventBackendError(
+                f"{self.location}: {failure('read', self.journal, exc, 'nothing was changed')}"
+            ) from exc
         try:
             record = json.loads(raw)
             offset, length = int(record["offset"]), int(record["length"])
@@ -186,9 +232,15 @@ class Recovery:
                 with open(self.path, "rb") as fh:
                     fh.seek(offset)
                     partial = fh.read()
-                aside = self._set_aside(partial, offset, "unfinished batch")
-                truncate(self.path, offset)
-            except OSError as exc:
+                aside = self._cut(partial, offset, "unfinished batch")
+            except (OSError, EventBackendError) as exc:
+                if self.opening:  # as a reader: stop at its start; a write tries again
+                    log.warning(
+                        "%s: an unfinished batch at byte %d: %s", self.location, offset, exc
+                    )
+                    return offset
+                if isinstance(exc, EventBackendError):
+                    raise
                 raise EventBackendError(
                     f"{self.location}: an unfinished batch at byte {offset} could not be rolled "
                     f"back: {exc}; the ledger refuses writes until it can be"

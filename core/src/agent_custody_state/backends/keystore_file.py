@@ -72,8 +72,12 @@ class FileKeyStore(KeyStore):
             )
         if self.path.is_dir():
             raise KeyStoreError(f"key store {self.location} is a folder; name a file inside it")
-        with suppress(FileExistsError):  # created private before SQLite opens it
+        try:  # created private before SQLite opens it
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            pass
+        except OSError as exc:  # no descriptor left (EMFILE), a full folder: named, no traceback
+            raise KeyStoreError(f"key store {self.location}: {exc.strerror or exc}") from None
         self._lock = threading.Lock()
         self._closed = False
         driver = _sqlite()

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import re
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from agent_custody_state.cli.certfile import check_output as check_output
+from agent_custody_state.cli.certfile import write_certificate as write_certificate
 from agent_custody_state.ledger.backend import EventBackendError
 
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -344,29 +345,6 @@ def check_private_key(key: str | None) -> str | None:
         private = key.removesuffix(".pub") if key.endswith(".pub") else "the file without .pub"
         raise CliError(f"{key} is a public key; pass the private key ({private})")
     return key
-
-
-def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
-    """Refuse an output that exists (a file) or whose folder is missing, before any work."""
-    out = Path(path)
-    if folder:
-        if not out.is_dir():
-            raise CliError(f"{flag} {path}: no such folder; create it first")
-        return out
-    if out.exists():
-        raise CliError(f"{flag} {path} already exists; certificates are never overwritten")
-    if not out.parent.is_dir():
-        raise CliError(
-            f"{flag} {path}: the folder {out.parent} does not exist; create it first "
-            "(no command creates a missing folder)"
-        )
-    return out
-
-
-def write_certificate(path: Path, envelope: dict[str, Any]) -> None:
-    """The envelope as pretty JSON, created exclusively (never over another file)."""
-    with open(path, "x", encoding="utf-8") as fh:
-        fh.write(json.dumps(envelope, indent=2) + "\n")
 
 
 def command() -> str:

@@ -22,7 +22,6 @@ ledger's events, or a list in memory; ``EventBackend.checkpoint_log`` says which
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import os
 import re
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agent_custody_state.ledger.appending import append_locked
 from agent_custody_state.ledger.chain import ChainHead, ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.timeutil import format_time, utc_now
@@ -243,14 +243,9 @@ class FileCheckpointLog:
         self.also = [Path(p) for p in also]
 
     def add(self, note: str) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            prefix = b"\n" if os.fstat(fd).st_size else b""
-            os.write(fd, prefix + note.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        """All or nothing (``appending``): a half note failed every later ``verify``."""
+        data = note.encode("utf-8")
+        append_locked(self.path, lambda size: b"\n" + data if size else data, what="a checkpoint")
 
     def notes(self) -> list[str]:
         found: list[str] = []

@@ -24,6 +24,11 @@ is known and no ledger change is involved: ``resume`` hands them to ``orphan_res
 An entry also keeps the store's ``where`` when it declared one: a removal finished from it at
 a store that now writes elsewhere is refused and the entry stays owed (``where``).
 
+A disk that refuses the outbox (full, a file size limit, no descriptor left): an owe is
+refused whole, naming the file and the cause (``OutboxError``, an ``EventBackendError``), before
+the ledger or any store changes, and leaves no half line and no new empty file; a settle that
+cannot be written is logged and treated as a settle lost in a crash (``outbox_file``).
+
 The outbox never holds a value (an erased one would otherwise stay on disk): a removal finished
 from it after a forget is verified only by stores that declare their check needs no value
 (``verify_without_value``); any other reports ``unverified``, never a false ``verified``. After
@@ -38,23 +43,24 @@ ledger's own files and rows are unchanged.
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import re
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.backends.jsonl_recovery import fsync_dir, write_all
+from agent_custody_state.backends.jsonl_recovery import fsync_dir
+from agent_custody_state.ledger.appending import failure
 from agent_custody_state.ledger.files import FileNames, open_private
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.base import verifies_without_value
+from agent_custody_state.stores.outbox_file import alive, append_lines, outbox_error, read_records
 from agent_custody_state.stores.owed import Operation as Operation
 from agent_custody_state.stores.owed import Owed as Owed
 from agent_custody_state.stores.owed import pending_of
@@ -174,12 +180,20 @@ class Outbox:
         with self._lock:
             self._inflight.difference_update(entries)
             idle = not self._inflight
-        with self._open(create=False) as fd:
-            if fd is None:
-                return
-            _append_lines(fd, [{"settled": entries}], sync=False)
-            if idle and not pending_of(_read(fd)):
-                os.unlink(self.path)  # nothing owed: no file beside the ledger
+        try:
+            with self._open(create=False) as fd:
+                if fd is None:
+                    return
+                append_lines(fd, [{"settled": entries}], sync=False)
+                if idle and not pending_of(read_records(fd)):
+                    os.unlink(self.path)  # nothing owed: no file beside the ledger
+        except OSError as exc:
+            # As a settle lost in a crash (they are not fsynced): the change and the removals
+            # are done, so the caller is not told they failed; the next start repeats them.
+            after = (
+                "they stay owed, and the next start repeats them (removing what is gone is fine)"
+            )
+            log.warning("%s", failure("settle owed removals in", self.path, exc, after))
 
     def leave(self, owed: Iterable[Owed]) -> None:
         """The flow is done with these entries but they stay owed (no store here can remove
@@ -189,8 +203,11 @@ class Outbox:
 
     def pending(self) -> list[Owed]:
         """Every entry owed and not settled, in the order written."""
-        with self._open(create=False) as fd:
-            return [] if fd is None else pending_of(_read(fd))
+        try:
+            with self._open(create=False) as fd:
+                return [] if fd is None else pending_of(read_records(fd))
+        except OSError as exc:
+            raise outbox_error("read the outbox", self.path, exc, "nothing was changed") from exc
 
     def in_flight(self, owed: Owed) -> bool:
         """Whether a flow of this process, or a process still running, wrote ``owed`` and has
@@ -198,47 +215,24 @@ class Outbox:
         with self._lock:
             if owed.entry in self._inflight:
                 return True
-        return owed.pid != os.getpid() and _alive(owed.pid)
+        return owed.pid != os.getpid() and alive(owed.pid)
 
     def _append(self, lines: list[dict[str, Any]], *, sync: bool) -> None:
-        with self._open(create=True) as fd:
-            assert fd is not None
-            _append_lines(fd, lines, sync=sync)
-
-
-def _append_lines(fd: int, lines: list[dict[str, Any]], *, sync: bool) -> None:
-    data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
-    size = os.fstat(fd).st_size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        data = b"\n" + data  # a line torn by a crash must not swallow this one
-    write_all(fd, data)
-    if sync:
-        os.fsync(fd)
-
-
-def _read(fd: int) -> list[dict[str, Any]]:
-    size = os.fstat(fd).st_size
-    records = []
-    for raw in os.pread(fd, size, 0).splitlines():
+        """All or nothing (``outbox_file``); ``OutboxError`` naming the file and the cause."""
         try:
-            record = json.loads(raw)
-        except ValueError:
-            continue  # torn by a crash: an owe never fsynced (its ledger change never ran)
-        if isinstance(record, dict):
-            records.append(record)
-    return records
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False  # never signal a process group
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # gone, or no pid at all (an edited line)
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
+            with self._open(create=True) as fd:
+                assert fd is not None
+                try:
+                    append_lines(fd, lines, sync=sync)
+                except OSError:
+                    with suppress(OSError):
+                        if os.fstat(fd).st_size == 0:  # made for these lines: leave no file
+                            os.unlink(self.path)
+                    raise
+        except OSError as exc:
+            raise outbox_error(
+                "record owed removals in", self.path, exc, "nothing was changed"
+            ) from exc
 
 
 @dataclass

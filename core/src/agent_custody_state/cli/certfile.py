@@ -1,0 +1,52 @@
+"""The files a command writes a signed erasure certificate to (``forget --certificate``, the
+sweep's ``--certificates`` folder): refused before any work when they cannot be written, and
+written whole or not at all (``write_certificate``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
+    """Refuse an output that exists (a file) or whose folder is missing, before any work."""
+    from agent_custody_state.cli.common import CliError  # it imports this module
+
+    out = Path(path)
+    if folder:
+        if not out.is_dir():
+            raise CliError(f"{flag} {path}: no such folder; create it first")
+        return out
+    if out.exists():
+        raise CliError(f"{flag} {path} already exists; certificates are never overwritten")
+    if not out.parent.is_dir():
+        raise CliError(
+            f"{flag} {path}: the folder {out.parent} does not exist; create it first "
+            "(no command creates a missing folder)"
+        )
+    return out
+
+
+def write_certificate(path: Path, envelope: dict[str, Any]) -> None:
+    """The envelope as pretty JSON, whole or not at all, never over another file: written
+    aside, fsynced, then linked into place. The forget it certifies is done and it cannot be
+    issued again (its byte scan needed the value), so if the disk refuses it (full, a file size
+    limit) it is printed on standard output instead and ``CliError`` names the file and the
+    cause: before, a full disk left half a certificate at ``path`` ("error: File too large")."""
+    import sys
+
+    from agent_custody_state.cli.common import CliError
+    from agent_custody_state.stores.archive import write_new
+
+    text = json.dumps(envelope, indent=2) + "\n"
+    try:
+        write_new(path, text.encode("utf-8"))
+    except OSError as exc:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        raise CliError(
+            f"the fact is forgotten, but its certificate could not be written to {path}: "
+            f"{exc.strerror or exc}; nothing was left there. The certificate is printed above "
+            "on standard output: keep it, it cannot be issued again"
+        ) from None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from agent_custody_state.cli.common import add_forget_mode_flags
+
 KEY_HELP = "a public key file (SPKI PEM, e.g. gateway.pub); repeatable"
 
 
@@ -70,6 +72,7 @@ def add_commands(sub: Any) -> None:
         "blast --ledger ledger.jsonl --receipts receipts/ --fact <factId>",
     )
     p.add_argument("--ledger", help="the ledger (path or URL); never created")
+    add_forget_mode_flags(p)
     p.add_argument("--receipts", metavar="DIR", help="the receipts directory the gateway writes")
     p.add_argument("--fact", metavar="FACT_ID", help="the fact whose blast radius to walk")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -110,6 +113,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--receipts", metavar="DIR", help="the receipts directory")
     p.add_argument("--receipt", metavar="ID", help="the receipt id to explain")
     p.add_argument("--ledger", help="the ledger: answers what depended on the call")
+    add_forget_mode_flags(p)
     _receipt_keys(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the answers")
     p.add_argument("--out", metavar="FILE", help="write the signed action pack here (needs --sign)")
@@ -128,6 +132,7 @@ def add_commands(sub: Any) -> None:
         "<factId> --out fact.pack.json --sign pack.key",
     )
     p.add_argument("--ledger", help="the ledger (path or URL); never created")
+    add_forget_mode_flags(p)
     p.add_argument("--receipts", metavar="DIR", help="the receipts directory")
     p.add_argument("--fact", metavar="FACT_ID", help="the fact to pack")
     p.add_argument("--out", metavar="FILE", help="where the signed pack is written")
@@ -150,6 +155,7 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--receipts", metavar="DIR", help="the receipts directory")
     p.add_argument("--ledger", help="the ledger: answers what depended on each call")
+    add_forget_mode_flags(p)
     _receipt_keys(p)
     p.add_argument("--log-id", metavar="ID", help="the log every tree head must name")
     p.add_argument("--port", type=int, default=8791, help="port (default 8791; 0 picks one)")

@@ -177,7 +177,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             lines = result.lines()
             if result.pack is not None:
                 lines += ["", _explained(format_explain, result.pack, result.receipt)]
-            _say("\n".join(lines))
+            _say("\n".join(lines + result.as_built()))
         return 0 if result.ok else 1
     if not (args.receipts and args.receipt):
         raise CliError("explain needs --receipts and --receipt, or --verify")
@@ -227,20 +227,20 @@ def _verification_json(result: Any, *, receipt: bool) -> dict[str, Any]:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    from agent_custody_state.extras.pack import build_pack, format_pack, sign_pack, verify_pack
+    from agent_custody_state.extras import pack as custody
 
     if args.verify:
         if not args.key:
             raise CliError("pack --verify needs --key <pub>")
         pack_keys, keys = _public(args.key), receipt_keys(args)
-        result = verify_pack(_read_envelope(args.verify), pack_keys, keys)
+        result = custody.verify_pack(_read_envelope(args.verify), pack_keys, keys)
         if args.json:
             _say(pretty(_verification_json(result, receipt=False)))
         else:
             lines = result.lines()
             if result.pack is not None:
-                lines += ["", format_pack(result.pack)]
-            _say("\n".join(lines))
+                lines += ["", custody.format_pack(result.pack)]
+            _say("\n".join(lines + result.as_built()))
         return 0 if result.ok else 1
     if not (args.ledger and args.receipts and args.fact and args.out and args.sign):
         raise CliError("pack needs --ledger, --receipts, --fact, --out, and --sign")
@@ -251,9 +251,9 @@ def cmd_pack(args: argparse.Namespace) -> int:
     with _ledger(args) as ledger:
         if ledger.get(args.fact) is None:
             raise CliError(f"--fact {args.fact}: not in this ledger; no pack written")
-        pack = build_pack(ledger, receipts, args.fact)
-    _write(target, sign_pack(pack, signer))
-    _say(pretty(pack) if args.json else format_pack(pack))
+        pack = custody.build_pack(ledger, receipts, args.fact)
+    _write(target, custody.sign_pack(pack, signer))
+    _say(pretty(pack) if args.json else custody.format_pack(pack) + custody.held_note(pack))
     print(f"signed pack written to {args.out}", file=sys.stderr)
     return 1 if pack["missingReceipts"] else 0
 

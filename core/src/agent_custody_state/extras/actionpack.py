@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_custody_state.canonical import js_key_order
 from agent_custody_state.extras.bundles import decode_statement
-from agent_custody_state.extras.jsview import at
+from agent_custody_state.extras.jsview import at, text
 from agent_custody_state.extras.signed import open_pack, sign_statement
 from agent_custody_state.extras.verify import Check, VerifyOptions, VerifyResult, verify_bundle
 from agent_custody_state.signing import KeyPair, PublicKeyRef
@@ -42,6 +42,21 @@ class PackVerification:
             *(c.line() for c in self.checks),
             "",
             f"RESULT: {'VERIFIED' if self.ok else 'NOT VERIFIED'}",
+        ]
+
+    def as_built(self) -> list[str]:
+        """An empty line and when the pack was built, after the pack's answers: a signature
+        that still verifies says what the ledger held *then*; a belief forgotten, retracted or
+        superseded since still shows as it was, and nothing else in the text says so."""
+        if self.pack is None:
+            return []
+        built = at(self.pack, "generatedAt")
+        when = text(built) if isinstance(built, str) else "an unrecorded time"
+        return [
+            "",
+            f"as of {when}, when the pack was built: a belief forgotten, retracted or "
+            "superseded since then still shows here as it was; build a new pack to see the "
+            "ledger now",
         ]
 
 

@@ -37,10 +37,15 @@ class BlastRadius:
 
 
 def blast_radius(ledger: Ledger, receipts: list[ReceiptSummary], fact_id: str) -> BlastRadius:
-    """The walk of SPEC-EXTRAS 2; ``receipts`` sorted by timestamp (``load_summaries``)."""
-    facts = all_facts(ledger)
+    """The walk of SPEC-EXTRAS 2; ``receipts`` sorted by timestamp (``load_summaries``).
+    The ledger is read at one moment (``EventBackend.reading``): a forget committed by another
+    process between two of its questions would otherwise pair a value read before it with a
+    state read after it."""
+    with ledger.backend.reading():
+        facts = all_facts(ledger)
+        believed = believed_ids(ledger)
+        history = ledger.history(fact_id)
     by_id = {f.fact_id: f for f in facts}
-    believed = believed_ids(ledger)
     seen = {fact_id}
     hit: dict[Any, ReceiptSummary] = {}
     derived: dict[str, Fact] = {}
@@ -59,10 +64,7 @@ def blast_radius(ledger: Ledger, receipts: list[ReceiptSummary], fact_id: str) -
             derived[f.fact_id] = f
             seen.add(f.fact_id)
             grew = True
-    retraction = next(
-        (e for e in ledger.history(fact_id) if isinstance(e, RetractEvent)),
-        None,
-    )
+    retraction = next((e for e in history if isinstance(e, RetractEvent)), None)
     derived_facts = list(derived.values())
     return BlastRadius(
         fact=by_id.get(fact_id),
@@ -83,9 +85,15 @@ def fact_line(fact_id: str, fact: Fact | None) -> str:
         return f"fact {text(fact_id)}: not in this ledger"
     return (
         f"fact {text(fact_id)}: {text(fact.subject)} {text(fact.predicate)} = "
-        f"{compact(fact.value)} (space {text(fact.space)}, by {text(fact.actor)}, "
+        f"{shown_value(fact)} (space {text(fact.space)}, by {text(fact.actor)}, "
         f"{text(fact.provenance)})"
     )
+
+
+def shown_value(fact: Fact) -> str:
+    """The value as the text outputs show it: ``(erased)`` for a forgotten fact, as ``pack``
+    shows it, never the ``null`` a forget leaves in its place (which reads as a value)."""
+    return "(erased)" if fact.forgotten else compact(fact.value)
 
 
 def format_blast(b: BlastRadius, fact_id: str) -> str:
@@ -107,8 +115,8 @@ def format_blast(b: BlastRadius, fact_id: str) -> str:
     )
     for f in b.derived_facts:
         lines.append(
-            f"  {text(f.subject)} {text(f.predicate)} = {compact(f.value)}  "
-            f"fact {text(f.fact_id)[:8]}  "
+            f"  {text(f.subject)} {text(f.predicate)} = {shown_value(f)}  "
+            f"fact {text(f.fact_id)[:8]}{' (claimed)' if f.provenance == 'claimed' else ''}  "
             + ("STILL BELIEVED" if f.fact_id in still else "no longer believed")
         )
     return "\n".join(lines)

@@ -65,32 +65,35 @@ def build_action_pack(
     if ledger is None:
         consumed["unknown"].extend(consumed_ids)
     else:
-        for fact_id in consumed_ids:
-            fact = get_fact(ledger, fact_id) if isinstance(fact_id, str) else None
-            if fact is not None:
-                consumed["facts"].append(fact.to_dict())
-            else:
-                consumed["unknown"].append(fact_id)
-        mine = [f for f in all_facts(ledger) if f.source.receipt_id == receipt_id]
         summaries = load_summaries(directory)
-        seen_receipts: dict[Any, Any] = {}
-        seen_facts: dict[str, Any] = {}
-        believed: set[str] = set()
-        for fact in mine:
-            written.append(fact.to_dict())
-            status[fact.fact_id] = status_of(ledger.history(fact.fact_id), fact)
-            radius = blast_radius(ledger, summaries, fact.fact_id)
-            for r in radius.receipts:
-                seen_receipts[r.receipt_id] = r
-            for d in radius.derived_facts:
-                seen_facts[d.fact_id] = d
-            believed.update(f.fact_id for f in radius.still_believed)
-        ordered = sorted(seen_receipts.values(), key=lambda r: time_key(r.timestamp))
-        downstream["receipts"] = [r.to_dict() for r in ordered]
-        downstream["derivedFacts"] = [f.to_dict() for f in seen_facts.values()]
-        downstream["stillBelieved"] = [
-            f.to_dict() for f in seen_facts.values() if f.fact_id in believed
-        ]
+        # One moment of the ledger (``EventBackend.reading``): a forget another process
+        # commits meanwhile never pairs a value read before it with a status read after it.
+        with ledger.backend.reading():
+            for fact_id in consumed_ids:
+                fact = get_fact(ledger, fact_id) if isinstance(fact_id, str) else None
+                if fact is not None:
+                    consumed["facts"].append(fact.to_dict())
+                else:
+                    consumed["unknown"].append(fact_id)
+            mine = [f for f in all_facts(ledger) if f.source.receipt_id == receipt_id]
+            seen_receipts: dict[Any, Any] = {}
+            seen_facts: dict[str, Any] = {}
+            believed: set[str] = set()
+            for fact in mine:
+                written.append(fact.to_dict())
+                status[fact.fact_id] = status_of(ledger.history(fact.fact_id), fact)
+                radius = blast_radius(ledger, summaries, fact.fact_id)
+                for r in radius.receipts:
+                    seen_receipts[r.receipt_id] = r
+                for d in radius.derived_facts:
+                    seen_facts[d.fact_id] = d
+                believed.update(f.fact_id for f in radius.still_believed)
+            ordered = sorted(seen_receipts.values(), key=lambda r: time_key(r.timestamp))
+            downstream["receipts"] = [r.to_dict() for r in ordered]
+            downstream["derivedFacts"] = [f.to_dict() for f in seen_facts.values()]
+            downstream["stillBelieved"] = [
+                f.to_dict() for f in seen_facts.values() if f.fact_id in believed
+            ]
         wanted = {r.receipt_id for r in ordered} | {
             f.source.receipt_id for f in seen_facts.values() if f.source.receipt_id
         }
@@ -125,9 +128,14 @@ def _grant(envelope: Any) -> Any:
 
 
 def fact_line(f: Any) -> str:
+    """``<subject> <predicate> = <value> [<id8>]``; ``(erased)`` for a forgotten value, and
+    ``(claimed)`` after a quarantined fact, as the server's resources mark it by its provenance
+    (never passed off as an attested belief)."""
     value = " (erased)" if truthy(at(f, "forgotten")) else f" = {compact(at(f, 'value'))}"
+    claimed = " (claimed)" if at(f, "provenance") == "claimed" else ""
     return (
-        f"{text(at(f, 'subject'))} {text(at(f, 'predicate'))}{value} [{text(at(f, 'factId'))[:8]}]"
+        f"{text(at(f, 'subject'))} {text(at(f, 'predicate'))}{value} "
+        f"[{text(at(f, 'factId'))[:8]}]{claimed}"
     )
 
 

@@ -66,9 +66,10 @@ def receipt_result(bundle: Any) -> Any:
 
 
 def build_pack(ledger: Ledger, directory: str | os.PathLike[str], fact_id: str) -> dict[str, Any]:
-    bundles = load_bundles(directory)
-    history = ledger.history(fact_id)
-    blast = blast_radius(ledger, load_summaries(directory), fact_id)
+    bundles, summaries = load_bundles(directory), load_summaries(directory)
+    with ledger.backend.reading():  # one moment: history and blast agree on a forget
+        history = ledger.history(fact_id)
+        blast = blast_radius(ledger, summaries, fact_id)
     wanted: set[str] = {rid for e in history if (rid := _event_receipt(e))}
     wanted.update(r.receipt_id for r in blast.receipts)
     wanted.update(f.source.receipt_id for f in blast.derived_facts if f.source.receipt_id)
@@ -102,6 +103,24 @@ def build_pack(ledger: Ledger, directory: str | os.PathLike[str], fact_id: str) 
         "forget": forget,
         "holds": [e.to_dict() for e in history if isinstance(e, HoldEvent | ReleaseEvent)],
     }
+
+
+def held_note(pack: dict[str, Any]) -> str:
+    """A line after ``format_pack`` (text output) for a forgotten fact whose writing call is in
+    the pack: that receipt still holds the value. The gateway signed it (request args, result),
+    a forget does not reach the receipts directory, and the pack must carry the receipt for its
+    checks to pass, so the pack is a copy of the erased value to handle as such. Else ""."""
+    receipts = pack.get("receipts") or {}
+    writes = [_cited(e) for e in items(pack.get("history")) if at(e, "kind") == "assert"]
+    held = sorted({rid for rid in writes if isinstance(rid, str) and rid in receipts})
+    if not pack.get("forget") or not held:
+        return ""
+    return (
+        f"\nnote: fact {text(pack.get('factId'))} is forgotten, but the pack holds receipt "
+        f"{', '.join(rid[:8] for rid in held)}, the call that wrote it, with the value as the "
+        "gateway signed it (a forget does not reach the receipts): share the pack only where "
+        "the receipts themselves may go"
+    )
 
 
 def _field(result: Any, key: str) -> Any:

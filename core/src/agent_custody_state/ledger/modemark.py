@@ -11,7 +11,9 @@ later opener reads it, and a plain-mode opener refuses to write values (``shred`
 * a SQL ledger: a table ``<events table>_settings`` beside its events, which the original,
   reading only the events table, ignores;
 * older file ledgers, written before the mark existed: their default key store beside them
-  (``<ledger>.keys``, ``SidecarKeys``) says the same.
+  (``<ledger>.keys``, ``SidecarKeys``) says the same;
+* any ledger written before the mark existed, whatever its backend and key store: its newest
+  value sealed (``sealed_unmarked``).
 
 The mark is one small JSON object: the mode, and where its key store was (the display form,
 which never holds a password), so the refusal can say what to open the ledger with. A plain
@@ -26,8 +28,10 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from contextlib import suppress
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,14 +39,20 @@ from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.files import PRIVATE_MODE, names_of
+from agent_custody_state.ledger.model import AssertEvent
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend
-    from agent_custody_state.ledger.model import AssertEvent
 
 CRYPTO_SHRED = "crypto-shred"
 
 FORGET_MODES = ("plain", "crypto-shred")
+
+#: How many events, newest first, a ledger without a mark is read for its newest value.
+LOOK_BACK = 256
+
+#: ``sealed_unmarked``'s answer per backend object: a ledger's past does not change.
+_SEALED: weakref.WeakKeyDictionary[EventBackend, bool] = weakref.WeakKeyDictionary()
 
 
 def forget_mode_arg(mode: object) -> str:
@@ -174,3 +184,39 @@ def check_plain_values(mode: str, backend: EventBackend) -> None:
             "that key store to write values; in plain mode they would be stored unencrypted",
             code="crypto_shred",
         )
+    if mark is None and sealed_unmarked(backend):
+        raise LedgerError(
+            f"{backend.location} holds values sealed in crypto-shred mode but records no mode "
+            "(written by a version before the mark): open it once in that mode with its key "
+            'store (forget_mode="crypto-shred", key_store=; on the command line --forget-mode '
+            "crypto-shred --key-store ...), which records it, to write values; in plain mode "
+            "they would be stored unencrypted",
+            code="crypto_shred",
+        )
+
+
+def sealed_unmarked(backend: EventBackend) -> bool:
+    """Whether a ledger that records no mode was written in crypto-shred mode: its newest value
+    (the last assert with one, among the ``LOOK_BACK`` newest events) is an envelope. A version
+    before the mark (2026-12-06) recorded nothing, and the key store beside a file ledger
+    (``SidecarKeys``) tells only of the default one: with a key store elsewhere (another
+    volume, as docs/forget.md advises) or on PostgreSQL the ledger read as plain, and a plain
+    writer stored values unencrypted beside the sealed ones. A value of the envelope's exact
+    shape is taken for one, as ``check_plain_forget`` takes it. Read once per backend object (a
+    few events at the end; the answer is kept)."""
+    try:
+        return _SEALED[backend]
+    except (KeyError, TypeError):
+        pass
+    newest = backend.events_newest_first()
+    if newest is None:  # a backend that cannot read backwards cheaply: its last event only
+        last = backend.last_event()
+        newest = iter(() if last is None else (last,))
+    sealed = False
+    for event in islice(newest, LOOK_BACK):
+        if isinstance(event, AssertEvent) and event.fact.value is not None:
+            sealed = kid_of(event.fact.value) is not None
+            break
+    with suppress(TypeError):  # an object without weak references is asked again
+        _SEALED[backend] = sealed
+    return sealed

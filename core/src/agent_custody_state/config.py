@@ -147,6 +147,9 @@ class MemoryConfig(BaseSettings):
     #: owed store removals kept across a crash (``stores.outbox``); default ``<ledger>.outbox``
     #: beside a file ledger, none for a ledger at a URL unless given
     outbox: str | None = None
+    #: a folder where every erasure certificate the server issues is kept (``stores.archive``;
+    #: needs ``key``); None: certificates only in the answers that asked for them
+    certificates: str | None = None
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     verify: VerifyConfig = Field(default_factory=lambda: VerifyConfig())
     stores: list[StoreConfig] = Field(default_factory=list)
@@ -291,11 +294,12 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
 
 
 def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], source: Path) -> None:
-    """A relative ``ledger``, ``key``, ``key_store``, ``checkpoints`` or ``outbox`` in the file is
+    """A relative ``ledger``, ``key``, ``key_store``, ``checkpoints``, ``outbox`` or
+    ``certificates`` in the file is
     relative to the file, so a gateway can spawn the server from any working directory; the same
     value from a flag or the environment stays relative to the working directory."""
     folder = source.parent
-    for key in ("ledger", "key", "key_store", "checkpoints", "outbox"):
+    for key in ("ledger", "key", "key_store", "checkpoints", "outbox", "certificates"):
         value = getattr(config, key)
         if value is None or raw.get(key) != value or _is_location_url(value):
             continue

@@ -255,6 +255,12 @@ def add_commands(sub: Any) -> None:
         help="sign a chain checkpoint with --key every N events",
     )
     p.add_argument(
+        "--certificates",
+        metavar="DIR",
+        help="keep a signed erasure certificate of every forget and sweep in DIR, "
+        "DIR/<factId>.json, asked for or not (needs --key)",
+    )
+    p.add_argument(
         "--retention",
         metavar="SPEC",
         help="retention windows as space=ISO 8601 duration, e.g. org=P365D,team:*=P90D",

@@ -76,6 +76,7 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
             "key_store",
             "retention",
             "checkpoint_every",
+            "certificates",
         )
         if getattr(args, k) is not None
     }

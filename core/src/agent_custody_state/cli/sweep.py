@@ -114,6 +114,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             verify=verify,
             certificate_key=key,
             outbox=outbox,
+            certificates=folder,  # each kept as issued: an interrupted sweep keeps its own
         )
         resumed = anyio.run(custody.resume)
         if resumed is not None and resumed.summary():
@@ -131,12 +132,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     certificates=folder is not None,
                 )
             )
-    if folder is not None:
-        from agent_custody_state.cli.common import write_certificate
-
-        for swept in report.forgotten:
-            if swept.certificate is not None:
-                write_certificate(folder / f"{swept.event.fact_id}.json", swept.certificate)
     if args.json:
         from agent_custody_state.cli.render import print_json
         from agent_custody_state.server.shapes import sweep_shape

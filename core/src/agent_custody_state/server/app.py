@@ -48,6 +48,7 @@ from agent_custody_state.server.trust import (
 )
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores import Store, StoreSet, VerifyPolicy
+from agent_custody_state.stores.archive import CertificateArchive
 from agent_custody_state.stores.outbox import Outbox
 
 SERVER_NAME = "agent-custody-memory"
@@ -108,6 +109,7 @@ def create_memory_server(
     stream_spaces: SpaceScope | list[str] | None = None,
     subscriptions: bool = True,
     outbox: Outbox | str | os.PathLike[str] | None = None,
+    certificates: CertificateArchive | str | os.PathLike[str] | None = None,
 ) -> MemoryServer:
     """Build the memory server.
 
@@ -129,6 +131,9 @@ def create_memory_server(
     - ``outbox``: a file (or ``Outbox``) where the store removals a retract, forget or sweep
       owes are kept until done, so a crash cannot lose them; ``await server.memory.custody
       .resume()`` finishes those left by a crash (``stores.outbox``). None: not kept.
+    - ``certificates``: a folder (or ``CertificateArchive``) where every forget and sweep keeps
+      a signed erasure certificate, asked for or not, before answering; a cancelled call's is
+      kept too (``stores.archive``). Needs ``identity``. None: certificates only in answers.
     """
     service = MemoryService.build(
         ledger,
@@ -140,6 +145,7 @@ def create_memory_server(
         worker=worker,
         limits=value_limits,
         outbox=outbox,
+        certificates=certificates,
     )
     from agent_custody_state.version import __version__
 

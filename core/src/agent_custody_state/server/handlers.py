@@ -188,7 +188,7 @@ async def forget(svc: Services, call: CallContext, args: Args) -> ToolResult:
         )
     else:
         result = await rendered(forget_shape(done))
-    if done.certificate is not None:
+    if certify and done.certificate is not None:  # an archive's are kept, not always shown
         with_certificates(result, done.certificate)
     return result
 

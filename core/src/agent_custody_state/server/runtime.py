@@ -26,6 +26,7 @@ from agent_custody_state.server.tokenrules import check_length
 from agent_custody_state.server.warmup import Warmup, needs_warming
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.storebuild import build_stores
+from agent_custody_state.stores.archive import CertificateArchive
 from agent_custody_state.stores.outbox import outbox_path
 
 NO_FORGET_KEY_WARNING = (
@@ -72,6 +73,7 @@ class Runtime:
             ),
             "stream_spaces": self.config.server.spaces,
             "outbox": self.outbox,
+            "certificates": self.config.certificates,
         }
 
     @property
@@ -144,7 +146,18 @@ def open_runtime(config: MemoryConfig) -> Runtime:
             "checkpoint_every needs key: checkpoints are signed with the key that signs results; "
             'add key = "memory.key" (make one with: agent-custody-memory keygen --out memory.key)'
         )
+    if config.certificates and not config.key:
+        raise ConfigError(
+            "certificates needs key: erasure certificates are signed with the key that signs "
+            'results; add key = "memory.key" (make one with: agent-custody-memory keygen --out '
+            "memory.key)"
+        )
     identity = SigningIdentity.load(config.key) if config.key else None
+    if config.certificates:
+        try:
+            CertificateArchive(config.certificates).prepare()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     stores = build_stores(config.stores)
     before = _opened_files(config)
     worker = LedgerWorker()

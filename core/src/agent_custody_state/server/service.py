@@ -45,6 +45,7 @@ from agent_custody_state.server.trust import (
 from agent_custody_state.server.validation import ArgumentErrors, validate_arguments
 from agent_custody_state.server.worker import LedgerWorker, worker_for
 from agent_custody_state.stores import Store, StoreSet, StoreWriteError, VerifyPolicy
+from agent_custody_state.stores.archive import CertificateArchive, archive_of
 from agent_custody_state.stores.flows import Custody
 from agent_custody_state.stores.outbox import Outbox
 
@@ -81,6 +82,8 @@ class MemoryService:
     limits: ValueLimits = field(default_factory=ValueLimits)
     #: owed store removals kept across a crash (``stores.outbox``); None: not kept
     outbox: Outbox | None = None
+    #: every erasure certificate issued is kept here (``stores.archive``); None: not kept
+    certificates: CertificateArchive | None = None
     appender: Appender = field(init=False)
     custody: Custody = field(init=False)
     #: tool calls being served now (an HTTP stop lets them finish and be answered: drain.py)
@@ -97,6 +100,7 @@ class MemoryService:
             # Erasure certificates are signed with the key that signs results.
             certificate_key=self.identity.private_key if self.identity is not None else None,
             outbox=self.outbox,
+            certificates=self.certificates,
         )
 
     @classmethod
@@ -112,6 +116,7 @@ class MemoryService:
         worker: LedgerWorker | None = None,
         limits: ValueLimits | None = None,
         outbox: Outbox | str | os.PathLike[str] | None = None,
+        certificates: CertificateArchive | str | os.PathLike[str] | None = None,
     ) -> MemoryService:
         """Normalise the ``create_memory_server`` options; bad ones fail here, at startup."""
         if isinstance(stores, StoreSet):
@@ -133,6 +138,7 @@ class MemoryService:
             worker=worker or worker_for(ledger),
             limits=limits or ValueLimits(),
             outbox=outbox if isinstance(outbox, Outbox) or outbox is None else Outbox(outbox),
+            certificates=_archive(certificates, identity),
         )
 
     async def call(
@@ -227,3 +233,15 @@ def _log_access(name: str, role: Role, result: ToolResult, started: float) -> No
         ms,
         extra={"tool": tool, "role": role, "outcome": outcome(result), "ms": ms},
     )
+
+
+def _archive(
+    certificates: CertificateArchive | str | os.PathLike[str] | None, identity: Any
+) -> CertificateArchive | None:
+    """``certificates`` as an archive, ready; refused (``ValueError``) without a signing key."""
+    archive = archive_of(certificates)
+    if archive is not None:
+        if identity is None:
+            raise ValueError("certificates needs identity: the key that signs certificates")
+        archive.prepare()
+    return archive

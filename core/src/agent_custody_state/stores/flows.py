@@ -16,7 +16,8 @@ with ``Custody(ledger, stores)`` and ``await custody.write(...)``.
   retention window), then each forgotten fact leaves the stores. ``plan_sweep`` answers what a
   sweep would do, changing nothing (``sweep --dry-run``).
 - a forget (and each fact of a sweep) can carry a signed erasure certificate, the stores'
-  removal included (``certificate``).
+  removal included (``certificate``); with ``certificates`` (a folder, ``archive``) every one
+  is issued and kept there inside the flow, so a cancelled caller's is not lost.
 - with an ``outbox``, the removals a retract, forget or sweep owes the stores are recorded
   durably before the ledger changes and settled once tried, and ``resume`` finishes those a
   crash left (``outbox``).
@@ -45,6 +46,7 @@ from agent_custody_state.ledger.ledger import Ledger, Precondition
 from agent_custody_state.ledger.model import AssertEvent, Fact, ForgetEvent, RetractEvent
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.stores.archive import CertificateArchive, archive_of
 from agent_custody_state.stores.base import Store, error_message
 from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.finish import finish
@@ -106,8 +108,10 @@ class Custody(CustodySweep):
         append: Append | None = None,
         certificate_key: Any = None,
         outbox: Outbox | str | os.PathLike[str] | None = None,
+        certificates: CertificateArchive | str | os.PathLike[str] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.certificates = archive_of(certificates)
         #: owed store removals, kept across a crash (``stores.outbox``); None: not kept
         self.outbox = outbox if isinstance(outbox, Outbox) or outbox is None else Outbox(outbox)
         #: signs erasure certificates (the server's key); None: the ledger's checkpoint key
@@ -271,18 +275,22 @@ class Custody(CustodySweep):
                 return done.event
             return done
 
-        removal = await self._leave_present(fact_id, mutate, forgetting=True)
-        if certified:
-            held_by = list(removal.held_by)
-            removal.certificate = certify_removal(
-                certified[0], removal.removal, held_by, self.stores.by_name
-            )
-        return removal
+        async def flow() -> Removal[ForgetEvent]:
+            removal = await self._leave(fact_id, mutate, forgetting=True)
+            if certified:
+                held_by = list(removal.held_by)
+                removal.certificate = certify_removal(
+                    certified[0], removal.removal, held_by, self.stores.by_name
+                )
+                await self._keep(fact_id, removal.certificate)
+            return removal
+
+        return await finish(flow())  # the certificate is kept also when the caller is cancelled
 
     def _certificate_options(self, certificate: Certify) -> CertificateOptions | None:
         """``certificate=`` with its key resolved now (the custody's, else the ledger's), so a
         missing key refuses the call before the stores or the ledger are touched."""
-        options = options_of(certificate)
+        options = options_of(certificate or self.certificates is not None)
         if options is None:
             return None
         if options.key is None and self.certificate_key is not None:

@@ -18,6 +18,7 @@ from agent_custody_state.ledger.model import Fact, ForgetEvent
 from agent_custody_state.ledger.queries import SweepResult
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.stores.archive import CertificateArchive
 from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.outbox import Outbox, Owed
@@ -48,6 +49,8 @@ class CustodySweep:
     retention: RetentionPolicy | None
     run: Any
     outbox: Outbox | None
+    #: every certificate issued is kept here (``archive``); None: only in the answers
+    certificates: CertificateArchive | None
 
     def _certificate_options(self, certificate: Any) -> CertificateOptions | None:
         raise NotImplementedError
@@ -135,6 +138,7 @@ class CustodySweep:
                 swept.certificate = certify_removal(
                     certified[event.fact_id], removal, held_by, self.stores.by_name
                 )
+                await self._keep(event.fact_id, swept.certificate)
             report.forgotten.append(swept)
         if progress is not None and leaving:
             progress("stores", leaving, leaving)
@@ -142,6 +146,11 @@ class CustodySweep:
         if stopped is not None:  # what it forgot before has left the stores: now say why
             raise stopped
         return report
+
+    async def _keep(self, fact_id: str, certificate: dict[str, Any]) -> None:
+        """Keep ``certificate`` in the archive, when there is one (a failure is logged)."""
+        if self.certificates is not None:
+            await self.run(self.certificates.keep_logged, fact_id, certificate)
 
     async def _settle(self, owed: list[Owed], report: RemovalReport | None = None) -> None:
         """The removals are done or reported: settle their outbox entries, but for a copy left

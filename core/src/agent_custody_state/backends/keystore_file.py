@@ -254,15 +254,25 @@ class SidecarKeys:
             there = next((p for p in found if os.path.exists(p)), None)
             return None if there is None else ModeMark(CRYPTO_SHRED, there, inferred=True)
         store = recorded.key_store
-        if store is None or "://" in store or os.path.exists(store):
+        if store is None or "://" in store:
             return recorded
-        # A path that names nothing from here: the default key store recorded as its writer
-        # spelled the ledger (``ledger.jsonl.keys``, from its working folder), or by its
-        # absolute path in a folder the ledger has left since (moved, restored from a backup,
-        # mounted elsewhere). If it has this ledger's default name and that key store is
-        # there, it is this one (a writer uses it anyway: the default beside the file).
+        # The default key store recorded as its writer spelled the ledger (``ledger.jsonl.keys``
+        # from its working folder), or by its absolute path in a folder the ledger has left
+        # (moved, restored from a backup, mounted elsewhere), or has been copied from (the
+        # recorded one, still there, is the original's). If it has this ledger's default name
+        # and a key store of that name is beside this ledger, it is this one: a writer uses it
+        # anyway (the default beside the file), and a forget through the recorded path would
+        # destroy the original's key and leave this copy's.
         own = {os.path.basename(p) for p in found} | {f"{a.name}.keys" for a in names.aliases}
         there = next((p for p in found if os.path.exists(p)), None)
-        if there is not None and os.path.basename(store) in own:
-            return ModeMark(recorded.mode, there, inferred=recorded.inferred)
-        return recorded
+        if there is None or os.path.basename(store) not in own or _same_file(there, store):
+            return recorded
+        return ModeMark(recorded.mode, there, inferred=recorded.inferred)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (False when either names nothing)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

@@ -60,7 +60,13 @@ from agent_custody_state.ledger.files import FileNames, open_private
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.base import verifies_without_value
-from agent_custody_state.stores.outbox_file import alive, append_lines, outbox_error, read_records
+from agent_custody_state.stores.outbox_file import (
+    alive,
+    append_lines,
+    outbox_error,
+    own_start,
+    read_records,
+)
 from agent_custody_state.stores.owed import Operation as Operation
 from agent_custody_state.stores.owed import Owed as Owed
 from agent_custody_state.stores.owed import pending_of
@@ -137,7 +143,16 @@ class Outbox:
         pid = os.getpid()
         owed = [
             Owed(
-                uuid.uuid4().hex, fact.fact_id, name, ext, operation, at, pid, None, where.get(name)
+                uuid.uuid4().hex,
+                fact.fact_id,
+                name,
+                ext,
+                operation,
+                at,
+                pid,
+                None,
+                where.get(name),
+                own_start(),
             )
             for fact in facts
             for where in (recorded(fact),)
@@ -164,6 +179,7 @@ class Outbox:
                 pid,
                 fact.space,
                 where.get(name),
+                own_start(),
             )
             for pid, where in ((os.getpid(), recorded(fact)),)
             for name in stores
@@ -215,7 +231,7 @@ class Outbox:
         with self._lock:
             if owed.entry in self._inflight:
                 return True
-        return owed.pid != os.getpid() and alive(owed.pid)
+        return owed.pid != os.getpid() and alive(owed.pid, owed.started)
 
     def _append(self, lines: list[dict[str, Any]], *, sync: bool) -> None:
         """All or nothing (``outbox_file``); ``OutboxError`` naming the file and the cause."""

@@ -29,6 +29,7 @@ class Owed:
     pid: int
     space: str | None = None  # a failed put's: stores may key their copies by it
     where: str | None = None  # where the store wrote the copy (``where``); older lines: None
+    started: str | None = None  # the writer's ``outbox_file.process_start``; older lines: None
 
     def line(self) -> dict[str, Any]:
         line: dict[str, Any] = {
@@ -40,7 +41,17 @@ class Owed:
             "at": self.at,
             "pid": self.pid,
         }
-        line.update({k: v for k, v in (("space", self.space), ("where", self.where)) if v})
+        line.update(
+            {
+                k: v
+                for k, v in (
+                    ("space", self.space),
+                    ("where", self.where),
+                    ("started", self.started),
+                )
+                if v
+            }
+        )
         return line
 
 
@@ -72,6 +83,7 @@ def pending_of(records: list[dict[str, Any]]) -> list[Owed]:
                     int(r["pid"]),
                     str(r["space"]) if r.get("space") is not None else None,
                     str(r["where"]) if r.get("where") else None,
+                    str(r["started"]) if r.get("started") else None,
                 )
             )
         except (KeyError, TypeError, ValueError):

@@ -282,3 +282,21 @@ def test_old_and_new_writers_in_turns_keep_one_chain(
     code, out = cli(capsys, "verify", "--ledger", str(path), "--key", pub)
     assert code == 0, out
     assert "11 events" in out and "2 checkpoint(s) (signatures verified)" in out
+
+
+def test_a_read_of_an_unmarked_sealed_ledger_names_its_key_store_instead_of_envelopes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``facts`` printed the envelopes as the values, without a word."""
+    shutil.copy(DATA / "af8a474" / "elsewhere.jsonl", tmp_path / "elsewhere.jsonl")
+    shutil.copytree(DATA / "af8a474" / "vault", tmp_path / "vault")
+    ledger = str(tmp_path / "elsewhere.jsonl")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, out = cli(capsys, "facts", "--ledger", ledger, "--json")
+    assert code == 1 and "records no mode" in out and "--key-store LOCATION" in out, out
+    code, out = cli(capsys, "facts", "--ledger", ledger, "--json", "--forget-mode",
+                    "crypto-shred", "--key-store", str(tmp_path / "vault" / "elsewhere.keys"))  # fmt: skip
+    assert code == 0 and json.loads(out)["facts"][0]["value"] == "4711", out
+    code, out = cli(capsys, "facts", "--ledger", ledger, "--json", "--forget-mode", "plain")
+    assert code == 0 and "kid" in json.loads(out)["facts"][0]["value"], out
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # reads changed no file

@@ -168,7 +168,7 @@ def open_recorded(
     ``reads_only`` (a command that changes nothing; implies ``read_only``): the ledger is
     opened read-only (``Ledger(read_only=True)``), so the open changes no file of it."""
     from agent_custody_state.ledger.ledger import Ledger
-    from agent_custody_state.ledger.modemark import CRYPTO_SHRED
+    from agent_custody_state.ledger.modemark import CRYPTO_SHRED, sealed_unmarked
 
     asked = kwargs.pop("forget_mode", None)
     named = kwargs.pop("key_store", None)
@@ -194,6 +194,13 @@ def open_recorded(
                     raise plain_ledger(location)
                 # A writer starting crypto-shred mode: the backend's default key store.
                 return Ledger(backend, forget_mode=CRYPTO_SHRED, **kwargs)
+        if mark is None and asked is None and sealed_unmarked(backend):
+            raise CliError(
+                f"{location} holds values sealed in crypto-shred mode but records no mode "
+                "(written before the mark) and its key store is not beside it; pass "
+                "--forget-mode crypto-shred --key-store LOCATION (or --forget-mode plain to read "
+                "the sealed values as stored)"
+            )
         if mark is None or not recorded:
             return Ledger(backend, **kwargs)
         from_mark, store = True, mark.key_store

@@ -132,6 +132,8 @@ class KeyPool:
         usually finds its keys on disk already. A take waits only for the blocks its own keys
         come from."""
         with self._lock:
+            if any(r.error is not None for r in self._refills):
+                self._drop_failed()
             free = self._free
             if len(free) < n:
                 self._refill(max(n - len(free), self._block))
@@ -166,6 +168,14 @@ class KeyPool:
         self._free[:0] = made  # handed out from the end
         self._block = min(self._block * 2, MAX_BLOCK)
         refill.start()
+
+    def _drop_failed(self) -> None:
+        """Forget the keys of blocks written ahead that failed (a full disk, say) before anyone
+        took them: handed out, each failed the write that took it, also after the cause was
+        gone (the first write after space came back). Called with the lock held."""
+        failed = {id(r) for r in self._refills if r.error is not None}
+        self._free = [k for k in self._free if id(k.block) not in failed]
+        self._refills = [r for r in self._refills if id(r) not in failed]
 
     def _settle(self, pending: list[_Refill]) -> None:
         for refill in pending:

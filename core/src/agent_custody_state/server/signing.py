@@ -116,15 +116,19 @@ def _replace_file(path: Path, data: bytes, mode: int) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         os.fchmod(fd, mode)  # whatever the umask
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:  # a short write (a full disk) must not leave a truncated key
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
         os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.close(fd)
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:  # a write: name the key file
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 
@@ -153,5 +157,10 @@ def generate_key_pair(
                 raise FileExistsError(f"{path} already exists; pass --force to replace it")
     private_path.parent.mkdir(parents=True, exist_ok=True)
     _replace_file(private_path, private_pem, 0o600)
-    _replace_file(public_path, public_pem, 0o644)
+    try:
+        _replace_file(public_path, public_pem, 0o644)
+    except BaseException:  # a private key without its public half is of no use: take it back
+        with contextlib.suppress(OSError):
+            private_path.unlink()
+        raise
     return private_path, public_path, key_id(key.public_key())

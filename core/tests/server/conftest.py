@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from servertest import HttpServer, start_http
+from servertest import HttpServer, run_cli, start_http
 
 from agent_custody_state_conformance.gateway import GatewayClient
 
@@ -19,6 +19,15 @@ from agent_custody_state_conformance.gateway import GatewayClient
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A server's signing key pair from ``keygen``: the private key and its public key."""
+    folder = tmp_path_factory.mktemp("keys")
+    done = run_cli("keygen", "--out", str(folder / "memory.key"))
+    assert done.returncode == 0, done.stderr
+    return folder / "memory.key", folder / "memory.key.pub"
 
 
 @pytest.fixture(scope="module")

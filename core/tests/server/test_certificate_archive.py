@@ -29,14 +29,6 @@ pytestmark = pytest.mark.anyio
 SECRET = "erin.archive+secret@example.org"
 
 
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("keys")
-    done = run_cli("keygen", "--out", str(folder / "memory.key"))
-    assert done.returncode == 0, done.stderr
-    return folder / "memory.key", folder / "memory.key.pub"
-
-
 def verified(path: Path, public: Path, ledger: Path) -> str:
     done = run_cli(
         "certificate", "verify", str(path), "--key", str(public), "--ledger", str(ledger)

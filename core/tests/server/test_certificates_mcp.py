@@ -28,15 +28,6 @@ OFFLINE = "agent_custody_state_conformance.offline"
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The server's private key and its public key."""
-    folder = tmp_path_factory.mktemp("keys")
-    done = run_cli("keygen", "--out", str(folder / "memory.key"))
-    assert done.returncode == 0, done.stderr
-    return folder / "memory.key", folder / "memory.key.pub"
-
-
-@pytest.fixture(scope="module")
 def ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("certified") / "ledger.jsonl"
 

@@ -1,11 +1,17 @@
 """The in-memory reference backend: the simplest correct EventBackend, used to check the others.
 
 Location ``memory:`` (or ``:memory:``). Nothing survives ``close()``.
+
+One object may be used from many threads: every read runs under the lock a write section
+holds (``_lock``), so a read never meets the index half-way through another thread's append,
+forget or rollback, and ``reading`` keeps a read of several questions on one state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.keystore_file import FileKeyStore
@@ -59,6 +65,12 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         self._index.rewrite_forgotten(fact_id, forgotten)
         self._index.add(event)
 
+    def reading(self) -> AbstractContextManager[Any]:
+        """One state for every question of a read: no other thread's write section runs
+        meanwhile (a section holds ``_lock`` from its checks to its commit or rollback). The
+        lock itself is the context manager (a generator-based one cost a microsecond a read)."""
+        return self._lock
+
     def recorded_forget_mode(self) -> ModeMark | None:
         return self._mark
 
@@ -66,31 +78,40 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         self._mark = self._mark or mark
 
     def get_assert(self, fact_id: str) -> AssertEvent | None:
-        return self._index.get_assert(fact_id)
+        with self._lock:
+            return self._index.get_assert(fact_id)
 
     def events_for(self, fact_ids: Collection[str]) -> list[Event]:
-        return self._index.events_for(fact_ids)
+        with self._lock:
+            return self._index.events_for(fact_ids)
 
     def superseders(self, fact_ids: Collection[str]) -> list[AssertEvent]:
-        return self._index.superseders(fact_ids)
+        with self._lock:
+            return self._index.superseders(fact_ids)
 
     def history(self, fact_id: str) -> list[Event]:
-        return self._index.history(fact_id)
+        with self._lock:
+            return self._index.history(fact_id)
 
     def find_asserts(self, **filters: str | None) -> Iterator[AssertEvent]:  # type: ignore[override]
-        return iter(list(self._index.find_asserts(**filters)))
+        with self._lock:
+            return iter(list(self._index.find_asserts(**filters)))
 
     def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
-        return self._index.key_values(key, prefix, limit)
+        with self._lock:
+            return self._index.key_values(key, prefix, limit)
 
     def spaces(self) -> list[str]:
-        return self._index.spaces()
+        with self._lock:
+            return self._index.spaces()
 
     def count(self) -> int:
-        return len(self._index)
+        with self._lock:
+            return len(self._index)
 
     def iter_events(self) -> Iterator[Event]:
-        return iter(list(self._index.events))
+        with self._lock:
+            return iter(list(self._index.events))
 
     def keystore(self, location: str | None = None) -> KeyStore:
         """Crypto-shred keys in memory too, one store per backend object (nothing outlives the
@@ -102,10 +123,12 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
         return self._keys
 
     def last_event(self) -> Event | None:
-        return self._index.events[-1] if len(self._index) else None
+        with self._lock:
+            return self._index.events[-1] if len(self._index) else None
 
     def events_newest_first(self) -> Iterator[Event]:
-        return reversed(list(self._index.events))
+        with self._lock:
+            return reversed(list(self._index.events))
 
     def checkpoint_log(self) -> MemoryCheckpointLog:
         return self._checkpoints

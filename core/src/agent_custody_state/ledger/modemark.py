@@ -208,10 +208,10 @@ def sealed_unmarked(backend: EventBackend) -> bool:
         return _SEALED[backend]
     except (KeyError, TypeError):
         pass
-    newest = backend.events_newest_first()
-    if newest is None:  # a backend that cannot read backwards cheaply: its last event only
-        last = backend.last_event()
-        newest = iter(() if last is None else (last,))
+    last = backend.last_event()  # usually an assert with a value: nothing more is read
+    newest: Any = iter(() if last is None else (last,))
+    if last is not None and (not isinstance(last, AssertEvent) or last.fact.value is None):
+        newest = backend.events_newest_first() or newest  # None: cannot read backwards cheaply
     sealed = False
     for event in islice(newest, LOOK_BACK):
         if isinstance(event, AssertEvent) and event.fact.value is not None:

@@ -7,6 +7,11 @@ but risk. Calls queue in order; the loop stays free to accept, validate and answ
 
 A backend that declares it never blocks (``EventBackend.blocking = False``, the in-memory one)
 is called inline (``inline=True``): a thread hop would cost more than the call.
+
+A call made on the worker thread itself (a hook the ledger runs there, such as
+``event_appended``, using the worker again) runs inline too: queued behind the call that made
+it, it waited for ever, and the worker with it. Calls from other threads (the event loop,
+``asyncio.to_thread``) need no worker: the ledger's backends serialise them (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -31,15 +36,24 @@ class LedgerWorker:
 
     def __init__(self, name: str = "ledger", *, inline: bool = False) -> None:
         self.inline = inline
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._here = threading.local()  # ``mine`` is set on the worker thread (``_on_worker``)
+        self._executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=name, initializer=self._started
+        )
         # Fallback for non-asyncio loops (trio): a limiter of one keeps calls serial.
         self._limiter = anyio.CapacityLimiter(1)
         self._closed = False
         self._lock = threading.Lock()
 
+    def _started(self) -> None:
+        self._here.mine = True
+
+    def _on_worker(self) -> bool:
+        return getattr(self._here, "mine", False)
+
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         call = functools.partial(fn, *args, **kwargs)
-        if self.inline:
+        if self.inline or self._on_worker():
             return call()
         try:
             loop = asyncio.get_running_loop()
@@ -50,7 +64,7 @@ class LedgerWorker:
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run on the worker thread and wait, from synchronous code (startup, shutdown)."""
-        if self.inline:
+        if self.inline or self._on_worker():
             return fn(*args, **kwargs)
         return self._executor.submit(functools.partial(fn, *args, **kwargs)).result()
 
@@ -58,7 +72,9 @@ class LedgerWorker:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._executor.shutdown(wait=True)
+                # From the worker thread itself (a hook stopping the server), the calls queued
+                # still run; the thread cannot wait for its own end.
+                self._executor.shutdown(wait=not self._on_worker())
 
 
 def worker_for(ledger: Ledger) -> LedgerWorker:

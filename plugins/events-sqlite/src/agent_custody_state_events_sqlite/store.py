@@ -235,6 +235,17 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         self._tail = self._head_seen = self._section_last = None
         super().forget(fact_id, forgotten, event)
 
+    # The read state (``_solo``, ``_in_read``) and this section's remembered rows belong to the
+    # backend, which every thread using the ledger shares; ``_lock`` is held by a write section
+    # and a read snapshot throughout, so a thread looks at them only holding it. Looked at
+    # without it, a thread's single read took another thread's ``consistent`` read as its own
+    # and opened a snapshot that nothing ended: every later write of the process failed with
+    # "cannot start a transaction within a transaction", and its reads were of that snapshot.
+
+    def _rows(self, q: Any, params: dict[str, Any] | None = None) -> list[Any]:
+        with self._lock:
+            return super()._rows(q, params)
+
     def _data_version(self) -> int:
         return int(self._raw.execute("PRAGMA data_version").fetchone()[0])
 
@@ -262,20 +273,22 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
     def _remembered(self) -> tuple[int, ChainHead, str] | None:
         """The head and last time remembered at this connection's last commit, if no other
         connection has committed since (``data_version``, read once per write section)."""
-        version = self._section_version if self._depth else None
-        if version is None:
-            version = self._run(self._data_version)
-            if self._depth:  # inside a write section: the version at its commit (see above)
-                self._section_version = version
-        seen = self._head_seen
-        return seen if seen is not None and version == seen[0] else None
+        with self._lock:  # ``_depth`` is another thread's section's unless this one holds it
+            version = self._section_version if self._depth else None
+            if version is None:
+                version = self._run(self._data_version)
+                if self._depth:  # inside a write section: the version at its commit (see above)
+                    self._section_version = version
+            seen = self._head_seen
+            return seen if seen is not None and version == seen[0] else None
 
     def _last_rows(self) -> list[Any]:
-        if not self._depth:
-            return super()._last_rows()
-        if self._section_last is None:
-            self._section_last = super()._last_rows()
-        return self._section_last
+        with self._lock:
+            if not self._depth:
+                return super()._last_rows()
+            if self._section_last is None:
+                self._section_last = super()._last_rows()
+            return self._section_last
 
     def chain_head(self) -> ChainHead:
         seen = self._remembered()
@@ -321,8 +334,9 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         (``CHECKPOINT_SLICE_MS``), the lock free between them, for at most the busy timeout in
         all: a long snapshot elsewhere delays this call, never another process's writes.
         """
-        if self._depth:
-            raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
+        with self._lock:  # ``_depth`` is this thread's own section only while it holds the lock
+            if self._depth:
+                raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
         deadline = time.monotonic() + self._busy_ms / 1000
         pause = 0.01
         while True:

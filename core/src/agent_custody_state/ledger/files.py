@@ -20,11 +20,15 @@ cannot be resolved to one name (``refuse_hard_links``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from agent_custody_state.ledger.backend import EventBackendError
+
+T = TypeVar("T")
 
 #: The mode of every file a backend creates.
 PRIVATE_MODE = 0o600
@@ -216,6 +220,17 @@ class NewFiles:
             with suppress(OSError):  # the folder a link points into may be missing
                 found += [p for p in base.parent.iterdir() if p.name.startswith(base.name)]
         return found
+
+    @staticmethod
+    def undoing(created: NewFiles | None, opening: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """``opening(*args, **kw)``; if it raises (no descriptor left, a full disk), what it
+        created beside a new ledger (``created``: its lock, say) is removed first."""
+        try:
+            return opening(*args, **kw)
+        except BaseException:
+            if created is not None:
+                created.remove()
+            raise
 
     def remove(self) -> None:
         """Remove what the open created (call after the backend was closed), unless another

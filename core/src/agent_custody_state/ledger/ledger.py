@@ -10,6 +10,7 @@ the event is appended before the section ends, so two racing supersessions canno
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from datetime import datetime
@@ -129,15 +130,14 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         if isinstance(location, EventBackend):
             self.backend = location
         else:
-            import os
-
             where = os.fspath(location)
             if read_only:  # passed only when asked: a backend may not know the option
                 missing_ledger(where)
                 backend_options = {**backend_options, "read_only": True}
             else:
                 created = NewFiles(where)
-            self.backend = (host or default_host()).open_backend(where, **backend_options)
+            opening, options = (host or default_host()).open_backend, backend_options
+            self.backend = NewFiles.undoing(created, opening, where, **options)
         #: Whether every write is refused (asked, or the backend was opened read-only).
         self.read_only = read_only or self.backend.read_only
         self.forget_key = forget_key or None

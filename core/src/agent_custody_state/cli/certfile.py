@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent_custody_state.cli.errors import CliError
+
 
 def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
     """Refuse an output that exists (a file) or whose folder is missing, before any work."""
-    from agent_custody_state.cli.common import CliError  # it imports this module
-
     out = Path(path)
     if folder:
         if not out.is_dir():
@@ -36,7 +36,6 @@ def write_certificate(path: Path, envelope: dict[str, Any]) -> None:
     cause: before, a full disk left half a certificate at ``path`` ("error: File too large")."""
     import sys
 
-    from agent_custody_state.cli.common import CliError
     from agent_custody_state.stores.archive import write_new
 
     text = json.dumps(envelope, indent=2) + "\n"

@@ -21,18 +21,11 @@ from typing import Any
 
 from agent_custody_state.cli.certfile import check_output as check_output
 from agent_custody_state.cli.certfile import write_certificate as write_certificate
+from agent_custody_state.cli.errors import CliError as CliError
+from agent_custody_state.cli.errors import UsageError as UsageError
 from agent_custody_state.ledger.backend import EventBackendError
 
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
-
-
-class CliError(Exception):
-    """A failure reported as ``error: <message>`` with exit status 1."""
-
-
-class UsageError(CliError):
-    """A flag value of the wrong form (a time without its offset, a port out of range):
-    reported like any error, with exit status 2 as SPEC section 5 gives usage errors."""
 
 
 def is_path(location: str) -> bool:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
+from agent_custody_state.ledger.errors import EventBackendError
+
 
 def cause(exc: OSError) -> str:
     """The system's words for ``exc`` (``No space left on device``), without errno or path."""
@@ -56,8 +58,6 @@ def append_locked(
     """Append ``make(length of the file now)`` to ``path`` (created with ``mode`` if missing)
     under an exclusive ``flock``, fsynced, all or nothing (``append_or_undo``).
     ``EventBackendError`` naming ``what``, the file and the cause if it cannot."""
-    from agent_custody_state.ledger.backend import EventBackendError  # it imports checkpoints
-
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
     except OSError as exc:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from agent_custody_state.ledger.chain import ChainHead, head_after
 from agent_custody_state.ledger.checkpoints import CheckpointLog
+from agent_custody_state.ledger.errors import EventBackendError as EventBackendError
 from agent_custody_state.ledger.model import AssertEvent, Event, Fact, ForgetEvent, Forgotten
 
 if TYPE_CHECKING:
@@ -38,10 +39,6 @@ def key_of(event: AssertEvent, key: KeyName) -> str:
     """The value of one of the fact's keys (``KeyName``) on an assert."""
     fact = event.fact
     return fact.fact_id if key == "factId" else str(getattr(fact, key))
-
-
-class EventBackendError(Exception):
-    """A backend failure (I/O, lock, corrupt data); the message names the location."""
 
 
 class EventBackend(abc.ABC):

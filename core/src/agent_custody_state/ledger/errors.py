@@ -1,4 +1,6 @@
-"""``LedgerError``: every refusal of the ledger, with the SPEC's message text and a code."""
+"""``LedgerError``: every refusal of the ledger, with the SPEC's message text and a code; and
+``EventBackendError``, a backend's failure (re-exported by ``ledger.backend``, its home in the
+API), kept here so that modules below the backend interface can raise it."""
 
 from __future__ import annotations
 
@@ -40,3 +42,7 @@ class LedgerError(ValueError):
         super().__init__(message)
         self.field = field
         self.code: Code | None = code or ("invalid_argument" if field is not None else None)
+
+
+class EventBackendError(Exception):
+    """A backend failure (I/O, lock, corrupt data); the message names the location."""

@@ -145,23 +145,29 @@ class SqlConnection(ReentrantTransactions, EventBackend):
                 self._drop_cursor()
                 raise
 
-        solo = self._solo
-        if solo is None:
+        # ``_solo`` (and ``_in_read``) belong to the thread holding ``_lock`` (a ``consistent``
+        # read holds it throughout): looked at without it, a thread's single read took another
+        # thread's read for its own and opened a snapshot nothing ended (every later write
+        # failed: "cannot start a transaction within a transaction").
+        with self._lock:
+            solo = self._solo
+            if solo is None:
+                return self._run(run)
+            if not solo:  # the read's first question: its own snapshot
+                rows = self._run(run)
+                solo.append((q, params, rows))
+                return rows
+            # A second question: take a snapshot now and ask the first one again in it. The
+            # same answer means the read so far is the snapshot's, and it goes on there (no
+            # re-run of the decoding and logic already done); a different one, that it runs
+            # again.
+            self._solo = None
+            self._run(lambda: self._exec(self._begin_read))
+            self._in_read = True
+            first, first_params, first_rows = solo[0]
+            if self._rows(first, first_params) != first_rows:
+                raise _SecondStatement
             return self._run(run)
-        if not solo:  # the read's first question: its own snapshot
-            rows = self._run(run)
-            solo.append((q, params, rows))
-            return rows
-        # A second question: take a snapshot now and ask the first one again in it. The same
-        # answer means the read so far is the snapshot's, and it goes on there (no re-run of
-        # the decoding and logic already done); a different one, that it runs again.
-        self._solo = None
-        self._run(lambda: self._exec(self._begin_read))
-        self._in_read = True
-        first, first_params, first_rows = solo[0]
-        if self._rows(first, first_params) != first_rows:
-            raise _SecondStatement
-        return self._run(run)
 
     def _many(self, q: Prepared, params: list[dict[str, Any]]) -> None:
         self._many_args(q, [q.args(p) for p in params])

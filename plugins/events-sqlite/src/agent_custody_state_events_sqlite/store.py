@@ -235,16 +235,9 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         self._tail = self._head_seen = self._section_last = None
         super().forget(fact_id, forgotten, event)
 
-    # The read state (``_solo``, ``_in_read``) and this section's remembered rows belong to the
-    # backend, which every thread using the ledger shares; ``_lock`` is held by a write section
-    # and a read snapshot throughout, so a thread looks at them only holding it. Looked at
-    # without it, a thread's single read took another thread's ``consistent`` read as its own
-    # and opened a snapshot that nothing ended: every later write of the process failed with
-    # "cannot start a transaction within a transaction", and its reads were of that snapshot.
-
-    def _rows(self, q: Any, params: dict[str, Any] | None = None) -> list[Any]:
-        with self._lock:
-            return super()._rows(q, params)
+    # This section's remembered rows belong to the backend, which every thread using the ledger
+    # shares; ``_lock`` is held by a write section throughout, so a thread looks at them only
+    # holding it (the read state, ``_solo`` and ``_in_read``, likewise: ``SqlConnection._rows``).
 
     def _data_version(self) -> int:
         return int(self._raw.execute("PRAGMA data_version").fetchone()[0])

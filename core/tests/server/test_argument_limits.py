@@ -91,7 +91,7 @@ async def test_text_arguments_are_bounded(gw: GatewayClient, module_dir: Path) -
         assert text == (
             f"invalid arguments: {field}: too long: 3000000 characters; the limit is 4096"
         ), text
-    fact_id = (await write(gw, **{**base, "subject": "s" * 4096}))["fact"]["factId"]
+    fact_id = (await write(gw, **{**base, "subject": "s" * 2048}))["fact"]["factId"]
     for tool, args, field, limit in (
         ("memory.retract", {"factId": fact_id, "reason": "r" * 65_537}, "reason", 65_536),
         ("memory.hold", {"factId": "f" * 4097, "reason": "case"}, "factId", 4096),

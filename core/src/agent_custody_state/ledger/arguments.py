@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_custody_state.ledger.errors import LedgerError
-from agent_custody_state.ledger.facts import json_copy
+from agent_custody_state.ledger.keptvalues import kept_value
 from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact, Source
 from agent_custody_state.ledger.requests import AssertRequest, TimeLike
 from agent_custody_state.timeutil import TimeFormatError, format_time, normalize_time
@@ -90,14 +90,30 @@ def bool_arg(value: object, name: str) -> bool:
     return value
 
 
-def text_arg(value: object, name: str, *, empty_ok: bool = False) -> str:
+#: The most a key may hold, in UTF-8 bytes: a subject, predicate or space, a fact or event id.
+#: Keys are index keys, and PostgreSQL's btree refuses an index row over 2,704 bytes (SPEC 3's
+#: indexes hold one or two keys), at INSERT, with a raw driver error; JSONL and SQLite have no
+#: such limit. One limit for every backend keeps a ledger movable between them.
+MAX_KEY_BYTES = 2048
+#: Subject and predicate share one index row (``events_subject``): together at most this.
+MAX_TOPIC_BYTES = 2600
+
+
+def text_arg(value: object, name: str, *, empty_ok: bool = False, key: bool | None = None) -> str:
+    """``value`` if it is text; a ``LedgerError`` naming ``name`` otherwise.
+
+    A lone surrogate is refused in every text. A ``key`` (by default: text that must not be
+    empty, which is what every key is) is held to what a SQL key column can hold: no U+0000
+    (PostgreSQL's text refuses it) and at most ``MAX_KEY_BYTES`` bytes of UTF-8, so a key that
+    one backend takes, every backend takes."""
     if not isinstance(value, str):
         raise LedgerError(f"{name} must be a string", field=name)
     if not empty_ok and not value:
         raise LedgerError(f"{name} must not be empty", field=name)
+    size = len(value)
     if not value.isascii():
         try:
-            value.encode("utf-8")
+            size = len(value.encode("utf-8"))
         except UnicodeEncodeError as exc:
             # JSON can escape it, but no SQL text column can hold it: refused on every backend
             # alike, so a ledger moves between backends whole.
@@ -105,7 +121,29 @@ def text_arg(value: object, name: str, *, empty_ok: bool = False) -> str:
             raise LedgerError(
                 f"{name} has a lone surrogate ({bad!r}): pass valid Unicode", field=name
             ) from None
+    if key if key is not None else not empty_ok:
+        if "\x00" in value:
+            raise LedgerError(
+                f"{name} holds U+0000 (NUL), which a SQL text column cannot hold: remove it",
+                field=name,
+            )
+        if size > MAX_KEY_BYTES:
+            raise LedgerError(
+                f"{name} is too long: {size} bytes in UTF-8; the limit is {MAX_KEY_BYTES}",
+                field=name,
+            )
     return value
+
+
+def topic_arg(subject: str, predicate: str) -> None:
+    """Subject and predicate (each checked by ``text_arg``) fit one index row together."""
+    size = len(subject.encode("utf-8")) + len(predicate.encode("utf-8"))
+    if size > MAX_TOPIC_BYTES:
+        raise LedgerError(
+            f"subject and predicate are too long together: {size} bytes in UTF-8; the limit is "
+            f"{MAX_TOPIC_BYTES} (they make one index key)",
+            field="subject",
+        )
 
 
 # The wire keys of retract and forget events (SPEC 1.2): ``extra`` may add keys, not replace these.
@@ -257,7 +295,7 @@ def fact_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
         raise LedgerError(
             f"fact_extra must not set the fact's own keys: {clash}", field="fact_extra"
         )
-    return {k: json_copy(value_arg(v, f"fact_extra.{k}")) for k, v in extra.items()}
+    return {k: kept_value(value_arg(v, f"fact_extra.{k}")) for k, v in extra.items()}
 
 
 def build_assert(
@@ -276,6 +314,8 @@ def build_assert(
     )
     text_arg(subject, "subject")
     text_arg(predicate, "predicate")
+    if len(subject) + len(predicate) > MAX_TOPIC_BYTES // 4:  # their bytes may exceed the limit
+        topic_arg(subject, predicate)
     text_arg(space, "space")
     text_arg(actor, "actor", empty_ok=True)
     value_arg(value)
@@ -308,7 +348,7 @@ def build_assert(
         fact_id or (next(ids) if ids is not None else new_id()),
         subject,
         predicate,
-        json_copy(value),  # the ledger's own: the caller's dict may change after the call
+        kept_value(value),  # the ledger's own (the caller's dict may change), as read back
         space,
         actor,
         Source(receipt_id),

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_custody_state.ledger.arguments import text_arg, time_arg
+from agent_custody_state.ledger.arguments import MAX_KEY_BYTES, text_arg, time_arg, topic_arg
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.model import (
     CHAIN_KEY,
@@ -56,7 +56,13 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
     try:
         for position, event in enumerate(events, 1):
             event_id = event.event_id
-            if type(event_id) is not str or not event_id or not event_id.isascii():
+            if (
+                type(event_id) is not str
+                or not event_id
+                or not event_id.isascii()
+                or "\x00" in event_id
+                or len(event_id) > MAX_KEY_BYTES
+            ):
                 text_arg(event_id, "eventId")
             if event_ids.setdefault(event_id, position) != position:
                 raise LedgerError(f"eventId {event_id} is also event {event_ids[event_id]}'s")
@@ -84,7 +90,10 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
                 and subject
                 and predicate
                 and space
-                and (fact_id + subject + predicate + space).isascii()
+                and (keys := fact_id + subject + predicate + space).isascii()
+                and "\x00" not in keys  # the key rules of ``text_arg``, for ASCII keys
+                and max(len(fact_id), len(space)) <= MAX_KEY_BYTES
+                and len(subject) + len(predicate) <= MAX_KEY_BYTES
             ):
                 for value, name in (
                     (fact_id, "factId"),
@@ -93,6 +102,7 @@ def check_export(events: Sequence[Event], *, chain: bool = True) -> None:
                     (space, "space"),
                 ):
                     text_arg(value, name)
+                topic_arg(subject, predicate)
             valid = fact.valid_from
             if valid != tx and not (type(valid) is str and valid.startswith(day) and normal(valid)):
                 day = _time(valid, "validFrom", day)

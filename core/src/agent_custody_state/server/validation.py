@@ -4,7 +4,10 @@ Only the schema subset ``tools.py`` uses is interpreted: ``type``, ``required``,
 ``minLength``, ``maxLength``, ``minimum``/``maximum`` and ``format: date-time``. A string argument
 without its own ``maxLength`` may hold at most ``MAX_TEXT`` (4,096) characters: subjects,
 predicates, spaces, actors and ids are keys, and nothing larger belongs in them (a ``reason`` may
-hold 65,536: ``tools.py``); the value is bounded by the value limits (``limits.py``). Extra arguments are ignored
+hold 65,536: ``tools.py``); the ledger then holds the keys among them (subject, predicate,
+space, fact ids) to 2,048 bytes of UTF-8, and subject and predicate to 2,600 together, what a
+PostgreSQL index row holds on every backend (``ledger/arguments.py``), refusing with its own
+message. The value is bounded by the value limits (``limits.py``). Extra arguments are ignored
 (the gateway's fact lookups put their own keys there). Times are parsed with their offset and
 normalised to the wire form here, so handlers only ever see ``2026-09-01T00:00:00.000Z``.
 """

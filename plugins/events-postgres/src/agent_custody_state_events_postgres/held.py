@@ -41,9 +41,11 @@ from psycopg import ClientCursor
 from psycopg.errors import DuplicatePreparedStatement, InvalidSqlStatementName
 from psycopg.pq import TransactionStatus
 
-from agent_custody_state.plugin import Event
+from agent_custody_state.plugin import Event, EventBackendError
 from agent_custody_state_sql import SqlEventBackend
 from agent_custody_state_sql.schema import ROW_COLUMNS, Prepared, event_values
+
+from .keyfit import matchable, unfit_jsonb, unfit_key
 
 T = TypeVar("T")
 
@@ -185,6 +187,14 @@ class HoldingBackend(SqlEventBackend):
         call = f"EXECUTE {name}(" + ", ".join(f"%({n})s" for n in names) + ")"
         return self._held.statement(self._raw, call, q.args(params or {}))
 
+    def append(self, events: Sequence[Event]) -> None:
+        # Keys the table cannot index are refused before any row is sent (``keyfit``): the
+        # driver's error came mid-``COPY``, named no event, and left the section aborted.
+        problem = unfit_key(events) or (unfit_jsonb(events) if self._jsonb else None)
+        if problem is not None:
+            raise EventBackendError(f"{self.location}: cannot append {problem}")
+        super().append(events)
+
     def _insert_events(self, events: Sequence[Event]) -> None:
         self._send_held()
         if len(events) != 1:
@@ -225,10 +235,15 @@ class HoldingBackend(SqlEventBackend):
         self._names = None  # psycopg deallocates every prepared statement at a ROLLBACK
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
-        if self._opening is None:
-            self._send_held()
-            return super()._rows(q, params)
-        return self._run(lambda: self._opened(self._simple_rows, lambda: self._execute(q, params)))
+        if params:
+            params = matchable(params)  # a key holding U+0000 (``keyfit``)
+        with self._lock:  # ``_opening`` is the section's of the thread holding the lock
+            if self._opening is None:
+                self._send_held()
+                return super()._rows(q, params)
+            return self._run(
+                lambda: self._opened(self._simple_rows, lambda: self._execute(q, params))
+            )
 
     def _many_args(self, q: Prepared, args: list[Any]) -> None:
         self._send_held()

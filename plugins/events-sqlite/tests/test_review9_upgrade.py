@@ -30,6 +30,9 @@ from agent_custody_state.stores.outbox import Outbox, outbox_path
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "core" / "tests" / "data" / "upgrade"
+sys.path.insert(0, str(DATA))  # the shared helper beside the fixtures
+from oldcode import old_code  # noqa: E402
+
 CHAINED = ["af8a474", "7a3a882", "29a8e2e"]
 ALL = [("1ce3520", "plain")] + [(c, m) for c in CHAINED for m in ("plain", "crypto-shred")]
 
@@ -142,23 +145,6 @@ for line in sys.stdin:
         book.forget(fact_id=cmd["fact_id"], actor="old", reason="r")
         print("null", flush=True)
 """
-
-
-def old_code(tmp_path: Path, commit: str) -> str:
-    where = tmp_path / f"code-{commit}"
-    where.mkdir()
-    parts = ["core/src", "sql/src", "plugins/events-sqlite/src"]
-    try:
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", commit, *parts],
-            capture_output=True,
-            check=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
-        pytest.skip(f"commit {commit} is not in this checkout's history")
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
-    return os.pathsep.join(str(where / p) for p in parts)
 
 
 @pytest.mark.parametrize(("commit", "mode"), [("af8a474", "plain"), ("29a8e2e", "crypto-shred")])

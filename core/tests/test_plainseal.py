@@ -28,7 +28,9 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
 )
-texts = st.text(min_size=1, max_size=8)
+texts = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=8
+)  # keys: no lone surrogate, no NUL (SPEC 1.1, ledger/arguments.py)
 
 
 def _built(value: Any, subject: str, confidence: float | None) -> Any:

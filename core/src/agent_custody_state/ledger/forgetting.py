@@ -10,7 +10,7 @@ missing key refuses the call and changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -330,6 +330,7 @@ class LedgerForgetting:
         progress: Callable[[int, int], None] | None = None,
         certificates: Certify = False,
         extras: Mapping[str, Mapping[str, Any]] | None = None,
+        only: Collection[str] | None = None,
     ) -> SweepResult:
         """Forget every fact learned before ``before`` (transaction time), skipping held ones.
 
@@ -338,7 +339,10 @@ class LedgerForgetting:
         result's ``certificates`` (fact id to ``CertifiedForget``); ``extras``: keys to add to
         the forget event of a fact, by fact id (the stores' put-backs, ``stores.sweep_restore``);
         a ``restored`` record is left out when, by the fact's forget, the fact was retracted or
-        the fact it names retracted or forgotten (the put-back it records is undone)."""
+        the fact it names retracted or forgotten (the put-back it records is undone); ``only``:
+        forget none but these of the facts learned before ``before`` (the custody flow's own
+        listing, which it owes the stores' removals for: a fact another writer appends meanwhile,
+        with a ``before`` not yet past, is left to the next sweep, not forgotten unlisted)."""
         cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
         extras = {f: extra_arg(e, FORGET_WIRE_KEYS) for f, e in (extras or {}).items()}
         options, key = self.certifying(certificates)
@@ -346,6 +350,8 @@ class LedgerForgetting:
         done: list[Forgetting] = []
         held: list[str] = []
         candidates = self.learned_before(cutoff, space)
+        if only is not None:
+            candidates = [fact for fact in candidates if fact.fact_id in only]
         try:
             for count, fact in enumerate(candidates):
                 if progress is not None:

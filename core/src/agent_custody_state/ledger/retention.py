@@ -23,6 +23,21 @@ _DURATION = re.compile(
 )
 
 
+#: More digits than this in one part of a duration reach before year 1 whatever the unit
+#: (10**19 seconds is 3 * 10**11 years).
+_MAX_DIGITS = 19
+
+
+def _number(digits: str | None) -> int:
+    """One part's count (ASCII digits, at most ``_MAX_DIGITS`` of them past leading zeros)."""
+    return int(digits.lstrip("0") or "0") if digits else 0
+
+
+def _shown(text: str) -> str:
+    """A duration as an error names it: a very long one cut short."""
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 @dataclass(frozen=True, slots=True)
 class Duration:
     """An ISO 8601 duration split into calendar (years, months) and exact parts."""
@@ -53,22 +68,29 @@ def parse_duration(text: str) -> Duration:
     match = _DURATION.fullmatch(text.strip())
     if not match or text.strip().endswith("T"):
         raise LedgerError(
-            f"invalid retention duration {text!r}: use ISO 8601 such as P365D, P6M, P1Y, P2W, "
-            "PT12H or P1Y2M10DT2H30M",
+            f"invalid retention duration {_shown(text)!r}: use ISO 8601 such as P365D, P6M, "
+            "P1Y, P2W, PT12H or P1Y2M10DT2H30M",
             field="retention",
         )
     y, mo, w, d, h, mi, s = match.groups()
+    whole = [part.split(".")[0] for part in (y, mo, w, d, h, mi, s) if part]
+    if any(len(part.lstrip("0")) > _MAX_DIGITS for part in whole):
+        # Longer than any window with a cutoff (and than ``int`` reads: 4300 digits raised a
+        # ValueError, not this error): refused as too long, the text shortened in the message.
+        raise LedgerError(
+            f"retention duration {_shown(text.strip())} reaches before year 1", field="retention"
+        )
     try:
         delta = timedelta(
-            weeks=int(w or 0),
-            days=int(d or 0),
-            hours=int(h or 0),
-            minutes=int(mi or 0),
+            weeks=_number(w),
+            days=_number(d),
+            hours=_number(h),
+            minutes=_number(mi),
             seconds=float(s or 0),
         )
     except OverflowError:
         delta = timedelta.max  # caught just below, with the same message as any too-long one
-    duration = Duration(text.strip(), int(y or 0), int(mo or 0), delta)
+    duration = Duration(text.strip(), _number(y), _number(mo), delta)
     # A window whose cutoff cannot be computed would start the server and break every sweep:
     # refuse it now. Checked from today (cutoffs only move later as time passes).
     duration.before(datetime.now(UTC))

@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.model import Fact
+from agent_custody_state.stores.holdable import holdable_text
 
 Verification = Literal["verified", "stillIndexed", "unverified", "failed"]
 
@@ -152,19 +153,25 @@ def verifies_without_value(store: Store | None) -> bool:
 
 
 def fact_text(fact: Fact) -> str:
-    """The text every store receives: ``"<subject> <predicate>: <value>"`` (SPEC 6)."""
-    value = fact.value if isinstance(fact.value, str) else js_json(fact.value)
+    """The text every store receives: ``"<subject> <predicate>: <value>"`` (SPEC 6).
+
+    A string value holding U+0000 or a lone surrogate, which no store can hold as text, is
+    given as its JSON text, as a value of another type is (``holdable.holdable_text``)."""
+    value = holdable_text(fact.value) if isinstance(fact.value, str) else js_json(fact.value)
     return f"{fact.subject} {fact.predicate}: {value}"
 
 
 def custody_metadata(fact: Fact) -> dict[str, Any]:
-    """The custody metadata every store keeps beside the text (SPEC 6)."""
+    """The custody metadata every store keeps beside the text (SPEC 6). An actor or receipt id
+    holding U+0000 or a lone surrogate is given as its JSON text (``holdable.holdable_text``):
+    the keys (fact id, space) never hold either."""
+    actor, receipt = fact.actor, fact.source.receipt_id
     return {
         "factId": fact.fact_id,
         "space": fact.space,
-        "actor": fact.actor,
+        "actor": holdable_text(actor) if isinstance(actor, str) else actor,
         "provenance": fact.provenance,
-        "receiptId": fact.source.receipt_id,
+        "receiptId": holdable_text(receipt) if isinstance(receipt, str) else receipt,
         "validFrom": fact.valid_from,
         "source": "agent-custody",
     }

@@ -9,6 +9,10 @@ Every vendor adapter needs the same few things, and none should carry its own co
   that name when it is unset (config files hold variable names, never secrets).
 - ``poll``: wait, within a bound, for something asynchronous on the vendor side (a pending
   add, a delete task) to settle.
+- ``holdable_text`` / ``original_text``: a string as a store can hold it (U+0000 and lone
+  surrogates, which the ledger accepts in values, actors and receipt ids, sent as the string's
+  JSON text) and back (``stores.holdable``). ``fact_text`` and ``custody_metadata`` apply it
+  already; an adapter sending a value's strings in a shape of its own uses it on them.
 - ``ConfigPath``: the type of a settings field that is a file or folder path. A relative path
   written in the config file is resolved against the file's folder, as the ledger's is (a field
   typed ``pathlib.Path`` is treated the same way).
@@ -27,8 +31,18 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from agent_custody_state.stores.base import StoreError, register_secret
+from agent_custody_state.stores.holdable import holdable_text, original_text
 
-__all__ = ["PATH_SETTING", "ConfigPath", "call_sdk", "poll", "run_sync", "secret_from_env"]
+__all__ = [
+    "PATH_SETTING",
+    "ConfigPath",
+    "call_sdk",
+    "holdable_text",
+    "original_text",
+    "poll",
+    "run_sync",
+    "secret_from_env",
+]
 
 
 class _PathSetting:

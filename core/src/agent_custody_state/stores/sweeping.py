@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agent_custody_state.ledger.arguments import required_time_arg
 from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
@@ -24,6 +25,7 @@ from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.outbox import Outbox, Owed
 from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+from agent_custody_state.stores.sweep_progress import PassProgress
 from agent_custody_state.stores.sweep_restore import (
     put_back_all,
     recorded_heads,
@@ -67,16 +69,18 @@ class CustodySweep:
         progress: SweepProgress | None = None,
         certificates: Certify = False,
         within: Callable[[str], bool] | None = None,
+        at: TimeLike | None = None,
     ) -> SweepReport:
         """Forget what was learned before ``before`` (or, without it, before each space's
         retention window), then remove each forgotten fact from the stores holding it.
         ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact.
-        ``within``: without ``space``, sweep only the spaces it accepts (a scoped caller's)."""
+        ``within``: without ``space``, sweep only the spaces it accepts (a scoped caller's).
+        ``at``: measure the windows from this instant, not the clock's (``measured_at``)."""
         if before is None and self.retention is None:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         options = self._certificate_options(certificates)
         swept = self._sweep(
-            actor, reason, before, space, receipt_id, keep_digest, progress, options, within
+            actor, reason, before, space, receipt_id, keep_digest, progress, options, within, at
         )
         return await finish(swept)  # to its end, also when the caller is cancelled
 
@@ -91,9 +95,10 @@ class CustodySweep:
         progress: SweepProgress | None,
         options: CertificateOptions | None,
         within: Callable[[str], bool] | None,
+        at: TimeLike | None = None,
     ) -> SweepReport:
         """The sweep's steps (``sweep``): the puts-back, the ledger's forgets, the removals."""
-        passes = await self.run(self._cutoffs, before, space, within)
+        passes = await self.run(self._cutoffs, before, space, within, at)
         uncovered: dict[str, Fact] = {}
         if self.stores.mirroring():  # what the sweep makes current again goes back first
             for where, cutoff in passes:  # a sweep the ledger would refuse puts nothing
@@ -163,10 +168,17 @@ class CustodySweep:
         self.outbox.leave([o for o in owed if o.store in moved])
 
     async def plan_sweep(
-        self, *, before: TimeLike | None = None, space: str | None = None, holders: bool = False
+        self,
+        *,
+        before: TimeLike | None = None,
+        space: str | None = None,
+        holders: bool = False,
+        at: TimeLike | None = None,
     ) -> SweepPreview:
         """What ``sweep`` with these arguments would forget and keep, changing nothing.
-        ``holders``: also name the stores holding each fact now (a query per fact)."""
+        ``holders``: also name the stores holding each fact now (a query per fact). ``at``:
+        as ``sweep``'s; a sweep given the same ``at`` forgets what this lists, but for the
+        facts held, forgotten or retracted meanwhile."""
         if before is None and self.retention is None:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
 
@@ -174,7 +186,7 @@ class CustodySweep:
             preview = SweepPreview(
                 _time_text(before), self.retention if before is None else None, space
             )
-            for where, cutoff in self._cutoffs(before, space):
+            for where, cutoff in self._cutoffs(before, space, None, at):
                 found = self.ledger.plan_sweep(cutoff, where)
                 preview.forget.extend(found.forget)
                 preview.held.extend(found.held)
@@ -193,20 +205,39 @@ class CustodySweep:
         before: TimeLike | None,
         space: str | None,
         within: Callable[[str], bool] | None = None,
+        at: TimeLike | None = None,
     ) -> list[tuple[str | None, Any]]:
+        if before is not None and at is not None:
+            raise LedgerError("at: measures the retention windows, not a `before`", field="at")
         names: list[str] | None = [space] if space is not None else None
         if names is None and within is not None:
             names = [name for name in self.ledger.spaces() if within(name)]
         if before is not None:
             return [(space, before)] if names is None else [(name, before) for name in names]
         assert self.retention is not None
-        now = parse_time(self.ledger.now())
+        now = parse_time(self.measured_at(at))
         plan: list[tuple[str | None, Any]] = []
         for name in names if names is not None else self.ledger.spaces():
             window = self.retention.window_for(name)
             if window is not None:
                 plan.append((name, format_time(window[1].before(now))))
         return plan
+
+    def measured_at(self, at: TimeLike | None = None) -> str:
+        """The instant the retention windows are measured from: ``at``, or the clock's now.
+        An ``at`` may pin a dry run's instant for the sweep after it, never run ahead of the
+        clock: a later instant would forget what the windows still keep."""
+        now = self.ledger.now()
+        if at is None:
+            return now
+        pinned = required_time_arg(at, "at")
+        if pinned > now:
+            raise LedgerError(
+                f"at: {pinned} is after now ({now}): the windows are measured from the present "
+                "or an instant before it, never ahead of the clock",
+                field="at",
+            )
+        return pinned
 
     async def _get(self, fact_id: str) -> Fact | None:
         fact: Fact | None = await self.run(self.ledger.get, fact_id)
@@ -236,6 +267,7 @@ class CustodySweep:
         held: list[str] = []
         copies: dict[str, Fact] = {}
         stopped: Exception | None = None
+        counted = self._pass_progress(passes, progress)
         for where, cutoff in passes:
             listed: dict[str, Fact] = {}
             leaving: list[Fact] = []
@@ -248,11 +280,10 @@ class CustodySweep:
                     reason=reason,
                     receipt_id=receipt_id,
                     keep_digest=keep_digest,
-                    progress=(lambda done, total: progress("ledger", done, total))
-                    if progress
-                    else None,
+                    progress=counted.for_pass() if counted is not None else None,
                     certificates=options or False,
                     extras=extras,
+                    only=listed,  # what it owes the stores for; one appended since waits
                 )
             except Exception as exc:
                 # A fact (or a read before it) stopped the sweep: those it forgot before still
@@ -272,7 +303,21 @@ class CustodySweep:
                 stopped = stopped or exc
             if stopped is not None:
                 break
+            if counted is not None:
+                counted.pass_done()
+        if counted is not None and stopped is None:
+            counted.finish()
         return forgotten, held, copies, certified, owed, stopped
+
+    def _pass_progress(
+        self, passes: list[tuple[str | None, Any]], progress: SweepProgress | None
+    ) -> PassProgress | None:
+        """One growing count over every pass (``sweep_progress``): the passes after the first
+        are counted now (a read per pass, only when progress is asked for)."""
+        if progress is None:
+            return None
+        later = [len(self.ledger.learned_before(cutoff, where)) for where, cutoff in passes[1:]]
+        return PassProgress(progress, later)
 
     def _list_leaving(
         self,

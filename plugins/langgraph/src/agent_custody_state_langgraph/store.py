@@ -9,6 +9,9 @@ LangGraph agent already searches, under custody::
     value:     {"content": "<subject> <predicate>: <value>", "subject", "predicate", "value",
                 "factId", "space", "actor", "provenance", "receiptId", "validFrom", "source"}
 
+A value some backend cannot hold as JSON (U+0000, a lone surrogate, nesting past
+``MAX_ITEM_DEPTH``) is stored as its JSON text with ``"valueJson": true`` (``stored_value``).
+
 Removal is ``delete`` (idempotent in every BaseStore). ``held_ids`` (the copies a failed put
 may have left) reads the key and searches the fact's namespace by the ``factId`` filter.
 Verification asks twice, as every adapter should: ``get`` by key is None, and a ``search`` of
@@ -25,7 +28,9 @@ that checks each connection before use.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -53,15 +58,58 @@ from .settings import LangGraphSettings
 DEFAULT_NAMESPACE = ("memories", "{space}")
 
 
+#: Deepest value an item holds as it is: LangGraph's SQLite and PostgreSQL stores write and read
+#: items with orjson, which refuses nesting past 254 levels (the item adds one); the ledger takes
+#: 256.
+MAX_ITEM_DEPTH = 200
+_UNHOLDABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def holds_as_is(value: Any) -> bool:
+    """Whether every LangGraph backend holds ``value`` as JSON: no string or key with U+0000
+    (PostgreSQL's ``jsonb`` refuses it) or a lone surrogate (orjson and UTF-8 refuse it), and
+    nested at most ``MAX_ITEM_DEPTH`` levels."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _UNHOLDABLE.search(item):
+                return False
+        elif isinstance(item, dict | list):
+            if depth >= MAX_ITEM_DEPTH:
+                return False
+            members = list(item.items()) if isinstance(item, dict) else [(None, v) for v in item]
+            for key, member in members:
+                if isinstance(key, str) and _UNHOLDABLE.search(key):
+                    return False
+                stack.append((member, depth + 1))
+    return True
+
+
 def item_value(fact: Fact) -> dict[str, Any]:
-    """The item stored for a fact: LangMem's ``content`` plus the fields and custody."""
-    return {
+    """The item stored for a fact: LangMem's ``content`` plus the fields and custody.
+
+    A value no backend can hold as it is (``holds_as_is``) is stored as its JSON text (ASCII,
+    every such character escaped), with ``"valueJson": true`` beside it: ``json.loads`` gives
+    the value back (``stored_value``)."""
+    item = {
         "content": fact_text(fact),
         "subject": fact.subject,
         "predicate": fact.predicate,
         "value": fact.value,
         **custody_metadata(fact),
     }
+    if not holds_as_is(fact.value):
+        item.update(value=json.dumps(fact.value, separators=(",", ":")), valueJson=True)
+    return item
+
+
+def stored_value(item: dict[str, Any]) -> Any:
+    """The fact's value from an item ``item_value`` made."""
+    value = item.get("value")
+    if item.get("valueJson") is True and isinstance(value, str):
+        return json.loads(value)
+    return value
 
 
 class LangGraphStore:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent_custody_state.plugin import Fact
+from agent_custody_state.plugin import Fact, custody_metadata
 
 __all__ = ["CUSTODY_TAG", "RESERVED_PREFIXES", "custody_from_tags", "custody_tags", "fact_tag"]
 
@@ -34,11 +34,14 @@ def fact_tag(fact: Fact) -> str:
 
 def custody_tags(fact: Fact, extra: Iterable[str] = ()) -> list[str]:
     """The tags written on every passage of ``fact``: custody first, then ``extra``, no repeats."""
+    # The actor and receipt as the custody metadata gives them: one holding U+0000 or a lone
+    # surrogate, which Letta's database cannot hold, as its JSON text.
+    custody = custody_metadata(fact)
     values = {
         "fact:": fact.fact_id,
         "space:": fact.space,
-        "receipt:": fact.source.receipt_id,
-        "actor:": fact.actor,
+        "receipt:": custody["receiptId"],
+        "actor:": custody["actor"],
         "provenance:": fact.provenance,
         "valid-from:": fact.valid_from,
     }

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -44,14 +45,18 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MAX_METADATA_KEYS = 10
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def episode_data(fact: Fact) -> str:
     """The episode body: subject, predicate and value, then the custody metadata, as JSON."""
     body = {"subject": fact.subject, "predicate": fact.predicate, "value": fact.value}
     body.update(custody_metadata(fact))
-    # UTF-8 as is: Zep counts characters, and escapes would be stored literally.
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    # UTF-8 as is: Zep counts characters, and escapes would be stored literally. A lone
+    # surrogate (the ledger takes one in a value) has no UTF-8: it stays a JSON escape, as
+    # U+0000 does, so the body is the same JSON and the request can be sent.
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def episode_metadata(fact: Fact) -> dict[str, Any]:

@@ -74,6 +74,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from agent_custody_state.stores.flows import Custody
 
     before = time_option(args.before, "--before")
+    at = time_option(args.at, "--at")
+    if at is not None and before is not None:
+        raise CliError("--at measures the retention windows; it does not go with --before")
     config, location = _load(args)
     retention = _retention(config) if before is None else None
     if before is None and retention is None:
@@ -87,10 +90,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         with open_mode(location, mode, reads_only=True) as ledger:  # changes nothing
             custody = Custody(ledger, retention=retention)
             holders = bool(config is not None and config.stores)
+            at = custody.measured_at(at) if before is None else None  # shown: a sweep's --at
             preview = anyio.run(
-                lambda: custody.plan_sweep(before=before, space=args.space, holders=holders)
+                lambda: custody.plan_sweep(before=before, space=args.space, holders=holders, at=at)
             )
-        return _print_preview(preview, args.json)
+        return _print_preview(preview, args.json, at)
     from agent_custody_state.cli.common import certificate_key, check_output
 
     key = certificate_key(args, config)
@@ -130,6 +134,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     keep_digest=not args.no_digest,
                     progress=progress,
                     certificates=folder is not None,
+                    at=at,
                 )
             )
     if args.json:
@@ -202,7 +207,7 @@ def _stores(config: Any) -> tuple[list[Any], Any]:
     return stores, VerifyPolicy(config.verify.attempts, config.verify.delay_ms / 1000)
 
 
-def _print_preview(preview: Any, as_json: bool) -> int:
+def _print_preview(preview: Any, as_json: bool, at: str | None) -> int:
     facts = [e.fact for e in preview.forget]
     if as_json:
         from agent_custody_state.cli.render import print_json
@@ -213,6 +218,7 @@ def _print_preview(preview: Any, as_json: bool) -> int:
                 "before": preview.before,
                 "retention": preview.retention.as_dict() if preview.retention else None,
                 "space": preview.space,
+                "measuredAt": at,
                 "wouldForget": [
                     {
                         "factId": e.fact_id,
@@ -239,6 +245,8 @@ def _print_preview(preview: Any, as_json: bool) -> int:
     for fact_id in preview.held:
         print(f"would keep   {fact_id}  (on legal hold)")
     print(f"dry run: would forget {_plural(len(facts), 'fact')}; {len(preview.held)} on hold, kept")
+    if at is not None:
+        print(f"windows measured at {at}: sweep with --at {at} to forget exactly these")
     return 0
 
 
@@ -273,6 +281,12 @@ def add_commands(sub: Any) -> None:
         metavar="TIME",
         help=f"forget what was learned before this instant; {TIME_FORMAT}; "
         "default: the config's retention windows",
+    )
+    p.add_argument(
+        "--at",
+        metavar="TIME",
+        help="measure the retention windows from this instant, not now (a dry run's "
+        f"measuredAt, so the sweep forgets what it listed); {TIME_FORMAT}; never after now",
     )
     p.add_argument("--reason", required=True, help="recorded on every forget event, e.g. retention")
     p.add_argument("--space", help="only this space, e.g. team:support")

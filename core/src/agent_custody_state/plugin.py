@@ -17,6 +17,12 @@ from __future__ import annotations
 from agent_custody_state.backends.keystore_file import FileKeyStore, SidecarKeys
 from agent_custody_state.fastjson import loads as json_loads
 from agent_custody_state.hookspecs import RegisterEventBackend, RegisterStore, hookimpl
+from agent_custody_state.ledger.arguments import (
+    MAX_KEY_BYTES,
+    MAX_TOPIC_BYTES,
+    key_problem,
+    topic_problem,
+)
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError, KeyName
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import CheckpointLog
@@ -58,6 +64,8 @@ from agent_custody_state.stores.base import (
 from agent_custody_state.stores.kit import (
     ConfigPath,
     call_sdk,
+    holdable_text,
+    original_text,
     poll,
     public_url,
     run_sync,
@@ -75,6 +83,8 @@ from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
     "KEY_BYTES",
+    "MAX_KEY_BYTES",
+    "MAX_TOPIC_BYTES",
     "PRIVATE_MODE",
     "AssertEvent",
     "ChainHead",
@@ -116,9 +126,12 @@ __all__ = [
     "event_from_json",
     "fact_text",
     "forget_assert",
+    "holdable_text",
     "hookimpl",
     "json_loads",
+    "key_problem",
     "open_private",
+    "original_text",
     "poll",
     "postgres_table",
     "process_memory",
@@ -131,5 +144,6 @@ __all__ = [
     "service_copies",
     "shape_problem",
     "sqlite_file",
+    "topic_problem",
     "wire_time_key",
 ]

@@ -22,7 +22,6 @@ from agent_custody_state import Ledger, LedgerError
 from agent_custody_state.ledger.arguments import MAX_KEY_BYTES, MAX_TOPIC_BYTES
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.model import Event, event_from_json
-from agent_custody_state_events_postgres import keyfit
 
 BASE: dict[str, Any] = {"subject": "s", "predicate": "p", "space": "org", "actor": "a"}
 
@@ -37,10 +36,6 @@ def refusal(ledger: Ledger, **changes: Any) -> str:
     with pytest.raises(LedgerError) as caught:
         ledger.assert_fact(**{**BASE, "value": 1, **changes})
     return str(caught.value)
-
-
-def test_the_plugin_keeps_the_cores_limits() -> None:
-    assert (keyfit.MAX_KEY_BYTES, keyfit.MAX_TOPIC_BYTES) == (MAX_KEY_BYTES, MAX_TOPIC_BYTES)
 
 
 def test_keys_up_to_the_limits_are_indexed_and_past_them_refused_as_on_memory(

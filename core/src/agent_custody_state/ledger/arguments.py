@@ -122,28 +122,42 @@ def text_arg(value: object, name: str, *, empty_ok: bool = False, key: bool | No
                 f"{name} has a lone surrogate ({bad!r}): pass valid Unicode", field=name
             ) from None
     if key if key is not None else not empty_ok:
-        if "\x00" in value:
-            raise LedgerError(
-                f"{name} holds U+0000 (NUL), which a SQL text column cannot hold: remove it",
-                field=name,
-            )
-        if size > MAX_KEY_BYTES:
-            raise LedgerError(
-                f"{name} is too long: {size} bytes in UTF-8; the limit is {MAX_KEY_BYTES}",
-                field=name,
-            )
+        problem = key_problem(name, value, size)
+        if problem is not None:
+            raise LedgerError(problem, field=name)
     return value
+
+
+def key_problem(name: str, value: str, size: int | None = None) -> str | None:
+    """Why ``value`` cannot be the key ``name`` on every backend (U+0000, more than
+    ``MAX_KEY_BYTES`` of UTF-8; ``size``: that length, when known), or None. Exported to
+    backend plugins (``agent_custody_state.plugin``), which hold appended events to it."""
+    if "\x00" in value:
+        return f"{name} holds U+0000 (NUL), which a SQL text column cannot hold: remove it"
+    if size is None:
+        size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_KEY_BYTES:
+        return f"{name} is too long: {size} bytes in UTF-8; the limit is {MAX_KEY_BYTES}"
+    return None
+
+
+def topic_problem(subject: str, predicate: str) -> str | None:
+    """Why subject and predicate do not fit one index row together, or None."""
+    size = len(subject.encode("utf-8", "surrogatepass"))
+    size += len(predicate.encode("utf-8", "surrogatepass"))
+    if size > MAX_TOPIC_BYTES:
+        return (
+            f"subject and predicate are too long together: {size} bytes in UTF-8; the limit is "
+            f"{MAX_TOPIC_BYTES} (they make one index key)"
+        )
+    return None
 
 
 def topic_arg(subject: str, predicate: str) -> None:
     """Subject and predicate (each checked by ``text_arg``) fit one index row together."""
-    size = len(subject.encode("utf-8")) + len(predicate.encode("utf-8"))
-    if size > MAX_TOPIC_BYTES:
-        raise LedgerError(
-            f"subject and predicate are too long together: {size} bytes in UTF-8; the limit is "
-            f"{MAX_TOPIC_BYTES} (they make one index key)",
-            field="subject",
-        )
+    problem = topic_problem(subject, predicate)
+    if problem is not None:
+        raise LedgerError(problem, field="subject")
 
 
 # The wire keys of retract and forget events (SPEC 1.2): ``extra`` may add keys, not replace these.

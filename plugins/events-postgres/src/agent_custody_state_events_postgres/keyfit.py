@@ -4,11 +4,10 @@ SPEC 3's key columns (event and fact ids, space, subject, predicate, supersedes)
 btree indexes. PostgreSQL's text refuses U+0000, and a btree refuses an index row over 2,704
 bytes; both surfaced as raw driver errors at ``INSERT`` or ``COPY`` (``invalid byte sequence
 for encoding "UTF8": 0x00``, ``index row size 3024 exceeds btree version 4 maximum 2704``).
-The ledger refuses such keys in every write on every backend (the core's
-``ledger.arguments.text_arg``, whose limits and texts these are: plugins import only
-``agent_custody_state.plugin``); an import, or a caller appending events itself, reaches the
-table without those checks, so the backend holds each appended event's keys to the same rules
-and names the event and the key.
+The ledger refuses such keys in every write on every backend (``key_problem`` and
+``topic_problem``, from ``agent_custody_state.plugin``); a caller appending events itself
+reaches the table without those checks, so the backend holds each appended event's keys to the
+same rules, with the same texts, and names the event and the key.
 """
 
 from __future__ import annotations
@@ -17,11 +16,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agent_custody_state.plugin import AssertEvent, Event
-
-#: The core's ``MAX_KEY_BYTES`` and ``MAX_TOPIC_BYTES`` (``ledger/arguments.py``).
-MAX_KEY_BYTES = 2048
-MAX_TOPIC_BYTES = 2600
+from agent_custody_state.plugin import (
+    MAX_KEY_BYTES,
+    MAX_TOPIC_BYTES,
+    AssertEvent,
+    Event,
+    key_problem,
+    topic_problem,
+)
 
 #: An escape of U+0000 or of a surrogate in an event's JSON text (not itself escaped: preceded
 #: by an even number of backslashes). The writer escapes surrogates only when lone (a pair is
@@ -30,19 +32,6 @@ _NOT_JSONB = re.compile(r"(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2
 
 #: Text this many characters long or shorter is within every byte limit (4 bytes a character).
 _SHORT = MAX_KEY_BYTES // 4
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _key_problem(name: str, value: str) -> str | None:
-    if "\x00" in value:
-        return f"{name} holds U+0000 (NUL), which a SQL text column cannot hold: remove it"
-    size = _size(value)
-    if size > MAX_KEY_BYTES:
-        return f"{name} is too long: {size} bytes in UTF-8; the limit is {MAX_KEY_BYTES}"
-    return None
 
 
 def unfit_key(events: Sequence[Event]) -> str | None:
@@ -66,16 +55,11 @@ def unfit_key(events: Sequence[Event]) -> str | None:
         problem = None
         for name, value in keys:
             if type(value) is str and ("\x00" in value or len(value) > _SHORT):
-                problem = problem or _key_problem(name, value)
+                problem = problem or key_problem(name, value)
         if type(event) is AssertEvent and problem is None:
             subject, predicate = event.fact.subject, event.fact.predicate
             if len(subject) + len(predicate) > MAX_TOPIC_BYTES // 4:
-                size = _size(subject) + _size(predicate)
-                if size > MAX_TOPIC_BYTES:
-                    problem = (
-                        f"subject and predicate are too long together: {size} bytes in UTF-8; "
-                        f"the limit is {MAX_TOPIC_BYTES} (they make one index key)"
-                    )
+                problem = topic_problem(subject, predicate)
         if problem is not None:
             return f"event {position} ({event.event_id}): {problem}"
     return None

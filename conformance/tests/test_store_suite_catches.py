@@ -77,6 +77,7 @@ CASES = {
             "test_verify_without_the_value",
             "test_held_ids_names_the_copies_of_a_fact",
             "test_copy_left_by_a_failed_put_is_removed",
+            "test_text_no_store_can_hold_is_put_and_removed",
         },
     ),
     # held_ids never finds anything: a copy a failed put left stays.
@@ -175,7 +176,16 @@ CASES = {
         "        rid = await super().put(fact)\n"
         "        self.vendor.rows[rid]['metadata'].pop('receiptId')\n"
         "        return rid\n",
-        {"test_put_custody_metadata"},
+        {"test_put_custody_metadata", "test_text_no_store_can_hold_is_put_and_removed"},
+    ),
+    # custody metadata with the raw actor: U+0000 in it, which a PostgreSQL-backed vendor refuses.
+    "keeps_the_raw_actor": (
+        "class Broken(InProcessStore):\n"
+        "    async def put(self, fact):\n"
+        "        rid = await super().put(fact)\n"
+        "        self.vendor.rows[rid]['metadata']['actor'] = fact.actor\n"
+        "        return rid\n",
+        {"test_text_no_store_can_hold_is_put_and_removed"},
     ),
     # residual windows that carry a connection URL's password into every certificate.
     "residual_leaks_a_password": (
@@ -203,4 +213,4 @@ def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str
 def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ok=HEADER + "\n\nBroken = InProcessStore\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=19, skipped=3)  # ST-6-where, ST-6-where-moves: no where
+    result.assert_outcomes(passed=20, skipped=3)  # ST-6-where, ST-6-where-moves: no where

@@ -119,6 +119,38 @@ class WriteRules(StoreRules):
         self._check_content(record, fact)
         assert record["metadata"].get("factId") == fact.fact_id
 
+    @rule("ST-6-unholdable")
+    async def test_text_no_store_can_hold_is_put_and_removed(
+        self, store: Store, backdoor: Any
+    ) -> None:
+        """A string the ledger accepts but no store can hold as text (U+0000, which PostgreSQL's
+        ``text`` and ``jsonb`` refuse; a lone surrogate, which UTF-8 cannot encode) in a value,
+        an actor or a receipt id is put, holds what ``fact_text`` and ``custody_metadata`` give
+        (its JSON text), and is removed.
+
+        Troubleshooting: send ``fact_text(fact)`` and ``custody_metadata(fact)``; a value's
+        strings sent in a shape of your own go through ``holdable_text`` (``original_text``
+        reads them back), both in ``agent_custody_state.plugin``. A raw driver or encoding
+        error here fails every write of such a fact.
+        """
+        for changes in (
+            {"value": "a\x00b"},
+            {"value": "x\ud800y"},
+            {"actor": "ag\x00ent", "source": Source("r\x00c")},
+        ):
+            fact = make_fact(**changes)
+            recorded, external_id = await self.put(store, fact)
+            record = await self.find(backdoor, fact.fact_id)
+            assert record is not None, f"nothing held for {changes!r}"
+            if "text" in record:
+                assert record["text"] == fact_text(fact), changes
+            stored = record.get("metadata")
+            if isinstance(stored, dict):
+                expected = custody_metadata(fact)
+                assert {k: stored.get(k) for k in expected} == expected, changes
+            await store.remove(external_id, recorded)
+            assert await self.find(backdoor, fact.fact_id) is None, f"still held: {changes!r}"
+
     # -- where -------------------------------------------------------------------------------
 
     def _check_where(self, store: Store) -> str:

@@ -5,7 +5,6 @@ docs/decisions.md ("One ledger, many threads")."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import traceback
 from collections.abc import Iterator
@@ -21,44 +20,19 @@ from agent_custody_state.ledger.model import AssertEvent
 from agent_custody_state.ledger.verify import verify_lines
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.worker import LedgerWorker
+from agent_custody_state_conformance.threads import (
+    spy_on,
+    supersede_round,
+    switching_often,
+)
 
 FACT: dict[str, Any] = {"subject": "s", "predicate": "p", "space": "o", "actor": "a"}
 
 
-class SpyLock:
-    """A backend's re-entrant lock, telling (``waiting``) when the thread ``watched`` has to
-    wait for it (another thread holds it)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.waiting = threading.Event()
-        self.watched: int | None = None
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self.inner.acquire(blocking=False):
-            return True
-        if threading.get_ident() == self.watched:
-            self.waiting.set()
-        return bool(self.inner.acquire(blocking, timeout))
-
-    def release(self) -> None:
-        self.inner.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 @pytest.fixture
 def fast_switching() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
+    with switching_often():
         yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def _location(kind: str, tmp_path: Path) -> str:
@@ -72,8 +46,7 @@ def test_a_memory_read_never_sees_another_threads_section_before_it_ends(tmp_pat
     with Ledger("memory:") as ledger, Ledger("memory:") as elsewhere:
         event = elsewhere.assert_fact(value="never", **FACT)
         backend = ledger.backend
-        spy = SpyLock(backend._lock)  # type: ignore[attr-defined]
-        backend._lock = spy  # type: ignore[attr-defined]
+        spy = spy_on(ledger)
         inside, go = threading.Event(), threading.Event()
         seen: list[object] = []
 
@@ -138,33 +111,6 @@ def test_memory_completions_and_spaces_beside_writes_on_other_threads(
         assert len(ledger.key_values("space", "new", 1000)) == 300
 
 
-def _supersede_round(ledger: Ledger, base: str, r: int) -> tuple[list[str], list[BaseException]]:
-    """Four threads supersede ``base`` at once (the odd ones with ``assert_many``): the ids of
-    the facts written, and what the others raised."""
-    barrier = threading.Barrier(4)
-    won: list[str] = []
-    lost: list[BaseException] = []
-
-    def supersede(i: int) -> None:
-        item = {**FACT, "value": f"v{r}.{i}", "supersedes": base}
-        barrier.wait()
-        try:
-            if i % 2:
-                [event] = ledger.assert_many([item])
-            else:
-                event = ledger.assert_fact(**item)
-            won.append(event.fact.fact_id)
-        except BaseException as exc:
-            lost.append(exc)
-
-    writers = [threading.Thread(target=supersede, args=(i,)) for i in range(4)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(10)
-    return won, lost
-
-
 @pytest.mark.parametrize("mode", ["plain", "crypto-shred"])
 @pytest.mark.parametrize("kind", ["memory", "jsonl"])
 def test_one_winner_per_supersede_and_forget_under_readers(
@@ -207,7 +153,7 @@ def test_one_winner_per_supersede_and_forget_under_readers(
             reader.start()
         try:
             for round_ in range(30):
-                won, lost = _supersede_round(ledger, current, round_)
+                won, lost = supersede_round(ledger, current, round_, FACT)
                 assert len(won) == 1, (won, lost)
                 assert len(lost) == 3 and all(isinstance(e, LedgerError) for e in lost), lost
                 ledger.forget(fact_id=current, actor="a", reason="r")

@@ -4,7 +4,6 @@ by every thread; a thread must look at them only holding the backend's lock."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -16,93 +15,20 @@ import pytest
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.verify import verify_lines
+from agent_custody_state_conformance.threads import (
+    behind,
+    spy_on,
+    supersede_round,
+    switching_often,
+)
 
 FACT: dict[str, Any] = {"subject": "s", "predicate": "p", "space": "o", "actor": "a"}
 
 
-class SpyLock:
-    """The backend's re-entrant lock, telling (``waiting``) when the thread ``watched`` has to
-    wait for it: the moment another thread holds it and this one is blocked behind it."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.waiting = threading.Event()
-        self.watched: int | None = None
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self.inner.acquire(blocking=False):
-            return True
-        if threading.get_ident() == self.watched:
-            self.waiting.set()
-        return bool(self.inner.acquire(blocking, timeout))
-
-    def release(self) -> None:
-        self.inner.release()
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 @pytest.fixture
 def fast_switching() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
+    with switching_often():
         yield
-    finally:
-        sys.setswitchinterval(before)
-
-
-def _spy(ledger: Ledger) -> SpyLock:
-    spy = SpyLock(ledger.backend._lock)  # type: ignore[attr-defined]
-    ledger.backend._lock = spy  # type: ignore[attr-defined]
-    return spy
-
-
-def _behind(
-    spy: SpyLock, hold: Callable[[Callable[[], None]], Any], then: Callable[[], Any]
-) -> Any:
-    """Run ``hold(pause)`` in one thread (``pause`` blocks it while holding the lock) and
-    ``then()`` in another once the first pauses; the first goes on once the second waits for the
-    lock. Returns what ``then()`` returned."""
-    paused, go = threading.Event(), threading.Event()
-    results: dict[str, Any] = {}
-    errors: list[str] = []
-
-    def pause() -> None:
-        paused.set()
-        assert go.wait(10)
-
-    def first() -> None:
-        try:
-            hold(pause)
-        except BaseException:
-            errors.append(traceback.format_exc())
-            paused.set()
-
-    def second() -> None:
-        spy.watched = threading.get_ident()
-        try:
-            results["then"] = then()
-        except BaseException:
-            errors.append(traceback.format_exc())
-        finally:
-            spy.waiting.set()
-
-    a = threading.Thread(target=first)
-    a.start()
-    assert paused.wait(10)
-    b = threading.Thread(target=second)
-    b.start()
-    assert spy.waiting.wait(10)
-    go.set()
-    a.join(10)
-    b.join(10)
-    assert not errors, errors[0]
-    return results.get("then")
 
 
 def test_a_single_read_beside_another_threads_read_leaves_no_snapshot_open(
@@ -113,7 +39,7 @@ def test_a_single_read_beside_another_threads_read_leaves_no_snapshot_open(
     failed ("cannot start a transaction within a transaction") and reads saw that snapshot."""
     with Ledger(tmp_path / "l.sqlite") as ledger:
         fact_id = ledger.assert_fact(value=1, **FACT).fact.fact_id
-        spy = _spy(ledger)
+        spy = spy_on(ledger)
         backend = ledger.backend
 
         def hold(pause: Callable[[], None]) -> None:
@@ -124,7 +50,7 @@ def test_a_single_read_beside_another_threads_read_leaves_no_snapshot_open(
 
             backend.consistent(read)
 
-        seen = _behind(spy, hold, lambda: ledger.history(fact_id))
+        seen = behind(spy, hold, lambda: ledger.history(fact_id))
         assert [e.fact_id for e in seen] == [fact_id]
         assert not backend._in_read  # type: ignore[attr-defined]
         later = ledger.assert_fact(value=2, supersedes=fact_id, **FACT)  # was refused
@@ -141,12 +67,12 @@ def test_a_read_of_the_last_row_during_a_section_is_not_kept_for_the_next(
     path = tmp_path / "l.sqlite"
     with Ledger(path) as one, Ledger(path) as two:
         fact_id = one.assert_fact(value=1, **FACT).fact.fact_id
-        spy = _spy(one)
+        spy = spy_on(one)
 
         def held(pause: Callable[[], None]) -> None:  # paused in the section, after its reads
             one.retract(fact_id=fact_id, actor="a", reason="r", precondition=lambda _: pause())
 
-        _behind(spy, held, one.backend.last_event)
+        behind(spy, held, one.backend.last_event)
         two.assert_fact(value=2, **{**FACT, "subject": "t"})
         one.assert_fact(value=3, **{**FACT, "subject": "u"})
         report = verify_lines(one.backend.stored_events())
@@ -159,36 +85,13 @@ def test_a_compaction_beside_another_threads_section_waits_for_it(tmp_path: Path
     was reported to its caller as failed."""
     with Ledger(tmp_path / "l.sqlite") as ledger:
         fact_id = ledger.assert_fact(value=1, **FACT).fact.fact_id
-        spy = _spy(ledger)
+        spy = spy_on(ledger)
 
         def held(pause: Callable[[], None]) -> None:
             ledger.retract(fact_id=fact_id, actor="a", reason="r", precondition=lambda _: pause())
 
-        _behind(spy, held, ledger.compact)
+        behind(spy, held, ledger.compact)
         assert ledger.is_retracted(fact_id)
-
-
-def _supersede_round(ledger: Ledger, base: str, r: int) -> tuple[list[str], list[BaseException]]:
-    """Four threads supersede ``base`` at once: the ids of the facts written, and what the
-    others raised."""
-    barrier = threading.Barrier(4)
-    won: list[str] = []
-    lost: list[BaseException] = []
-
-    def supersede(i: int) -> None:
-        barrier.wait()
-        try:
-            event = ledger.assert_fact(value=f"v{r}.{i}", supersedes=base, **FACT)
-            won.append(event.fact.fact_id)
-        except BaseException as exc:
-            lost.append(exc)
-
-    writers = [threading.Thread(target=supersede, args=(i,)) for i in range(4)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(10)
-    return won, lost
 
 
 def test_threads_superseding_one_fact_and_forgetting_under_readers(
@@ -216,7 +119,7 @@ def test_threads_superseding_one_fact_and_forgetting_under_readers(
             reader.start()
         try:
             for round_ in range(40):
-                won, lost = _supersede_round(ledger, current, round_)
+                won, lost = supersede_round(ledger, current, round_, FACT, batches=False)
                 assert len(won) == 1, (won, lost)
                 assert len(lost) == 3 and all(isinstance(e, LedgerError) for e in lost), lost
                 ledger.forget(fact_id=current, actor="a", reason="r")

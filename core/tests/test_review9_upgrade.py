@@ -12,9 +12,7 @@ the old code when the repository's history is at hand.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +34,7 @@ from agent_custody_state.stores.outbox import Outbox, outbox_path
 
 DATA = Path(__file__).parent / "data" / "upgrade"
 sys.path.insert(0, str(DATA))  # the shared helper beside the fixtures
-from oldcode import old_code  # noqa: E402
+from oldcode import old_writer  # noqa: E402
 
 CHAINED = ["af8a474", "7a3a882", "29a8e2e"]
 ALL = [("1ce3520", "plain")] + [(c, m) for c in CHAINED for m in ("plain", "crypto-shred")]
@@ -194,46 +192,10 @@ def test_a_plain_ledger_whose_newest_value_is_plain_takes_plain_values(tmp_path:
         book.assert_fact(subject="u", predicate="p", value="clear", space="s", actor="a")
 
 
-OLD_WRITER = """
-import json, sys
-from agent_custody_state.ledger.ledger import Ledger
-book = Ledger(sys.argv[1], "k", forget_mode=sys.argv[2], checkpoint_key=sys.argv[3],
-              checkpoints=sys.argv[1] + ".checkpoints")
-for line in sys.stdin:
-    cmd = json.loads(line)
-    if cmd["op"] == "assert":
-        event = book.assert_fact(subject=cmd["subject"], predicate="p", value=cmd["value"],
-                                 space="s", actor="old")
-        print(json.dumps(event.fact.fact_id), flush=True)
-    elif cmd["op"] == "forget":
-        book.forget(fact_id=cmd["fact_id"], actor="old", reason="r")
-        print("null", flush=True)
-    else:
-        book.checkpoint()
-        print("null", flush=True)
-"""
-
-
 def rolling(tmp_path: Path, commit: str, path: Path, mode: str, key: Path) -> list[str]:
     """An old process and today's appending in turns on one ledger (a rolling upgrade: the old
     server still running while a new one writes), both forgetting and signing checkpoints."""
-    env = {**os.environ, "PYTHONPATH": old_code(tmp_path, commit)}
-    old = subprocess.Popen(
-        [sys.executable, "-c", OLD_WRITER, str(path), mode, str(key)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert old.stdin is not None and old.stdout is not None
-
-    def ask(**cmd: Any) -> Any:
-        assert old.stdin is not None and old.stdout is not None
-        old.stdin.write(json.dumps(cmd) + "\n")
-        old.stdin.flush()
-        return json.loads(old.stdout.readline())
-
-    try:
+    with old_writer(tmp_path, commit, path, mode, key) as ask:
         ids = [ask(op="assert", subject="o", value="old-0")]
         with Ledger(path, "k", forget_mode=mode, checkpoint_key=str(key)) as book:
             for i in range(3):
@@ -246,10 +208,6 @@ def rolling(tmp_path: Path, commit: str, path: Path, mode: str, key: Path) -> li
             ids.append(ask(op="assert", subject="o", value="old-last"))
             book.assert_fact(subject="n", predicate="p", value="new-last", space="s", actor="new")
             return sorted(json.dumps(f.value) for f in book.as_of())
-    finally:
-        old.stdin.close()
-        old.wait(timeout=30)
-        old.stdout.close()
 
 
 @pytest.mark.parametrize(("commit", "mode"), [("af8a474", "crypto-shred"), ("29a8e2e", "plain")])

@@ -9,9 +9,7 @@ today's does) is run live against an export of the old code when the history is 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ from agent_custody_state.stores.outbox import Outbox, outbox_path
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "core" / "tests" / "data" / "upgrade"
 sys.path.insert(0, str(DATA))  # the shared helper beside the fixtures
-from oldcode import old_code  # noqa: E402
+from oldcode import old_writer  # noqa: E402
 
 CHAINED = ["af8a474", "7a3a882", "29a8e2e"]
 ALL = [("1ce3520", "plain")] + [(c, m) for c in CHAINED for m in ("plain", "crypto-shred")]
@@ -131,22 +129,6 @@ def test_a_crypto_shred_ledger_from_before_the_mark_refuses_plain_values(tmp_pat
         book.assert_fact(subject="u", predicate="p", value="clear", space="s", actor="a")
 
 
-OLD_WRITER = """
-import json, sys
-from agent_custody_state.ledger.ledger import Ledger
-book = Ledger(sys.argv[1], "k", forget_mode=sys.argv[2])
-for line in sys.stdin:
-    cmd = json.loads(line)
-    if cmd["op"] == "assert":
-        event = book.assert_fact(subject="o", predicate="p", value=cmd["value"], space="s",
-                                 actor="old")
-        print(json.dumps(event.fact.fact_id), flush=True)
-    else:
-        book.forget(fact_id=cmd["fact_id"], actor="old", reason="r")
-        print("null", flush=True)
-"""
-
-
 @pytest.mark.parametrize(("commit", "mode"), [("af8a474", "plain"), ("29a8e2e", "crypto-shred")])
 def test_old_and_new_writers_in_turns_keep_one_chain(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], commit: str, mode: str
@@ -154,23 +136,7 @@ def test_old_and_new_writers_in_turns_keep_one_chain(
     """A rolling upgrade: the old server still appends (its chain head remembered across its
     own commits) while today's appends and forgets on the same SQLite file."""
     path = tmp_path / "turns.sqlite"
-    env = {**os.environ, "PYTHONPATH": old_code(tmp_path, commit)}
-    old = subprocess.Popen(
-        [sys.executable, "-c", OLD_WRITER, str(path), mode],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert old.stdin is not None and old.stdout is not None
-
-    def ask(**cmd: Any) -> Any:
-        assert old.stdin is not None and old.stdout is not None
-        old.stdin.write(json.dumps(cmd) + "\n")
-        old.stdin.flush()
-        return json.loads(old.stdout.readline())
-
-    try:
+    with old_writer(tmp_path, commit, path, mode) as ask:
         ids = [ask(op="assert", value="old-0")]
         with Ledger(path, "k", forget_mode=mode) as book:
             for i in range(3):
@@ -181,10 +147,6 @@ def test_old_and_new_writers_in_turns_keep_one_chain(
             ask(op="assert", value="old-last")
             book.assert_fact(subject="n", predicate="p", value="new-last", space="s", actor="new")
             values = sorted(json.dumps(f.value) for f in book.as_of())
-    finally:
-        old.stdin.close()
-        old.wait(timeout=30)
-        old.stdout.close()
     expected = [1, 2, "old-1", "old-2", "old-3", "old-last", "new-last"]
     assert values == sorted(json.dumps(v) for v in expected)
     code, out = cli(capsys, "verify", "--ledger", str(path))

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +34,59 @@ def old_code(tmp_path: Path, commit: str) -> str:
         pytest.skip(f"commit {commit} is not in this checkout's history")
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
     return os.pathsep.join(str(where / p) for p in PARTS)
+
+
+#: An old process appending on request: one JSON command a line on stdin (``assert`` with
+#: ``value`` and an optional ``subject``, ``forget`` with ``fact_id``, ``checkpoint``), one
+#: JSON answer a line on stdout (the new fact's id, or null). argv: ledger, forget mode, and a
+#: checkpoint key or "" (checkpoints then go to ``<ledger>.checkpoints``).
+OLD_WRITER = """
+import json, sys
+from agent_custody_state.ledger.ledger import Ledger
+options = {"forget_mode": sys.argv[2]}
+if sys.argv[3]:
+    options.update(checkpoint_key=sys.argv[3], checkpoints=sys.argv[1] + ".checkpoints")
+book = Ledger(sys.argv[1], "k", **options)
+for line in sys.stdin:
+    cmd = json.loads(line)
+    if cmd["op"] == "assert":
+        event = book.assert_fact(subject=cmd.get("subject", "o"), predicate="p",
+                                 value=cmd["value"], space="s", actor="old")
+        print(json.dumps(event.fact.fact_id), flush=True)
+    elif cmd["op"] == "forget":
+        book.forget(fact_id=cmd["fact_id"], actor="old", reason="r")
+        print("null", flush=True)
+    else:
+        book.checkpoint()
+        print("null", flush=True)
+"""
+
+
+@contextlib.contextmanager
+def old_writer(
+    tmp_path: Path, commit: str, path: Path, mode: str, key: Path | None = None
+) -> Iterator[Callable[..., Any]]:
+    """``commit``'s code appending to ``path`` in a process of its own (a rolling upgrade: the
+    old server still running while a new one writes); yields ``ask(op=..., ...)``."""
+    env = {**os.environ, "PYTHONPATH": old_code(tmp_path, commit)}
+    old = subprocess.Popen(
+        [sys.executable, "-c", OLD_WRITER, str(path), mode, str(key or "")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert old.stdin is not None and old.stdout is not None
+
+    def ask(**cmd: Any) -> Any:
+        assert old.stdin is not None and old.stdout is not None
+        old.stdin.write(json.dumps(cmd) + "\n")
+        old.stdin.flush()
+        return json.loads(old.stdout.readline())
+
+    try:
+        yield ask
+    finally:
+        old.stdin.close()
+        old.wait(timeout=30)
+        old.stdout.close()

@@ -78,7 +78,7 @@ def _sections(page: Path) -> tuple[str, dict[str, str]]:
     intro, current = "", None
     sections: dict[str, str] = {}
     for line in page.read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"^#{2,3} `?([a-z]+(?: verify)?)\b", line)
+        heading = re.match(r"^#{2,3} `?([a-z]+(?: verify| reapply)?)\b", line)
         if heading:
             current = heading.group(1)
             sections[current] = sections.get(current, "") + line + "\n"

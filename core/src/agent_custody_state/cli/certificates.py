@@ -1,10 +1,12 @@
-"""``forget`` and ``certificate verify``: erase one fact, with a signed erasure certificate, and
-check one (``docs/proofs.md``, "Certificates").
+"""``forget``, ``certificate verify`` and ``certificate reapply``: erase one fact, with a signed
+erasure certificate, check one (``docs/proofs.md``, "Certificates"), and forget again after a
+restore from backup what a folder of them certifies (``reapply``).
 
 ``forget`` runs the flow memory.forget runs (``Custody.forget``): with ``--config`` the ledger,
-forget key, stores and signing key come from the server's configuration file. ``--certificate
-FILE`` writes the certificate; every check (the key, the file) comes before the forget, so a
-refused command changes nothing. ``certificate verify`` exits 0 with ``ok: ...`` or 1 with
+forget key, stores and signing key come from the server's configuration file; like ``sweep``,
+it keeps the store removals it owes in the outbox and first finishes those a crash left.
+``--certificate FILE`` writes the certificate; every check (the key, the file) comes before the
+forget, so a refused command changes nothing. ``certificate verify`` exits 0 with ``ok: ...`` or 1 with
 ``FAILED: FILE: <the first reason>``.
 """
 
@@ -31,7 +33,14 @@ from agent_custody_state.cli.common import (
 def cmd_forget(args: argparse.Namespace) -> int:
     import anyio
 
-    from agent_custody_state.cli.sweep import _forget_key, _forget_mode, _load, _stores, open_mode
+    from agent_custody_state.cli.sweep import (
+        _forget_key,
+        _forget_mode,
+        _load,
+        _outbox,
+        _stores,
+        open_mode,
+    )
     from agent_custody_state.stores.flows import Custody
 
     config, location = _load(args)
@@ -42,8 +51,17 @@ def cmd_forget(args: argparse.Namespace) -> int:
         raise CliError("--certificate needs --key K (or key = ... in the --config file)")
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
+    outbox = _outbox(location, config)
     with open_mode(location, _forget_mode(args, config), forget_key=forget_key) as ledger:
-        custody = Custody(ledger, stores, verify=verify, certificate_key=key)
+        # The store removals owed, in the outbox first, as sweep and the server keep them: a
+        # crash between the ledger's commit and the removal left the erased value in a store
+        # with no record; and the removals a crash left are finished first.
+        custody = Custody(ledger, stores, verify=verify, certificate_key=key, outbox=outbox)
+        resumed = anyio.run(custody.resume)
+        if resumed is not None and resumed.summary():
+            import sys
+
+            print(f"agent-custody-memory: {resumed.summary()}", file=sys.stderr)
         done = anyio.run(
             lambda: custody.forget(
                 fact_id=args.fact,
@@ -74,8 +92,26 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
+def _public_keys(names: list[str]) -> dict[str, tuple[str, Any]]:
+    """``--key PUB`` files by key id: (the name given, the key), each key once."""
+    from agent_custody_state.keys import KeyFileError, load_public_ref
+
+    keys: dict[str, tuple[str, Any]] = {}
+    for name in names:
+        try:
+            ref = load_public_ref(name)
+        except KeyFileError as exc:
+            raise CliError(f"--key: {exc}") from None
+        keys.setdefault(ref.keyid, (name, ref))
+    return keys
+
+
+def load_public_keys(names: list[str]) -> list[Any]:
+    """The ``--key PUB`` files' keys (``PublicKeyRef``), as ``certificate verify`` reads them."""
+    return [ref for _, ref in _public_keys(names).values()]
+
+
 def cmd_verify_certificate(args: argparse.Namespace) -> int:
-    from agent_custody_state.keys import KeyFileError, PublicKeyRef, load_public_ref
     from agent_custody_state.ledger.certverify import (
         CertificateError,
         check_against,
@@ -84,13 +120,7 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         signer,
     )
 
-    keys: dict[str, tuple[str, PublicKeyRef]] = {}
-    for name in args.key:
-        try:
-            ref = load_public_ref(name)
-        except KeyFileError as exc:
-            raise CliError(f"--key: {exc}") from None
-        keys.setdefault(ref.keyid, (name, ref))
+    keys = _public_keys(args.key)
     if args.ledger:
         check_location(args.ledger, must_exist=True)
         _check_jsonl_ledger(args.ledger)
@@ -168,8 +198,10 @@ def add_commands(sub: Any) -> None:
     add_forget_mode_flags(p, default=f"the --config file's forget_mode, else {RECORDED}")
     p.set_defaults(func=cmd_forget)
 
-    p = sub.add_parser("certificate", help="check an erasure certificate")
-    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB", help="verify")
+    p = sub.add_parser(
+        "certificate", help="check an erasure certificate, or re-apply a folder of them"
+    )
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB", help="verify, reapply")
     v = verbs.add_parser(
         "verify",
         help="check a certificate's signature and shape, and with --ledger its ledger",
@@ -185,3 +217,6 @@ def add_commands(sub: Any) -> None:
     )
     v.add_argument("--ledger", metavar="LOCATION", help="also check it against this ledger")
     v.set_defaults(func=cmd_verify_certificate)
+    from agent_custody_state.cli.reapply import add_reapply
+
+    add_reapply(verbs, "a signer's public key (repeatable: the keys before and after a rotation)")

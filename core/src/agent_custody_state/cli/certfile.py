@@ -49,3 +49,22 @@ def write_certificate(path: Path, envelope: dict[str, Any]) -> None:
             f"{exc.strerror or exc}; nothing was left there. The certificate is printed above "
             "on standard output: keep it, it cannot be issued again"
         ) from None
+
+
+def public_keys(names: list[str]) -> dict[str, tuple[str, Any]]:
+    """``--key PUB`` files by key id: (the name given, the key), each key once."""
+    from agent_custody_state.keys import KeyFileError, load_public_ref
+
+    keys: dict[str, tuple[str, Any]] = {}
+    for name in names:
+        try:
+            ref = load_public_ref(name)
+        except KeyFileError as exc:
+            raise CliError(f"--key: {exc}") from None
+        keys.setdefault(ref.keyid, (name, ref))
+    return keys
+
+
+def load_public_keys(names: list[str]) -> list[Any]:
+    """The ``--key PUB`` files' keys (``PublicKeyRef``), as ``certificate verify`` reads them."""
+    return [ref for _, ref in public_keys(names).values()]

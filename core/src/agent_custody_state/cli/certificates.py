@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from agent_custody_state.cli.certfile import public_keys
 from agent_custody_state.cli.common import (
     LEDGER_HELP,
     RECORDED,
@@ -92,25 +93,6 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def _public_keys(names: list[str]) -> dict[str, tuple[str, Any]]:
-    """``--key PUB`` files by key id: (the name given, the key), each key once."""
-    from agent_custody_state.keys import KeyFileError, load_public_ref
-
-    keys: dict[str, tuple[str, Any]] = {}
-    for name in names:
-        try:
-            ref = load_public_ref(name)
-        except KeyFileError as exc:
-            raise CliError(f"--key: {exc}") from None
-        keys.setdefault(ref.keyid, (name, ref))
-    return keys
-
-
-def load_public_keys(names: list[str]) -> list[Any]:
-    """The ``--key PUB`` files' keys (``PublicKeyRef``), as ``certificate verify`` reads them."""
-    return [ref for _, ref in _public_keys(names).values()]
-
-
 def cmd_verify_certificate(args: argparse.Namespace) -> int:
     from agent_custody_state.ledger.certverify import (
         CertificateError,
@@ -120,7 +102,7 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         signer,
     )
 
-    keys = _public_keys(args.key)
+    keys = public_keys(args.key)
     if args.ledger:
         check_location(args.ledger, must_exist=True)
         _check_jsonl_ledger(args.ledger)

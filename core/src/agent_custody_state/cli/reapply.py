@@ -115,7 +115,7 @@ def plan(ledger: Any, certified: list[Certified], refused: list[tuple[str, str]]
 
 
 def cmd_reapply(args: argparse.Namespace) -> int:
-    from agent_custody_state.cli.certificates import load_public_keys
+    from agent_custody_state.cli.certfile import load_public_keys
     from agent_custody_state.cli.sweep import _forget_key, _forget_mode, _load, open_mode
 
     keys = load_public_keys(args.key)

@@ -47,6 +47,7 @@ from agent_custody_state.server.connections import (
     guarded_protocol,
 )
 from agent_custody_state.server.drain import DRAIN_SECONDS, DrainingServer, outlast
+from agent_custody_state.server.foreign import watched
 from agent_custody_state.server.guard import (
     LOOPBACK_NAMES,
     BearerToken,
@@ -159,10 +160,11 @@ def build_http_app(
     routes = [Route("/mcp", endpoint=guard, methods=None)]
     if oauth is not None:
         routes += metadata_routes(oauth)
+    watcher = None if stateless else getattr(server, "notifier", None)  # other processes' appends
     app = Starlette(
         routes=routes,
         exception_handlers={404: _not_found},
-        lifespan=lambda _app: manager.run(),
+        lifespan=lambda _app: watched(manager.run(), watcher),
     )
     app.router.redirect_slashes = False  # /mcp/ is another path: 404, not a 307 to /mcp
     return app, guard

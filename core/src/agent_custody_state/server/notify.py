@@ -15,8 +15,10 @@ An assert names its subject (its timeline changed) and the fact it supersedes; a
 confirm, hold, release or forget names its fact and that fact's subject, and a retract or forget
 of a superseder also the fact it superseded (believed again). A superseded fact is announced in
 its own space, which may not be its superseder's. Every append names the ledger head (to
-unscoped callers only). Only appends made in this process are heard: another process writing
-the same ledger notifies its own clients. A connection's legacy subscriptions end with it.
+unscoped callers only). Appends another process made to the same ledger (several servers on
+one ledger) are found by polling (``foreign.py``, while the server runs over HTTP or stdio)
+and announced the same way, within about a second. A connection's legacy subscriptions end
+with it.
 
 A space-scoped subscriber hears only of changes to facts in its spaces (each scope has its own
 listen bus, kept while a stream of that scope is open; a legacy subscription remembers its
@@ -39,6 +41,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from agent_custody_state.hookspecs import hookimpl
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, Event
+from agent_custody_state.server.foreign import ForeignAppends
 from agent_custody_state.server.resources import HEAD_URI, canonical_uri, fact_uri, subject_uri
 from agent_custody_state.server.scopes import SpaceScope, allows
 from agent_custody_state.server.worker import LedgerWorker
@@ -78,7 +81,8 @@ class _AppendListener:
         notifier = self.notifier()
         if notifier is not None and ledger is notifier.ledger:
             with notifier.lock:
-                notifier.pending.append(event)
+                if notifier.foreign.claim_own(event):
+                    notifier.pending.append(event)
 
 
 def _leave(host: Any, listener: _AppendListener) -> None:
@@ -106,6 +110,7 @@ class Notifier:
         self.legacy: dict[int, tuple[Any, set[str]]] = {}
         self.spellings: dict[int, dict[str, set[str]]] = {}
         self.legacy_scope: dict[int, SpaceScope | None] = {}
+        self.foreign = ForeignAppends(self)
         self._listener = _AppendListener(self)
         self._host: Any = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
@@ -142,6 +147,12 @@ class Notifier:
         self._host = None
         for _bus, handler in self.scoped.values():
             handler.close()
+
+    def listening(self) -> bool:
+        """Whether anyone is subscribed: a legacy subscription or an open listen stream."""
+        if self.legacy:
+            return True
+        return any(getattr(h, "_streams", True) for _bus, h in list(self.scoped.values()))
 
     def listen_for(self, spaces: SpaceScope | None) -> ListenHandler:
         """The ``subscriptions/listen`` handler of callers limited to ``spaces``."""

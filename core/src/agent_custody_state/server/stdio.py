@@ -38,6 +38,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
 from agent_custody_state.server import rpcid
+from agent_custody_state.server.foreign import watched
 from agent_custody_state.server.rpcid import BAD_ID, bad_request_id, is_request_id
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -392,4 +393,5 @@ async def serve_stdio(
         stop_on_signals=stop_on_signals,
         stop_requested=stop_requested,
     ) as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        async with watched(contextlib.nullcontext(), getattr(server, "notifier", None)):
+            await server.run(read, write, server.create_initialization_options())

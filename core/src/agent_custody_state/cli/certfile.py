@@ -28,6 +28,30 @@ def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
     return out
 
 
+def configured_archive(config: Any, key: str | None) -> Path | None:
+    """The ``certificates`` folder of the ``--config`` file, made ready (as ``serve`` makes
+    it), or None when the file sets none. A command that forgets with the server's config
+    keeps its certificates there as the server does: ``certificate reapply`` re-applies what
+    the folder lists after a restore, and a forget or sweep run from the command line (the
+    nightly ``sweep --config``) was missing from it. Refused, before any work, without a key
+    or when the folder cannot hold files."""
+    from agent_custody_state.stores.archive import CertificateArchive
+
+    folder = getattr(config, "certificates", None) if config is not None else None
+    if not folder:
+        return None
+    if key is None:
+        raise CliError(
+            "certificates in the --config file needs key: erasure certificates are signed "
+            "with the key that signs results; add key = ... to the file, or pass --key K"
+        )
+    try:
+        CertificateArchive(folder).prepare()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return Path(folder)
+
+
 def write_certificate(path: Path, envelope: dict[str, Any]) -> None:
     """The envelope as pretty JSON, whole or not at all, never over another file: written
     aside, fsynced, then linked into place. The forget it certifies is done and it cannot be

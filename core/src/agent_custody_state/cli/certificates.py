@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.cli.certfile import public_keys
+from agent_custody_state.cli.certfile import configured_archive, public_keys
 from agent_custody_state.cli.common import (
     LEDGER_HELP,
     RECORDED,
@@ -50,6 +50,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     out = check_output(args.certificate, "--certificate") if args.certificate else None
     if out is not None and key is None:
         raise CliError("--certificate needs --key K (or key = ... in the --config file)")
+    archive = configured_archive(config, key)  # kept there too, as the server keeps them
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
     outbox = _outbox(location, config)
@@ -57,7 +58,14 @@ def cmd_forget(args: argparse.Namespace) -> int:
         # The store removals owed, in the outbox first, as sweep and the server keep them: a
         # crash between the ledger's commit and the removal left the erased value in a store
         # with no record; and the removals a crash left are finished first.
-        custody = Custody(ledger, stores, verify=verify, certificate_key=key, outbox=outbox)
+        custody = Custody(
+            ledger,
+            stores,
+            verify=verify,
+            certificate_key=key,
+            outbox=outbox,
+            certificates=archive,
+        )
         resumed = anyio.run(custody.resume)
         if resumed is not None and resumed.summary():
             import sys

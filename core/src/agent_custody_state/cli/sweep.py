@@ -105,6 +105,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     if folder is not None and key is None:
         raise CliError("--certificates needs --key K (or key = ... in the --config file)")
+    if folder is None:  # the --config file's folder, as the server keeps them
+        from agent_custody_state.cli.certfile import configured_archive
+
+        folder = configured_archive(config, key)
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
     outbox = _outbox(location, config)

@@ -105,7 +105,10 @@ def text_arg(value: object, name: str, *, empty_ok: bool = False, key: bool | No
     A lone surrogate is refused in every text. A ``key`` (by default: text that must not be
     empty, which is what every key is) is held to what a SQL key column can hold: no U+0000
     (PostgreSQL's text refuses it) and at most ``MAX_KEY_BYTES`` bytes of UTF-8, so a key that
-    one backend takes, every backend takes."""
+    one backend takes, every backend takes. A fact id naming a fact the ledger holds is not a
+    new key (``key=False``): a fact an earlier version or the original wrote under such an id
+    (JSONL and SQLite took it) can still be retracted, held and forgotten; an id the ledger
+    does not know is refused by these rules, naming what is wrong."""
     if not isinstance(value, str):
         raise LedgerError(f"{name} must be a string", field=name)
     if not empty_ok and not value:

@@ -260,8 +260,9 @@ class LedgerForgetting:
         _check_texts(actor, reason, receipt_id)
         bool_arg(keep_digest, "keep_digest")
         with section(self.backend, fact_keys(self.backend, fact_id)):
-            text_arg(fact_id, "fact_id")
-            state = check_known(fact_states(self.backend, [fact_id]), fact_id, "forget")
+            states = fact_states(self.backend, [text_arg(fact_id, "fact_id", key=False)])
+            text_arg(fact_id, "fact_id", key=fact_id not in states)  # ``text_arg``'s ``key``
+            state = check_known(states, fact_id, "forget")
             if precondition is not None:
                 precondition(state)
             error = refuse("forget", state)

@@ -306,8 +306,8 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     # -- the other mutations ---------------------------------------------------------------------
 
     def _state(self, fact_id: str, action: Action) -> FactState:
-        text_arg(fact_id, "fact_id")
-        return check_known(fact_states(self.backend, [fact_id]), fact_id, action)
+        states = fact_states(self.backend, [text_arg(fact_id, "fact_id", key=False)])
+        return check_known(states, text_arg(fact_id, "fact_id", key=fact_id not in states), action)
 
     @writes
     def _record(

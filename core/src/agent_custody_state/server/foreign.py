@@ -96,21 +96,26 @@ class ForeignAppends:
         return foreign
 
     async def watch(self, every: float = POLL_SECONDS) -> None:
-        """Poll until cancelled; a failed poll is logged (once while they keep failing) and the
-        next one tries again."""
+        """Poll until cancelled; a failed poll or announcement is logged (once while they keep
+        failing) and the next poll tries again."""
         failing = False  # told once, not at every poll, until a poll succeeds again
+        owed = False  # a flush failed: its events are queued again, for the next one
         while True:
             try:
                 foreign = await self.notifier.worker.run(self.catch_up)
+                if foreign or owed:
+                    with self.notifier.lock:
+                        self.notifier.pending.extend(foreign)
+                    # A flush that fails (its ledger read, a bus) queues its events again;
+                    # it must not end the watcher, and with it the server's task group.
+                    owed = True
+                    await self.notifier.flush()
+                    owed = False
                 failing = False
             except Exception as exc:
                 if not failing:
                     log.warning("could not look for changes made by other processes: %s", exc)
-                failing, foreign = True, []
-            if foreign:
-                with self.notifier.lock:
-                    self.notifier.pending.extend(foreign)
-                await self.notifier.flush()
+                failing = True
             await anyio.sleep(every)
 
 

@@ -17,6 +17,7 @@ again under the same ids) is kept beside the first as ``<name>.2.json``, ``.3``,
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -36,10 +37,20 @@ _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,150}")
 _MAX_SAME = 1000
 
 
+#: What ``link`` fails with on a filesystem without hard links (exFAT, many FUSE mounts of
+#: object stores, some network shares).
+_NO_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
+
+
 def write_new(path: Path, data: bytes, *, mode: int = 0o666) -> None:
     """Create ``path`` holding ``data``, whole or not at all, never over another file: written
     aside, fsynced, linked into place (``FileExistsError`` if ``path`` exists), the folder
-    synced. Raises ``OSError``; nothing is left at ``path`` nor aside when it does."""
+    synced. Raises ``OSError``; nothing is left at ``path`` nor aside when it does.
+
+    Where the folder's filesystem has no hard links, ``path`` is created exclusively and
+    written in place (taken back if a write fails): a crash part-way may leave it short, which
+    ``certificate verify`` and ``reapply`` refuse as unreadable. Before, every certificate
+    kept on such a folder failed (the server logged an ERROR per forget and kept none)."""
     aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
     try:
         fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
@@ -48,12 +59,31 @@ def write_new(path: Path, data: bytes, *, mode: int = 0o666) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.link(aside, path)  # exclusive: never over another file
+        try:
+            os.link(aside, path)  # exclusive: never over another file
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS or isinstance(exc, FileExistsError):
+                raise
+            _write_in_place(path, data, mode)
     finally:
         with suppress(OSError):
             aside.unlink()
     with suppress(OSError):  # the file is whole; a folder that cannot be synced keeps it
         fsync_dir(path.parent)
+
+
+def _write_in_place(path: Path, data: bytes, mode: int) -> None:
+    """``path`` created exclusively and written, fsynced; removed again if that fails."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with suppress(OSError):
+            path.unlink()
+        raise
+    os.close(fd)
 
 
 def file_name(fact_id: str) -> str:

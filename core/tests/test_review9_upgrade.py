@@ -21,7 +21,6 @@ import anyio
 import pytest
 
 from agent_custody_state import Ledger
-from agent_custody_state.cli import main
 from agent_custody_state.keys import load_public_key
 from agent_custody_state.ledger.checkpoints import read_checkpoints
 from agent_custody_state.ledger.errors import LedgerError
@@ -34,31 +33,9 @@ from agent_custody_state.stores.outbox import Outbox, outbox_path
 
 DATA = Path(__file__).parent / "data" / "upgrade"
 sys.path.insert(0, str(DATA))  # the shared helper beside the fixtures
-from oldcode import old_writer  # noqa: E402
+from oldcode import ALL, cli, fixture, later, old_writer  # noqa: E402
 
-CHAINED = ["af8a474", "7a3a882", "29a8e2e"]
-ALL = [("1ce3520", "plain")] + [(c, m) for c in CHAINED for m in ("plain", "crypto-shred")]
 REPO = Path(__file__).resolve().parents[2]
-
-
-def fixture(tmp_path: Path, commit: str) -> tuple[Path, dict[str, Any]]:
-    """A copy of the files ``commit`` wrote, and what it wrote (``made.json``)."""
-    folder = tmp_path / commit
-    shutil.copytree(DATA / commit, folder)
-    return folder, json.loads((folder / "made.json").read_text())
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err
-    return code, captured.out + captured.err
-
-
-def later(info: dict[str, Any]) -> list[Any]:
-    """The value of the assert after the checkpoint, unless it was forgotten for the outbox
-    (or the version wrote no checkpoint)."""
-    return ["Oslo"] if "later" in info and not info["outbox"] else []
 
 
 @pytest.mark.parametrize(("commit", "mode"), ALL)

@@ -9,7 +9,6 @@ today's does) is run live against an export of the old code when the history is 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ import anyio
 import pytest
 
 from agent_custody_state import Ledger
-from agent_custody_state.cli import main
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.verify import verify_lines
 from agent_custody_state.stores import StoreSet, VerifyPolicy
@@ -29,23 +27,8 @@ from agent_custody_state.stores.outbox import Outbox, outbox_path
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "core" / "tests" / "data" / "upgrade"
 sys.path.insert(0, str(DATA))  # the shared helper beside the fixtures
-from oldcode import old_writer  # noqa: E402
-
-CHAINED = ["af8a474", "7a3a882", "29a8e2e"]
-ALL = [("1ce3520", "plain")] + [(c, m) for c in CHAINED for m in ("plain", "crypto-shred")]
-
-
-def fixture(tmp_path: Path, commit: str) -> tuple[Path, dict[str, Any]]:
-    folder = tmp_path / commit
-    shutil.copytree(DATA / f"{commit}-sqlite", folder)
-    return folder, json.loads((folder / "made-sqlite.json").read_text())
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err
-    return code, captured.out + captured.err
+from oldcode import ALL, cli, later, old_writer  # noqa: E402
+from oldcode import fixture as fixture_of  # noqa: E402
 
 
 def verify_args(folder: Path, path: Path, commit: str) -> list[str]:
@@ -58,15 +41,11 @@ def verify_args(folder: Path, path: Path, commit: str) -> list[str]:
     return args + (["--checkpoint", str(named)] if named.exists() else [])
 
 
-def later(info: dict[str, Any]) -> list[Any]:
-    return ["Oslo"] if "later" in info and not info["outbox"] else []
-
-
 @pytest.mark.parametrize(("commit", "mode"), ALL)
 def test_an_old_sqlite_ledger_reads_verifies_and_forgets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], commit: str, mode: str
 ) -> None:
-    folder, made = fixture(tmp_path, commit)
+    folder, made = fixture_of(tmp_path, commit, sqlite=True)
     info = made["ledgers"][mode]
     path = folder / info["ledger"]
     with Ledger(path, made["forget_key"], forget_mode=mode, read_only=True) as book:
@@ -94,7 +73,7 @@ def test_an_old_sqlite_ledger_reads_verifies_and_forgets(
 
 @pytest.mark.parametrize("mode", ["plain", "crypto-shred"])
 def test_an_old_outbox_entry_is_finished_at_the_next_start(tmp_path: Path, mode: str) -> None:
-    folder, made = fixture(tmp_path, "29a8e2e")
+    folder, made = fixture_of(tmp_path, "29a8e2e", sqlite=True)
     info = made["ledgers"][mode]
     path = str(folder / info["ledger"])
     box = outbox_path(path, None)
@@ -114,7 +93,7 @@ def test_a_crypto_shred_ledger_from_before_the_mark_refuses_plain_values(tmp_pat
     """af8a474 recorded no forget mode and its key store was elsewhere: a plain writer stored
     values unencrypted beside the sealed ones. The sealed newest value refuses it now, and a
     crypto-shred open records the mode in the settings table."""
-    folder, made = fixture(tmp_path, "af8a474")
+    folder, made = fixture_of(tmp_path, "af8a474", sqlite=True)
     info = made["ledgers"]["crypto-shred"]["elsewhere"]
     path, store = folder / info["ledger"], str(folder / info["key_store"])
     before = path.read_bytes()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -15,6 +16,10 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[4]
+DATA = Path(__file__).resolve().parent
+#: The commits whose files are kept here: the first (no chain), then three with the chain.
+CHAINED = ["af8a474", "7a3a882", "29a8e2e"]
+ALL = [("1ce3520", "plain")] + [(c, m) for c in CHAINED for m in ("plain", "crypto-shred")]
 PARTS = ["core/src", "sql/src", "plugins/events-sqlite/src"]
 
 
@@ -90,3 +95,28 @@ def old_writer(
         old.stdin.close()
         old.wait(timeout=30)
         old.stdout.close()
+
+
+def fixture(tmp_path: Path, commit: str, *, sqlite: bool = False) -> tuple[Path, dict[str, Any]]:
+    """A copy of the files ``commit`` wrote (its JSONL or SQLite ones), and what it wrote
+    (``made.json``, ``made-sqlite.json``)."""
+    folder = tmp_path / commit
+    shutil.copytree(DATA / (f"{commit}-sqlite" if sqlite else commit), folder)
+    made = "made-sqlite.json" if sqlite else "made.json"
+    return folder, json.loads((folder / made).read_text())
+
+
+def later(info: dict[str, Any]) -> list[Any]:
+    """The value of the assert after the checkpoint, unless it was forgotten for the outbox
+    (or the version wrote no checkpoint)."""
+    return ["Oslo"] if "later" in info and not info["outbox"] else []
+
+
+def cli(capsys: Any, *args: str) -> tuple[int, str]:
+    """The command line in this process; its output (a traceback fails the test)."""
+    from agent_custody_state.cli import main
+
+    code = main(list(args))
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.out + captured.err

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,7 @@ from agent_custody_state.ledger.model import AssertEvent
 from agent_custody_state.ledger.verify import verify_lines
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.worker import LedgerWorker
-from agent_custody_state_conformance.threads import (
-    spy_on,
-    supersede_round,
-    switching_often,
-)
+from agent_custody_state_conformance.threads import behind, spy_on, supersede_round, switching_often
 
 FACT: dict[str, Any] = {"subject": "s", "predicate": "p", "space": "o", "actor": "a"}
 
@@ -47,33 +43,14 @@ def test_a_memory_read_never_sees_another_threads_section_before_it_ends(tmp_pat
         event = elsewhere.assert_fact(value="never", **FACT)
         backend = ledger.backend
         spy = spy_on(ledger)
-        inside, go = threading.Event(), threading.Event()
-        seen: list[object] = []
 
-        def section() -> None:
+        def section(pause: Callable[[], None]) -> None:
             with pytest.raises(RuntimeError), backend.transaction():
                 backend.append([event])
-                inside.set()
-                assert go.wait(10)
+                pause()
                 raise RuntimeError("the write fails after its append: rolled back")
 
-        def read() -> None:
-            spy.watched = threading.get_ident()
-            try:
-                seen.append(ledger.get(event.fact.fact_id))
-            finally:
-                spy.waiting.set()  # done without waiting (the old code) or now waiting
-
-        writer = threading.Thread(target=section)
-        writer.start()
-        assert inside.wait(10)
-        reader = threading.Thread(target=read)
-        reader.start()
-        assert spy.waiting.wait(10)
-        go.set()
-        writer.join(10)
-        reader.join(10)
-        assert seen == [None]
+        assert behind(spy, section, lambda: ledger.get(event.fact.fact_id)) is None
         assert ledger.count() == 0
 
 

@@ -163,7 +163,7 @@ def _stores(config_path: str) -> tuple[list[Any], Any]:
 def cmd_explain(args: argparse.Namespace) -> int:
     from agent_custody_state.extras.actionpack import sign_action_pack, verify_action_pack
     from agent_custody_state.extras.bundles import BundleError
-    from agent_custody_state.extras.explain import build_action_pack, format_explain
+    from agent_custody_state.extras.explain import build_action_pack, erasures, format_explain
     from agent_custody_state.extras.verify import verify_bundle
 
     if args.verify:
@@ -191,12 +191,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
             pack = build_action_pack(_receipts_dir(args.receipts), args.receipt, ledger)
         except BundleError as exc:
             raise CliError(f"receipt {args.receipt}: not a receipt bundle: {exc}") from None
+        erased = erasures(ledger)  # after the pack: a forget meanwhile is hidden too
     verification = verify_bundle(pack["receipt"], keys) if keys is not None else None
     signed = sign_action_pack(pack, signer) if signer is not None else None  # refused: no output
     if args.json:
         _say(pretty({"pack": pack, "verification": _result_json(verification)}))
     else:
-        _say(format_explain(pack, verification, ledger is not None))
+        _say(format_explain(pack, verification, ledger is not None, erased))
     if signed is not None:
         _write(target, signed)
         print(f"signed action pack written to {args.out}", file=sys.stderr)
@@ -281,7 +282,6 @@ def cmd_review(args: argparse.Namespace) -> int:
         if args.out:
             from agent_custody_state.extras.review_server import write_review
 
-            Path(args.out).mkdir(exist_ok=True)
             written = write_review(options, args.out)
             _say(f"wrote {written['receipts']} receipt page(s) and the index to {args.out}")
             return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,14 @@ from agent_custody_state.extras.bundles import (
     load_summaries,
     time_key,
 )
+from agent_custody_state.extras.erased import (
+    CHECKED_AS_STORED,
+    STILL_HELD,
+    Erasures,
+    TextMarker,
+    redact,
+)
+from agent_custody_state.extras.erased import erasures as erasures  # the CLI's import
 from agent_custody_state.extras.jsview import at, compact, items, parse, text, truthy
 from agent_custody_state.extras.ledgerview import all_facts, get_fact, status_of
 from agent_custody_state.extras.verify import VerifyResult
@@ -160,9 +169,18 @@ class _Rows:
         self.lines.append(f"{'':<{LABEL_WIDTH}} {answer}")
 
 
-def format_explain(pack: Any, verification: VerifyResult | None, with_ledger: bool) -> str:
-    """The ten answers of SPEC-EXTRAS 3.2."""
+def format_explain(
+    pack: Any,
+    verification: VerifyResult | None,
+    with_ledger: bool,
+    erased: Erasures | None = None,
+) -> str:
+    """The ten answers of SPEC-EXTRAS 3.2. ``erased``: the ledger's forgotten facts; a value of
+    one that the receipt holds shows as ``(erased)``, with a note (``extras.erased``)."""
     p = at(decode_statement(at(pack, "receipt")), "predicate")
+    marker = TextMarker()
+    p, hidden = redact(p, erased, at(p, "receiptId"), marker)
+    show = marker.compact if hidden else compact
     out = _Rows()
     tail = (
         ", self-reported by its own process"
@@ -199,9 +217,11 @@ def format_explain(pack: Any, verification: VerifyResult | None, with_ledger: bo
             + (f" by {_joined(reasons, ', ')}" if _count(reasons) else "")
             + (f"; errors: {_joined(errors, '; ')}" if _count(errors) else "")
         )
-    _saw(out, p, pack, with_ledger)
-    _did(out, p, policy)
+    _saw(out, p, pack, with_ledger, show)
+    _did(out, p, policy, show)
     _evidence(out, p, pack)
+    if hidden:
+        out.more(STILL_HELD)
     if verification is None:
         out.row(
             "CAN I VERIFY IT", "not checked here; pass the gateway's and principal's public keys"
@@ -210,6 +230,8 @@ def format_explain(pack: Any, verification: VerifyResult | None, with_ledger: bo
         out.row("CAN I VERIFY IT", f"VERIFIED, {len(verification.checks)} checks")
     else:
         out.row("CAN I VERIFY IT", f"NOT VERIFIED: {verification.failed_names()}")
+    if hidden and verification is not None:
+        out.more(CHECKED_AS_STORED)
     if with_ledger:
         _depends(out, pack)
     else:
@@ -218,7 +240,7 @@ def format_explain(pack: Any, verification: VerifyResult | None, with_ledger: bo
     return "\n".join(out.lines)
 
 
-def _saw(out: _Rows, p: Any, pack: Any, with_ledger: bool) -> None:
+def _saw(out: _Rows, p: Any, pack: Any, with_ledger: bool, show: Callable[[Any], str]) -> None:
     facts = at(p, "facts")
     entries = (
         [(k, facts[k]) for k in js_key_order(facts, sort=False)] if isinstance(facts, dict) else []
@@ -226,7 +248,7 @@ def _saw(out: _Rows, p: Any, pack: Any, with_ledger: bool) -> None:
     out.row(
         "WHAT THE AGENT SAW",
         "; ".join(
-            f"{k} = {compact(at(f, 'value'))} (fetched by the gateway via {text(at(f, 'tool'))})"
+            f"{k} = {show(at(f, 'value'))} (fetched by the gateway via {text(at(f, 'tool'))})"
             for k, f in entries
         )
         if entries
@@ -249,7 +271,7 @@ def _saw(out: _Rows, p: Any, pack: Any, with_ledger: bool) -> None:
             out.more(f"  {text(fact_id)[:8]} (not in this ledger)")
 
 
-def _did(out: _Rows, p: Any, policy: Any) -> None:
+def _did(out: _Rows, p: Any, policy: Any, show: Callable[[Any], str]) -> None:
     status = at(p, "execution", "status")
     suffix = ""
     if status in ("denied", "withheld"):
@@ -257,9 +279,7 @@ def _did(out: _Rows, p: Any, policy: Any) -> None:
     elif status == "error":
         suffix = f": {text(at(p, 'execution', 'error'))}"
     args = at(p, "request", "args")
-    out.row(
-        "WHAT IT DID", f"{text(at(p, 'tool', 'name'))} {compact(args)} -> {text(status)}{suffix}"
-    )
+    out.row("WHAT IT DID", f"{text(at(p, 'tool', 'name'))} {show(args)} -> {text(status)}{suffix}")
     if not truthy(policy):
         out.row("WHY", "no policy was evaluated")
         return

@@ -25,6 +25,7 @@ from agent_custody_state.extras.bundles import (
     read_json,
     time_key,
 )
+from agent_custody_state.extras.erased import Erasures, erasures, redacted_bundle
 from agent_custody_state.extras.explain import LABEL_WIDTH, build_action_pack, format_explain
 from agent_custody_state.extras.jsview import at, text
 from agent_custody_state.extras.verify import VerifyOptions, VerifyResult, verify_bundle
@@ -215,8 +216,15 @@ def explain_html(explained: str) -> str:
 
 
 def render_receipt(
-    pack: dict[str, Any], result: VerifyResult | None, o: ReviewOptions, back: str, raw: str
+    pack: dict[str, Any],
+    result: VerifyResult | None,
+    o: ReviewOptions,
+    back: str,
+    raw: str,
+    erased: Erasures | None = None,
 ) -> str:
+    """A receipt's page; ``erased``: the ledger's forgotten facts, whose values the page and the
+    raw link's JSON hide (``extras.erased``)."""
     p = at(decode_statement(pack["receipt"]), "predicate")
     if result is None:
         report = "Not checked: start the review with --issuer-key and --principal-key to verify every receipt here."
@@ -231,15 +239,35 @@ def render_receipt(
         f'<p class="lede">{_when(at(p, "timestamp"))} · receipt <span class="mono">{esc(receipt_id)}</span>'
         f" · {verdict(None if result is None else result.ok)}</p>\n"
         "<h2>What this action is</h2>\n"
-        f"{explain_html(format_explain(pack, result, o.ledger is not None))}\n"
+        f"{explain_html(format_explain(pack, result, o.ledger is not None, erased))}\n"
         f"<h2>Verification</h2>\n<pre>{esc(report)}</pre>\n"
         "<h2>The receipt</h2>\n"
-        f'<p><a href="{esc(raw)}">The bundle as issued</a>: check it yourself with '
-        "<code>agent-custody verify</code> and the public keys.</p>"
+        f"{_raw_link(raw, redacted_bundle(pack['receipt'], erased)[1] > 0)}"
     )
     return page(f"{tool} · {receipt_id[:8]}", body)
 
 
+def _raw_link(raw: str, hidden: bool) -> str:
+    if not hidden:
+        return (
+            f'<p><a href="{esc(raw)}">The bundle as issued</a>: check it yourself with '
+            "<code>agent-custody verify</code> and the public keys.</p>"
+        )
+    return (
+        f'<p><a href="{esc(raw)}">The bundle with its erased values hidden</a>: values the '
+        'ledger has forgotten read <code>{"erased": true, ...}</code>, so its signatures do not '
+        "verify over it. The gateway's receipt file still holds the values, as issued, until "
+        "the gateway's <code>prune</code> deletes it.</p>"
+    )
+
+
 def receipt_page(o: ReviewOptions, receipt_id: str, back: str, raw: str) -> str:
     pack = build_action_pack(o.receipts_dir, receipt_id, o.ledger)
-    return render_receipt(pack, verification(pack["receipt"], o), o, back, raw)
+    erased = erasures(o.ledger)  # after the pack: a forget meanwhile is hidden too
+    return render_receipt(pack, verification(pack["receipt"], o), o, back, raw, erased)
+
+
+def served_bundle(o: ReviewOptions, receipt_id: str) -> Any:
+    """The bundle ``/r/<id>.json`` and ``r/<id>.json`` hold: the listed receipt
+    (``listed_receipt``) with the values the ledger has forgotten hidden (``redacted_bundle``)."""
+    return redacted_bundle(listed_receipt(o, receipt_id), erasures(o.ledger))[0]

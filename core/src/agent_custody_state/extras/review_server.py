@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent_custody_state.extras import reviewfiles
 from agent_custody_state.extras.bundles import RECEIPT_ID
+from agent_custody_state.extras.erased import erasures, redacted_bundle
 from agent_custody_state.extras.jsview import pretty
 from agent_custody_state.extras.review import (
     CSP,
@@ -34,6 +36,7 @@ from agent_custody_state.extras.review import (
     listed_receipt,
     receipt_page,
     render_index,
+    served_bundle,
 )
 from agent_custody_state.signing import well_formed
 
@@ -166,8 +169,12 @@ class ReviewServer(ThreadingHTTPServer):
                     return 404, "text/plain", f"not found: {_message(exc)}"
                 except ValueError as exc:
                     return 404, "text/plain", f"not found: {rid}.json is not a receipt ({exc})"
-                if ext == "json":
-                    return 200, "application/json", pretty(bundle)
+                if ext == "json":  # the values the ledger has forgotten hidden
+                    return (
+                        200,
+                        "application/json",
+                        pretty(redacted_bundle(bundle, erasures(o.ledger))[0]),
+                    )
                 return 200, "text/html; charset=utf-8", receipt_page(o, rid, "/", f"/r/{rid}.json")
         except FileNotFoundError as exc:  # gone between the check and the page
             return 404, "text/plain", _message(exc)
@@ -183,16 +190,21 @@ def _message(exc: BaseException) -> str:
 
 def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str, int]:
     """``index.html`` and, per receipt, ``r/<id>.html`` and ``r/<id>.json``; returns
-    ``{"receipts": N}``. Files are replaced by rename, never written through a link."""
+    ``{"receipts": N}``. Files are replaced by rename, never written through a link. The folder
+    then holds exactly this run's pages: those the index it replaces wrote (``reviewfiles``)
+    that this run does not (a receipt pruned since) are removed, and nothing else."""
     folder = Path(out_dir)
-    pages = folder / "r"
-    pages.mkdir(parents=False, exist_ok=True)
+    folder.mkdir(parents=False, exist_ok=True)
+    (folder / "r").mkdir(parents=False, exist_ok=True)
+    earlier = reviewfiles.earlier_pages(folder)
     rows = list_receipts(o)
-    _replace(folder / "index.html", render_index(rows, o, lambda rid: f"r/{rid}.html"))
     for row in rows:
         rid = row.receipt_id
-        _replace(pages / f"{rid}.html", receipt_page(o, rid, "../index.html", f"{rid}.json"))
-        _replace(pages / f"{rid}.json", pretty(listed_receipt(o, rid)))
+        _replace(folder / "r" / f"{rid}.html", receipt_page(o, rid, "../index.html", f"{rid}.json"))
+        _replace(folder / "r" / f"{rid}.json", pretty(served_bundle(o, rid)))
+    reviewfiles.remove(folder, earlier - reviewfiles.pages(r.receipt_id for r in rows))
+    index = render_index(rows, o, lambda rid: f"r/{rid}.html")
+    _replace(folder / "index.html", reviewfiles.marked(index))
     return {"receipts": len(rows)}
 
 

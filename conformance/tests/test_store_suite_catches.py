@@ -59,6 +59,35 @@ class TestBroken(Suite):
 """
 
 CASES = {
+    # refusal names long values, but put takes them: a write it refuses is still written.
+    "refusal_put_ignores_it": (
+        "class Broken(InProcessStore):\n"
+        "    def refusal(self, fact):\n"
+        "        return 'too long' if len(str(fact.value)) > 50_000 else None\n",
+        {"test_refusal_agrees_with_put"},
+    ),
+    # put refuses long values that refusal does not name: refused only after earlier stores.
+    "refusal_misses_a_limit": (
+        "class Broken(InProcessStore):\n"
+        "    def refusal(self, fact):\n"
+        "        return None\n"
+        "    async def put(self, fact):\n"
+        "        if len(str(fact.value)) > 50_000:\n"
+        "            raise StoreError(self.name, 'too long')\n"
+        "        return await super().put(fact)\n",
+        {"test_refusal_agrees_with_put"},
+    ),
+    # refusal answers an empty text: neither a reason nor None (a store set takes it as a
+    # refusal of every fact, so the rules writing through one fail too).
+    "refusal_answers_empty": (
+        "class Broken(InProcessStore):\n    def refusal(self, fact):\n        return ''\n",
+        {
+            "test_refusal_agrees_with_put",
+            "test_compensation_removes_the_write",
+            "test_copy_left_by_a_failed_put_is_removed",
+            "test_mirror_swaps_and_restores",
+        },
+    ),
     # remove does nothing: the record stays.
     "remove_is_a_no_op": (
         "class Broken(InProcessStore):\n"
@@ -213,4 +242,5 @@ def test_broken_store_fails_the_right_rules(pytester: pytest.Pytester, case: str
 def test_the_reference_store_passes_cleanly(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ok=HEADER + "\n\nBroken = InProcessStore\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=20, skipped=3)  # ST-6-where, ST-6-where-moves: no where
+    # ST-6-where, ST-6-where-moves: no where; ST-4.2-refusal: no refusal
+    result.assert_outcomes(passed=20, skipped=4)

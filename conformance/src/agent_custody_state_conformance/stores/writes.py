@@ -1,5 +1,6 @@
 """Store rules for writing (SPEC 6): ``put``'s id, the text, the custody metadata, odd values,
-and ``where`` (the container the copies go into).
+a refusal told before any store is written (``refusal``), and ``where`` (the container the
+copies go into).
 
 What lands in the vendor after ``put``, read back through the plugin's backdoor: a record under
 the id ``put`` returned, the SPEC 6 text or the structured value, every custody field, and a
@@ -8,14 +9,22 @@ value full of unicode and escapes surviving unchanged.
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
 import pytest
 
 from agent_custody_state.ledger.model import Source
-from agent_custody_state.stores import Store, custody_metadata, fact_text
-from agent_custody_state.stores.base import can_verify, redact
+from agent_custody_state.stores import (
+    Store,
+    StoreError,
+    StoreSet,
+    StoreWriteError,
+    custody_metadata,
+    fact_text,
+)
+from agent_custody_state.stores.base import can_refuse, can_verify, redact
 from agent_custody_state.stores.residual import residual_of
 
 from ..rules import rule
@@ -150,6 +159,53 @@ class WriteRules(StoreRules):
                 assert {k: stored.get(k) for k in expected} == expected, changes
             await store.remove(external_id, recorded)
             assert await self.find(backdoor, fact.fact_id) is None, f"still held: {changes!r}"
+
+    # -- refusal -----------------------------------------------------------------------------
+
+    @rule("ST-4.2-refusal")
+    async def test_refusal_agrees_with_put(self, store: Store, backdoor: Any) -> None:
+        """A store declaring ``refusal(fact)`` answers None or a non-empty text, and agrees
+        with its ``put``: a fact it names is refused by ``put`` too (``StoreError`` naming the
+        store), with nothing held, and by ``StoreSet.put_all`` with its reason before any
+        store is written; a fact it does not name is put. Tried on an ordinary fact, spaces
+        with "." and ``langgraph``, the awkward ~16 KB value and a 100,000-character value.
+
+        Troubleshooting: make ``put`` call the same check (``StoreError(self.name, reason)``)
+        and name in ``refusal`` every limit ``put`` refuses before or after the vendor call
+        (a size cap, a name the vendor forbids), from the fact and the settings alone. A store
+        without ``refusal`` is skipped.
+        """
+        if not can_refuse(store):
+            pytest.skip("store does not declare refusal")
+        for changes in (
+            {},
+            {"space": "acme.com"},
+            {"space": "langgraph"},
+            {"value": AWKWARD_VALUE},
+            {"value": "x" * 100_000},
+        ):
+            fact = make_fact(**changes)
+            answer = store.refusal(fact)  # type: ignore[attr-defined]
+            if inspect.isawaitable(answer):
+                answer = await answer
+            shown = {k: (v if len(str(v)) < 40 else "...") for k, v in changes.items()}
+            assert answer is None or (isinstance(answer, str) and answer.strip()), (
+                f"refusal answered {answer!r} for {shown}, not None or a reason"
+            )
+            if answer is None:
+                recorded, external_id = await self.put(store, fact)
+                assert await self.find(backdoor, fact.fact_id) is not None, shown
+                await store.remove(external_id, recorded)
+                continue
+            with pytest.raises(StoreError) as put_refused:
+                await store.put(fact)
+            assert put_refused.value.store == store.name, shown
+            assert await self.find(backdoor, fact.fact_id) is None, f"refused yet held: {shown}"
+            with pytest.raises(StoreWriteError) as caught:
+                await StoreSet([store]).put_all(fact)
+            refused = caught.value
+            assert (refused.store, refused.message) == (store.name, redact(answer)), shown
+            assert refused.compensation == {} and refused.owed == [], shown
 
     # -- where -------------------------------------------------------------------------------
 

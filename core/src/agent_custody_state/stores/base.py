@@ -2,9 +2,10 @@
 
 A store is a retrieval system a team already runs (mem0, Zep, pgvector, ...). Adapters implement
 ``put`` and ``remove`` (and, to have removals verified, ``verify_removed``; to have the copy a
-failed put may have left found and removed, ``held_ids``); the core, not a
-pluggy fan-out, drives them (``storeset`` and ``flows``), because custody needs a fixed order and
-a defined outcome on failure (SPEC 4.2, 4.3, 6).
+failed put may have left found and removed, ``held_ids``; to refuse a fact before any store is
+written, ``refusal``); the core, not a pluggy fan-out, drives them (``storeset`` and
+``flows``), because custody needs a fixed order and a defined outcome on failure (SPEC 4.2, 4.3,
+6).
 
 Store methods are ``async`` so network stores never block the server's event loop; an adapter over
 a blocking SDK runs its calls in a worker thread (``kit.run_sync``).
@@ -12,6 +13,7 @@ a blocking SDK runs its calls in a worker thread (``kit.run_sync``).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import threading
@@ -92,7 +94,8 @@ class StoreError(Exception):
 
 @runtime_checkable
 class Store(Protocol):
-    """What a write-through store implements. ``verify_removed`` and ``held_ids`` are optional.
+    """What a write-through store implements. ``verify_removed``, ``held_ids`` and
+    ``refusal`` are optional.
 
     ``async def verify_removed(self, external_id: str, fact: Fact) -> bool``: true when the
     store no longer returns the fact, under ``external_id`` or any other id (SPEC 4.3).
@@ -104,6 +107,13 @@ class Store(Protocol):
     text: a cleanup finished from the outbox has neither (``orphans``). The core asks it after a
     ``put`` that raised (a timeout after the vendor stored the fact, a connection cut before
     the answer) and removes what it names, so no copy is left that no ledger event records.
+
+    ``def refusal(self, fact: Fact) -> str | None`` (plain or ``async``): why this store cannot
+    hold ``fact`` (a limit its ``put`` refuses: a size cap, a name the vendor forbids), or
+    None. Answered from the fact and the settings alone, without a network call. The store set
+    asks every store before the first ``put`` (``refusal_of``): a reason fails the write naming
+    the store before any store is written, so nothing is compensated or owed. ``put`` refuses
+    what it names (call the same check), and a fact it names is one ``put`` would refuse.
 
     ``where: str`` (an attribute or property, optional): a short, stable text naming the
     container this store's copies go into, built from its settings without a network call,
@@ -140,6 +150,31 @@ def can_verify(store: Store) -> bool:
 def can_find_held(store: Store) -> bool:
     """Whether a store can name its copies of a fact by the fact id (``held_ids``)."""
     return callable(getattr(store, "held_ids", None))
+
+
+def can_refuse(store: Store) -> bool:
+    """Whether a store can tell, before any put, that it cannot hold a fact (``refusal``)."""
+    return callable(getattr(store, "refusal", None))
+
+
+async def refusal_of(store: Store, fact: Fact) -> str | None:
+    """The store's reason not to hold ``fact`` (``Store.refusal``), redacted; None when it has
+    none or cannot tell. A check that raises, or answers anything but a non-empty text or None,
+    is a refusal naming what it did: a faulty check stops the write before any store is written,
+    as a faulty ``put`` stops it after."""
+    if not can_refuse(store):
+        return None
+    try:
+        answer = store.refusal(fact)  # type: ignore[attr-defined]
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except Exception as exc:
+        return f"its check before the put failed: {error_message(exc)}"
+    if answer is None:
+        return None
+    if isinstance(answer, str) and answer.strip():
+        return redact(answer)
+    return redact(f"refusal answered {answer!r}, not a reason or None")
 
 
 def verifies_without_value(store: Store | None) -> bool:

@@ -1,5 +1,8 @@
 """The configured stores, in order: put with compensation, remove with verification (SPEC 4.3).
 
+- before any put: every store that can tell (``refusal``, optional) is asked whether it can
+  hold the fact; the first reason, in configuration order, fails the put naming that store,
+  with nothing written anywhere (no compensation, nothing owed).
 - put: every store in configuration order; a store that fails makes the whole put fail, and the
   stores already written are compensated (removed, and checked like any removal), each
   compensation's outcome reported. The failing store may have kept the fact all the same (a
@@ -16,9 +19,9 @@
   attribute, or ``StoreSet(append_only=...)``); ``flows`` uses this.
 
 Every failure is logged here (logger ``agent_custody_state.stores.storeset``) as well as
-reported to the caller: a refused put (WARNING), each compensation (WARNING; ERROR when the
-removal failed too), a failed removal (ERROR) and a removal not verified (WARNING). The lines
-name the store and the fact id, never the value.
+reported to the caller: a refused put or a refusal before it (WARNING), each compensation
+(WARNING; ERROR when the removal failed too), a failed removal (ERROR) and a removal not
+verified (WARNING). The lines name the store and the fact id, never the value.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from agent_custody_state.stores.base import (
     can_verify,
     error_message,
     mirrors,
+    refusal_of,
 )
 from agent_custody_state.stores.orphans import clear_failed_put
 from agent_custody_state.stores.where import moved
@@ -132,7 +136,9 @@ class StoreSet:
         return [s for s in self.stores if s.name not in self.append_only and mirrors(s)]
 
     async def put_all(self, fact: Fact) -> dict[str, str]:
-        """Put into every store in order; on a failure compensate and raise ``StoreWriteError``."""
+        """Put into every store in order; on a failure compensate and raise ``StoreWriteError``.
+        A store refusing the fact beforehand (``refuse_early``) fails it with nothing written."""
+        await self.refuse_early(fact)
         written: dict[str, str] = {}
         for store in self.stores:
             try:
@@ -155,6 +161,23 @@ class StoreSet:
                 raise StoreWriteError(store.name, error_message(exc), compensation, owed) from exc
             written[store.name] = external_id
         return written
+
+    async def refuse_early(self, fact: Fact) -> None:
+        """Ask every store that can tell (``Store.refusal``) whether it can hold ``fact``; the
+        first that cannot, in configuration order, fails the put with ``StoreWriteError``
+        naming it, before any store is written (no compensation, nothing owed)."""
+        for store in self.stores:
+            reason = await refusal_of(store, fact)
+            if reason is None:
+                continue
+            log.warning(
+                "store %s refused the write of fact %s before any store was written: %s",
+                store.name,
+                fact.fact_id,
+                reason,
+                extra={"store": store.name, "fact": fact.fact_id},
+            )
+            raise StoreWriteError(store.name, reason)
 
     async def compensate(self, fact: Fact, written: dict[str, str]) -> dict[str, str]:
         """Undo puts (newest first); returns store -> ``removed``, ``removal failed: ...`` or,

@@ -138,17 +138,35 @@ class LangGraphStore:
         self.top_k = top_k
         self._on_close = on_close
 
-    def namespace_for(self, fact: Fact) -> tuple[str, ...]:
-        """The configured labels with ``{space}`` filled in from the fact."""
-        labels = tuple(label.replace("{space}", fact.space) for label in self.namespace_template)
-        bad = [label for label in labels if not label or "." in label]
+    def _labels(self, fact: Fact) -> tuple[str, ...]:
+        return tuple(label.replace("{space}", fact.space) for label in self.namespace_template)
+
+    def refusal(self, fact: Fact) -> str | None:
+        """Why LangGraph refuses the fact's namespace (``Store.refusal``): a label that is empty
+        or holds "." or U+0000, or the reserved root "langgraph" (its ``_validate_namespace``),
+        as a space such as ``acme.com`` gives under ``{space}``; None when it takes it. Asked
+        before any store is written; ``put`` (and every call here) refuses the same."""
+        labels = self._labels(fact)
+        bad = [label for label in labels if not label or "." in label or "\x00" in label]
         if bad:
-            raise StoreError(
-                self.name,
+            return (
                 f'namespace label "{bad[0]}" (from space '
-                f'"{fact.space}") is empty or contains "."; LangGraph refuses it',
+                f'"{fact.space}") is empty or contains "." or U+0000; LangGraph refuses it'
             )
-        return labels
+        if labels[0] == "langgraph":
+            return (
+                f'namespace root "langgraph" (from space "{fact.space}") is reserved by '
+                "LangGraph; LangGraph refuses it"
+            )
+        return None
+
+    def namespace_for(self, fact: Fact) -> tuple[str, ...]:
+        """The configured labels with ``{space}`` filled in from the fact; ``StoreError`` when
+        LangGraph refuses them (``refusal``)."""
+        problem = self.refusal(fact)
+        if problem is not None:
+            raise StoreError(self.name, problem)
+        return self._labels(fact)
 
     def _elsewhere(self, fact: Fact) -> list[Any]:
         """Items of the fact in *every* namespace: one written under an earlier ``namespace``

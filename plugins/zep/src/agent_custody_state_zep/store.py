@@ -1,5 +1,8 @@
 """The Zep write-through store: one JSON episode per fact, deletes awaited as background tasks.
 
+``refusal`` (asked before any store is written, and by ``put``) names a fact whose episode
+data is longer than Zep's cap (``max_episode_chars``, 10,000 characters).
+
 ``put`` adds an episode of type ``json`` whose data is the fact's subject, predicate and value
 with the custody metadata, and puts the custody metadata on the episode itself, within Zep's
 limits (at most 10 keys, scalar values: ``None`` values are dropped). The episode uuid is the
@@ -104,14 +107,24 @@ class ZepStore:
     async def _call(self, what: str, func: Callable[..., T], *args: Any) -> T:
         return await call_sdk(self.name, what, func, *args)
 
+    def _too_long(self, data: str, fact: Fact) -> str | None:
+        if len(data) <= self.max_episode_chars:
+            return None
+        return (
+            f"fact {fact.fact_id} is {len(data)} characters as a Zep episode; Zep accepts "
+            f"at most {self.max_episode_chars}"
+        )
+
+    def refusal(self, fact: Fact) -> str | None:
+        """Why Zep cannot take the fact's episode (``Store.refusal``): its data is longer than
+        ``max_episode_chars``. Asked before any store is written; ``put`` refuses the same."""
+        return self._too_long(episode_data(fact), fact)
+
     async def put(self, fact: Fact) -> str:
         data = episode_data(fact)
-        if len(data) > self.max_episode_chars:
-            raise StoreError(
-                self.name,
-                f"fact {fact.fact_id} is {len(data)} characters as a Zep episode; Zep accepts "
-                f"at most {self.max_episode_chars}",
-            )
+        problem = self._too_long(data, fact)
+        if problem is not None:
+            raise StoreError(self.name, problem)
         return await self._call(
             "episode add", self.graph.add_episode, data, episode_metadata(fact),
             fact.valid_from or None,

@@ -176,3 +176,40 @@ def test_the_tool_answer_names_the_store_and_the_ledger_is_unchanged(tmp_path: P
             ledger.close()
 
     anyio.run(scenario)
+
+
+def test_a_put_back_a_store_cannot_hold_is_not_put(caplog: pytest.LogCaptureFixture) -> None:
+    """A retraction makes an older fact current again; a store whose ``refusal`` names it is
+    not asked to put it (whose failure would send a lookup that refuses it too: "may hold a
+    copy"), and the put-back names the reason."""
+
+    class Lowered(Capped):
+        limit = 100
+
+        def refusal(self, fact: Fact) -> str | None:
+            return LIMIT if len(str(fact.value)) > self.limit else None
+
+    async def scenario() -> None:
+        store = Lowered("capped")
+        with Ledger("memory:") as ledger:
+            custody = Custody(ledger, stores(store))
+            a = await custody.write(request("a long first value"))
+            b = await custody.write(
+                AssertRequest(
+                    subject="acct:42",
+                    predicate="note",
+                    value="short",
+                    space="org",
+                    actor="a",
+                    supersedes=a.event.fact_id,
+                )
+            )
+            store.limit = 8  # the cap lowered after the first fact was written
+            store.calls.clear()
+            out = await custody.retract(fact_id=b.event.fact_id, actor="a", reason="wrong")
+            assert out.restored is not None and out.restored.external == {}
+            assert out.restored.failed == {"capped": LIMIT}
+            assert store.calls == ["remove"]  # b's copy left; a was not put
+
+    anyio.run(scenario)
+    assert "cannot hold it" in caplog.text

@@ -38,7 +38,7 @@ from agent_custody_state.ledger.envelope import kid_of
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent, RetractEvent
 from agent_custody_state.ledger.queries import RESTORED_KEY
-from agent_custody_state.stores.base import error_message
+from agent_custody_state.stores.base import error_message, refusal_of
 from agent_custody_state.stores.orphans import clear_failed_put
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 from agent_custody_state.stores.where import WHERE_KEY, locate, store_where, with_where
@@ -162,6 +162,17 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
             )
         return restore
     for store in stores.mirroring():
+        reason = await refusal_of(store, clean)  # a store that cannot hold it is not asked to
+        if reason is not None:
+            log.error(
+                "fact %s is current again but %s cannot hold it (absent there): %s",
+                fact.fact_id,
+                store.name,
+                reason,
+                extra={"store": store.name, "fact": fact.fact_id},
+            )
+            restore.failed[store.name] = reason
+            continue
         try:
             external_id = await store.put(clean)
             if not isinstance(external_id, str) or not external_id:

@@ -126,11 +126,14 @@ def cmd_reapply(args: argparse.Namespace) -> int:
     check_location(location, must_exist=True)
     certified, refused = read_folder(folder, keys)
     mode = _forget_mode(args, config)
+    forget_key = _forget_key(args, config)
     if args.dry_run:
         with open_mode(location, mode, reads_only=True) as ledger:  # changes nothing
             found = plan(ledger, certified, refused)
+            # The real run's refusal, before it: a dry run that passed promised a run that
+            # would then refuse for want of the forget key (or with another one).
+            _check_hmac(ledger, found.forget, forget_key)
         return report(found, [], dry_run=True, as_json=args.json)
-    forget_key = _forget_key(args, config)
     with open_mode(location, mode, forget_key=forget_key) as ledger:
         found = plan(ledger, certified, refused)
         _check_hmac(ledger, found.forget, forget_key)

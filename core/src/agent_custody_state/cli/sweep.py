@@ -13,6 +13,7 @@ the config's ``outbox``) and first finishes those a crash left (``stores.outbox`
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any
@@ -112,6 +113,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     forget_key = _forget_key(args, config)
     stores, verify = _stores(config)
     outbox = _outbox(location, config)
+    from agent_custody_state.stores.archive import CertificateArchive
+
+    archive = CertificateArchive(folder) if folder is not None else None
     with open_mode(location, mode, forget_key=forget_key) as ledger:
         from agent_custody_state.cli.progress import progress_bars
 
@@ -122,25 +126,30 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             verify=verify,
             certificate_key=key,
             outbox=outbox,
-            certificates=folder,  # each kept as issued: an interrupted sweep keeps its own
+            certificates=archive,  # each kept as issued: an interrupted sweep keeps its own
         )
         resumed = anyio.run(custody.resume)
         if resumed is not None and resumed.summary():
             print(f"agent-custody-memory: {resumed.summary()}", file=sys.stderr)
         with progress_bars() as bars:
             progress = bars.stages({"ledger": "forgetting", "stores": "removing from stores"})
-            report = anyio.run(
-                lambda: custody.sweep(
-                    before=before,
-                    space=args.space,
-                    actor=args.actor,
-                    reason=args.reason,
-                    keep_digest=not args.no_digest,
-                    progress=progress,
-                    certificates=folder is not None,
-                    at=at,
+            try:
+                report = anyio.run(
+                    lambda: custody.sweep(
+                        before=before,
+                        space=args.space,
+                        actor=args.actor,
+                        reason=args.reason,
+                        keep_digest=not args.no_digest,
+                        progress=progress,
+                        certificates=folder is not None,
+                        at=at,
+                    )
                 )
-            )
+            except Exception as exc:
+                if not getattr(getattr(exc, "swept", None), "forgotten", None):
+                    raise  # it forgot nothing: the error says it all
+                raise CliError(_stopped(exc, exc.swept, archive)) from None  # type: ignore[attr-defined]
     if args.json:
         from agent_custody_state.cli.render import print_json
         from agent_custody_state.server.shapes import sweep_shape
@@ -153,11 +162,51 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             line += f"; {removed} removed from the stores"
         print(line)
     problems = report.problems()
+    not_kept = _not_kept(report, archive, printed=args.json)
     if problems:
         from agent_custody_state.server.handlers import SWEEP_STILL_HELD
 
-        raise CliError(f"{SWEEP_STILL_HELD}{'; '.join(problems)}")
+        raise CliError(f"{SWEEP_STILL_HELD}{'; '.join(problems)}{not_kept}")
+    if not_kept:
+        raise CliError(not_kept.removeprefix("; "))
     return 0
+
+
+def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
+    """``; N certificates could not be kept in DIR ...`` (and each printed on standard output,
+    unless ``--json`` printed them already), or empty. Every forget is done and cannot be
+    certified again (its byte scan needed the value): exit 1, as for a store still holding."""
+    missing = set(archive.not_kept) if archive is not None else set()
+    if not missing:
+        return ""
+    if not printed:
+        for swept in report.forgotten:
+            if swept.event.fact_id in missing and swept.certificate is not None:
+                sys.stdout.write(json.dumps(swept.certificate, indent=2) + "\n")
+        sys.stdout.flush()
+    return (
+        f"; {_plural(len(missing), 'certificate')} could not be kept in {archive.folder} (facts "
+        f"{_some(sorted(missing))}; the log says why): the facts are forgotten, and the "
+        "certificates are printed on standard output: keep them, they cannot be issued again"
+    )
+
+
+def _stopped(exc: Exception, report: Any, archive: Any) -> str:
+    """The error of a sweep a fact stopped, true of the sweep: the facts forgotten before it
+    stay forgotten (their removals from the stores were tried); before, the ledger's "the
+    ledger is unchanged" of the fact that stopped it read as if the sweep had changed nothing."""
+    done = [swept.event.fact_id for swept in report.forgotten]
+    text = str(exc).replace("the ledger is unchanged", "that fact is unchanged in the ledger")
+    return (
+        f"the sweep stopped after forgetting {_plural(len(done), 'fact')} ({_some(done)}; "
+        f"those erasures stand, their removals from the stores were tried), then: {text}; "
+        f"run the sweep again to forget the rest{_not_kept(report, archive, printed=False)}"
+    )
+
+
+def _some(ids: list[str], most: int = 10) -> str:
+    shown = ", ".join(ids[:most])
+    return shown if len(ids) <= most else f"{shown} and {len(ids) - most} more"
 
 
 def _forget_mode(args: argparse.Namespace, config: Any) -> dict[str, Any]:
@@ -262,7 +311,8 @@ def add_commands(sub: Any) -> None:
         description="Forget (erase the value of) every fact the ledger learned before --before, "
         "or, with --config and no --before, before its space's retention window; held facts are "
         "kept. With --config the configured stores are cleaned too. Prints one line; --json "
-        "prints memory.sweep's JSON. Exit 1 if a store could not remove a fact.",
+        "prints memory.sweep's JSON. Exit 1 if a store could not remove a fact, a certificate "
+        "asked for could not be kept, or a fact stopped the sweep part-way.",
         epilog="examples:\n"
         "  agent-custody-memory sweep --ledger memory.sqlite --before 2026-01-01T00:00:00Z "
         "--reason 'retention'\n"

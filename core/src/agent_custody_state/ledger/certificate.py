@@ -240,12 +240,19 @@ def finish(predicate: dict[str, Any]) -> dict[str, Any]:
         missing.append(f"key store: {count} data key(s) of the value not in it, not verified")
     for where in predicate["verification"].get("residue", []):
         missing.append(f"ledger files: the backend left a copy of the value ({where})")
+    found = bool(missing)  # something was found left (or unreadable)
     for store in predicate["stores"]["stores"]:
         if store.get("verification") != "verified":
+            found = found or store.get("verification") != "unknown"
             missing.append(f"store {store['name']}: {store.get('verification')}")
     result = "passed" if not missing else "failed"
     if result == "passed" and scan.get("scanned") is False and not predicate["stores"]["stores"]:
         result = "not verified"
+    # A certificate issued after a stop (``stores.intents``): nothing could be checked again.
+    not_repeated = predicate["verification"].get("notRepeated")
+    if not_repeated:
+        missing.insert(0, f"ledger files: {not_repeated}")
+        result = "failed" if found else "not verified"
     verification = {**predicate["verification"], "result": result}
     outcome = {"outcome": "complete" if not missing else "partial", "incomplete": missing}
     return {**predicate, "verification": verification, **outcome}

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import threading
 from contextlib import suppress
 from pathlib import Path
@@ -51,9 +52,8 @@ def write_new(path: Path, data: bytes, *, mode: int = 0o666) -> None:
     written in place (taken back if a write fails): a crash part-way may leave it short, which
     ``certificate verify`` and ``reapply`` refuse as unreadable. Before, every certificate
     kept on such a folder failed (the server logged an ERROR per forget and kept none)."""
-    aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    aside, fd = _aside(path, mode)
     try:
-        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         try:
             write_all(fd, data)
             os.fsync(fd)
@@ -70,6 +70,22 @@ def write_new(path: Path, data: bytes, *, mode: int = 0o666) -> None:
             aside.unlink()
     with suppress(OSError):  # the file is whole; a folder that cannot be synced keeps it
         fsync_dir(path.parent)
+
+
+def _aside(path: Path, mode: int) -> tuple[Path, int]:
+    """A new temporary file beside ``path``, opened exclusively. Its name carries random bytes
+    besides the pid and thread: a stale one a SIGKILL left (its pid reused since) is never met,
+    so it neither blocks this write nor is written over (before, it failed the write with
+    ``FileExistsError``, which the archive read as "a certificate is there": the next was kept
+    as ``<name>.2.json``). A stale temporary is never read: only ``*.json`` names are."""
+    for _ in range(8):
+        tag = f"{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(8)}"
+        aside = path.with_name(f".{path.name}.{tag}.partial")
+        try:
+            return aside, os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        except FileExistsError:
+            continue
+    raise OSError(f"no free temporary name beside {path}")  # never read as "path exists"
 
 
 def _write_in_place(path: Path, data: bytes, mode: int) -> None:
@@ -98,6 +114,8 @@ class CertificateArchive:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
+        #: the fact ids whose certificate ``keep_logged`` could not keep (``sweep``'s exit)
+        self.not_kept: list[str] = []
 
     def __repr__(self) -> str:
         return f"CertificateArchive({str(self.folder)!r})"
@@ -138,6 +156,7 @@ class CertificateArchive:
         try:
             return self.keep(fact_id, envelope)
         except OSError as exc:
+            self.not_kept.append(fact_id)
             log.error(
                 "could not keep the erasure certificate of fact %s in %s: %s",
                 fact_id,

@@ -276,13 +276,18 @@ class Custody(CustodySweep):
             return done
 
         async def flow() -> Removal[ForgetEvent]:
-            removal = await self._leave(fact_id, mutate, forgetting=True)
-            if certified:
-                held_by = list(removal.held_by)
-                removal.certificate = certify_removal(
-                    certified[0], removal.removal, held_by, self.stores.by_name
-                )
-                await self._keep(fact_id, removal.certificate)
+            issued: dict[str, bool] = {}  # fact id: its certificate kept
+            intent = await self._intend_one(fact_id, actor, reason, receipt_id, options)
+            try:  # a kill before the certificate is kept: the next start issues it (intents)
+                removal = await self._leave(fact_id, mutate, forgetting=True)
+                if certified:
+                    held_by = list(removal.held_by)
+                    removal.certificate = certify_removal(
+                        certified[0], removal.removal, held_by, self.stores.by_name
+                    )
+                    issued[fact_id] = await self._keep(fact_id, removal.certificate) is not None
+            finally:
+                await self._close_intent(intent, options, issued)
             return removal
 
         return await finish(flow())  # the certificate is kept also when the caller is cancelled
@@ -382,7 +387,10 @@ class Custody(CustodySweep):
     async def resume(self) -> Resumed | None:
         """Finish the store removals a crash left owed in the outbox: removed by external id
         and verified where the ledger change committed, dropped where it never did (see
-        ``stores.outbox``). None without an outbox. The server and ``sweep`` call it at start."""
+        ``stores.outbox``), and first the certificates a kill lost (``finish_intents``). None
+        without an outbox. The server, ``forget`` and ``sweep`` call it at start."""
+        with anyio.CancelScope(shield=True):
+            await self.finish_intents()  # certificates a kill lost after their forget
         if self.outbox is None:
             return None
         with anyio.CancelScope(shield=True):

@@ -22,6 +22,8 @@ from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.archive import CertificateArchive
 from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.finish import finish
+from agent_custody_state.stores.intents import Intent
+from agent_custody_state.stores.keeping import CertificateKeeping
 from agent_custody_state.stores.outbox import Outbox, Owed
 from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
@@ -43,7 +45,7 @@ SweepProgress = Callable[[str, int, int], None]
 SWEEP_NEEDS_BEFORE = "sweep needs `before`, or a server started with retention windows"
 
 
-class CustodySweep:
+class CustodySweep(CertificateKeeping):
     """``sweep`` and ``plan_sweep``; ``flows.Custody`` provides the rest."""
 
     ledger: Ledger
@@ -53,9 +55,6 @@ class CustodySweep:
     outbox: Outbox | None
     #: every certificate issued is kept here (``archive``); None: only in the answers
     certificates: CertificateArchive | None
-
-    def _certificate_options(self, certificate: Any) -> CertificateOptions | None:
-        raise NotImplementedError
 
     async def sweep(
         self,
@@ -105,6 +104,7 @@ class CustodySweep:
                 self.ledger.check_sweep(cutoff, actor, reason, where, receipt_id, keep_digest)
             uncovered = await self.run(uncovered_by_sweep, self.ledger, passes)
         restores = await put_back_all(self.stores, uncovered)
+        intended: list[Intent] = []  # each pass's, recorded before its forgets
         try:
             forgotten, held, copies, certified, owed, stopped = await self.run(
                 self._sweep_ledger,
@@ -116,6 +116,7 @@ class CustodySweep:
                 progress,
                 options,
                 restored_extras(restores),
+                intended,
             )
         finally:  # what the ledger recorded, read back: also when the sweep failed
             recorded = await self.run(recorded_heads, self.ledger, restores) if restores else set()
@@ -128,6 +129,7 @@ class CustodySweep:
         )
         leaving = sum(1 for e in forgotten if e.fact_id in copies)
         done = 0
+        issued: dict[str, bool] = {}  # fact id: its certificate kept
         for event in forgotten:
             fact = copies.get(event.fact_id)
             removal = RemovalReport()
@@ -143,19 +145,17 @@ class CustodySweep:
                 swept.certificate = certify_removal(
                     certified[event.fact_id], removal, held_by, self.stores.by_name
                 )
-                await self._keep(event.fact_id, swept.certificate)
+                kept = await self._keep(event.fact_id, swept.certificate)
+                issued[event.fact_id] = kept is not None
             report.forgotten.append(swept)
         if progress is not None and leaving:
             progress("stores", leaving, leaving)
-
+        for intent in intended:  # a fact that stopped the ledger part-way: its forgotten ones
+            await self._close_intent(intent, options, issued, {e.event_id for e in forgotten})
         if stopped is not None:  # what it forgot before has left the stores: now say why
+            stopped.swept = report  # type: ignore[attr-defined]  # what it did before (``cli``)
             raise stopped
         return report
-
-    async def _keep(self, fact_id: str, certificate: dict[str, Any]) -> None:
-        """Keep ``certificate`` in the archive, when there is one (a failure is logged)."""
-        if self.certificates is not None:
-            await self.run(self.certificates.keep_logged, fact_id, certificate)
 
     async def _settle(self, owed: list[Owed], report: RemovalReport | None = None) -> None:
         """The removals are done or reported: settle their outbox entries, but for a copy left
@@ -253,6 +253,7 @@ class CustodySweep:
         progress: SweepProgress | None = None,
         options: CertificateOptions | None = None,
         extras: dict[str, dict[str, Any]] | None = None,
+        intended: list[Intent] | None = None,
     ) -> tuple[
         list[ForgetEvent],
         list[str],
@@ -273,6 +274,9 @@ class CustodySweep:
             leaving: list[Fact] = []
             try:
                 self._list_leaving(cutoff, where, listed, leaving, copies, owed)
+                intent = self._intend(list(listed), actor, reason, receipt_id, options)
+                if intent is not None and intended is not None:
+                    intended.append(intent)
                 result = self.ledger.sweep(
                     before=cutoff,
                     space=where,

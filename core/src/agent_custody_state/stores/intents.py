@@ -1,0 +1,351 @@
+"""Erasure intents: what a certificates folder records before a forget, so that a process
+killed between the forget's commit and its certificate's write does not lose the certificate
+for good (``CertificateArchive``, ``flows``, ``sweeping``).
+
+Before a forget (or each pass of a sweep) with an archive, ``record`` writes
+``<folder>/.intent-<random>`` (hidden, not ``*.json``): the fact ids, the request (actor,
+reason, receipt id), the time, how each value is stored (plain or sealed) and the process;
+nothing of the value nor derived from it. Once the flow has kept its certificates the
+intent is removed (``settle``). One a kill left is finished at the next start of whatever keeps
+certificates in that folder (``Custody.resume``: ``serve``, ``forget --config``, ``sweep
+--config``): each fact the ledger shows forgotten by that request, after the intent, and whose
+certificate the folder does not hold, gets a certificate issued now (``recovered``) that says
+what could not be done: the byte scan cannot be repeated (the value is gone), and the stores'
+removals were not checked (``unknown``; the outbox finishes them at the same start). It is
+signed as usual, ``partial``, and ``certificate verify`` reads it as any other (the fields are
+added, none changed). A fact not forgotten (the forget never committed) is dropped with its
+intent. ``certificate reapply`` lists ``*.json`` in the folder only, so it never reads one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Collection, Iterable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_custody_state.backends.jsonl_recovery import fsync_dir
+from agent_custody_state.ledger.certificate import (
+    CertificateOptions,
+    Forgetting,
+    draft,
+    media_location,
+    sign,
+    with_stores,
+)
+from agent_custody_state.ledger.chain import ZERO_HEAD, ChainHead, chain_record
+from agent_custody_state.ledger.checkpoints import ledger_origin
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
+from agent_custody_state.stores.archive import CertificateArchive, file_name, write_new
+from agent_custody_state.timeutil import format_time, utc_now
+
+log = logging.getLogger(__name__)
+
+PREFIX = ".intent-"
+KIND = "agent-custody-erasure-intent/v1"
+NOT_REPEATED = (
+    "the byte scan of the ledger's files could not be repeated: the process stopped between "
+    "the forget and its certificate, and the value is gone"
+)
+STORES_UNKNOWN = (
+    "not checked: the process stopped before this certificate; the outbox, when kept, "
+    "finishes the removal at the next start (its log says how)"
+)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One recorded intent: its file and what it names."""
+
+    path: Path
+    facts: tuple[str, ...]
+    actor: str
+    reason: str
+    receipt_id: str | None
+    at: str
+    #: how each value was stored (``crypto-shred`` or ``plain``), read before the forget: a
+    #: forget leaves nothing that says it (the sealed value goes with the data key)
+    stored: dict[str, str] = field(default_factory=dict)
+    #: the process that recorded it (host, pid): one still running is not finished by another
+    owner: tuple[str, int] = ("", 0)
+
+
+#: the intents this process recorded and has not dropped yet (its flows in progress)
+_LIVE: set[Path] = set()
+
+
+def record(
+    archive: CertificateArchive,
+    facts: Collection[str],
+    actor: str,
+    reason: str,
+    receipt_id: str | None,
+    stored: dict[str, str] | None = None,
+) -> Intent | None:
+    """Write the intent, fsynced, before the forgets; None (an ERROR logged) when the disk
+    refuses it: the forget goes on, as a certificate the disk refuses does not undo it."""
+    at = format_time(utc_now())
+    body = {
+        "kind": KIND,
+        "facts": list(facts),
+        "request": {"actor": actor, "reason": reason, "receiptId": receipt_id},
+        "at": at,
+        "stored": dict(stored or {}),
+        "owner": {"host": socket.gethostname(), "pid": os.getpid()},
+    }
+    folder = archive.folder
+    path = folder / f"{PREFIX}{secrets.token_hex(12)}"
+    try:
+        write_new(path, (json.dumps(body) + "\n").encode(), mode=0o600)
+    except OSError as exc:
+        log.error(
+            "could not record the erasure intent in %s (%s): a kill before the certificate "
+            "is kept would lose it",
+            folder,
+            exc.strerror or exc,
+        )
+        return None
+    _LIVE.add(path)
+    owner = (socket.gethostname(), os.getpid())
+    return Intent(path, tuple(facts), actor, reason, receipt_id, at, dict(stored or {}), owner)
+
+
+def pending(archive: CertificateArchive) -> list[Intent]:
+    """The intents a stopped process left in the folder (an unreadable one is logged, kept);
+    not those of a flow still running, here or in another process of this host."""
+    found: list[Intent] = []
+    for path in sorted(archive.folder.glob(f"{PREFIX}*")):
+        if path.name.endswith(".partial"):  # a temporary of ``write_new``
+            continue
+        if path in _LIVE:
+            continue
+        try:
+            body = json.loads(path.read_bytes())
+            request = body["request"]
+            owner = body.get("owner") or {}
+            if _running(str(owner.get("host", "")), owner.get("pid")):
+                continue
+            found.append(
+                Intent(
+                    path,
+                    tuple(str(f) for f in body["facts"]),
+                    str(request["actor"]),
+                    str(request["reason"]),
+                    request.get("receiptId"),
+                    str(body["at"]),
+                    {str(k): str(v) for k, v in dict(body.get("stored") or {}).items()},
+                )
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("erasure intent %s cannot be read (%s); left as it is", path, exc)
+    return found
+
+
+def _running(host: str, pid: Any) -> bool:
+    """Whether the process that recorded an intent still runs (another one of this host: a
+    second server on the folder, its forget in progress). A pid reused since is taken for
+    the process (the intent waits for a later start); another host's cannot be asked."""
+    if host != socket.gethostname() or type(pid) is not int or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it exists
+        return True
+    return True
+
+
+def drop(intent: Intent) -> None:
+    """The intent's work is done (or it never began): remove it."""
+    _LIVE.discard(intent.path)
+    with suppress(OSError):
+        intent.path.unlink()
+    with suppress(OSError):
+        fsync_dir(intent.path.parent)
+
+
+def settle(
+    archive: CertificateArchive,
+    ledger: Ledger,
+    intent: Intent,
+    options: CertificateOptions,
+    skip: Collection[str] = (),
+    *,
+    final: bool = True,
+    mine: Collection[str] | None = None,
+) -> list[Path]:
+    """Finish ``intent``: a certificate for each fact it names, forgotten by its request,
+    that is not in ``skip`` (fact ids the flow issued one for) nor in the folder; the intent
+    removed once every one is kept, unless ``final`` is false (a certificate the flow issued
+    but could not keep: the next start issues it again, here). ``mine``: the forget event ids
+    the flow committed, when it knows them (another process's forget of a listed fact is not
+    this flow's to certify). Returns the files written."""
+    todo = [f for f in intent.facts if f not in skip]
+    written: list[Path] = []
+    complete = final
+    for fact_id, envelope in recovered(archive, ledger, intent, todo, options, mine):
+        path = archive.keep_logged(fact_id, envelope)
+        if path is None:
+            complete = False
+        else:
+            written.append(path)
+            log.warning(
+                "issued the erasure certificate of fact %s, lost when the process stopped "
+                "after its forget (byte scan not repeated): %s",
+                fact_id,
+                path,
+            )
+    if complete:
+        drop(intent)
+    _LIVE.discard(intent.path)  # its flow is over: a later start finishes what is left
+    return written
+
+
+def recovered(
+    archive: CertificateArchive,
+    ledger: Ledger,
+    intent: Intent,
+    fact_ids: Iterable[str],
+    options: CertificateOptions,
+    mine: Collection[str] | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """The certificates owed for ``fact_ids`` of ``intent``, signed (``recovered``)."""
+    found: dict[str, tuple[AssertEvent, ForgetEvent]] = {}
+    for fact_id in fact_ids:
+        pair = _forgotten_by(ledger, intent, fact_id)
+        if pair is None or (mine is not None and pair[1].event_id not in mine):
+            continue
+        if not _certified(archive, fact_id, pair[1].event_id):
+            found[fact_id] = pair
+    if not found:
+        return []
+    heads = _heads(ledger, {forget.event_id for _, forget in found.values()})
+    origin = ledger_origin(ledger.backend)
+    now = format_time(utc_now())
+    out: list[tuple[str, dict[str, Any]]] = []
+    for fact_id, (assert_event, forget) in found.items():
+        around = heads.get(forget.event_id)
+        if around is None:
+            log.error("fact %s: its forget carries no chain record; no certificate", fact_id)
+            continue
+        stored = intent.stored.get(fact_id) or _mode(ledger)
+        done = Forgetting(assert_event, forget, around[0], around[1], stored)
+        predicate = draft(
+            done,
+            backend=ledger.backend.kind,
+            ledger_id=origin,
+            location=media_location(ledger.backend),
+            forget_mode=ledger.forget_mode,
+            scan=None,
+            options=options,
+            now=now,
+        )
+        predicate["verification"]["byteScan"] = {"scanned": False, "why": NOT_REPEATED}
+        predicate["verification"]["notRepeated"] = NOT_REPEATED
+        predicate["recovered"] = {"intentAt": intent.at, "issuedAt": now, "why": NOT_REPEATED}
+        stores = [
+            {
+                "name": name,
+                "acknowledged": False,
+                "verification": "unknown",
+                "error": STORES_UNKNOWN,
+            }
+            for name in sorted(assert_event.fact.external or {})
+        ]
+        predicate = with_stores(predicate, stores, now)
+        out.append((fact_id, sign(predicate, done, options.key)))
+    return out
+
+
+def _forgotten_by(
+    ledger: Ledger, intent: Intent, fact_id: str
+) -> tuple[AssertEvent, ForgetEvent] | None:
+    """The fact's assert and forget, when the forget is the intent's: its request, after it."""
+    assert_event: AssertEvent | None = None
+    forget: ForgetEvent | None = None
+    for event in ledger.backend.events_for([fact_id]):
+        if isinstance(event, AssertEvent) and event.fact.fact_id == fact_id:
+            assert_event = event
+        elif isinstance(event, ForgetEvent) and event.fact_id == fact_id:
+            forget = event
+    if assert_event is None or forget is None:
+        return None  # the forget never committed
+    if (forget.actor, forget.reason) != (intent.actor, intent.reason) or (
+        intent.receipt_id is not None and forget.source.receipt_id != intent.receipt_id
+    ):
+        return None  # another request's forget: not this intent's to certify
+    if forget.tx_time < intent.at:
+        return None  # forgotten before the intent: its certificate is another's
+    return assert_event, forget
+
+
+def _certified(archive: CertificateArchive, fact_id: str, forget_id: str) -> bool:
+    """Whether the folder holds a certificate of this forget (kept before the kill)."""
+    from agent_custody_state.ledger.certverify import read_json
+
+    base = file_name(fact_id)
+    for path in archive.folder.glob(f"{base}*.json"):
+        if path.name != f"{base}.json" and not path.name[len(base) + 1 : -5].isdigit():
+            continue
+        try:
+            envelope = read_json(path.read_bytes())
+            statement = json.loads(base64.b64decode(envelope["payload"]))
+            if statement["predicate"]["request"]["forgetEventId"] == forget_id:
+                return True
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return False
+
+
+def _heads(ledger: Ledger, forget_ids: set[str]) -> dict[str, tuple[ChainHead, ChainHead]]:
+    """The chain head just before and just after each forget (read in append order)."""
+    heads: dict[str, tuple[ChainHead, ChainHead]] = {}
+    previous: ChainHead = ChainHead(0, ZERO_HEAD)
+    for event in ledger.backend.iter_events():
+        record = chain_record(event)
+        after = ChainHead(record["seq"], record["head"]) if record is not None else None
+        if event.event_id in forget_ids and after is not None:
+            genesis = record.get("genesis") if record is not None else None
+            before = (
+                ChainHead(genesis["size"], genesis["head"])
+                if isinstance(genesis, dict)
+                else previous
+            )
+            heads[event.event_id] = (before, after)
+            if len(heads) == len(forget_ids):
+                break
+        if after is not None:
+            previous = after
+    return heads
+
+
+def stored_kinds(ledger: Ledger, fact_ids: Collection[str]) -> dict[str, str]:
+    """How each value is stored, before its forget: ``crypto-shred`` when sealed under a data
+    key, else ``plain`` (every value of a ledger that is not in crypto-shred mode: empty)."""
+    from agent_custody_state.ledger.envelope import kid_of
+    from agent_custody_state.ledger.shred import ShreddingBackend
+
+    backend = ledger.backend
+    if not isinstance(backend, ShreddingBackend) or not fact_ids:
+        return {}
+    kinds = dict.fromkeys(fact_ids, "plain")
+    for event in backend.inner.events_for(list(fact_ids)):
+        if isinstance(event, AssertEvent) and kid_of(event.fact.value) is not None:
+            kinds[event.fact.fact_id] = "crypto-shred"
+    return kinds
+
+
+def _mode(ledger: Ledger) -> str:
+    """Without a record (an intent of a fact not read before), the ledger's own mode."""
+    from agent_custody_state.ledger.shred import ShreddingBackend
+
+    return "crypto-shred" if isinstance(ledger.backend, ShreddingBackend) else "plain"

@@ -1,0 +1,118 @@
+"""How ``Custody`` keeps its erasure certificates in its archive (``certificates=``): each as it
+is issued (``_keep``), behind an intent recorded before the forgets (``_intend``) and removed
+once they are kept (``_close_intent``), and the intents a killed process left finished at the
+next start (``finish_intents``, from ``Custody.resume``). See ``stores.intents``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from agent_custody_state.ledger.certificate import CertificateOptions
+from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.stores import intents
+from agent_custody_state.stores.archive import CertificateArchive
+
+log = logging.getLogger(__name__)
+
+
+class CertificateKeeping:
+    """The archive's part of the flows; ``flows.Custody`` provides the rest."""
+
+    ledger: Ledger
+    run: Any
+    #: every certificate issued is kept here (``archive``); None: only in the answers
+    certificates: CertificateArchive | None
+
+    def _certificate_options(self, certificate: Any) -> CertificateOptions | None:
+        raise NotImplementedError
+
+    async def _keep(self, fact_id: str, certificate: dict[str, Any]) -> Path | None:
+        """Keep ``certificate`` in the archive, when there is one (a failure is logged)."""
+        if self.certificates is None:
+            return None
+        kept: Path | None = await self.run(self.certificates.keep_logged, fact_id, certificate)
+        return kept
+
+    def _intend(
+        self,
+        facts: Collection[str],
+        actor: str,
+        reason: str,
+        receipt_id: str | None,
+        options: CertificateOptions | None,
+    ) -> intents.Intent | None:
+        """Record, before the forgets, that ``facts`` are to be certified (blocking: call it
+        where the ledger is called); None without an archive or certificates."""
+        if self.certificates is None or options is None or not facts:
+            return None
+        stored = intents.stored_kinds(self.ledger, facts)
+        return intents.record(self.certificates, facts, actor, reason, receipt_id, stored)
+
+    async def _intend_one(
+        self,
+        fact_id: str,
+        actor: str,
+        reason: str,
+        receipt_id: str | None,
+        options: CertificateOptions | None,
+    ) -> intents.Intent | None:
+        """``_intend`` for one forget, off the event loop (nothing to do without an archive)."""
+        if self.certificates is None or options is None:
+            return None
+        made: intents.Intent | None = await self.run(
+            self._intend, [fact_id], actor, reason, receipt_id, options
+        )
+        return made
+
+    async def _close_intent(
+        self,
+        intent: intents.Intent | None,
+        options: CertificateOptions | None,
+        issued: Mapping[str, bool],
+        mine: Collection[str] | None = None,
+    ) -> None:
+        """The flow is over: certificates now for the intent's facts forgotten with none
+        ``issued`` (fact id: whether it was kept; a sweep a fact stopped part-way, a flow that
+        failed after the commit), then the intent removed, but kept when an issued one was not
+        (a full disk: the next start issues it into the folder); dropped when all were kept.
+        ``mine``: the forget event ids the flow committed, when known (``intents.settle``)."""
+        if intent is None or self.certificates is None or options is None:
+            return
+        if all(issued.get(fact_id) for fact_id in intent.facts):
+            await self.run(intents.drop, intent)
+            return
+        final = all(issued.values())
+        await self.run(
+            partial(intents.settle, final=final, mine=mine),
+            self.certificates,
+            self.ledger,
+            intent,
+            options,
+            list(issued),
+        )
+
+    async def finish_intents(self) -> list[Path]:
+        """At start: finish the intents a killed process left in the archive (the files
+        written). Without a signing key they are left for a start that has one."""
+        if self.certificates is None:
+            return []
+        found = await self.run(intents.pending, self.certificates)
+        if not found:
+            return []
+        try:
+            options = self._certificate_options(True)
+        except LedgerError as exc:
+            log.error("erasure intents left in %s, not finished: %s", self.certificates, exc)
+            return []
+        written: list[Path] = []
+        for intent in found:
+            written += await self.run(
+                intents.settle, self.certificates, self.ledger, intent, options
+            )
+        return written

@@ -34,6 +34,7 @@ from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.files import NewFiles
 from agent_custody_state.ledger.forgetting import LedgerForgetting
+from agent_custody_state.ledger.highwater import HighWater
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.lifecycle import ClosedBackend, Lifecycle, open_args, writes
@@ -113,7 +114,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         self._life = Lifecycle()
         self.forget_mode = forget_mode_arg(forget_mode)
         self._clock = clock_arg(clock) or utc_now  # refused before anything is opened
-        self._present = ""  # the latest transaction time this object appended (``present``)
+        self._present = HighWater()  # the latest transaction time this object appended
         open_args(location, forget_key, host, key_store, chain)
         if key_store is not None and self.forget_mode != "crypto-shred":
             raise LedgerError('key_store needs forget_mode="crypto-shred"', field="key_store")
@@ -172,12 +173,11 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     def present(self) -> str:
         """A read's "now": the clock's time, or the latest time this object appended if later
         (a clock stepped back: ``locking.in_order``). From memory: no backend call."""
-        return max(self.now(), self._present)
+        return max(self.now(), self._present.time)
 
     def _appended(self, events: Sequence[Event]) -> None:
         self._chain.sealed(events)
-        if events and events[-1].tx_time > self._present:
-            self._present = events[-1].tx_time
+        self._present.raise_to(events)  # a maximum under a lock: threads announce in any order
         try:
             host = self._host or default_host()
         except RuntimeError:

@@ -164,7 +164,11 @@ class LedgerReads:
         ]
 
     def facts(self) -> list[Fact]:
-        """Every fact ever asserted, in append order, as stored (forgotten ones with value null)."""
+        """Every fact ever asserted, in append order, as stored (forgotten ones with value null).
+        Read on one snapshot, as ``as_of``: the confirms are those of the state listed."""
+        return self.backend.consistent(self._facts)
+
+    def _facts(self) -> list[Fact]:
         events = list(self.backend.find_asserts())
         confirmed = {
             e.fact_id
@@ -212,8 +216,15 @@ class LedgerReads:
     ) -> Timeline:
         """Every fact about ``subject`` and every event about them, as known at ``tx_at``
         (default: now): what was believed (valid time) and when it was learned (transaction
-        time). One indexed question on SQL, as the as-of read."""
+        time). One indexed question on SQL, and one snapshot, as the as-of read."""
         ta = time_arg(tx_at, "tx_at")
+        return self.backend.consistent(
+            lambda: self._timeline(subject, predicate=predicate, space=space, ta=ta)
+        )
+
+    def _timeline(
+        self, subject: str, *, predicate: str | None, space: str | None, ta: str | None
+    ) -> Timeline:
         self.backend.refresh()
         asserts, around = self.backend.asserts_around(
             space=space, subject=subject, predicate=predicate, tx_at=ta
@@ -240,7 +251,11 @@ class LedgerReads:
         return Timeline(subject, facts, names, held, events)
 
     def status(self, fact_id: str) -> tuple[str, bool] | None:
-        """``(state, held)`` of a fact now (``state`` as in ``timeline``), or None if unknown."""
+        """``(state, held)`` of a fact now (``state`` as in ``timeline``), or None if unknown;
+        read on one snapshot, as ``get``."""
+        return self.backend.consistent(lambda: self._status(fact_id))
+
+    def _status(self, fact_id: str) -> tuple[str, bool] | None:
         self.backend.refresh()
         around, states, covered = walk_from(self.backend, [fact_id])
         state = states.get(fact_id)

@@ -143,6 +143,41 @@ def plugin(session: nox.Session, name: str) -> None:
     session.run("pytest", f"plugins/{name}/tests", "-q", *session.posargs)
 
 
+def _third_party(path: Path, *extras: str, groups: tuple[str, ...] = ("test",)) -> list[str]:
+    """What a ``pyproject.toml`` requires of other projects: its dependencies, the named extras
+    and dependency groups, without the workspace's own distributions (those come from the tree)."""
+    meta = tomllib.loads(path.read_text())
+    project = meta.get("project", {})
+    optional = project.get("optional-dependencies", {})
+    listed = [*project.get("dependencies", []), *(r for e in extras for r in optional.get(e, []))]
+    listed += [r for g in groups for r in meta.get("dependency-groups", {}).get(g, [])]
+    return [r for r in listed if isinstance(r, str) and not r.startswith("agent-custody-state")]
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("name", PLUGINS)
+def lowest(session: nox.Session, name: str) -> None:
+    """Optional: one plugin's tests at the lowest versions the core's and the plugin's
+    ``pyproject.toml`` allow (``uv pip install --resolution lowest-direct`` with every bound
+    given as a direct requirement), so that a lower bound which no longer works fails here, not
+    in a user's older environment. Not locked (other versions are the point), not a default
+    (it resolves against PyPI): run it after changing a plugin's or the core's dependencies."""
+    folder = ROOT / "plugins" / name
+    meta = tomllib.loads((folder / "pyproject.toml").read_text())
+    extra = "[test]" if "test" in meta["project"].get("optional-dependencies", {}) else ""
+    session.install(
+        "--resolution",
+        "lowest-direct",
+        *("-e", "core[fast]", "-e", "sql", "-e", "conformance[postgres]"),
+        *("-e", f"plugins/{name}{extra}"),
+        *_third_party(ROOT / "core" / "pyproject.toml", "fast"),
+        *_third_party(folder / "pyproject.toml", "test"),
+        # pytest and its companions, at the root's `test` group's bounds.
+        *_third_party(ROOT / "pyproject.toml", groups=("test",)),
+    )
+    session.run("pytest", f"plugins/{name}/tests", "-q", "-rs", *session.posargs)
+
+
 STORE_PLUGINS = ["mem0", "zep", "letta", "cognee", "pgvector", "langgraph"]
 
 
@@ -390,12 +425,14 @@ def repo(session: nox.Session) -> None:
     """Repository-wide checks: every hook documented, every plugin has its extra, versions, every
     distribution's README, project URLs and license, `[all]`, the changelog's format, the
     README's install block; the layer contracts catch a deliberate violation
-    (tests/test_layers.py); every benchmark starts and has a quick mode."""
-    _install_groups(session, *TESTS, "lint", "bench")
+    (tests/test_layers.py); every benchmark starts and has a quick mode; every distribution
+    built with uv (``build`` group), its wheel and sdist checked (tests/test_packaging.py)."""
+    _install_groups(session, *TESTS, "lint", "bench", "build")
     session.run(
         "pytest",
         "tests/test_repository.py",
         "tests/test_layers.py",
+        "tests/test_packaging.py",
         "tests/test_bench_scripts.py",
         "-q",
         *session.posargs,

@@ -11,6 +11,7 @@ pointing at the ledger).
 from __future__ import annotations
 
 import inspect
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,6 +24,23 @@ from agent_custody_state.config import (
     env_secret,
 )
 from agent_custody_state.stores.base import Store
+
+#: The store types of this project's own plugins, each the root distribution's extra of that name.
+PROJECT_STORES = ("mem0", "zep", "pgvector", "letta", "langgraph", "cognee")
+
+
+def install_hint(store_type: str) -> str:
+    """``"; install ... (pip install ...)"`` for one of this project's store types whose
+    distribution is not installed, else ``""`` (one installed but failing to load is named by the
+    plugin manager's own note, and a third party's type is not ours to name)."""
+    dist = f"agent-custody-state-{store_type}"
+    if store_type not in PROJECT_STORES:
+        return ""
+    try:
+        version(dist)
+    except PackageNotFoundError:
+        return f"; install {dist} (pip install 'agent-custody-state[{store_type}]')"
+    return ""
 
 
 def _reference(spec: Any, ref: Any, where: str, table: StoreConfig) -> Any:
@@ -56,7 +74,7 @@ def build_stores(configs: list[StoreConfig]) -> list[Any]:
         try:
             spec = manager.store_spec(table.type)
         except PluginError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise ConfigError(f"{where}: {exc}{install_hint(table.type)}") from None
         raw = table.settings()
         for key, value in raw.items():
             if key.endswith("_env") and isinstance(value, str):

@@ -73,6 +73,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import anyio
 
     from agent_custody_state.stores.flows import Custody
+    from agent_custody_state.stores.sweep_stopped import swept_before
 
     before = time_option(args.before, "--before")
     at = time_option(args.at, "--at")
@@ -147,9 +148,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     )
                 )
             except Exception as exc:
-                if not getattr(getattr(exc, "swept", None), "forgotten", None):
+                swept = swept_before(exc)
+                if swept is None:
                     raise  # it forgot nothing: the error says it all
-                raise CliError(_stopped(exc, exc.swept, archive)) from None  # type: ignore[attr-defined]
+                raise CliError(_stopped(exc, swept, archive)) from None
     if args.json:
         from agent_custody_state.cli.render import print_json
         from agent_custody_state.server.shapes import sweep_shape
@@ -192,16 +194,11 @@ def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
 
 
 def _stopped(exc: Exception, report: Any, archive: Any) -> str:
-    """The error of a sweep a fact stopped, true of the sweep: the facts forgotten before it
-    stay forgotten (their removals from the stores were tried); before, the ledger's "the
-    ledger is unchanged" of the fact that stopped it read as if the sweep had changed nothing."""
-    done = [swept.event.fact_id for swept in report.forgotten]
-    text = str(exc).replace("the ledger is unchanged", "that fact is unchanged in the ledger")
-    return (
-        f"the sweep stopped after forgetting {_plural(len(done), 'fact')} ({_some(done)}; "
-        f"those erasures stand, their removals from the stores were tried), then: {text}; "
-        f"run the sweep again to forget the rest{_not_kept(report, archive, printed=False)}"
-    )
+    """The error of a sweep a fact stopped, true of the sweep, as ``memory.sweep`` says it
+    (``stores.sweep_stopped``), then the certificates not kept."""
+    from agent_custody_state.stores.sweep_stopped import stopped_text
+
+    return stopped_text(exc, report) + _not_kept(report, archive, printed=False)
 
 
 def _some(ids: list[str], most: int = 10) -> str:

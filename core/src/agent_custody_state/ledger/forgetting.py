@@ -37,12 +37,11 @@ from agent_custody_state.ledger.certificate import (
 )
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.checkpoints import ledger_origin
-from agent_custody_state.ledger.envelope import kid_of
+from agent_custody_state.ledger.datakeys import data_keys
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.lifecycle import writes
 from agent_custody_state.ledger.locking import fact_keys, in_order, section
 from agent_custody_state.ledger.model import (
-    AssertEvent,
     Event,
     ForgetEvent,
     Forgotten,
@@ -55,34 +54,13 @@ from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.residual import compaction_residue
 from agent_custody_state.ledger.rules import check_known, refuse
-from agent_custody_state.ledger.shred import ShreddingBackend
+from agent_custody_state.ledger.stopped import carry
 from agent_custody_state.timeutil import format_time, utc_now
 
 if TYPE_CHECKING:
     from agent_custody_state.keys import KeyPair
 
 Certify = bool | CertificateOptions
-
-
-def _data_keys(backend: EventBackend, fact_id: str) -> tuple[str, tuple[bytes, ...], int]:
-    """How ``fact_id``'s value is stored (``"crypto-shred"``: sealed under a data key;
-    ``"plain"``: as it is, which a ledger in crypto-shred mode holds for values written before
-    it took that mode, or by the original), when sealed its data keys, read before the forget
-    destroys them so the certificate's byte scan can look for them in the key store's files,
-    and how many of its keys the key store does not hold (another key store may: their
-    destruction cannot be verified)."""
-    if not isinstance(backend, ShreddingBackend):
-        return "plain", (), 0
-    events = backend.inner.events_for([fact_id])
-    kids = {
-        kid
-        for e in events
-        if isinstance(e, AssertEvent) and (kid := kid_of(e.fact.value)) is not None
-    }
-    if not kids:
-        return "plain", (), 0
-    found = backend.keys.get(kids)
-    return "crypto-shred", tuple(found.values()), len(kids) - len(found)
 
 
 def _still_restores(backend: EventBackend, state: FactState, extra: Mapping[str, Any]) -> bool:
@@ -275,7 +253,7 @@ class LedgerForgetting:
                 state.assert_event.fact.value, forget_key=self.forget_key, keep_digest=keep_digest
             )
             stored, destroyed, unfound = (
-                _data_keys(self.backend, fact_id) if certify else ("plain", (), 0)
+                data_keys(self.backend, fact_id) if certify else ("plain", (), 0)
             )
             self.backend.ordered()  # the checks are done: stamp, seal and write in order
             before = self.backend.chain_head() if certify else None
@@ -343,7 +321,8 @@ class LedgerForgetting:
         the fact it names retracted or forgotten (the put-back it records is undone); ``only``:
         forget none but these of the facts learned before ``before`` (the custody flow's own
         listing, which it owes the stores' removals for: a fact another writer appends meanwhile,
-        with a ``before`` not yet past, is left to the next sweep, not forgotten unlisted)."""
+        with a ``before`` not yet past, is left to the next sweep, not forgotten unlisted).
+        A fact that stops it: its exception carries what was done before (``stopped``)."""
         cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
         extras = {f: extra_arg(e, FORGET_WIRE_KEYS) for f, e in (extras or {}).items()}
         options, key = self.certifying(certificates)
@@ -354,39 +333,60 @@ class LedgerForgetting:
         if only is not None:
             candidates = [fact for fact in candidates if fact.fact_id in only]
         try:
-            for count, fact in enumerate(candidates):
-                if progress is not None:
-                    progress(count, len(candidates))
-                try:
-                    event, forgetting = self._forget(
-                        fact.fact_id,
-                        actor,
-                        reason,
-                        receipt_id,
-                        keep_digest,
-                        extra=dict(extras[fact.fact_id])
-                        if extras and fact.fact_id in extras
-                        else None,
-                        certify=key is not None,
-                        planned=True,
-                    )
-                except LedgerError as exc:
-                    if exc.code == "on_hold":
-                        held.append(fact.fact_id)
-                    elif exc.code != "already_forgotten":  # else another process swept it first
-                        raise
-                    continue
-                forgotten.append(event)
-                if forgetting is not None:
-                    done.append(forgetting)
-            if progress is not None and candidates:
-                progress(len(candidates), len(candidates))
-        finally:
-            # Also when a fact stops the sweep: the facts already forgotten must not leave
-            # their values in the ledger's files (compaction), and their events are announced.
-            if forgotten:
-                self.backend.compact()
-            self._appended(forgotten)
+            try:
+                for count, fact in enumerate(candidates):
+                    if progress is not None:
+                        progress(count, len(candidates))
+                    try:
+                        event, forgetting = self._forget(
+                            fact.fact_id,
+                            actor,
+                            reason,
+                            receipt_id,
+                            keep_digest,
+                            extra=dict(extras[fact.fact_id])
+                            if extras and fact.fact_id in extras
+                            else None,
+                            certify=key is not None,
+                            planned=True,
+                        )
+                    except LedgerError as exc:
+                        if exc.code == "on_hold":
+                            held.append(fact.fact_id)
+                        elif exc.code != "already_forgotten":  # else another process swept it
+                            raise
+                        continue
+                    forgotten.append(event)
+                    if forgetting is not None:
+                        done.append(forgetting)
+                if progress is not None and candidates:
+                    progress(len(candidates), len(candidates))
+            finally:
+                # Also when a fact stops the sweep: the facts already forgotten must not leave
+                # their values in the ledger's files (compaction), and their events are announced.
+                if forgotten:
+                    self.backend.compact()
+                self._appended(forgotten)
+        except Exception as exc:
+            # A fact stopped it: the forgets before stand, and are certified now, after their
+            # compaction, as a complete sweep's are after its last (``stopped``).
+            carry(
+                exc,
+                lambda: self._swept(forgotten, held, done, options, key),
+                lambda: self._swept(forgotten, held, [], None, None),
+            )
+            raise
+        return self._swept(forgotten, held, done, options, key)
+
+    def _swept(
+        self,
+        forgotten: list[ForgetEvent],
+        held: list[str],
+        done: list[Forgetting],
+        options: CertificateOptions | None,
+        key: KeyPair | None,
+    ) -> SweepResult:
+        """The result of a sweep, its certificates made now: one byte scan for all its values."""
         certified = {}
         if options is not None and key is not None and done:
             certified = {c.event.fact_id: c for c in self._certify(done, options, key)}

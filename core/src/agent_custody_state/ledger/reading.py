@@ -153,7 +153,11 @@ class LedgerReads:
 
         The assert's ``external``, updated by every later re-put recorded on an event (the store
         mirror puts a fact back when a retraction makes it current again). Empty if unknown.
+        Read on one snapshot, as ``get``: the facts below it and their events are one state's.
         """
+        return self.backend.consistent(lambda: self._current_external(fact_id))
+
+    def _current_external(self, fact_id: str) -> dict[str, str]:
         self.backend.refresh()
         return current_external(self.backend, fact_id)
 
@@ -268,10 +272,14 @@ class LedgerReads:
 
     def plan_sweep(self, before: TimeLike, space: str | None = None) -> SweepPlan:
         """What ``sweep(before=..., space=...)`` would forget and which held facts it would
-        keep, changing nothing (``sweep --dry-run``); refuses a ``space`` as ``sweep`` does."""
+        keep, changing nothing (``sweep --dry-run``); refuses a ``space`` as ``sweep`` does.
+        Read on one snapshot, as ``as_of``: the holds are those of the facts listed."""
         cutoff = required_time_arg(before, "before")
         if space is not None:
             text_arg(space, "space")
+        return self.backend.consistent(lambda: self._plan_sweep(cutoff, space))
+
+    def _plan_sweep(self, cutoff: str, space: str | None) -> SweepPlan:
         self.backend.refresh()
         asserts = [
             e

@@ -8,10 +8,12 @@ is a flow of ``stores.flows.Custody``; ledger-only calls run on the service's wo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from agent_custody_state.ledger.chain import public_event, public_fact
+from agent_custody_state.ledger.errors import EventBackendError, LedgerError
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact
 from agent_custody_state.ledger.requests import AssertRequest
@@ -35,6 +37,12 @@ from agent_custody_state.server.signing import SigningIdentity
 from agent_custody_state.server.trust import FACTS_KEY, CallContext
 from agent_custody_state.server.worker import LedgerWorker
 from agent_custody_state.stores.flows import Custody
+from agent_custody_state.stores.reports import SweepReport
+from agent_custody_state.stores.sweep_stopped import stopped_text, swept_before
+
+log = logging.getLogger(__name__)
+#: what stops a sweep as a refusal or a failing disk does (anything else is logged with its trace)
+_STOPS = (LedgerError, EventBackendError, OSError)
 
 #: The original's text for a sweep some store could not finish, then ``<store> (<fact>): <msg>``.
 SWEEP_STILL_HELD = "swept the ledger, but some values are still held by stores: "
@@ -225,17 +233,26 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
         return ToolResult.error(
             NO_SIGNING_KEY.format(what="erasure certificates are"), "no_signing_key"
         )
-    report = await svc.custody.sweep(
-        within=call.spaces.allows if call.spaces is not None else None,
-        before=args.get("before"),
-        space=args.get("space"),
-        actor=call.actor(),
-        reason=args["reason"],
-        receipt_id=call.receipt_id,
-        keep_digest=args.get("keepDigest", True),
-        certificates=certify,
-        progress=call.progress,
-    )
+    try:
+        report = await svc.custody.sweep(
+            within=call.spaces.allows if call.spaces is not None else None,
+            before=args.get("before"),
+            space=args.get("space"),
+            actor=call.actor(),
+            reason=args["reason"],
+            receipt_id=call.receipt_id,
+            keep_digest=args.get("keepDigest", True),
+            certificates=certify,
+            progress=call.progress,
+        )
+    except Exception as exc:
+        swept = swept_before(exc)
+        if swept is None:
+            raise  # it forgot nothing: the error says it all
+        result = await _stopped_sweep(exc, swept)
+        if certify:
+            with_certificates(result, {s.event.fact_id: s.certificate for s in swept.forgotten})
+        return result
     problems = report.problems()
     if problems:
         result = await rendered_partial(
@@ -245,6 +262,20 @@ async def sweep(svc: Services, call: CallContext, args: Args) -> ToolResult:
         result = await rendered(sweep_shape(report))
     if certify:
         with_certificates(result, {s.event.fact_id: s.certificate for s in report.forgotten})
+    return result
+
+
+async def _stopped_sweep(exc: Exception, report: SweepReport) -> ToolResult:
+    """A sweep a fact stopped part-way (a full disk): its error, said of the sweep as the
+    ``sweep`` command says it (``stores.sweep_stopped``: the facts forgotten before stand),
+    first, and the JSON of what it did second, as a sweep a store could not finish; the
+    structured content keeps the error's ``code``, when it has one."""
+    message = stopped_text(exc, report)
+    log.error("memory.sweep: %s", message, exc_info=not isinstance(exc, _STOPS))
+    result = await rendered_partial(message, sweep_shape(report))
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and result.structured is not None:
+        result.structured["code"] = code
     return result
 
 

@@ -78,8 +78,9 @@ class CertificateKeeping:
         mine: Collection[str] | None = None,
     ) -> None:
         """The flow is over: certificates now for the intent's facts forgotten with none
-        ``issued`` (fact id: whether it was kept; a sweep a fact stopped part-way, a flow that
-        failed after the commit), then the intent removed, but kept when an issued one was not
+        ``issued`` (fact id: whether it was kept; a forget that failed after its commit, a
+        stopped sweep whose own certificates could not be made: ``ledger.stopped``), then the
+        intent removed, but kept when an issued one was not
         (a full disk: the next start issues it into the folder); dropped when all were kept.
         ``mine``: the forget event ids the flow committed, when known (``intents.settle``)."""
         if intent is None or self.certificates is None or options is None:

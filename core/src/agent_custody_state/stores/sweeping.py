@@ -16,7 +16,6 @@ from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent
-from agent_custody_state.ledger.queries import SweepResult
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.archive import CertificateArchive
@@ -35,6 +34,7 @@ from agent_custody_state.stores.sweep_restore import (
     settle_restores,
     uncovered_by_sweep,
 )
+from agent_custody_state.stores.sweep_stopped import forgotten_before
 from agent_custody_state.stores.where import locate
 from agent_custody_state.timeutil import TimeFormatError, format_time, parse_time
 
@@ -291,9 +291,9 @@ class CustodySweep(CertificateKeeping):
                 )
             except Exception as exc:
                 # A fact (or a read before it) stopped the sweep: those it forgot before still
-                # leave the stores, this pass's and the earlier passes' alike.
+                # leave the stores, this pass's and the earlier passes' alike (``sweep_stopped``).
                 stopped = exc
-                result = self._forgotten_of(listed)
+                result = forgotten_before(self.ledger, listed, exc)
             forgotten.extend(result.forgotten)
             held.extend(result.held)
             certified.update(result.certificates)
@@ -347,19 +347,6 @@ class CustodySweep(CertificateKeeping):
         if self.outbox is not None and leaving:
             for entry in self.outbox.owe(leaving, "forget", self.ledger.now()):
                 owed.setdefault(entry.fact_id, []).append(entry)
-
-    def _forgotten_of(self, listed: dict[str, Fact]) -> SweepResult:
-        """The forget events of the listed facts forgotten by now (a stopped sweep's)."""
-        forgotten = []
-        for fact_id in listed:
-            events = [
-                e
-                for e in self.ledger.history(fact_id)
-                if isinstance(e, ForgetEvent) and e.fact_id == fact_id
-            ]
-            if events:
-                forgotten.append(events[-1])
-        return SweepResult(forgotten=forgotten)
 
     def _restored_meanwhile(
         self,

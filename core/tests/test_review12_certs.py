@@ -300,3 +300,28 @@ def test_an_intent_of_a_process_still_running_is_left_to_it(tmp_path: Path) -> N
         running.communicate(b"", timeout=30)
     resume(ledger, folder, key)
     assert not intent.exists()  # its process is gone, its forget never committed: dropped
+
+
+def test_an_intent_whose_pid_was_reused_is_finished(tmp_path: Path) -> None:
+    """The pid an intent names runs, but it is another process (the recorder was killed and its
+    pid reused, or the host rebooted): the recorded start tells them apart, so the certificate
+    a kill lost is issued instead of waiting for a process that will never finish it."""
+    import socket
+
+    ledger, folder, key, _, [fact] = world(tmp_path)
+    killed(ledger, folder, key, "forget", fact)
+    [intent] = intents_in(folder)
+    body = json.loads(intent.read_text())
+    assert body["owner"]["started"]  # the recorder's boot id and start time
+    running = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:  # the pid now names a running process, which is not the recorder
+        body["owner"] = {**body["owner"], "host": socket.gethostname(), "pid": running.pid}
+        intent.write_text(json.dumps(body))
+        resume(ledger, folder, key)
+        assert not intent.exists()
+        [kept] = certificates(folder)
+        assert predicate(kept)["fact"]["factId"] == fact
+    finally:
+        running.communicate(b"", timeout=30)

@@ -45,6 +45,7 @@ from agent_custody_state.ledger.checkpoints import ledger_origin
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.stores.archive import CertificateArchive, file_name, write_new
+from agent_custody_state.stores.outbox_file import alive, own_start
 from agent_custody_state.timeutil import format_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def record(
         "request": {"actor": actor, "reason": reason, "receiptId": receipt_id},
         "at": at,
         "stored": dict(stored or {}),
-        "owner": {"host": socket.gethostname(), "pid": os.getpid()},
+        "owner": {"host": socket.gethostname(), "pid": os.getpid(), "started": own_start()},
     }
     folder = archive.folder
     path = folder / f"{PREFIX}{secrets.token_hex(12)}"
@@ -131,7 +132,7 @@ def pending(archive: CertificateArchive) -> list[Intent]:
             body = json.loads(path.read_bytes())
             request = body["request"]
             owner = body.get("owner") or {}
-            if _running(str(owner.get("host", "")), owner.get("pid")):
+            if _running(str(owner.get("host", "")), owner.get("pid"), owner.get("started")):
                 continue
             found.append(
                 Intent(
@@ -149,19 +150,14 @@ def pending(archive: CertificateArchive) -> list[Intent]:
     return found
 
 
-def _running(host: str, pid: Any) -> bool:
+def _running(host: str, pid: Any, started: Any = None) -> bool:
     """Whether the process that recorded an intent still runs (another one of this host: a
-    second server on the folder, its forget in progress). A pid reused since is taken for
-    the process (the intent waits for a later start); another host's cannot be asked."""
+    second server on the folder, its forget in progress): its pid, and the start it recorded
+    (boot id and start time, ``outbox_file.process_start``), so a pid reused since, or a
+    reboot, is not taken for it; another host's cannot be asked."""
     if host != socket.gethostname() or type(pid) is not int or pid <= 0 or pid == os.getpid():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: it exists
-        return True
-    return True
+    return alive(pid, started if isinstance(started, str) else None)
 
 
 def drop(intent: Intent) -> None:

@@ -29,7 +29,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_custody_state.ledger.files import names_of, real_file
-from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
+from agent_custody_state.ledger.keystore import (
+    KeyStore,
+    KeyStoreError,
+    append_erasures,
+    read_erasures,
+)
 from agent_custody_state.ledger.modemark import CRYPTO_SHRED, ModeMark
 
 if TYPE_CHECKING:
@@ -61,10 +66,16 @@ class FileKeyStore(KeyStore):
     kind = "file"
 
     def __init__(
-        self, location: str | os.PathLike[str], *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+        self,
+        location: str | os.PathLike[str],
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        erasures: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(location)
         self.location = str(location)
+        # The erasure log beside the ledger (``keystore.append_erasures``): ``SidecarKeys``'s.
+        self.erasures = None if erasures is None else Path(erasures)
         if not self.path.parent.is_dir():
             raise KeyStoreError(
                 f"key store {self.location}: the folder {self.path.parent} does not exist "
@@ -190,6 +201,8 @@ class FileKeyStore(KeyStore):
 
     def doom(self, intents: Mapping[str, str]) -> None:
         if intents:
+            if self.erasures is not None:
+                append_erasures(self.erasures, intents, self.location)
             self._write(
                 (
                     "INSERT OR REPLACE INTO doomed (kid, fact_id) VALUES (?, ?)",
@@ -204,6 +217,9 @@ class FileKeyStore(KeyStore):
     def doomed(self) -> dict[str, str]:
         rows = self._run(lambda: self._conn.execute("SELECT kid, fact_id FROM doomed").fetchall())
         return dict(rows)
+
+    def buried(self) -> dict[str, list[str]]:
+        return {} if self.erasures is None else read_erasures(self.erasures)
 
     def close(self) -> None:
         with self._lock:
@@ -230,7 +246,11 @@ class SidecarKeys:
     path: Path
 
     def keystore(self, location: str | None = None) -> FileKeyStore:
-        return FileKeyStore(location if location is not None else self._default_keys())
+        """The key store (``location``, else the default beside the file), with the erasure log
+        ``<ledger>.shredded`` beside the ledger wherever the keys are: it travels with the
+        ledger's backups, so a key store restored alone is found (``keystore.buried``)."""
+        where = location if location is not None else self._default_keys()
+        return FileKeyStore(where, erasures=names_of(self).sidecar("shredded"))
 
     def _default_keys(self) -> str:
         names = names_of(self)

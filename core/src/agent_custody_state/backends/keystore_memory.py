@@ -20,6 +20,7 @@ class MemoryKeyStore(KeyStore):
         self.location = location
         self._keys: dict[str, bytes] = {}
         self._doomed: dict[str, str] = {}
+        self._buried: dict[str, list[str]] = {}  # the erasure log, in memory like the keys
         self._lock = threading.Lock()
 
     def put(self, keys: Mapping[str, bytes]) -> None:
@@ -42,6 +43,9 @@ class MemoryKeyStore(KeyStore):
     def doom(self, intents: Mapping[str, str]) -> None:
         with self._lock:
             self._doomed.update(intents)
+            for kid, fact_id in intents.items():
+                if kid not in (logged := self._buried.setdefault(fact_id, [])):
+                    logged.append(kid)
 
     def spare(self, kids: Collection[str]) -> None:
         with self._lock:
@@ -51,3 +55,7 @@ class MemoryKeyStore(KeyStore):
     def doomed(self) -> dict[str, str]:
         with self._lock:
             return dict(self._doomed)
+
+    def buried(self) -> dict[str, list[str]]:
+        with self._lock:
+            return {fact_id: list(kids) for fact_id, kids in self._buried.items()}

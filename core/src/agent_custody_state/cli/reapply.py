@@ -9,6 +9,9 @@ ledger still holds with its value is forgotten as ``forget`` does (ledger first,
 ``--config`` stores, with the outbox), keeping a digest as the certified forget did. A fact on
 legal hold is kept and reported: a hold is the operator's decision. Every check comes before the
 first forget, so a refused command changes nothing; ``--dry-run`` opens the ledger read-only.
+In crypto-shred mode it then destroys again every data key the key store holds of a fact the
+ledger records forgotten (a key store restored from before the forget: ``ShreddingBackend.
+destroy_restored_keys``), certificate or not: the ledger's own record is the authority.
 Exit 0 when every verified certificate's fact is forgotten (now or before), else 1.
 """
 
@@ -133,12 +136,21 @@ def cmd_reapply(args: argparse.Namespace) -> int:
             # The real run's refusal, before it: a dry run that passed promised a run that
             # would then refuse for want of the forget key (or with another one).
             _check_hmac(ledger, found.forget, forget_key)
-        return report(found, [], dry_run=True, as_json=args.json)
+            back = _restored_keys(ledger, dry_run=True)
+        return report(found, [], dry_run=True, as_json=args.json, keys=back)
     with open_mode(location, mode, forget_key=forget_key) as ledger:
         found = plan(ledger, certified, refused)
         _check_hmac(ledger, found.forget, forget_key)
         done = _forget_all(args, config, location, ledger, found.forget)
-    return report(found, done, dry_run=False, as_json=args.json)
+        back = _restored_keys(ledger, dry_run=False)
+    return report(found, done, dry_run=False, as_json=args.json, keys=back)
+
+
+def _restored_keys(ledger: Any, *, dry_run: bool) -> dict[str, list[str]]:
+    """Crypto-shred: the data keys of facts the ledger records forgotten that the key store holds
+    again (restored from before their forgets), destroyed unless ``dry_run``; by fact id."""
+    destroy = getattr(ledger.backend, "destroy_restored_keys", None)
+    return {} if destroy is None else dict(destroy(dry_run=dry_run))
 
 
 def _check_hmac(ledger: Any, todo: list[Certified], forget_key: str | None) -> None:
@@ -232,8 +244,17 @@ def _facts(certs: list[Certified]) -> list[dict[str, str]]:
     return [{"factId": c.fact_id, "certificate": c.name} for c in certs]
 
 
-def report(found: Plan, done: list[dict[str, Any]], *, dry_run: bool, as_json: bool) -> int:
-    """Print what was (or would be) done; 0 when every verified certificate's fact is gone."""
+def report(
+    found: Plan,
+    done: list[dict[str, Any]],
+    *,
+    dry_run: bool,
+    as_json: bool,
+    keys: dict[str, list[str]] | None = None,
+) -> int:
+    """Print what was (or would be) done; 0 when every verified certificate's fact is gone.
+    ``keys``: the data keys of forgotten facts destroyed again (or that would be), by fact."""
+    keys = keys or {}
     failed = [d for d in done if "error" in d]
     held_by_stores = [d for d in done if "stillHeld" in d]
     ok = not (found.refused or found.held or found.other_ledger or failed or held_by_stores)
@@ -254,6 +275,9 @@ def report(found: Plan, done: list[dict[str, Any]], *, dry_run: bool, as_json: b
                 "otherLedger": _facts(found.other_ledger),
                 "duplicates": _facts(found.duplicates),
                 "refused": [{"certificate": n, "reason": r} for n, r in found.refused],
+                ("wouldDestroyKeys" if dry_run else "keysDestroyed"): [
+                    {"factId": f, "keyIds": k} for f, k in keys.items()
+                ],
             }
         )
         return 0 if ok else 1
@@ -274,6 +298,11 @@ def report(found: Plan, done: list[dict[str, Any]], *, dry_run: bool, as_json: b
         if "stillHeld" in entry:
             line += f"; but still held by {entry['stillHeld']}"
         print(f"{line}  (certificate {entry['certificate']})")
+    for fact_id, kids in keys.items():
+        print(
+            f"{'would destroy' if dry_run else 'destroyed'} again the data key {', '.join(kids)} "
+            f"of {fact_id}: forgotten in this ledger, back with a restored key store"
+        )
     for cert in found.held:
         print(f"kept {cert.fact_id}: on legal hold  (certificate {cert.name})")
     for cert in found.other_ledger:
@@ -294,6 +323,9 @@ def report(found: Plan, done: list[dict[str, Any]], *, dry_run: bool, as_json: b
         parts.append(f"{len(found.other_ledger)} of another ledger")
     if found.duplicates:
         parts.append(f"{len(found.duplicates)} second certificates of a fact")
+    if keys:
+        done_keys = "would be destroyed" if dry_run else "destroyed"
+        parts.append(f"data keys of {len(keys)} forgotten fact(s) {done_keys} again")
     parts.append(f"{len(found.refused)} certificates refused")
     print(f"{'dry run: ' if dry_run else ''}reapply: {'; '.join(parts)}")
     return 0 if ok else 1

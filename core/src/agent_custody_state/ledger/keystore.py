@@ -15,14 +15,26 @@ a doomed key whose fact is forgotten is destroyed, any other doomed key is spare
 
 An event backend says which key store goes with it (``EventBackend.keystore``): a sidecar file
 for file ledgers, a separate database for PostgreSQL; a plugin's backend returns its own.
+
+A key store restored from a backup taken before a forget holds the destroyed key again, and the
+ledger does not name it (the forgotten assert's value is null). So a key store may keep an
+*erasure log* beside the ledger (``buried``): every doom appends the key ids and their fact
+first (``append_erasures``; the file key store of a file ledger: ``<ledger>.shredded``). It
+travels with the ledger's backups, not the key store's, and lists the keys that must not exist
+once their fact is forgotten (``shredreads.restored_keys``: ``verify``, ``repair``, ``certificate
+reapply``).
 """
 
 from __future__ import annotations
 
 import abc
+import json
+import os
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
 
+from agent_custody_state import fastjson
 from agent_custody_state.ledger.backend import EventBackendError
 
 #: Bytes in a data key (AES-256).
@@ -72,6 +84,11 @@ class KeyStore(abc.ABC):
     def doomed(self) -> dict[str, str]:
         """Every recorded intent: key id -> fact id."""
 
+    def buried(self) -> dict[str, list[str]]:
+        """Fact id -> the key ids a forget of it doomed, from the erasure log kept beside the
+        ledger; {} where none is kept (a key store given as an object, PostgreSQL's)."""
+        return {}
+
     def local_files(self) -> list[str] | None:
         """The files on this machine holding the keys (``EventBackend.local_files``); None:
         not scannable."""
@@ -85,3 +102,62 @@ class KeyStore(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location}
+
+
+def append_erasures(path: Path, intents: Mapping[str, str], location: str) -> None:
+    """Append to the erasure log ``path`` (created 0600) the key ids of ``intents`` (key id ->
+    fact id), one JSON line per fact, durably. Each write starts with a newline, so a line a
+    crash tore costs only itself (its forget had not committed: the doom comes first)."""
+    by_fact: dict[str, list[str]] = {}
+    for kid, fact_id in intents.items():
+        by_fact.setdefault(fact_id, []).append(kid)
+    data = "".join(
+        "\n" + json.dumps({"factId": f, "keyIds": sorted(k)}, separators=(",", ":"))
+        for f, k in by_fact.items()
+    ).encode("utf-8")
+    try:
+        new = not path.exists()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if new:
+            folder = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+    except OSError as exc:
+        raise KeyStoreError(
+            f"key store {location}: the erasure log {path} cannot be written "
+            f"({exc.strerror or exc}); nothing was forgotten"
+        ) from None
+
+
+def read_erasures(path: Path) -> dict[str, list[str]]:
+    """The erasure log ``path``: fact id -> key ids ({} when there is none). A line that does
+    not parse (torn by a crash) is skipped."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise KeyStoreError(f"erasure log {path}: {exc.strerror or exc}") from None
+    out: dict[str, list[str]] = {}
+    for line in data.splitlines():
+        try:
+            record = fastjson.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or not isinstance(fact_id := record.get("factId"), str):
+            continue
+        kids = record.get("keyIds")
+        known = out.setdefault(fact_id, [])
+        for kid in kids if isinstance(kids, list) else ():
+            if isinstance(kid, str) and kid not in known:
+                known.append(kid)
+    return out

@@ -37,7 +37,6 @@ from agent_custody_state.ledger.envelope import (
     plaintext,
     seal,
     spliced_line,
-    unseal,
     with_value,
 )
 from agent_custody_state.ledger.errors import LedgerError
@@ -46,7 +45,12 @@ from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
 from agent_custody_state.ledger.locking import section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 from agent_custody_state.ledger.modemark import CRYPTO_SHRED, ModeMark
-from agent_custody_state.ledger.shredreads import ShreddedReads
+from agent_custody_state.ledger.shredreads import (
+    ShreddedReads,
+    ValueOpener,
+    forgotten_among,
+    restored_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,22 +113,10 @@ def _mark(backend: EventBackend, keys: KeyStore) -> None:
         log.warning("%s: crypto-shred mode is not recorded with the ledger: %s", backend, exc)
 
 
-def value_opener(keys: KeyStore) -> Callable[[str, Any], Any]:
-    """What ``verify_lines(open_value=...)`` needs to check sealed values' commitments: opens an
-    envelope with its key from ``keys`` (``LookupError`` when the key is gone, ``ValueError``
-    when the envelope does not authenticate)."""
-
-    def open_value(fact_id: str, envelope: Any) -> Any:
-        kid = kid_of(envelope)
-        key = keys.get({kid}).get(kid) if kid is not None else None
-        if key is None:
-            raise LookupError(f"no key {kid}")
-        try:
-            return unseal(envelope, fact_id=fact_id, key=key)
-        except LedgerError as exc:
-            raise ValueError(str(exc)) from None
-
-    return open_value
+def value_opener(keys: KeyStore) -> ValueOpener:
+    """What ``verify_lines(open_value=...)`` needs: envelopes opened, and keys of forgotten facts
+    found, with ``keys`` (``shredreads.ValueOpener``)."""
+    return ValueOpener(keys)
 
 
 class _ShredSection:
@@ -305,6 +297,17 @@ class ShreddingBackend(ShreddedReads, EventBackend):
                 done.append(f"kept {len(spare)} key(s) of facts whose forget did not commit")
         return done
 
+    def destroy_restored_keys(self, *, dry_run: bool = False) -> dict[str, list[str]]:
+        """Destroy the data keys the key store holds again of facts the ledger records forgotten
+        (a key store restored from before their forgets, found by its erasure log:
+        ``shredreads.restored_keys``); returns them by fact id. For ``repair`` and ``certificate
+        reapply``: it reads the whole erasure log, so no open does it."""
+        found = restored_keys(self.keys, forgotten_among(self.inner, self.keys.buried()))
+        if found and not dry_run:
+            self.keys.destroy([k for kids in found.values() for k in kids])
+            self.keys.compact()
+        return found
+
     def chain_head(self) -> ChainHead:
         """The inner backend's: the chain record is stored beside the sealed value and the leaf
         leaves the value out, so no envelope is opened (nor its key fetched) per append."""
@@ -347,6 +350,8 @@ class ShreddingBackend(ShreddedReads, EventBackend):
     def repair(self) -> list[str] | None:
         inner = self.inner.repair()
         done = self.recover()
+        if restored := self.destroy_restored_keys():
+            done.append(f"destroyed again the data keys of {len(restored)} forgotten fact(s)")
         return None if inner is None and not done else [*(inner or []), *done]
 
     def remember_head(self, event_id: str, head: ChainHead) -> None:

@@ -1,14 +1,18 @@
 """The reads of crypto-shred mode: each question passed to the inner backend, the envelopes in
 its answer opened on the way out (their keys fetched in one ``get`` per answer; a value whose
-key is gone reads as null). ``ShreddingBackend`` (``shred``) adds the writes and the keys."""
+key is gone reads as null). ``ShreddingBackend`` (``shred``) adds the writes and the keys.
+Also what finds the keys a restored key store brought back (``restored_keys``, ``ValueOpener``
+for ``verify``): a forget doomed them, the erasure log says so (``keystore``), and the ledger
+records their facts forgotten."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from agent_custody_state.ledger.backend import EventBackend, KeyName
 from agent_custody_state.ledger.envelope import fact_with_value, kid_of, unseal, with_value
+from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent, Event, Fact
 
@@ -141,3 +145,50 @@ def _opened_value(fact: Fact, kid: str, keys: dict[str, bytes]) -> object:
     """The value in ``fact``'s envelope (key ``kid``), or None when the key is gone."""
     key = keys.get(kid)
     return None if key is None else unseal(fact.value, fact_id=fact.fact_id, key=key)
+
+
+def restored_keys(keys: KeyStore, forgotten: Collection[str]) -> dict[str, list[str]]:
+    """Fact id -> the data keys ``keys`` holds of the facts in ``forgotten`` (facts the ledger
+    records forgotten) whose forget the erasure log (``KeyStore.buried``) says doomed them: a
+    key store restored from a backup taken before the forget. One ``get`` per 500 facts."""
+    buried = keys.buried()
+    named = [(f, buried[f]) for f in forgotten if f in buried]
+    found: dict[str, list[str]] = {}
+    for i in range(0, len(named), STREAM_CHUNK):
+        part = named[i : i + STREAM_CHUNK]
+        present = keys.get({k for _, kids in part for k in kids})
+        found.update({f: alive for f, kids in part if (alive := [k for k in kids if k in present])})
+    return found
+
+
+def forgotten_among(inner: EventBackend, fact_ids: Collection[str]) -> list[str]:
+    """The facts of ``fact_ids`` that ``inner`` holds and records forgotten (every assert)."""
+    ids, out = list(fact_ids), []
+    for i in range(0, len(ids), STREAM_CHUNK):
+        asserts = [e for e in inner.events_for(ids[i : i + STREAM_CHUNK]) if e.kind == "assert"]
+        live = {e.fact_id for e in asserts if cast(AssertEvent, e).fact.forgotten is None}
+        out += sorted({e.fact_id for e in asserts} - live)
+    return out
+
+
+class ValueOpener:
+    """What ``verify_lines(open_value=...)`` needs to check sealed values' commitments: opens an
+    envelope with its key from ``keys`` (``LookupError`` when the key is gone, ``ValueError``
+    when the envelope does not authenticate). ``restored``: the keys ``keys`` holds again of
+    facts the ledger records forgotten (``restored_keys``)."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+
+    def __call__(self, fact_id: str, envelope: Any) -> Any:
+        kid = kid_of(envelope)
+        key = self.keys.get({kid}).get(kid) if kid is not None else None
+        if key is None:
+            raise LookupError(f"no key {kid}")
+        try:
+            return unseal(envelope, fact_id=fact_id, key=key)
+        except LedgerError as exc:
+            raise ValueError(str(exc)) from None
+
+    def restored(self, forgotten: Collection[str]) -> dict[str, list[str]]:
+        return restored_keys(self.keys, forgotten)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -121,8 +121,36 @@ TWICE = (
 )
 NO_KEY = (
     "the sealed value's key is not in the key store, but the fact is not forgotten: it reads "
-    "as null (its key id was edited, or its key destroyed without a forget)"
+    "as null (its key id was edited, its key destroyed without a forget, or the key store "
+    "restored from a backup older than the fact)"
 )
+
+KEY_BACK = (
+    "fact {fact} is forgotten, but its data key {kid} is in the key store: a key store restored "
+    "from a backup taken before the forget opens every old copy of the value; destroy it "
+    "again with `repair --forget-mode crypto-shred` or `certificate reapply`"
+)
+
+
+class RestoredKeys:
+    """The facts marked forgotten, checked when the verification ends against the key store
+    (``restored``: fact id -> the data keys it holds again of these facts, from its erasure log;
+    None, without a key store: nothing is kept). A key still there came back with a key store
+    restored from a backup taken before the forget."""
+
+    def __init__(self, restored: Callable[[Collection[str]], dict[str, list[str]]] | None) -> None:
+        self.restored = restored
+        self.forgotten: dict[str, int] = {}  # fact id -> the seq of its forgotten assert
+
+    def add(self, seq: int, fact_id: str) -> None:
+        if self.restored is not None:
+            self.forgotten[fact_id] = seq
+
+    def problems(self) -> Iterator[tuple[int, str]]:
+        if self.restored is None or not self.forgotten:
+            return
+        for fact_id, kids in self.restored(self.forgotten).items():
+            yield self.forgotten[fact_id], KEY_BACK.format(fact=fact_id, kid=", ".join(kids))
 
 
 def signatures(

@@ -4,9 +4,8 @@
 streams: what it keeps is the running head, the asserts marked forgotten whose forget event
 has not come yet, and 16 bytes per assert holding a value (``verdict.Forgets``).
 It does not stop at the first problem: after one it re-anchors on the stored head, so each later
-problem is found on its own, and the report names the first bad sequence number.
-
-What each problem means is in ``docs/proofs.md`` ("What verify checks").
+problem is found on its own, and the report names the first bad sequence number. What each
+problem means is in ``docs/proofs.md`` ("What verify checks").
 """
 
 from __future__ import annotations
@@ -109,6 +108,7 @@ class Verifier:
         self.gap: tuple[int, int] | None = None
         self.pending: dict[str, tuple[int, dict[str, Any]]] = {}  # fact id -> (seq, forgotten)
         self.forgets = verdict.Forgets(stable=stable)  # ``parallel`` says when processes differ
+        self.restored = verdict.RestoredKeys(getattr(open_value, "restored", None))
         self._unknown_link = False  # the previous event could not be read: skip the next link
         self.by_size: dict[int, list[Checkpoint]] = {}
         for cp in checkpoints:
@@ -310,6 +310,7 @@ class Verifier:
             self.log.append((fact_id, seq, forgotten))
         else:
             self.pending[fact_id] = (seq, forgotten)
+            self.restored.add(seq, fact_id)  # with a key store: its keys must be gone
 
     def _forget(self, seq: int, data: dict[str, Any], intact: bool) -> None:
         said = (data.get("valueDigest"), data.get("digestKind"), data.get("txTime"))
@@ -354,7 +355,7 @@ class Verifier:
         report.head = self.running.hex()
         if self.gap:
             report.add(self.gap[0], f"events {self.gap[0]}..{self.gap[1]} carry no chain record")
-        for seq, why in self.forgets.problems():
+        for seq, why in [*self.forgets.problems(), *self.restored.problems()]:
             report.add(seq, why)
         truncated = any(size > count for size in self.by_size)
         last_bad = max((p.seq for p in report.problems), default=0)

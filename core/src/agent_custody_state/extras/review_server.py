@@ -196,6 +196,7 @@ def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str,
     folder = Path(out_dir)
     folder.mkdir(parents=False, exist_ok=True)
     (folder / "r").mkdir(parents=False, exist_ok=True)
+    reviewfiles.check_apart(folder, o.receipts_dir)  # never written over the receipts
     earlier = reviewfiles.earlier_pages(folder)
     rows = list_receipts(o)
     for row in rows:

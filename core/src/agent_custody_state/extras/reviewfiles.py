@@ -56,6 +56,22 @@ def earlier_pages(folder: Path) -> set[str]:
     return pages(_LINK.findall(html))
 
 
+def check_apart(folder: Path, receipts_dir: str | os.PathLike[str]) -> None:
+    """``OSError`` (the command's error, exit 1) when the pages folder ``folder/r`` is the
+    receipts directory itself (``review --receipts DIR/r --out DIR``): each ``r/<id>.json``
+    would replace the gateway's signed receipt with a copy whose erased values are hidden (its
+    signatures no longer verify), and the cleanup would remove receipts a run does not list."""
+    try:
+        same = os.path.samefile(folder / "r", receipts_dir)
+    except OSError:
+        return  # either is missing: they cannot be one folder
+    if same:
+        raise OSError(
+            f"--out {folder}: its pages folder {folder / 'r'} is the receipts directory, whose "
+            "receipts the pages would replace; name another folder"
+        )
+
+
 def remove(folder: Path, names: Iterable[str]) -> None:
     """Unlink each page (a link itself, never what it names); a folder, or a file already gone,
     is left as it is."""
@@ -66,4 +82,4 @@ def remove(folder: Path, names: Iterable[str]) -> None:
                 path.unlink()
 
 
-__all__ = ["MARK", "earlier_pages", "marked", "pages", "remove"]
+__all__ = ["MARK", "check_apart", "earlier_pages", "marked", "pages", "remove"]

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import anyio
 
 from agent_custody_state.ledger.arguments import new_id
-from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget, options_of
+from agent_custody_state.ledger.certificate import CertificateOptions, options_of
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
 from agent_custody_state.ledger.ledger import Ledger, Precondition
@@ -50,6 +50,7 @@ from agent_custody_state.stores.archive import CertificateArchive, archive_of
 from agent_custody_state.stores.base import Store, error_message
 from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.finish import finish
+from agent_custody_state.stores.keeping import OwnForget
 from agent_custody_state.stores.mirror import (
     E,
     Removal,
@@ -257,10 +258,10 @@ class Custody(CustodySweep):
         puts a signed erasure certificate, stores included, on the result (``stores.certificate``);
         without a key to sign it the call is refused before anything changes."""
         options = self._certificate_options(certificate)
-        certified: list[CertifiedForget] = []
+        own = OwnForget(self.ledger)  # what it committed: the only forget its intent certifies
 
         def mutate(extra: dict[str, Any] | None) -> ForgetEvent:
-            done = self.ledger.forget(
+            return own.forget(
                 fact_id=fact_id,
                 actor=actor,
                 reason=reason,
@@ -270,24 +271,20 @@ class Custody(CustodySweep):
                 precondition=precondition,
                 certificate=options or False,
             )
-            if isinstance(done, CertifiedForget):
-                certified.append(done)
-                return done.event
-            return done
 
         async def flow() -> Removal[ForgetEvent]:
             issued: dict[str, bool] = {}  # fact id: its certificate kept
             intent = await self._intend_one(fact_id, actor, reason, receipt_id, options)
             try:  # a kill before the certificate is kept: the next start issues it (intents)
                 removal = await self._leave(fact_id, mutate, forgetting=True)
-                if certified:
+                if own.certified:
                     held_by = list(removal.held_by)
                     removal.certificate = certify_removal(
-                        certified[0], removal.removal, held_by, self.stores.by_name
+                        own.certified[0], removal.removal, held_by, self.stores.by_name
                     )
                     issued[fact_id] = await self._keep(fact_id, removal.certificate) is not None
             finally:
-                await self._close_intent(intent, options, issued)
+                await self._close_intent(intent, options, issued, own.ids)
             return removal
 
         return await finish(flow())  # the certificate is kept also when the caller is cancelled

@@ -44,6 +44,7 @@ from agent_custody_state.ledger.chain import ZERO_HEAD, ChainHead, chain_record
 from agent_custody_state.ledger.checkpoints import ledger_origin
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
+from agent_custody_state.stores import intent_files
 from agent_custody_state.stores.archive import CertificateArchive, file_name, write_new
 from agent_custody_state.stores.outbox_file import alive, own_start
 from agent_custody_state.timeutil import format_time, utc_now
@@ -90,10 +91,13 @@ def record(
     reason: str,
     receipt_id: str | None,
     stored: dict[str, str] | None = None,
+    at: str | None = None,
 ) -> Intent | None:
     """Write the intent, fsynced, before the forgets; None (an ERROR logged) when the disk
-    refuses it: the forget goes on, as a certificate the disk refuses does not undo it."""
-    at = format_time(utc_now())
+    refuses it: the forget goes on, as a certificate the disk refuses does not undo it.
+    ``at``: the ledger's time now (``Ledger.now``), on the clock that stamps the forgets it is
+    compared with (``_forgotten_by``); the wall clock's without it."""
+    at = at or format_time(utc_now())
     body = {
         "kind": KIND,
         "facts": list(facts),
@@ -128,8 +132,8 @@ def pending(archive: CertificateArchive) -> list[Intent]:
             continue
         if path in _LIVE:
             continue
-        try:
-            body = json.loads(path.read_bytes())
+        try:  # unsigned, yet a certificate is signed from it: read safely, checked
+            body = json.loads(intent_files.read_bytes(path))
             request = body["request"]
             owner = body.get("owner") or {}
             if _running(str(owner.get("host", "")), owner.get("pid"), owner.get("started")):
@@ -137,11 +141,11 @@ def pending(archive: CertificateArchive) -> list[Intent]:
             found.append(
                 Intent(
                     path,
-                    tuple(str(f) for f in body["facts"]),
+                    intent_files.checked_facts(body["facts"]),
                     str(request["actor"]),
                     str(request["reason"]),
                     request.get("receiptId"),
-                    str(body["at"]),
+                    intent_files.checked_time(body["at"]),
                     {str(k): str(v) for k, v in dict(body.get("stored") or {}).items()},
                 )
             )
@@ -188,20 +192,24 @@ def settle(
     todo = [f for f in intent.facts if f not in skip]
     written: list[Path] = []
     complete = final
-    for fact_id, envelope in recovered(archive, ledger, intent, todo, options, mine):
-        path = archive.keep_logged(fact_id, envelope)
-        if path is None:
-            complete = False
-        else:
-            written.append(path)
-            log.warning(
-                "issued the erasure certificate of fact %s, lost when the process stopped "
-                "after its forget (byte scan not repeated): %s",
-                fact_id,
-                path,
-            )
-    if complete:
-        drop(intent)
+    with intent_files.claimed(intent.path) as alone:  # one finisher at a time (two starts)
+        if not alone:
+            _LIVE.discard(intent.path)
+            return written  # another finisher holds it, or has finished it
+        for fact_id, envelope in recovered(archive, ledger, intent, todo, options, mine):
+            path = archive.keep_logged(fact_id, envelope)
+            if path is None:
+                complete = False
+            else:
+                written.append(path)
+                log.warning(
+                    "issued the erasure certificate of fact %s, lost when the process stopped "
+                    "after its forget (byte scan not repeated): %s",
+                    fact_id,
+                    path,
+                )
+        if complete:
+            drop(intent)
     _LIVE.discard(intent.path)  # its flow is over: a later start finishes what is left
     return written
 
@@ -233,7 +241,8 @@ def recovered(
         if around is None:
             log.error("fact %s: its forget carries no chain record; no certificate", fact_id)
             continue
-        stored = intent.stored.get(fact_id) or _mode(ledger)
+        stored = intent_files.checked_kind(intent.stored.get(fact_id), _shredding(ledger))
+        stored = stored or _mode(ledger)
         done = Forgetting(assert_event, forget, around[0], around[1], stored)
         predicate = draft(
             done,
@@ -342,6 +351,10 @@ def stored_kinds(ledger: Ledger, fact_ids: Collection[str]) -> dict[str, str]:
 
 def _mode(ledger: Ledger) -> str:
     """Without a record (an intent of a fact not read before), the ledger's own mode."""
+    return "crypto-shred" if _shredding(ledger) else "plain"
+
+
+def _shredding(ledger: Ledger) -> bool:
     from agent_custody_state.ledger.shred import ShreddingBackend
 
-    return "crypto-shred" if isinstance(ledger.backend, ShreddingBackend) else "plain"
+    return isinstance(ledger.backend, ShreddingBackend)

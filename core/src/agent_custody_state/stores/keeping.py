@@ -12,13 +12,43 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.ledger.certificate import CertificateOptions
+from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import ForgetEvent
 from agent_custody_state.stores import intents
 from agent_custody_state.stores.archive import CertificateArchive
 
 log = logging.getLogger(__name__)
+
+
+class OwnForget:
+    """A forget flow's call of ``Ledger.forget`` (``forget``), and what it committed: ``ids``,
+    the only forget its intent certifies: its event id once the ledger returns it; none when
+    the ledger refused the call (``LedgerError``: nothing was written, e.g. already forgotten
+    by another request at the same moment, whose certificate is still being made); unknown
+    (None) when the call failed otherwise (it may have committed: the case intents are for).
+    Before, a retried forget refused as already forgotten issued a ``recovered`` certificate of
+    the first request's forget, saying its process had stopped (the first one's went to
+    ``.2.json``). ``certified``: the ledger's certificate, when it made one."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.ids: set[str] | None = None
+        self.certified: list[CertifiedForget] = []
+
+    def forget(self, **kwargs: Any) -> ForgetEvent:
+        """``Ledger.forget(**kwargs)``, noting what it committed; its event."""
+        try:
+            done: ForgetEvent | CertifiedForget = self.ledger.forget(**kwargs)
+        except LedgerError:
+            self.ids = set()  # a refusal: the ledger is unchanged
+            raise
+        if isinstance(done, CertifiedForget):
+            self.certified.append(done)
+        event = done.event if isinstance(done, CertifiedForget) else done
+        self.ids = {event.event_id}
+        return event
 
 
 class CertificateKeeping:
@@ -52,7 +82,10 @@ class CertificateKeeping:
         if self.certificates is None or options is None or not facts:
             return None
         stored = intents.stored_kinds(self.ledger, facts)
-        return intents.record(self.certificates, facts, actor, reason, receipt_id, stored)
+        # The ledger's clock, which stamps the forgets: on the wall clock, a ledger's own clock
+        # behind it (``Ledger(clock=...)``) had every forget read as older than its intent.
+        at = self.ledger.now()
+        return intents.record(self.certificates, facts, actor, reason, receipt_id, stored, at)
 
     async def _intend_one(
         self,
@@ -113,7 +146,10 @@ class CertificateKeeping:
             return []
         written: list[Path] = []
         for intent in found:
-            written += await self.run(
-                intents.settle, self.certificates, self.ledger, intent, options
-            )
+            try:
+                written += await self.run(
+                    intents.settle, self.certificates, self.ledger, intent, options
+                )
+            except Exception as exc:  # one intent never stops a start, nor the outbox after it
+                log.error("erasure intent %s left as it is, not finished: %s", intent.path, exc)
         return written

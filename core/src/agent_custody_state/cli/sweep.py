@@ -178,7 +178,8 @@ def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
     """``; N certificates could not be kept in DIR ...`` (and each printed on standard output,
     unless ``--json`` printed them already), or empty. Every forget is done and cannot be
     certified again (its byte scan needed the value): exit 1, as for a store still holding."""
-    missing = set(archive.not_kept) if archive is not None else set()
+    ours = {swept.event.fact_id for swept in report.forgotten}  # not those the start finished
+    missing = set(archive.not_kept) & ours if archive is not None else set()
     if not missing:
         return ""
     if not printed:

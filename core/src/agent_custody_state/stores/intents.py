@@ -54,11 +54,12 @@ log = logging.getLogger(__name__)
 PREFIX = ".intent-"
 KIND = "agent-custody-erasure-intent/v1"
 NOT_REPEATED = (
-    "the byte scan of the ledger's files could not be repeated: the process stopped between "
-    "the forget and its certificate, and the value is gone"
+    "the byte scan of the ledger's files could not be repeated: the process stopped, or could "
+    "not keep the certificate, between the forget and its certificate, and the value is gone"
 )
 STORES_UNKNOWN = (
-    "not checked: the process stopped before this certificate; the outbox, when kept, "
+    "not checked: the certificate was not kept when it was made (the process stopped, or the "
+    "disk refused it); the outbox, when kept, "
     "finishes the removal at the next start (its log says how)"
 )
 
@@ -203,8 +204,8 @@ def settle(
             else:
                 written.append(path)
                 log.warning(
-                    "issued the erasure certificate of fact %s, lost when the process stopped "
-                    "after its forget (byte scan not repeated): %s",
+                    "issued the erasure certificate of fact %s, not kept when its forget was made "
+                    "(the process stopped, or the disk refused it; byte scan not repeated): %s",
                     fact_id,
                     path,
                 )

@@ -7,10 +7,11 @@ certificate, so what it holds is checked, not trusted:
 - it is read only from a regular file, never through a symbolic link, and at most ``MAX_BYTES``
   (a FIFO named ``.intent-*`` blocked every start for good; a link to ``/dev/zero`` ended it
   with ``MemoryError``);
-- its time must be a wire time, its facts a list of texts, and how a value was stored one of
-  the two kinds a certificate knows (``plain``, ``crypto-shred``): another kind stopped every
-  start with ``KeyError``, and ``crypto-shred`` on a ledger that seals nothing had a plain
-  value certified as sealed (``checked_kind``);
+- its time must be a wire time, its position (when it has one) a number of events, its facts
+  a list of texts, and how a value was stored one of the two kinds a certificate knows
+  (``plain``, ``crypto-shred``): another kind stopped every start with ``KeyError``, and
+  ``crypto-shred`` on a ledger that seals nothing had a plain value certified as sealed
+  (``checked_kind``);
 - ``claimed`` holds an exclusive ``flock`` on the intent while it is finished: two starts at
   once on one folder (``serve`` and ``forget --config``) both found the certificate missing and
   both issued it (``<id>.json`` and ``<id>.2.json``). The lock goes with its process, so a
@@ -68,6 +69,16 @@ def checked_facts(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
         raise ValueError("its facts are not a list of fact ids")
     return tuple(value)
+
+
+def checked_position(value: Any) -> int | None:
+    """The intent's ``position`` (the ledger's events when it was recorded); None when it has
+    none (written before it was recorded); ``ValueError`` unless a count of events."""
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise ValueError(f"its position {value!r} is not a number of events")
+    return value
 
 
 def checked_kind(kind: str | None, shredding: bool) -> str | None:

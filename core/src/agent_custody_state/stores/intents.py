@@ -4,13 +4,15 @@ for good (``CertificateArchive``, ``flows``, ``sweeping``).
 
 Before a forget (or each pass of a sweep) with an archive, ``record`` writes
 ``<folder>/.intent-<random>`` (hidden, not ``*.json``): the fact ids, the request (actor,
-reason, receipt id), the time, how each value is stored (plain or sealed) and the process;
-nothing of the value nor derived from it. Once the flow has kept its certificates the
-intent is removed (``settle``). One a kill left is finished at the next start of whatever keeps
-certificates in that folder (``Custody.resume``: ``serve``, ``forget --config``, ``sweep
---config``): each fact the ledger shows forgotten by that request, after the intent, and whose
-certificate the folder does not hold, gets a certificate issued now (``recovered``) that says
-what could not be done: the byte scan cannot be repeated (the value is gone), and the stores'
+reason, receipt id), the time, where the ledger stood (``position``: its events then), how
+each value is stored (plain or sealed) and the process; nothing of the value nor derived from
+it. Once the flow has kept its certificates the intent is removed (``settle``). One a kill left
+is finished at the next start of whatever keeps certificates in that folder
+(``Custody.resume``: ``serve``, ``forget --config``, ``sweep --config``): each fact the ledger
+shows forgotten by that request, after the intent (its forget's chain ``seq`` past the
+intent's position; for an intent written without one, a forget not older than its time), and
+whose certificate the folder does not hold, gets a certificate issued now (``recovered``) that
+says what could not be done: the byte scan cannot be repeated (the value is gone), and the stores'
 removals were not checked (``unknown``; the outbox finishes them at the same start). It is
 signed as usual, ``partial``, and ``certificate verify`` reads it as any other (the fields are
 added, none changed). A fact not forgotten (the forget never committed) is dropped with its
@@ -79,6 +81,9 @@ class Intent:
     stored: dict[str, str] = field(default_factory=dict)
     #: the process that recorded it (host, pid): one still running is not finished by another
     owner: tuple[str, int] = ("", 0)
+    #: the ledger's events when it was recorded, before its forgets: only a forget at a later
+    #: position is its own (None: an intent written before it was recorded; its time decides)
+    position: int | None = None
 
 
 #: the intents this process recorded and has not dropped yet (its flows in progress)
@@ -93,13 +98,15 @@ def record(
     receipt_id: str | None,
     stored: dict[str, str] | None = None,
     at: str | None = None,
+    position: int | None = None,
 ) -> Intent | None:
     """Write the intent, fsynced, before the forgets; None (an ERROR logged) when the disk
     refuses it: the forget goes on, as a certificate the disk refuses does not undo it.
     ``at``: the ledger's time now (``Ledger.now``), on the clock that stamps the forgets it is
-    compared with (``_forgotten_by``); the wall clock's without it."""
+    compared with (``_forgotten_by``); the wall clock's without it. ``position``: the
+    ledger's events now (``keeping.position``), which decides instead when given."""
     at = at or format_time(utc_now())
-    body = {
+    body: dict[str, Any] = {
         "kind": KIND,
         "facts": list(facts),
         "request": {"actor": actor, "reason": reason, "receiptId": receipt_id},
@@ -107,6 +114,8 @@ def record(
         "stored": dict(stored or {}),
         "owner": {"host": socket.gethostname(), "pid": os.getpid(), "started": own_start()},
     }
+    if position is not None:
+        body["position"] = position
     folder = archive.folder
     path = folder / f"{PREFIX}{secrets.token_hex(12)}"
     try:
@@ -121,7 +130,8 @@ def record(
         return None
     _LIVE.add(path)
     owner = (socket.gethostname(), os.getpid())
-    return Intent(path, tuple(facts), actor, reason, receipt_id, at, dict(stored or {}), owner)
+    kinds = dict(stored or {})
+    return Intent(path, tuple(facts), actor, reason, receipt_id, at, kinds, owner, position)
 
 
 def pending(archive: CertificateArchive) -> list[Intent]:
@@ -148,6 +158,7 @@ def pending(archive: CertificateArchive) -> list[Intent]:
                     request.get("receiptId"),
                     intent_files.checked_time(body["at"]),
                     {str(k): str(v) for k, v in dict(body.get("stored") or {}).items()},
+                    position=intent_files.checked_position(body.get("position")),
                 )
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -275,7 +286,13 @@ def recovered(
 def _forgotten_by(
     ledger: Ledger, intent: Intent, fact_id: str
 ) -> tuple[AssertEvent, ForgetEvent] | None:
-    """The fact's assert and forget, when the forget is the intent's: its request, after it."""
+    """The fact's assert and forget, when the forget is the intent's: its request, after it.
+
+    After it by position when both say one (the forget's chain ``seq``, past the events the
+    ledger held when the intent was recorded): a clock stepped back between the intent and
+    its forget, or a forget of the same millisecond just before the intent, fooled the time.
+    By time otherwise (an intent of an older version; a forget without a chain record, which
+    no certificate can be issued for anyway: ``recovered``)."""
     assert_event: AssertEvent | None = None
     forget: ForgetEvent | None = None
     for event in ledger.backend.events_for([fact_id]):
@@ -289,7 +306,11 @@ def _forgotten_by(
         intent.receipt_id is not None and forget.source.receipt_id != intent.receipt_id
     ):
         return None  # another request's forget: not this intent's to certify
-    if forget.tx_time < intent.at:
+    record = chain_record(forget)
+    if intent.position is not None and record is not None:
+        if record["seq"] <= intent.position:
+            return None  # committed before the intent: its certificate is another's
+    elif forget.tx_time < intent.at:
         return None  # forgotten before the intent: its certificate is another's
     return assert_event, forget
 

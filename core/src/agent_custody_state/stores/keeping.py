@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
+from agent_custody_state.ledger.chain import chain_record
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import ForgetEvent
@@ -20,6 +21,22 @@ from agent_custody_state.stores import intents
 from agent_custody_state.stores.archive import CertificateArchive
 
 log = logging.getLogger(__name__)
+
+
+def position(ledger: Ledger) -> int:
+    """The ledger's events now, the position an intent records: the chain ``seq`` of the last
+    event (one read: the last line of JSONL's index, one indexed row in SQL; a sealed last
+    event is not opened), else ``count()`` (a last event without a chain record: written by
+    the TypeScript original, or with the chain off). A forget committed later has a greater
+    ``seq`` (``intents._forgotten_by``). Not ``chain_head()``, which reads back to the last
+    chain record."""
+    from agent_custody_state.ledger.shred import ShreddingBackend
+
+    backend = ledger.backend
+    raw = backend.inner if isinstance(backend, ShreddingBackend) else backend
+    last = raw.last_event()
+    record = None if last is None else chain_record(last)
+    return int(record["seq"]) if record is not None else backend.count()
 
 
 class OwnForget:
@@ -85,7 +102,13 @@ class CertificateKeeping:
         # The ledger's clock, which stamps the forgets: on the wall clock, a ledger's own clock
         # behind it (``Ledger(clock=...)``) had every forget read as older than its intent.
         at = self.ledger.now()
-        return intents.record(self.certificates, facts, actor, reason, receipt_id, stored, at)
+        # Where the ledger stands: its forgets come after it, whatever the clock says (a clock
+        # stepped back between the two lost the certificate; one forget just before it, in the
+        # same millisecond, could be taken for its own).
+        where = position(self.ledger)
+        return intents.record(
+            self.certificates, facts, actor, reason, receipt_id, stored, at, where
+        )
 
     async def _intend_one(
         self,

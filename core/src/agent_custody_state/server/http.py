@@ -1,7 +1,8 @@
 """Streamable HTTP: the memory server at ``/mcp`` behind the guard, served by uvicorn.
 
-``build_http_app`` makes the Starlette app (only ``/mcp`` exists, and with OAuth the RFC 9728
-metadata under ``/.well-known/oauth-protected-resource``; other paths 404);
+``build_http_app`` makes the Starlette app (``/mcp``; ``/healthz`` and ``/readyz``, tokenless, for
+probes: ``health.py``; with OAuth the RFC 9728 metadata under
+``/.well-known/oauth-protected-resource``; other paths 404);
 ``MemoryHttpServer`` runs it, in the caller's event loop (``await server.serve()``) or on a
 background thread (``serve_memory_http``, for embedding and tests). A non-loopback address is
 refused without a bearer token: an unauthenticated memory server on a network would let anyone
@@ -35,7 +36,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.server import drain
+from agent_custody_state.server import drain, health
 from agent_custody_state.server.app import MemoryServer, create_memory_server
 from agent_custody_state.server.connections import (
     DEFAULT_BACKLOG,
@@ -158,6 +159,7 @@ def build_http_app(
     # Every method reaches the guard: Host, Origin and the token are checked before a method
     # the endpoint does not serve is refused (405), as for every other request (SPEC 4.5).
     routes = [Route("/mcp", endpoint=guard, methods=None)]
+    routes += health.health_routes(server.memory, guard.hosts, max_request_bytes)
     if oauth is not None:
         routes += metadata_routes(oauth)
     watcher = None if stateless else getattr(server, "notifier", None)  # other processes' appends
@@ -233,6 +235,7 @@ class MemoryHttpServer:
         self._stop_requested = False
         self._thread: threading.Thread | None = None
         self.socket: socket.socket | None = None  # the listening socket, once bound
+        self.readiness = health.follow_stop(app, self)  # /readyz: "draining" once a stop begins
 
     @property
     def url(self) -> str:

@@ -105,12 +105,11 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from agent_custody_state.backends.jsonl_lines import CutShort
-    from agent_custody_state.keys import SigningKeyError, load_public_key
 
     check_location(args.ledger, must_exist=True)
     if _is_jsonl(args.ledger):
         check_jsonl_ledger(args.ledger)
-    public_key = _public_keys(args.key or [], load_public_key, SigningKeyError)
+    public_key = _public_keys(args.key or [])
     try:
         report = _report(args, public_key)
     except CutShort:  # a forget in another process rewrote the file under the read: once more
@@ -163,13 +162,15 @@ def _report(args: argparse.Namespace, public_key: Any) -> Any:
     return report
 
 
-def _public_keys(names: list[str], load: Any, error: type[Exception]) -> list[Any] | None:
+def _public_keys(names: list[str]) -> list[Any] | None:
     """The keys of every ``--key`` (None: no key given), each its own, once."""
     keys: dict[bytes, Any] = {}
-    for name in names:
+    for name in names:  # ``keys`` imports ``cryptography`` (10-20 ms): only with a --key
+        from agent_custody_state.keys import SigningKeyError, load_public_key
+
         try:
-            key = load(name)
-        except error as exc:
+            key = load_public_key(name)
+        except SigningKeyError as exc:
             raise CliError(f"--key: {exc}") from None
         keys.setdefault(key.public_bytes_raw(), key)
     return list(keys.values()) or None
@@ -391,8 +392,7 @@ def _print(location: str, report: Any, *, signed: bool) -> None:
         )
         return
     problems = sorted(report.problems)
-    first = problems[0]
-    print(f"FAILED: {location}: first bad event {first.seq}: {first.reason}")
+    print(f"FAILED: {location}: first bad event {problems[0].seq}: {problems[0].reason}")
     for problem in problems[1 : 1 + SHOWN]:
         print(f"  event {problem.seq}: {problem.reason}")
     more = report.problem_count - 1 - min(SHOWN, len(problems) - 1)

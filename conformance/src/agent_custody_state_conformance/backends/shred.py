@@ -3,8 +3,9 @@
 A backend supports crypto-shred mode when ``EventBackend.keystore()`` returns a key store (its
 default place for the keys, apart from the events). The rules run the ledger over the backend in
 that mode and check that reads and as-of queries answer exactly as a plain ledger does, that the
-backend only ever holds envelopes, that forget destroys the key (digest unchanged) and that an
-earlier copy of the events, restored after the forget, opens to nothing. A plugin whose default
+backend only ever holds envelopes, that forget destroys the key (digest unchanged), that an
+earlier copy of the events, restored after the forget, opens to nothing, and that a key store
+restored alone is found by its erasure log (``KeyStore.buried``; skipped where none is kept). A plugin whose default
 key store needs preparing (the PostgreSQL one needs its key database) overrides
 ``key_store_factory``.
 """
@@ -301,6 +302,36 @@ class ShredRules(BackendRules):
             one.forget(fact_id=b.fact_id, actor="x", reason="r")
             gone = two.get(b.fact_id)
             assert gone is not None and gone.value is None
+
+    @rule("EB-S-restored-keys")
+    def test_shred_restored_key_is_found_and_destroyed_again(self, shredded: Ledger) -> None:
+        """With the key store's erasure log, a forgotten fact's key put back in the key store
+        (its backup from before the forget restored alone) is found and destroyed again; the
+        key of a fact the ledger does not record forgotten (its forget failed) never is.
+
+        Troubleshooting: ``doom`` must log each key id with its fact, durably and no later than
+        the forget commits, where the events' backups carry it; ``buried`` reads it back (fact
+        id -> key ids). Skipped when the key store does not override ``KeyStore.buried``.
+        """
+        backend, keys = shredded.backend, shredded.backend.keystore()
+        assert isinstance(backend, ShreddingBackend), "the ledger is not in crypto-shred mode"
+        if type(keys).buried is KeyStore.buried:
+            pytest.skip("this backend's key store keeps no erasure log (KeyStore.buried)")
+        gone, live = (self._assert(shredded, subject=s, value=s).fact_id for s in ("g", "l"))
+        kids = {f: _kid(shredded, f) for f in (gone, live)}
+        backup = keys.get([kids[gone]])  # the key store's backup, taken before the forget
+        shredded.forget(fact_id=gone, actor="x", reason="r")
+        assert kids[gone] in keys.buried().get(gone, []), "the forget logged no key"
+        keys.doom({kids[live]: live})  # a forget of ``live`` that then failed: its key spared
+        keys.spare([kids[live]])
+        assert backend.destroy_restored_keys() == {}
+        keys.put(backup)  # restored alone
+        assert backend.destroy_restored_keys(dry_run=True) == {gone: [kids[gone]]}
+        assert keys.get([kids[gone]]), "a dry run destroyed the key"
+        assert backend.destroy_restored_keys() == {gone: [kids[gone]]}
+        assert keys.get(list(kids.values())).keys() == {kids[live]}
+        fact = shredded.get(live)
+        assert fact is not None and fact.value == "l"
 
 
 def _keys_of(backend: EventBackend, factory: KeyStoreFactory) -> KeyStore:

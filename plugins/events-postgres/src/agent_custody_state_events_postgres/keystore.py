@@ -20,6 +20,10 @@ when the role may); ``compact`` clears the mark once no older transaction kept a
 (its process killed, its connection dropped), one opener at a time, warning instead of failing.
 ``settle=False`` (a read-only ledger's open) leaves the mark for a writer; a role that may only
 read the keys neither sees nor settles it, and creates nothing at open.
+
+Made by the ledger's backend (``PostgresBackend.keystore``), the key store keeps an erasure log
+in the events' database (``erasurelog``: ``erasures``): each ``doom`` logs its key ids and fact
+there first, and ``buried`` reads them back, so a key database restored alone is found.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from psycopg import sql
 
 from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreError
 
+from .erasurelog import ErasureLog
 from .location import (
     MAX_IDENTIFIER,
     LocationError,
@@ -76,6 +81,7 @@ class PostgresKeyStore(KeyStore):
         creator_url: str | None = None,
         connect_timeout: int = 10,
         settle: bool = True,
+        erasures: ErasureLog | None = None,
     ) -> None:
         try:
             where = parse_location(location)
@@ -108,11 +114,14 @@ class PostgresKeyStore(KeyStore):
         self._get_sql: str | None = None
         self._cur: psycopg.Cursor[Any] | None = None
         self._settling: list[str] = []  # the transaction of the destroy being settled
+        self._erasures = erasures  # the erasure log beside the events (``erasurelog``)
         self._conn = self._connect(creator_url)
         try:
             self._setup(where.qualified, settle)
             if settle:  # a destroy cut off before its compaction (``pending``)
                 self._run(lambda: self._erasure.settle(self._conn, self._settle_vacuum, self._held))
+            if erasures is not None:
+                erasures.prepare(create=settle)
         except BaseException:
             self.close()
             raise
@@ -268,6 +277,8 @@ class PostgresKeyStore(KeyStore):
 
     def doom(self, intents: Mapping[str, str]) -> None:
         if intents:
+            if self._erasures is not None:  # first, on the events' connection: not under _lock
+                self._erasures.append(intents)
             query = sql.SQL(
                 "INSERT INTO {} (kid, fact_id) SELECT * FROM unnest(%s::text[], %s::text[]) "
                 "ON CONFLICT (kid) DO UPDATE SET fact_id = EXCLUDED.fact_id"
@@ -283,6 +294,9 @@ class PostgresKeyStore(KeyStore):
     def doomed(self) -> dict[str, str]:
         query = sql.SQL("SELECT kid, fact_id FROM {}").format(self._doomed)
         return dict(self._run(lambda: self._execute(query)))
+
+    def buried(self) -> dict[str, list[str]]:
+        return {} if self._erasures is None else self._erasures.read()
 
     def local_files(self) -> list[str] | None:
         """The relation files of the key tables (and their TOAST tables and indexes) when the

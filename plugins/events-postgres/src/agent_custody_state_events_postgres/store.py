@@ -58,7 +58,6 @@ from agent_custody_state.plugin import (
     ChainHead,
     Event,
     EventBackendError,
-    FileKeyStore,
     ForgetEvent,
     Forgotten,
     KeyStore,
@@ -370,17 +369,16 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
     def keystore(self, location: str | None = None) -> KeyStore:
         """Crypto-shred keys in a database of their own (see ``keystore``): by default
         ``<db>_keys`` on this server, created on first use if the role may; a file path puts
-        them in a file key store instead."""
-        if location is not None and not location.lower().startswith(("postgres:", "postgresql:")):
-            return FileKeyStore(location)
+        them in a file key store instead. The erasure log is a table here (``erasurelog``)."""
+        from .erasurelog import ErasureLog, LoggedFileKeys
         from .keystore import PostgresKeyStore, default_keys_location
 
-        settle = not self.read_only  # a reader leaves a pending erasure to a writer
-        if location is not None:
-            return PostgresKeyStore(location, settle=settle)  # its database must exist
-        return PostgresKeyStore(
-            default_keys_location(self.where), creator_url=self.where.connect_url, settle=settle
-        )
+        log, settle = ErasureLog(self), not self.read_only  # a reader settles nothing
+        if location is not None and not location.lower().startswith(("postgres:", "postgresql:")):
+            return LoggedFileKeys(location, log, create=settle)
+        where = default_keys_location(self.where) if location is None else location
+        creator = self.where.connect_url if location is None else None  # given: it must exist
+        return PostgresKeyStore(where, creator_url=creator, settle=settle, erasures=log)
 
     def local_files(self) -> list[str] | None:
         """The relation files of the table, its TOAST table and their indexes, when the server's

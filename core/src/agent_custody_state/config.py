@@ -62,6 +62,11 @@ _CONFIG_FILE: ContextVar[Path | None] = ContextVar("agent_custody_config_file", 
 ENV_PREFIX = "AGENT_CUSTODY_"
 
 
+#: The longest ``[server] shutdown_delay``: longer is a mistake of units (milliseconds?), not a
+#: plan; an orchestrator needs a few seconds to stop routing to a server (``server/drain.py``).
+MAX_SHUTDOWN_DELAY = 300.0
+
+
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key or variable at fault."""
 
@@ -96,8 +101,20 @@ class ServerConfig(BaseModel):
     body_timeout: float = Field(default=30, gt=0)
     max_connections: int = Field(default=512, ge=1)
     backlog: int = Field(default=256, ge=1)
+    #: seconds a SIGTERM keeps the server serving, ``/readyz`` answering draining (HTTP only)
+    shutdown_delay: float = 0.0
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
+
+    @field_validator("shutdown_delay")
+    @classmethod
+    def _delay_in_bounds(cls, value: float) -> float:
+        if not 0 <= value <= MAX_SHUTDOWN_DELAY:  # NaN and infinity too
+            raise ValueError(
+                f"must be seconds from 0 (stop at once) to {MAX_SHUTDOWN_DELAY:g}, not {value:g} "
+                "(how long a SIGTERM keeps the server serving while /readyz answers draining)"
+            )
+        return value
 
 
 class VerifyConfig(BaseModel):

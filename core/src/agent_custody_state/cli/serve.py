@@ -15,7 +15,7 @@ from typing import Any
 
 from agent_custody_state.cli.common import LEDGER_KINDS, CliError, add_forget_mode_flags
 from agent_custody_state.cli.logs import FORMATS, LEVELS
-from agent_custody_state.cli.serve_setup import at_least_one, port_number, seconds
+from agent_custody_state.cli.serve_setup import at_least_one, delay_seconds, port_number, seconds
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -137,6 +137,7 @@ def _build_server(config: Any, runtime: Any) -> Any:
             backlog=config.server.backlog,
             oauth=runtime.oauth,
             stateless=config.server.stateless,
+            shutdown_delay=config.server.shutdown_delay,
             **runtime.server_options(),
         )
     from agent_custody_state.server.app import create_memory_server
@@ -367,6 +368,12 @@ def add_commands(sub: Any) -> None:
         help="open HTTP connections (default 512, kept under ulimit -n)",
     )
     p.add_argument("--backlog", type=at_least_one, metavar="N", help="listen backlog (default 256)")
+    p.add_argument(
+        "--shutdown-delay",
+        type=delay_seconds,
+        metavar="SECONDS",
+        help="on SIGTERM, keep serving this long with /readyz draining, then stop (default 0)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("keygen", help="create an Ed25519 key pair for signed results")

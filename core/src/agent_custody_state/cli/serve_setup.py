@@ -16,7 +16,7 @@ from typing import Any
 
 from agent_custody_state.cli.common import CliError
 
-#: ``[server]`` limits that have a flag of the same name (``--max-value-elements`` ...).
+#: ``[server]`` limits (and ``shutdown_delay``) that have a flag of the same name (``--backlog``).
 LIMIT_FLAGS = (
     "max_value_elements",
     "max_value_bytes",
@@ -26,6 +26,7 @@ LIMIT_FLAGS = (
     "body_timeout",
     "max_connections",
     "backlog",
+    "shutdown_delay",
 )
 
 
@@ -61,6 +62,21 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not number > 0:  # NaN too
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text!r}")
+    return number
+
+
+def delay_seconds(text: str) -> float:
+    """``--shutdown-delay``: seconds from 0 to the configuration's bound."""
+    from agent_custody_state.config import MAX_SHUTDOWN_DELAY
+
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= number <= MAX_SHUTDOWN_DELAY:  # NaN too
+        raise argparse.ArgumentTypeError(
+            f"must be 0 to {MAX_SHUTDOWN_DELAY:g} seconds, not {text!r}"
+        )
     return number
 
 

@@ -17,15 +17,32 @@ then uvicorn's own shutdown lets the answers go out. Nothing else is waited for 
 before: a client still sending its body gets uvicorn's 3 s. A call uvicorn cancels after all
 that still finishes its flow (``stores/finish.py``, at most ``FINISH_SECONDS``): the
 server waits for it (``outlast``) before its event loop ends, which would cut the flow again.
+
+``delay`` (``[server] shutdown_delay``, 0 by default): a SIGTERM first keeps the server
+accepting and serving for that many seconds while ``stopping`` is true (``/readyz`` answers
+``draining``), so a load balancer or Kubernetes takes it out of rotation before the listener
+closes; then the stop above. Only SIGTERM, what orchestrators and service managers send: a
+SIGINT (Ctrl-C) stops at once as before. Any second signal, or ``should_exit`` set by
+``close()``, ends the delay and the stop goes on as without one; a further SIGINT then cuts the
+drain short as uvicorn's does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import signal
 import socket
+import time
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import uvicorn
+
+from agent_custody_state.config import MAX_SHUTDOWN_DELAY
+
+log = logging.getLogger(__name__)
 
 #: How long a stop waits for the calls in flight to be answered, at most.
 DRAIN_SECONDS = 30.0
@@ -38,8 +55,16 @@ async def outlast(serving: Callable[[], int], limit: float) -> None:
         await asyncio.sleep(0.05)
 
 
+def checked_delay(delay: float) -> float:
+    """``delay`` if it is a ``shutdown_delay`` (0 to ``MAX_SHUTDOWN_DELAY`` s), else ``ValueError``."""
+    if not 0 <= delay <= MAX_SHUTDOWN_DELAY:  # NaN too
+        raise ValueError(f"shutdown_delay must be 0 to {MAX_SHUTDOWN_DELAY:g} s, not {delay}")
+    return delay
+
+
 class DrainingServer(uvicorn.Server):
-    """uvicorn's server, whose shutdown first waits for ``serving()`` to reach 0."""
+    """uvicorn's server, whose shutdown first waits for ``serving()`` to reach 0, and whose
+    SIGTERM first serves on for ``delay`` seconds."""
 
     def __init__(
         self,
@@ -47,9 +72,42 @@ class DrainingServer(uvicorn.Server):
         serving: Callable[[], int],
         closing: Callable[[], None] | None = None,
         limit: float = DRAIN_SECONDS,
+        delay: float = 0.0,
     ) -> None:
         super().__init__(config)
         self.serving, self.closing, self.limit = serving, closing, limit
+        self.delay = checked_delay(delay)
+        self.delay_ends: float | None = None  # when a delay begun by SIGTERM ends (monotonic)
+        self._told = False  # whether the delay was logged
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop has begun: its delay, or the stop itself."""
+        return self.should_exit or self.delay_ends is not None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.should_exit:
+            super().handle_exit(sig, frame)  # a SIGINT: force_exit, as uvicorn's
+        elif self.delay_ends is not None:  # a second signal ends the delay: stop as without one
+            self._captured_signals.append(sig)
+            self.should_exit = True
+        elif sig == signal.SIGTERM and self.delay > 0:
+            self._captured_signals.append(sig)  # raised again for the previous handler at the end
+            self.delay_ends = time.monotonic() + self.delay
+        else:
+            super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.delay_ends is not None and not self._told:  # logged here, not in the handler
+            self._told = True
+            log.info(
+                "stop: serving %g s more while /readyz answers draining (shutdown_delay); "
+                "a second signal stops now",
+                self.delay,
+            )
+        if self.delay_ends is not None and time.monotonic() >= self.delay_ends:
+            self.should_exit = True
+        return await super().on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         for server in self.servers:  # stop accepting, as uvicorn's shutdown starts
@@ -64,3 +122,10 @@ class DrainingServer(uvicorn.Server):
         if self.closing is not None:
             self.closing()  # end the open streams the way a client is told they ended
         await super().shutdown(sockets)
+
+
+def memory_server(config: uvicorn.Config, memory: Any, delay: float) -> DrainingServer:
+    """The server of ``memory`` (a ``MemoryServer``): its stop waits for its tool calls in
+    flight, then ends its ``subscriptions/listen`` streams; a SIGTERM first waits ``delay``."""
+    serving = lambda: memory.memory.in_flight  # noqa: E731
+    return DrainingServer(config, serving, memory.notifier.uninstall, DRAIN_SECONDS, delay)

@@ -193,13 +193,14 @@ def health_routes(service: MemoryService, hosts: HostPolicy, max_request_bytes: 
 
 def follow_stop(app: Starlette, server: Any) -> Readiness | None:
     """Have ``app``'s ``/readyz`` answer ``draining`` once ``server`` (a ``MemoryHttpServer``)
-    has begun to stop: ``request_stop``, ``close`` or a signal uvicorn caught. Its readiness."""
+    has begun to stop: ``request_stop``, ``close`` or a signal uvicorn caught, a SIGTERM's
+    ``shutdown_delay`` included (``drain.py``). Its readiness."""
     for route in app.routes:
         endpoint = getattr(route, "app", None)
         if isinstance(endpoint, HealthEndpoint) and endpoint.readiness is not None:
             endpoint.readiness.draining = lambda: (
                 server._stop_requested
-                or bool(server._uvicorn is not None and server._uvicorn.should_exit)
+                or bool(server._uvicorn is not None and server._uvicorn.stopping)
             )
             return endpoint.readiness
     return None

@@ -215,11 +215,12 @@ class MemoryHttpServer:
         header_timeout: float = DEFAULT_HEADER_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         backlog: int = DEFAULT_BACKLOG,
+        shutdown_delay: float = 0.0,
     ) -> None:
         if header_timeout <= 0 or max_connections < 1 or backlog < 1:
             raise ValueError("header_timeout, max_connections and backlog must be positive")
         self.app, self.guard, self.memory = app, guard, memory
-        self.host, self.port = host, port
+        self.host, self.port, self.shutdown_delay = host, port, drain.checked_delay(shutdown_delay)
         self.header_timeout = header_timeout
         self.max_connections, self.backlog = effective_limits(max_connections, backlog)
         if self.max_connections < max_connections:
@@ -231,7 +232,7 @@ class MemoryHttpServer:
                 self.backlog,
             )
         self.connections = ConnectionStats()
-        self._uvicorn: uvicorn.Server | None = None
+        self._uvicorn: DrainingServer | None = None
         self._stop_requested = False
         self._thread: threading.Thread | None = None
         self.socket: socket.socket | None = None  # the listening socket, once bound
@@ -267,10 +268,7 @@ class MemoryHttpServer:
             http=guarded_protocol(self.header_timeout, self.max_connections, self.connections),
         )
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog(self.connections))
-        serving = lambda: self.memory.memory.in_flight  # noqa: E731
-        self._uvicorn = DrainingServer(
-            config, serving, self.memory.notifier.uninstall, limit=drain.DRAIN_SECONDS
-        )
+        self._uvicorn = drain.memory_server(config, self.memory, self.shutdown_delay)
         self._uvicorn.should_exit = self._stop_requested
         if on_bound is not None:
             on_bound(self)
@@ -279,7 +277,7 @@ class MemoryHttpServer:
         finally:
             sock.close()
         # A call uvicorn cancelled still finishes its flow (drain.py): not cut by the loop's end.
-        await outlast(serving, FINISH_SECONDS)
+        await outlast(self._uvicorn.serving, FINISH_SECONDS)
 
     def start(self, timeout: float = 10) -> MemoryHttpServer:
         """Serve on a background thread; return once bound."""
@@ -339,6 +337,7 @@ def create_memory_http_server(
     backlog: int = DEFAULT_BACKLOG,
     oauth: OAuthSettings | None = None,
     stateless: bool = False,
+    shutdown_delay: float = 0.0,
     **server_options: Any,
 ) -> MemoryHttpServer:
     """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``."""
@@ -366,6 +365,7 @@ def create_memory_http_server(
         header_timeout=header_timeout,
         max_connections=max_connections,
         backlog=backlog,
+        shutdown_delay=shutdown_delay,
     )
 
 
@@ -384,8 +384,8 @@ def serve_memory_http(
     ``.close()``; it is a context manager. ``port=0`` picks a free port. Other options:
     ``max_request_bytes``, ``max_concurrency``, ``allowed_hosts``, ``allowed_origins``,
     ``sessions_per_token``, ``session_idle_timeout``, ``header_timeout``, ``body_timeout``,
-    ``max_connections``, ``backlog``, ``oauth`` (``OAuthSettings``), ``stateless`` and every
-    ``create_memory_server`` option.
+    ``max_connections``, ``backlog``, ``oauth`` (``OAuthSettings``), ``stateless``,
+    ``shutdown_delay`` (a SIGTERM's, ``drain.py``) and every ``create_memory_server`` option.
     """
     server = create_memory_http_server(ledger, port=port, host=host, tokens=tokens, **options)
     return server.start()

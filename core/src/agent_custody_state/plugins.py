@@ -36,12 +36,10 @@ ONLY_ENV = "AGENT_CUSTODY_PLUGINS"
 BUILTINS = "builtins"
 CORE_DISTRIBUTIONS = ("agent-custody-state-core", "agent-custody-state")  # a plugin may pin
 
-#: Install hints for the locations SPEC 3 routes to plugins of this project.
-INSTALL_HINTS = {
-    "postgres": "install agent-custody-state-events-postgres (pip install "
-    "'agent-custody-state[postgres]')",
-    "sqlite": "install agent-custody-state-events-sqlite",
-}
+#: Install hints for the backends SPEC 3 routes to plugins of this project, by name or scheme.
+_PG = "install agent-custody-state-events-postgres (pip install 'agent-custody-state[postgres]')"
+INSTALL_HINTS = {"postgres": _PG, "postgresql": _PG}
+INSTALL_HINTS["sqlite"] = "install agent-custody-state-events-sqlite"
 
 
 class PluginError(Exception):
@@ -330,7 +328,9 @@ class PluginManager:
 
     def _missing(self, what: str, name: str) -> str:
         known = ", ".join(sorted(self.backends if what == "event backend" else self.stores))
-        return f"unknown {what} {name!r}; installed: {known or 'none'}" + self._failed_note()
+        hints = INSTALL_HINTS if what == "event backend" else {}  # a backend named, not installed
+        hint = f"; {hints[name]}" if name in hints else ""
+        return f"unknown {what} {name!r}; installed: {known or 'none'}{hint}" + self._failed_note()
 
     def open_backend(
         self, location: str | os.PathLike[str], *, backend: str | None = None, **options: Any

@@ -151,12 +151,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 swept = swept_before(exc)
                 if swept is None:
                     raise  # it forgot nothing: the error says it all
-                raise CliError(_stopped(exc, swept, archive)) from None
+                if args.json:  # what it did, as memory.sweep's second text item says it
+                    _print_json(swept, folder is not None)
+                raise CliError(_stopped(exc, swept, archive, printed=args.json)) from None
     if args.json:
-        from agent_custody_state.cli.render import print_json
-        from agent_custody_state.server.shapes import sweep_shape
-
-        print_json(sweep_shape(report))
+        _print_json(report, folder is not None)
     else:
         removed = sum(1 for s in report.forgotten if s.removal.removed_from)
         line = f"forgot {_plural(len(report.forgotten), 'fact')}; {len(report.held)} on hold, kept"
@@ -172,6 +171,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not_kept:
         raise CliError(not_kept.removeprefix("; "))
     return 0
+
+
+def _print_json(report: Any, certified: bool) -> None:
+    """memory.sweep's JSON of ``report`` (``sweep_shape``); ``certified``: each forgotten fact
+    with its ``certificate``, as in the tool's structured content (``shapes.with_certificates``),
+    so one kept nowhere else is printed (``_not_kept``)."""
+    from agent_custody_state.cli.render import print_json
+    from agent_custody_state.server.shapes import sweep_shape
+
+    data = sweep_shape(report)
+    if certified:
+        for item, swept in zip(data["forgotten"], report.forgotten, strict=True):
+            if swept.certificate is not None:
+                item["certificate"] = swept.certificate
+    print_json(data)
 
 
 def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
@@ -194,12 +208,12 @@ def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
     )
 
 
-def _stopped(exc: Exception, report: Any, archive: Any) -> str:
+def _stopped(exc: Exception, report: Any, archive: Any, *, printed: bool) -> str:
     """The error of a sweep a fact stopped, true of the sweep, as ``memory.sweep`` says it
-    (``stores.sweep_stopped``), then the certificates not kept."""
+    (``stores.sweep_stopped``), then the certificates not kept (``printed``: by ``--json``)."""
     from agent_custody_state.stores.sweep_stopped import stopped_text
 
-    return stopped_text(exc, report) + _not_kept(report, archive, printed=False)
+    return stopped_text(exc, report) + _not_kept(report, archive, printed=printed)
 
 
 def _some(ids: list[str], most: int = 10) -> str:

@@ -53,7 +53,7 @@ from agent_custody_state.ledger.modemark import check_plain_values, forget_mode_
 from agent_custody_state.ledger.queries import FactState, fact_states
 from agent_custody_state.ledger.reading import LedgerReads
 from agent_custody_state.ledger.readonly import check_writable, missing_ledger, read_only_shredding
-from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state.ledger.requests import AssertRequest, requested
 from agent_custody_state.ledger.rules import (
     Action,
     check_assert,
@@ -234,7 +234,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         """Run every check of ``assert_fact`` without writing; raises ``LedgerError``. Returns
         the event the assert would write now (its ids and times are not kept)."""
         self.backend.refresh()
-        request = request or AssertRequest(**kwargs)
+        request = requested("validate_assert", request, kwargs)
         check_plain_values(self.forget_mode, self.backend)  # as assert_fact: SPEC 2.1
         event = build_assert(self.now, request)
         if deferred_time(self.backend, request):  # stamped now as the append would stamp it
@@ -255,7 +255,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
         (if any) under the write lock, after the rules."""
         check_writable(self, "assert_fact")
-        request = request or AssertRequest(**kwargs)
+        request = requested("assert_fact", request, kwargs)
         check_plain_values(self.forget_mode, self.backend)
         with section(self.backend, assert_keys(request)):
             # Validated under the key locks alone (other topics' writers validate alongside),

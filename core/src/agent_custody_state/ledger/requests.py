@@ -2,13 +2,18 @@
 
 The MCP server, the write-through flows and bulk ingest hand the ledger ``AssertRequest``
 objects rather than loose keyword dictionaries, so a misspelt field fails where it is written.
-``Ledger.assert_fact(**kwargs)`` builds one from its keyword arguments (SPEC section 7).
+``Ledger.assert_fact(**kwargs)`` builds one from its keyword arguments (SPEC section 7;
+``requested``): a misspelt or missing one is a ``TypeError`` naming the method the caller
+called, with the closest field suggested (``receipt`` -> ``receipt_id``), not one naming
+``AssertRequest.__init__``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import difflib
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -60,7 +65,8 @@ class AssertRequest:
             )
         unknown = sorted(set(item) - _FIELDS)
         if unknown:
-            raise LedgerError(f"unknown argument {unknown[0]!r}", field=str(unknown[0]))
+            name = str(unknown[0])
+            raise LedgerError(f"unknown argument {name!r}{did_you_mean(name, _FIELDS)}", field=name)
         missing = [name for name in _REQUIRED if name not in item]
         if missing:
             raise LedgerError(f"{missing[0]} is required", field=missing[0])
@@ -73,3 +79,62 @@ _REQUIRED = tuple(
     for f in dataclasses.fields(AssertRequest)
     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 )
+_ALL_FIELDS = _FIELDS | {"fact_extra"}
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a misspelt ``name``, or ``""``. A
+    wire name in camelCase (``receiptId``, SPEC 1.1) finds its snake_case parameter."""
+    known = sorted(choices)
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    if snake != name and snake in known:
+        return f" (did you mean {snake!r}?)"
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def requested(method: str, request: object, kwargs: Mapping[str, Any]) -> AssertRequest:
+    """The request ``method`` (``assert_fact``, ``validate_assert``) was called with: the
+    ``AssertRequest`` given, or one built from the keyword arguments. A mistake raises
+    ``TypeError`` (what Python raises for a bad call) naming ``method``: an unknown keyword
+    (with the closest field suggested), a missing one, a request and keywords both (the
+    keywords were ignored), or a request of another type (a mapping: ``**item``)."""
+    if request is not None:
+        if kwargs:
+            raise TypeError(
+                f"{method}() takes an AssertRequest or keyword arguments, not both "
+                f"(got {', '.join(map(repr, kwargs))} beside the request; use request.with_())"
+            )
+        return request_arg(method, request, " or keyword arguments")
+    try:
+        return AssertRequest(**kwargs)
+    except TypeError as exc:
+        raise TypeError(_call_mistake(method, kwargs) or str(exc)) from None
+
+
+def request_arg(method: str, request: object, alternative: str = "") -> AssertRequest:
+    """``request`` if it is an ``AssertRequest``; else a ``TypeError`` naming ``method`` (a
+    mapping of arguments was passed where ``AssertRequest.of(item)`` was meant, say)."""
+    if isinstance(request, AssertRequest):
+        return request
+    hint = f" (pass {'**item, or ' if alternative else ''}AssertRequest.of(item))"
+    hint = hint if isinstance(request, Mapping) else ""
+    raise TypeError(
+        f"{method}() takes an AssertRequest{alternative}, not a {type(request).__name__}{hint}"
+    )
+
+
+def _call_mistake(method: str, kwargs: Mapping[str, Any]) -> str | None:
+    """Python's message for a bad call of ``method(**kwargs)``, with a suggestion."""
+    for name in kwargs:
+        if name not in _ALL_FIELDS:
+            return (
+                f"{method}() got an unexpected keyword argument {name!r}"
+                f"{did_you_mean(name, _ALL_FIELDS)}"
+            )
+    missing = [repr(name) for name in _REQUIRED if name not in kwargs]
+    if not missing:
+        return None
+    listed = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + f" and {missing[-1]}"
+    plural = "argument" if len(missing) == 1 else "arguments"
+    return f"{method}() missing {len(missing)} required keyword {plural}: {listed}"

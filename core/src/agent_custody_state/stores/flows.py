@@ -44,7 +44,7 @@ from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
 from agent_custody_state.ledger.ledger import Ledger, Precondition
 from agent_custody_state.ledger.model import AssertEvent, Fact, ForgetEvent, RetractEvent
-from agent_custody_state.ledger.requests import AssertRequest
+from agent_custody_state.ledger.requests import AssertRequest, request_arg
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.archive import CertificateArchive, archive_of
 from agent_custody_state.stores.base import Store, error_message
@@ -130,7 +130,7 @@ class Custody(CustodySweep):
         """Assert through the stores (see the module docstring); raises ``LedgerError`` or
         ``StoreWriteError`` with nothing appended and every put compensated.
         ``precondition``: the caller's condition on the superseded fact (``Ledger.assert_fact``)."""
-        return await finish(self._write(request, precondition))
+        return await finish(self._write(request_arg("Custody.write", request), precondition))
 
     async def _write(
         self, request: AssertRequest, precondition: Precondition | None

@@ -8,7 +8,8 @@ needs one; these two paths answer without one, and say nothing beyond what they 
   call: a slow ledger must not get a live process restarted.
 - ``/readyz`` (readiness): ``200 {"status":"ready"}`` when the server can take calls: it is not
   stopping (``draining``), and its ledger answers a cheap read (one lookup of a fact id no fact
-  has) made on the ledger's worker thread, so the worker is shown alive too. Otherwise
+  has; in crypto-shred mode also of a key id no key has, in its key store) made on the ledger's
+  worker thread, so the worker is shown alive too. Otherwise
   ``503 {"status":"not_ready","reason":CODE}``, ``CODE`` being ``draining`` or
   ``ledger_unavailable``; the cause (which may name the ledger's location) goes to the server's
   log, once per change, never into the answer.
@@ -43,6 +44,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.server.guard import HostPolicy
 from agent_custody_state.server.service import MemoryService
 
@@ -62,10 +64,16 @@ _METHODS = frozenset({"GET", "HEAD"})
 
 
 def ledger_probe(service: MemoryService) -> Callable[[], Awaitable[None]]:
-    """One cheap read of ``service``'s ledger, on its worker thread."""
+    """One cheap read of ``service``'s ledger, on its worker thread; in crypto-shred mode one
+    of its key store too (a key id no key has): every value is read and written through it,
+    so a key database that is down left the server ready while each call failed."""
 
     def read() -> None:
-        service.ledger.backend.get_assert(PROBE_FACT_ID)  # a closed ledger raises here
+        backend = service.ledger.backend
+        backend.get_assert(PROBE_FACT_ID)  # a closed ledger raises here
+        keys = getattr(backend, "keys", None)  # ``ShreddingBackend``'s key store
+        if isinstance(keys, KeyStore):
+            keys.get({PROBE_FACT_ID})
 
     async def probe() -> None:
         await service.worker.run(read)

@@ -219,3 +219,29 @@ def test_only_keys_of_facts_the_ledger_records_forgotten_are_destroyed_again() -
         assert shredder.destroy_restored_keys() == {gone: [kids[gone]]}
         assert keys.get(kids.values()).keys() == {kids[live]}
         assert ledger.get(live).value == "live"
+
+
+def test_a_forged_log_line_never_destroys_a_live_values_key(
+    folder: Folder, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The erasure log is not signed: a line naming the forgotten fact with the kept fact's key
+    id (forged, or damaged) must not have a live value's key destroyed by ``repair``."""
+    with folder.open() as ledger:
+        kept_kid = json.loads(folder.ledger.read_text().splitlines()[1])["fact"]["value"]["kid"]
+        assert ledger.get(folder.kept).value == KEPT
+    log = folder.live / "l.jsonl.shredded"
+    with log.open("a") as out:
+        out.write("\n" + json.dumps({"factId": folder.gone, "keyIds": [kept_kid]}))
+    cli(
+        capsys,
+        "repair",
+        "--ledger",
+        str(folder.ledger),
+        "--forget-mode",
+        "crypto-shred",
+        "--key-store",
+        str(folder.keys),
+    )
+    assert "kept" in caplog.text and kept_kid in caplog.text
+    with folder.open() as ledger:
+        assert ledger.get(folder.kept).value == KEPT  # its key is still there

@@ -161,6 +161,20 @@ def restored_keys(keys: KeyStore, forgotten: Collection[str]) -> dict[str, list[
     return found
 
 
+def sealing_live(inner: EventBackend, kids: Collection[str]) -> set[str]:
+    """Of ``kids``, those a value the ledger holds live is sealed with. The erasure log is not
+    signed: a line naming a forgotten fact with a live fact's key id (forged, or damaged) must
+    not have that key destroyed, its value lost. One pass over the asserts, made only when
+    keys are about to be destroyed again (``destroy_restored_keys``)."""
+    wanted, live = set(kids), set()
+    if not wanted:
+        return live
+    for event in inner.find_asserts():
+        if event.fact.forgotten is None and (kid := kid_of(event.fact.value)) in wanted:
+            live.add(kid)
+    return live
+
+
 def forgotten_among(inner: EventBackend, fact_ids: Collection[str]) -> list[str]:
     """The facts of ``fact_ids`` that ``inner`` holds and records forgotten (every assert)."""
     ids, out = list(fact_ids), []

@@ -328,8 +328,8 @@ class PluginManager:
 
     def _missing(self, what: str, name: str) -> str:
         known = ", ".join(sorted(self.backends if what == "event backend" else self.stores))
-        hints = INSTALL_HINTS if what == "event backend" else {}  # a backend named, not installed
-        hint = f"; {hints[name]}" if name in hints else ""
+        hint = INSTALL_HINTS.get(name, "") if what == "event backend" else ""  # not installed
+        hint = f"; {hint}" if hint and not (hint is _PG and "postgres" in self.backends) else ""
         return f"unknown {what} {name!r}; installed: {known or 'none'}{hint}" + self._failed_note()
 
     def open_backend(

@@ -174,7 +174,7 @@ def read_erasures(path: Path) -> dict[str, list[str]]:
     for line in data.splitlines():
         try:
             record = fastjson.loads(line) if line.strip() else None
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep: damaged or forged, skipped too
             continue
         if not isinstance(record, dict) or not isinstance(fact_id := record.get("factId"), str):
             continue

@@ -255,7 +255,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         ``AssertRequest``; returns the event. ``precondition``: checked on the superseded fact
         (if any) under the write lock, after the rules."""
         check_writable(self, "assert_fact")
-        request = requested("assert_fact", request, kwargs)
+        request = requested("assert_fact", request, kwargs, "precondition")
         check_plain_values(self.forget_mode, self.backend)
         with section(self.backend, assert_keys(request)):
             # Validated under the key locks alone (other topics' writers validate alongside),

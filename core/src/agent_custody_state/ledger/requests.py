@@ -93,23 +93,27 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def requested(method: str, request: object, kwargs: Mapping[str, Any]) -> AssertRequest:
+def requested(
+    method: str, request: object, kwargs: Mapping[str, Any], *params: str
+) -> AssertRequest:
     """The request ``method`` (``assert_fact``, ``validate_assert``) was called with: the
     ``AssertRequest`` given, or one built from the keyword arguments. A mistake raises
     ``TypeError`` (what Python raises for a bad call) naming ``method``: an unknown keyword
-    (with the closest field suggested), a missing one, a request and keywords both (the
+    (with the closest field or of ``params``, ``method``'s own keywords, suggested: a misspelt
+    ``precondition`` is not a request field), a missing one, a request and keywords both (the
     keywords were ignored), or a request of another type (a mapping: ``**item``)."""
     if request is not None:
         if kwargs:
             raise TypeError(
-                f"{method}() takes an AssertRequest or keyword arguments, not both "
+                _unexpected(method, kwargs, params)
+                or f"{method}() takes an AssertRequest or keyword arguments, not both "
                 f"(got {', '.join(map(repr, kwargs))} beside the request; use request.with_())"
             )
         return request_arg(method, request, " or keyword arguments")
     try:
         return AssertRequest(**kwargs)
     except TypeError as exc:
-        raise TypeError(_call_mistake(method, kwargs) or str(exc)) from None
+        raise TypeError(_call_mistake(method, kwargs, params) or str(exc)) from None
 
 
 def request_arg(method: str, request: object, alternative: str = "") -> AssertRequest:
@@ -124,14 +128,21 @@ def request_arg(method: str, request: object, alternative: str = "") -> AssertRe
     )
 
 
-def _call_mistake(method: str, kwargs: Mapping[str, Any]) -> str | None:
-    """Python's message for a bad call of ``method(**kwargs)``, with a suggestion."""
+def _unexpected(method: str, kwargs: Mapping[str, Any], params: tuple[str, ...]) -> str | None:
+    """Python's message for the first keyword ``method`` does not take, with a suggestion."""
     for name in kwargs:
         if name not in _ALL_FIELDS:
             return (
                 f"{method}() got an unexpected keyword argument {name!r}"
-                f"{did_you_mean(name, _ALL_FIELDS)}"
+                f"{did_you_mean(name, _ALL_FIELDS | set(params))}"
             )
+    return None
+
+
+def _call_mistake(method: str, kwargs: Mapping[str, Any], params: tuple[str, ...]) -> str | None:
+    """Python's message for a bad call of ``method(**kwargs)``, with a suggestion."""
+    if (unexpected := _unexpected(method, kwargs, params)) is not None:
+        return unexpected
     missing = [repr(name) for name in _REQUIRED if name not in kwargs]
     if not missing:
         return None

@@ -51,6 +51,7 @@ from agent_custody_state.ledger.shredreads import (
     forgotten_among,
     restored_keys,
     sealing_live,
+    without_live,
 )
 
 log = logging.getLogger(__name__)
@@ -304,12 +305,9 @@ class ShreddingBackend(ShreddedReads, EventBackend):
         ``shredreads.restored_keys``); returns them by fact id. For ``repair`` and ``certificate
         reapply``: it reads the whole erasure log, so no open does it."""
         found = restored_keys(self.keys, forgotten_among(self.inner, self.keys.buried()))
-        live = sealing_live(self.inner, {k for kids in found.values() for k in kids})
-        if live:  # the log names a live value's key: never destroyed (the log is not signed)
-            log.error("the erasure log names data keys live values use, kept: %s", sorted(live))
-            found = {
-                f: kept for f, kids in found.items() if (kept := [k for k in kids if k not in live])
-            }
+        found = without_live(
+            found, sealing_live(self.inner, {k for ks in found.values() for k in ks})
+        )
         if found and not dry_run:
             self.keys.destroy([k for kids in found.values() for k in kids])
             self.keys.compact()

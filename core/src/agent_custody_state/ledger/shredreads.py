@@ -7,6 +7,7 @@ records their facts forgotten."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
@@ -17,6 +18,7 @@ from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.model import AssertEvent, Event, Fact
 
 E = TypeVar("E", bound=Event)
+log = logging.getLogger(__name__)
 
 #: Events whose keys are fetched in one ``get`` when a read streams.
 STREAM_CHUNK = 500
@@ -166,7 +168,7 @@ def sealing_live(inner: EventBackend, kids: Collection[str]) -> set[str]:
     signed: a line naming a forgotten fact with a live fact's key id (forged, or damaged) must
     not have that key destroyed, its value lost. One pass over the asserts, made only when
     keys are about to be destroyed again (``destroy_restored_keys``)."""
-    wanted, live = set(kids), set()
+    wanted, live = set(kids), set[str]()
     if not wanted:
         return live
     for event in inner.find_asserts():
@@ -193,16 +195,31 @@ class ValueOpener:
 
     def __init__(self, keys: KeyStore) -> None:
         self.keys = keys
+        self.live: set[str] = set()  # the keys of the live values opened so far
 
     def __call__(self, fact_id: str, envelope: Any) -> Any:
         kid = kid_of(envelope)
         key = self.keys.get({kid}).get(kid) if kid is not None else None
         if key is None:
             raise LookupError(f"no key {kid}")
+        self.live.add(cast(str, kid))
         try:
             return unseal(envelope, fact_id=fact_id, key=key)
         except LedgerError as exc:
             raise ValueError(str(exc)) from None
 
     def restored(self, forgotten: Collection[str]) -> dict[str, list[str]]:
-        return restored_keys(self.keys, forgotten)
+        """As ``restored_keys``, less the keys of live values opened (``verify`` opens every
+        one before it asks): a log line naming one (forged, or damaged) is no restored key, and
+        ``repair`` keeps it (``sealing_live``), so ``verify`` would fail for good on it."""
+        return without_live(restored_keys(self.keys, forgotten), self.live)
+
+
+def without_live(found: dict[str, list[str]], live: Collection[str]) -> dict[str, list[str]]:
+    """``found`` (fact id -> key ids) less the keys in ``live``, logged as an ERROR: the erasure
+    log is not signed, and a line naming a live value's key must never cost that value."""
+    named = sorted({k for kids in found.values() for k in kids if k in live})
+    if not named:
+        return found
+    log.error("the erasure log names data keys live values use, kept: %s", named)
+    return {f: kept for f, kids in found.items() if (kept := [k for k in kids if k not in live])}

@@ -384,8 +384,8 @@ def serve_memory_http(
     ``.close()``; it is a context manager. ``port=0`` picks a free port. Other options:
     ``max_request_bytes``, ``max_concurrency``, ``allowed_hosts``, ``allowed_origins``,
     ``sessions_per_token``, ``session_idle_timeout``, ``header_timeout``, ``body_timeout``,
-    ``max_connections``, ``backlog``, ``oauth`` (``OAuthSettings``), ``stateless``,
-    ``shutdown_delay`` (a SIGTERM's, ``drain.py``) and every ``create_memory_server`` option.
+    ``max_connections``, ``backlog``, ``oauth`` (``OAuthSettings``), ``stateless`` and every
+    ``create_memory_server`` option (``shutdown_delay`` is inert here: a thread hears no signal).
     """
     server = create_memory_http_server(ledger, port=port, host=host, tokens=tokens, **options)
     return server.start()

@@ -93,6 +93,8 @@ else:  # pragma: no cover - exercised by the test that hides orjson
     _PASS = _SORT = 0
     _dumps = _loads = None
     _Refused = ()
+#: What orjson raises for a value it refuses (``encoder``'s callers catch it).
+REFUSED = _Refused
 
 
 def _refuse(value: Any) -> Any:
@@ -140,6 +142,16 @@ def ordered_unchecked(value: Any) -> bytes | None:
         return _dumps(value, _refuse, _PASS)
     except _Refused:
         return None
+
+
+def encoder() -> tuple[Callable[..., bytes], Callable[[Any], Any], int, int] | None:
+    """orjson's ``dumps``, the ``default`` that refuses non-JSON types and the options of
+    ``sorted_unchecked`` and ``ordered_unchecked``, for a hot loop over a batch that calls it
+    directly (``plainseal``: no function layer and ``try`` per encoding); ``None`` when orjson
+    is missing or unusable. A caller catches ``REFUSED`` as those functions do."""
+    if _dumps is None:
+        return None
+    return _dumps, _refuse, _SORT, _PASS
 
 
 def safe_number(number: Any) -> bool:

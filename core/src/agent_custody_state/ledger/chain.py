@@ -40,7 +40,7 @@ from agent_custody_state.ledger.model import (
     Event,
     Fact,
 )
-from agent_custody_state.ledger.plainseal import sealed_plain, with_extra, with_lines
+from agent_custody_state.ledger.plainseal import SALT_BYTES, seal_events, with_extra, with_lines
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.backend import EventBackend
@@ -52,7 +52,6 @@ COMMITMENT_KEY = VALUE_COMMITMENT_KEY
 #: The fact keys a forget changes: outside the leaf (the value is in it through its commitment).
 REDACTED_FACT_KEYS = ("value", SALT_KEY, "forgotten")
 ZERO_HEAD = "0" * 64
-SALT_BYTES = 32
 
 E = TypeVar("E", bound=Event)
 
@@ -273,48 +272,43 @@ def seal(head: ChainHead, events: Sequence[E]) -> list[E]:
     assert is sealed in place (its empty extra dicts take the salt, commitment and record, and
     it keeps its line), every other event is returned as a new one.
 
-    Written for speed (it runs on every append). An assert the ledger built itself takes
-    ``plainseal.sealed_plain``: its line is encoded here too, from the dict already built, and
-    kept on the event (``Event.line``) for the backend. Any other event: one ``to_dict``, made
-    the redacted form, and its line left to the backend. The ledger built these events from
-    validated arguments (text where text belongs), so their redacted form has the ledger's shape
-    unless they carry extra keys, external ids or a confidence ``fastjson.safe_number`` refuses:
-    only then is the shape checked in full (``leaf_bytes``).
+    Written for speed (it runs on every append). An assert the ledger built itself is sealed
+    by ``plainseal.seal_events``' loop over the batch: its line is encoded there too, from the
+    dict already built, and kept on the event (``Event.line``) for the backend. Any other event
+    takes ``_sealed_reference``: one ``to_dict``, made the redacted form, and its line left to
+    the backend. The ledger built these events from validated arguments (text where text
+    belongs), so their redacted form has the ledger's shape unless they carry extra keys,
+    external ids or a confidence ``fastjson.safe_number`` refuses: only then is the shape
+    checked in full (``leaf_bytes``).
     """
-    out: list[Any] = []
-    previous = bytes.fromhex(head.hash)
-    seq = head.seq
-    genesis = not head.chained
+    genesis = None if head.chained else {"size": head.seq, "head": head.hash}
     # One read of the system's random source for the whole batch (a read per event costs more
     # than the rest of the salting).
     salts = os.urandom(SALT_BYTES * len(events))
-    sha256 = hashlib.sha256
-    for i, event in enumerate(events):
-        salt = salts[i * SALT_BYTES : (i + 1) * SALT_BYTES]
-        seq += 1
-        record: dict[str, Any] = {"seq": seq}
-        if genesis:
-            record["genesis"] = {"size": head.seq, "head": head.hash}
-            genesis = False
-        if isinstance(event, AssertEvent):
-            plain = sealed_plain(event, salt, previous, record)
-            if plain is not None:
-                sealed, previous = plain
-                out.append(sealed)
-                continue
-        message, fact = _reference_parts(event, salt)
-        leaf = sha256(b"\x00" + message).digest()
-        previous = sha256(b"\x01" + previous + leaf).digest()
-        record["leaf"] = leaf.hex()
-        record["head"] = previous.hex()
-        extra = {k: v for k, v in event.extra.items() if k != CHAIN_KEY}
-        extra[CHAIN_KEY] = record
-        if fact is not None:
-            e = event
-            out.append(AssertEvent(e.event_id, e.tx_time, fact, e.supersedes, extra))  # type: ignore[union-attr]
-        else:
-            out.append(replace(event, extra=extra))
-    return out
+    return seal_events(
+        events, salts, bytes.fromhex(head.hash), head.seq, genesis, _sealed_reference
+    )
+
+
+def _sealed_reference(
+    event: E, salt: bytes, previous: bytes, seq: int, genesis: dict[str, Any] | None
+) -> tuple[E, bytes]:
+    """``event`` sealed after the head ``previous`` as the ``seq``-th (the general path) and
+    the head after it."""
+    record: dict[str, Any] = {"seq": seq}
+    if genesis is not None:
+        record["genesis"] = genesis
+    message, fact = _reference_parts(event, salt)
+    leaf = hashlib.sha256(b"\x00" + message).digest()
+    previous = hashlib.sha256(b"\x01" + previous + leaf).digest()
+    record["leaf"] = leaf.hex()
+    record["head"] = previous.hex()
+    extra = {k: v for k, v in event.extra.items() if k != CHAIN_KEY}
+    extra[CHAIN_KEY] = record
+    if fact is not None:
+        e: Any = event
+        return AssertEvent(e.event_id, e.tx_time, fact, e.supersedes, extra), previous  # type: ignore[return-value]
+    return replace(event, extra=extra), previous
 
 
 def _reference_parts(event: Event, salt: bytes) -> tuple[bytes, Fact | None]:

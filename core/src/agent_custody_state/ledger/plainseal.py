@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from agent_custody_state import fastjson
-from agent_custody_state.ledger.digests import hmac_sha256
+from agent_custody_state.ledger.digests import batch_pads
 from agent_custody_state.ledger.model import (
     CHAIN_KEY,
     VALUE_COMMITMENT_KEY,
@@ -28,6 +28,8 @@ from agent_custody_state.ledger.model import (
 )
 
 E = TypeVar("E", bound=Event)
+#: The bytes of a salt: 32 from the system's random source (docs/proofs.md).
+SALT_BYTES = 32
 
 _sha256 = hashlib.sha256
 
@@ -72,50 +74,92 @@ def _stored(event: AssertEvent) -> dict[str, Any]:
     }
 
 
-def sealed_plain(
-    event: AssertEvent, salt: bytes, previous: bytes, record: dict[str, Any]
-) -> tuple[AssertEvent, bytes] | None:
-    """A plain assert (``_plain``) sealed after the head ``previous``: the event, given its
-    salted fact, its chain record (``record``, holding ``seq`` and any genesis, gets ``leaf`` and
-    ``head``) and its line, and the new head; None for any other event, which takes ``chain``'s
-    reference path (the same bytes, checked in full). One walk of the value, the stored dict
-    built directly and the redacted form copied from it: this runs on every chained append, mostly with cold caches
-    between two fsyncs, where each step it leaves out counts."""
-    if not _plain(event):
-        return None
-    fact = event.fact
-    value = fastjson.sorted_unchecked(fact.value)
-    if value is None:
-        return None
-    commitment = hmac_sha256(salt, value).hex()
-    stored = _stored(event)
-    stored_fact = stored["fact"]
-    red_fact = stored_fact.copy()  # the redacted form: no value (nor salt), the commitment
-    del red_fact["value"]
-    red_fact[VALUE_COMMITMENT_KEY] = commitment
-    red = stored.copy()
-    red["fact"] = red_fact
-    message = fastjson.sorted_unchecked(red)  # the redacted form's keys are the ledger's own
-    if message is None:  # a text field orjson refuses (a lone surrogate, a str subclass)
-        return None
-    leaf = _sha256(b"\x00" + message).digest()
-    head = _sha256(b"\x01" + previous + leaf).digest()
-    record["leaf"] = leaf.hex()
-    record["head"] = head.hex()
-    salt_text = binascii.b2a_base64(salt, newline=False).decode("ascii")
-    stored_fact[VALUE_SALT_KEY] = salt_text
-    stored_fact[VALUE_COMMITMENT_KEY] = commitment
-    stored[CHAIN_KEY] = record
-    line = fastjson.ordered_unchecked(stored)
-    # The event is the one the ledger built for this append (see ``chain.seal``): its empty
-    # extra dicts take the salt, the commitment and the record in place, as ``with_lines``
-    # keeps a line on it, rather than a Fact and an event built again (2.4 us of 9).
-    fact.extra[VALUE_SALT_KEY] = salt_text
-    fact.extra[VALUE_COMMITMENT_KEY] = commitment
-    event.extra[CHAIN_KEY] = record
-    if line is not None:
-        object.__setattr__(event, "line", line.decode("utf-8"))
-    return event, head
+def _no_encoder(*_: Any) -> Any:
+    raise TypeError("orjson is not installed")
+
+
+#: ``chain``'s general path for one event: ``(event, salt, previous head, seq, genesis)`` to
+#: the sealed event and the head after it.
+Reference = Callable[[Any, bytes, bytes, int, "dict[str, Any] | None"], tuple[Any, bytes]]
+
+
+def seal_events(
+    events: Sequence[E],
+    salts: bytes,
+    previous: bytes,
+    seq: int,
+    genesis: dict[str, Any] | None,
+    reference: Reference,
+) -> list[E]:
+    """``events`` sealed after the head ``previous`` at ``seq`` (``chain.seal``), the i-th with
+    the i-th ``SALT_BYTES`` of ``salts``, the first with ``genesis`` in its record if given.
+
+    A plain assert (``_plain``) is sealed here, in one loop over the batch: its salted fact,
+    its chain record and its line, with orjson called directly (one walk of the value, the
+    stored dict built directly and the redacted form copied from it, the HMAC key blocks of
+    the whole batch made at once); its empty extra dicts take the salt, the commitment and the
+    record in place, as ``with_lines`` keeps a line on it, rather than a Fact and an event built
+    again. Any other event, or one orjson refuses (a lone surrogate, a str subclass), takes
+    ``reference`` (``chain``'s general path: the same bytes, checked in full). This runs on
+    every chained append, mostly with cold caches between two fsyncs, where each step it
+    leaves out counts."""
+    out: list[Any] = []
+    codec = fastjson.encoder()
+    fast = codec is not None  # else every event takes ``reference``, as without orjson before
+    dumps, refuse, sort, keep = codec if codec is not None else (_no_encoder, _no_encoder, 0, 0)
+    inner, outer, inner_fill, outer_fill = batch_pads(salts, SALT_BYTES)
+    sha256, b64, refused, plain = _sha256, binascii.b2a_base64, fastjson.REFUSED, _plain
+    start = 0
+    for event in events:
+        end = start + SALT_BYTES
+        seq += 1
+        message = None
+        if fast and isinstance(event, AssertEvent) and plain(event):
+            fact = event.fact
+            try:
+                value = dumps(fact.value, refuse, sort)
+                commitment = sha256(
+                    outer[start:end]
+                    + outer_fill
+                    + sha256(inner[start:end] + inner_fill + value).digest()
+                ).hexdigest()
+                stored = _stored(event)
+                stored_fact = stored["fact"]
+                red_fact = stored_fact.copy()  # redacted: no value (nor salt), the commitment
+                del red_fact["value"]
+                red_fact[VALUE_COMMITMENT_KEY] = commitment
+                stored["fact"] = red_fact  # the stored dict is the redacted form for a moment
+                message = dumps(stored, refuse, sort)  # its keys are the ledger's own
+                stored["fact"] = stored_fact
+            except refused:
+                message = None
+        if message is None:
+            event, previous = reference(event, salts[start:end], previous, seq, genesis)
+            genesis = None
+            out.append(event)
+            start = end
+            continue
+        leaf = sha256(b"\x00" + message).digest()
+        previous = sha256(b"\x01" + previous + leaf).digest()
+        if genesis is None:
+            record = {"seq": seq, "leaf": leaf.hex(), "head": previous.hex()}
+        else:
+            record = {"seq": seq, "genesis": genesis, "leaf": leaf.hex(), "head": previous.hex()}
+            genesis = None
+        salt_text = b64(salts[start:end], newline=False).decode("ascii")
+        stored_fact[VALUE_SALT_KEY] = salt_text
+        stored_fact[VALUE_COMMITMENT_KEY] = commitment
+        stored[CHAIN_KEY] = record
+        fact.extra[VALUE_SALT_KEY] = salt_text
+        fact.extra[VALUE_COMMITMENT_KEY] = commitment
+        event.extra[CHAIN_KEY] = record
+        try:  # noqa: SIM105 - a context manager per event costs more than the try
+            object.__setattr__(event, "line", dumps(stored, refuse, keep).decode("utf-8"))
+        except refused:  # no line: the backend encodes it (``Event.to_json``)
+            pass
+        out.append(event)
+        start = end
+    return out
 
 
 def with_lines(events: Sequence[E]) -> list[E]:

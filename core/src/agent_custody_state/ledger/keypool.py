@@ -22,7 +22,8 @@ value, so a nonce is never used twice with a key, and an append draws nothing of
 Once its block is durable, the block's thread also sets up each key's AES-GCM cipher (the key
 schedule) and writes its nonce's base64, so an append finds its key ready to encrypt with: the
 setup was the larger part of the cipher's cost on a single append (a key taken before its
-cipher is ready is set up by the append itself, as before).
+cipher is ready is set up by the append itself, which keeps it on the key so the thread does not
+set it up again; keys left at ``release`` get none).
 
 A process forked from one holding a pool starts with none of its keys (``os.register_at_fork``):
 the parent hands them out, so a child that used them sealed another fact with the parent's key
@@ -77,6 +78,7 @@ class _Refill:
     def __init__(self, keys: KeyStore, made: list[Key]) -> None:
         self.made = made
         self.done = False  # written and durable
+        self.released = False  # the pool is closing: no more ciphers to prepare
         self.error: BaseException | None = None
         self._thread = threading.Thread(
             target=self._run, args=(keys,), name="acs-key-refill", daemon=True
@@ -93,7 +95,13 @@ class _Refill:
             self.error = exc
             return
         self.done = True
-        for i, k in enumerate(made):
+        # From the end, where ``take`` hands keys out, so the next single append finds its key
+        # ready (a batch sealing this block from its start meets this loop in the middle);
+        # none an append set up itself (``ShreddingBackend.append`` keeps it on the key), and
+        # none once the pool is released: those keys are destroyed unused.
+        for i, k in enumerate(reversed(made)):
+            if self.released:
+                break
             if k.cipher is None:
                 k.iv = binascii.b2a_base64(k.nonce, newline=False).decode("ascii")
                 k.cipher = cipher_for(k.key)
@@ -192,7 +200,10 @@ class KeyPool:
                     self._refills.remove(refill)
 
     def release(self) -> None:
-        """Destroy the keys never handed out (at close): a key store keeps only used keys."""
+        """Destroy the keys never handed out (at close): a key store keeps only used keys.
+        Their blocks' threads are told first to set up no more ciphers for them."""
+        for refill in list(self._refills):
+            refill.released = True
         with suppress(BaseException):
             self._settle(list(self._refills))
         with self._lock:

@@ -33,6 +33,7 @@ from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import CheckpointLog
 from agent_custody_state.ledger.envelope import (
+    cipher_for,
     kid_of,
     plaintext,
     seal,
@@ -238,6 +239,8 @@ class ShreddingBackend(ShreddedReads, EventBackend):
             assert isinstance(event, AssertEvent)
             # A line on the event means sealing walked its value already (``plainseal``).
             plain = plaintext(event.fact.value, vouched=event.line is not None)
+            if k.cipher is None:  # kept on the key: its block's thread then skips it (keypool)
+                k.cipher = cipher_for(k.key)
             box = seal(
                 plain,
                 fact_id=event.fact_id,

@@ -35,14 +35,16 @@ _sha256 = hashlib.sha256
 
 
 def _plain(event: AssertEvent) -> bool:
-    """Whether ``event`` is an assert as the ledger builds it: no extra keys, no external ids,
-    not forgotten, a confidence and a value whose orjson output (sorted or not) is JavaScript's;
-    its text fields are the validated arguments (orjson refuses a lone surrogate or a subclass,
-    and the caller then takes the reference path)."""
+    """Whether ``event`` is an assert as the ledger builds it: no extra keys (the event's, the
+    fact's or the source's: ``_stored`` writes none), no external ids, not forgotten, a
+    confidence and a value whose orjson output (sorted or not) is JavaScript's; its text fields
+    are the validated arguments (orjson refuses a lone surrogate or a subclass, and the caller
+    then takes the reference path)."""
     fact = event.fact
     return not (
         event.extra
         or fact.extra
+        or fact.source.extra
         or fact.external is not None
         or fact.forgotten is not None
         or not (fact.confidence is None or fastjson.safe_number(fact.confidence))

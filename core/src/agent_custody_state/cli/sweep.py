@@ -196,6 +196,8 @@ def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
     missing = set(archive.not_kept) & ours if archive is not None else set()
     if not missing:
         return ""
+    from agent_custody_state.stores.sweep_stopped import some
+
     if not printed:
         for swept in report.forgotten:
             if swept.event.fact_id in missing and swept.certificate is not None:
@@ -203,7 +205,7 @@ def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
         sys.stdout.flush()
     return (
         f"; {_plural(len(missing), 'certificate')} could not be kept in {archive.folder} (facts "
-        f"{_some(sorted(missing))}; the log says why): the facts are forgotten, and the "
+        f"{some(sorted(missing))}; the log says why): the facts are forgotten, and the "
         "certificates are printed on standard output: keep them, they cannot be issued again"
     )
 
@@ -214,11 +216,6 @@ def _stopped(exc: Exception, report: Any, archive: Any, *, printed: bool) -> str
     from agent_custody_state.stores.sweep_stopped import stopped_text
 
     return stopped_text(exc, report) + _not_kept(report, archive, printed=printed)
-
-
-def _some(ids: list[str], most: int = 10) -> str:
-    shown = ", ".join(ids[:most])
-    return shown if len(ids) <= most else f"{shown} and {len(ids) - most} more"
 
 
 def _forget_mode(args: argparse.Namespace, config: Any) -> dict[str, Any]:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent_custody_state.extras.jsview import at, parse
+from agent_custody_state.regularfiles import read_bounded
 from agent_custody_state.signing import b64decode_lenient
 
 AUTHORIZATION_SUFFIX = ".authorization.json"
@@ -30,7 +30,6 @@ RECEIPT_ID = re.compile(r"[0-9a-f-]{36}")
 #: The largest receipt file read: a receipt holds one call's arguments and result, and a tool
 #: result of several megabytes (an image) must still fit; a file far larger is not a receipt.
 MAX_BUNDLE_BYTES = 32 * 1024 * 1024
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 class BundleError(ValueError):
@@ -49,25 +48,11 @@ def bundle_files(directory: str | os.PathLike[str]) -> list[Path]:
 def read_bytes(path: Path) -> bytes:
     """A receipt file's bytes; ``BundleError`` for a symbolic link, a file that is not regular
     (a FIFO would block the reader) or one larger than ``MAX_BUNDLE_BYTES``; ``OSError`` as the
-    OS says it otherwise (a missing file)."""
-    if not hasattr(os, "O_NOFOLLOW") and path.is_symlink():  # pragma: no cover - Windows
-        raise BundleError("a symbolic link; receipts are read from regular files only")
+    OS says it otherwise (a missing file). (``regularfiles.read_bounded``.)"""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:
-        if path.is_symlink():  # O_NOFOLLOW's ELOOP (EMLINK on some BSDs)
-            raise BundleError(
-                "a symbolic link; receipts are read from regular files only"
-            ) from None
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise BundleError("not a regular file")
-        data = fh.read(MAX_BUNDLE_BYTES + 1) if info.st_size <= MAX_BUNDLE_BYTES else b""
-        if info.st_size > MAX_BUNDLE_BYTES or len(data) > MAX_BUNDLE_BYTES:
-            raise BundleError(f"larger than {MAX_BUNDLE_BYTES} bytes")
-    return data
+        return read_bounded(path, MAX_BUNDLE_BYTES, "receipts")
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
 
 
 def read_json(path: Path) -> Any:

@@ -38,6 +38,7 @@ from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_custody_state.server.intake import DEFAULT_BODY_TIMEOUT, Intake, respond, rpc_error
+from agent_custody_state.server.intake import header as _header
 from agent_custody_state.server.oauth import InsufficientScope, InvalidToken, JwtVerifier
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.stepup import missing_scopes, tool_call
@@ -154,13 +155,6 @@ class HostPolicy:
         port = port or "80"
         own = str(self.port) if self.port else port
         return any(name == n and port == (p or own) for n, p in self.hosts)
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
 
 
 def _quotable(text: object) -> str:

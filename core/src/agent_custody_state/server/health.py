@@ -34,7 +34,6 @@ and an overloaded server is not reported down).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -46,6 +45,7 @@ from starlette.types import Receive, Scope, Send
 
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.server.guard import HostPolicy
+from agent_custody_state.server.intake import header, respond
 from agent_custody_state.server.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -139,22 +139,9 @@ class Readiness:
 async def _answer(
     scope: Scope, send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]]
 ) -> None:
-    data = json.dumps(body, separators=(",", ":")).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(data)).encode()),
-        (b"cache-control", b"no-store"),
-        *headers,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else data})
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
+    """``intake.respond``, never cached, and headers only for a HEAD request."""
+    no_store = [(b"cache-control", b"no-store"), *headers]
+    await respond(send, status, body, no_store, head=scope["method"] == "HEAD")
 
 
 class HealthEndpoint:
@@ -167,7 +154,7 @@ class HealthEndpoint:
         self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.hosts.origin_ok(_header(scope, b"origin")):
+        if not self.hosts.origin_ok(header(scope, b"origin")):
             error = {"error": "forbidden: cross-origin requests are refused"}
             await _answer(scope, send, 403, error, [])
             return
@@ -175,7 +162,7 @@ class HealthEndpoint:
             error = {"error": f"method not allowed: {self.path} takes GET and HEAD"}
             await _answer(scope, send, 405, error, [(b"allow", b"GET, HEAD")])
             return
-        length = (_header(scope, b"content-length") or "").strip()
+        length = (header(scope, b"content-length") or "").strip()
         if length.isascii() and length.isdigit() and int(length) > self.max_request_bytes:
             error = {"error": "request body too large"}
             await _answer(scope, send, 413, error, [(b"connection", b"close")])

@@ -54,8 +54,15 @@ def rpc_error(code: int, message: str) -> dict[str, Any]:
 
 
 async def respond(
-    send: Send, status: int, body: Any, headers: Sequence[tuple[bytes, bytes]] = ()
+    send: Send,
+    status: int,
+    body: Any,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    *,
+    head: bool = False,
 ) -> None:
+    """Answer ``body`` as compact JSON with its length; ``head``: its headers only (a HEAD
+    request: the length is still the body's)."""
     data = json.dumps(body, separators=(",", ":")).encode()
     await send(
         {
@@ -68,7 +75,15 @@ async def respond(
             ],
         }
     )
-    await send({"type": "http.response.body", "body": data})
+    await send({"type": "http.response.body", "body": b"" if head else data})
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of the request header ``name`` (lower case), or None."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
 
 
 def is_batch(body: bytes) -> bool:

@@ -23,37 +23,24 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agent_custody_state.regularfiles import FLAGS, read_bounded
 from agent_custody_state.timeutil import TimeFormatError, format_time, parse_time
 
 #: The largest intent read: a sweep's pass lists its fact ids and how each is stored.
 MAX_BYTES = 64 * 1024 * 1024
 #: How a value may have been stored (``certificate._METHODS``).
 KINDS = frozenset({"plain", "crypto-shred"})
-_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
 
 
 def read_bytes(path: Path) -> bytes:
     """The intent's bytes; ``ValueError`` for a link, a file that is not regular, or one larger
-    than ``MAX_BYTES`` (``OSError`` as the OS says it otherwise)."""
-    try:
-        fd = os.open(path, _FLAGS)
-    except OSError:
-        if path.is_symlink():
-            raise ValueError("a symbolic link; intents are read from regular files only") from None
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        data = fh.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"larger than {MAX_BYTES} bytes")
-    return data
+    than ``MAX_BYTES`` (``OSError`` as the OS says it otherwise): ``regularfiles.read_bounded``,
+    as a receipt is read."""
+    return read_bounded(path, MAX_BYTES, "intents")
 
 
 def checked_time(value: Any) -> str:
@@ -95,7 +82,7 @@ def claimed(path: Path) -> Iterator[bool]:
     """Whether this process holds the intent ``path`` alone (an exclusive ``flock``, kept for
     the ``with`` block): False when another finisher holds it, or it is gone (finished)."""
     try:
-        fd = os.open(path, _FLAGS)
+        fd = os.open(path, FLAGS)
     except OSError:
         yield False
         return

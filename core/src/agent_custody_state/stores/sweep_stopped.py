@@ -54,7 +54,7 @@ def stopped_text(exc: BaseException, report: SweepReport) -> str:
     problems = report.problems()
     held = f"; some values are still held by stores: {'; '.join(problems)}" if problems else ""
     return (
-        f"the sweep stopped after forgetting {_plural(len(done), 'fact')} ({_some(done)}; "
+        f"the sweep stopped after forgetting {_plural(len(done), 'fact')} ({some(done)}; "
         f"those erasures stand, their removals from the stores were tried), then: {text}; "
         f"run the sweep again to forget the rest{held}"
     )
@@ -64,7 +64,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _some(ids: list[str], most: int = 10) -> str:
+def some(ids: list[str], most: int = 10) -> str:
     """The first ``most`` ids, then how many more."""
     shown = ", ".join(ids[:most])
     return shown if len(ids) <= most else f"{shown} and {len(ids) - most} more"

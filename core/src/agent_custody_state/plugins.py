@@ -27,6 +27,7 @@ from typing import Any
 import pluggy
 
 import agent_custody_state.hookspecs as hookspecs
+from agent_custody_state.backendoptions import check_options
 from agent_custody_state.ledger import host as ledger_host
 from agent_custody_state.ledger.backend import EventBackend
 
@@ -335,13 +336,13 @@ class PluginManager:
     def open_backend(
         self, location: str | os.PathLike[str], *, backend: str | None = None, **options: Any
     ) -> EventBackend:
-        """Open the event backend serving ``location`` (``backend=`` names one)."""
+        """Open the event backend serving ``location`` (``backend=`` names one); an option its
+        factory does not take is a ``TypeError`` (``backendoptions``)."""
         spec = self.backend_for(os.fspath(location), backend)
-        factory = resolve_ref(spec.factory)
+        check_options(spec.name, factory := resolve_ref(spec.factory), options)
         return factory(os.fspath(location), **options)  # type: ignore[no-any-return]
 
-    #: SPEC section 7's name.
-    open_store = open_backend
+    open_store = open_backend  # SPEC section 7's name
 
     def store_spec(self, name: str) -> StoreSpec:
         """The registered store type ``name`` (the ``type`` of a ``[[stores]]`` table)."""
@@ -393,8 +394,7 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> EventBacke
     return get_plugin_manager().open_backend(location, **options)
 
 
-#: SPEC section 7's name for :func:`open_backend`.
-open_store = open_backend
+open_store = open_backend  # SPEC section 7's name for :func:`open_backend`
 
 # The ledger opens locations and announces events through the process-wide manager by default.
 ledger_host.set_default_host(get_plugin_manager)

@@ -148,3 +148,12 @@ def test_an_open_that_fails_after_connecting_closes_its_connection(
         while watcher.execute(sessions).fetchone()[0] > before[0] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert watcher.execute(sessions).fetchone()[0] <= before[0]
+
+
+def test_the_options_the_backend_takes_are_named() -> None:
+    """A misspelt option is refused before any connection (``backendoptions``)."""
+    from agent_custody_state.backendoptions import check_options, taken_options
+
+    assert taken_options(PostgresBackend) == {"connect_timeout", "read_only"}
+    with pytest.raises(TypeError, match=r"'connect_timout' \(did you mean 'connect_timeout'\?\)"):
+        check_options("postgres", PostgresBackend, {"connect_timout": 3})

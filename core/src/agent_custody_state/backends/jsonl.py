@@ -66,7 +66,6 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         on_torn: str = "repair",
         max_mb: float | None = None,
         read_only: bool = False,
-        **_: object,
     ):
         if on_torn not in ("repair", "raise"):
             raise ValueError('on_torn must be "repair" or "raise"')

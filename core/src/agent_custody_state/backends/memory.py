@@ -32,8 +32,9 @@ class MemoryBackend(ReentrantTransactions, EventBackend):
     shared = False  # lives in one process
     keeps_objects = True  # reads return the indexed events themselves
 
-    def __init__(self, location: str = "memory:", **_options: object) -> None:
+    def __init__(self, location: str = "memory:", *, read_only: bool = False) -> None:
         self.location = location
+        self.read_only = read_only is True  # a new, empty ledger: every write is refused
         self._index = EventIndex()
         self._init_transactions()
         self._start = 0

@@ -11,8 +11,9 @@ anyio shield: a write stopped between a store's put and the ledger.
 ``DrainingServer`` first stops accepting and ends idle connections as uvicorn does, then waits
 while a tool call is being served (``MemoryService.in_flight``), at most ``DRAIN_SECONDS`` or
 until a second SIGINT. Then ``closing`` ends the ``subscriptions/listen`` streams (POSTs that
-stay open) the graceful way, their final result sent (``Notifier.uninstall``), where uvicorn
-cut them after its 3 s with a traceback in the log and the client told its stream was lost;
+stay open) the graceful way, their final result sent (``Notifier.uninstall``), and each
+session's standalone ``GET`` stream (``end_get_streams``), where uvicorn cut them after its 3 s
+with a traceback in the log and the client told its stream was lost;
 then uvicorn's own shutdown lets the answers go out. Nothing else is waited for longer than
 before: a client still sending its body gets uvicorn's 3 s. A call uvicorn cancels after all
 that still finishes its flow (``stores/finish.py``, at most ``FINISH_SECONDS``): the
@@ -124,8 +125,29 @@ class DrainingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def memory_server(config: uvicorn.Config, memory: Any, delay: float) -> DrainingServer:
+def end_get_streams(sessions: Any) -> None:
+    """End the standalone ``GET`` stream of every live session of ``sessions`` (the SDK's
+    session manager). Nothing else ends one: uvicorn waited its 3 s for it at every stop with an
+    SDK client connected (they all open one), then cut it with an ERROR and a traceback."""
+    live = getattr(sessions, "_server_instances", None)  # the SDK's table (private)
+    for transport in list(live.values()) if isinstance(live, dict) else ():
+        close = getattr(transport, "close_standalone_sse_stream", None)
+        if close is not None:
+            close()
+
+
+def memory_server(
+    config: uvicorn.Config, memory: Any, delay: float, app: Any = None
+) -> DrainingServer:
     """The server of ``memory`` (a ``MemoryServer``): its stop waits for its tool calls in
-    flight, then ends its ``subscriptions/listen`` streams; a SIGTERM first waits ``delay``."""
+    flight, then ends its ``subscriptions/listen`` streams and the ``GET`` streams of the
+    sessions of ``app`` (``app.state.mcp_sessions``: the SDK's session manager); a SIGTERM
+    first waits ``delay``."""
     serving = lambda: memory.memory.in_flight  # noqa: E731
-    return DrainingServer(config, serving, memory.notifier.uninstall, DRAIN_SECONDS, delay)
+    sessions = getattr(getattr(app, "state", None), "mcp_sessions", None)
+
+    def closing() -> None:
+        memory.notifier.uninstall()
+        end_get_streams(sessions)
+
+    return DrainingServer(config, serving, closing, DRAIN_SECONDS, delay)

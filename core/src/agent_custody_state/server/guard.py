@@ -4,7 +4,8 @@ An ASGI wrapper around the SDK's Streamable HTTP app; every check answers before
 sees the request:
 
 - ``Host`` not naming this server → 421 and a foreign ``Origin`` → 403 (DNS rebinding: a web page
-  must not reach a loopback server through a name it controls).
+  must not reach a loopback server through a name it controls); two ``Host`` headers → 400 (RFC
+  9112), and every ``Origin`` given must name this server, not only the first.
 - Missing or wrong bearer token → 401 ``{"error":"unauthorized"}``; with OAuth configured
   (``oauth.py``) a token that is no static one is checked as a JWT access token, and the
   ``WWW-Authenticate`` challenge names the resource metadata and the scopes (a valid token
@@ -19,7 +20,8 @@ sees the request:
   method (SPEC 4.5; the route passes every method here for that reason).
 - More than ``max_concurrency`` requests in flight → 503 with ``Retry-After`` and a JSON-RPC error
   body, checked before the body is read, so an overloaded server sheds load with a clear answer
-  instead of queueing (or buffering) until every caller times out; a body over
+  instead of queueing (or buffering) until every caller times out (the places are shared fairly
+  between tokens, and a ``subscriptions/listen`` stream keeps none: ``intake.py``); a body over
   ``max_request_bytes`` → 413, read incrementally, never buffered past the limit; one not
   received within ``body_timeout`` seconds → 408; a JSON-RPC batch → 400 (``intake.py``).
 """
@@ -37,7 +39,13 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent_custody_state.server.intake import DEFAULT_BODY_TIMEOUT, Intake, respond, rpc_error
+from agent_custody_state.server.intake import (
+    DEFAULT_BODY_TIMEOUT,
+    Intake,
+    plain_errors,
+    respond,
+    rpc_error,
+)
 from agent_custody_state.server.intake import header as _header
 from agent_custody_state.server.oauth import InsufficientScope, InvalidToken, JwtVerifier
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
@@ -155,6 +163,11 @@ class HostPolicy:
         port = port or "80"
         own = str(self.port) if self.port else port
         return any(name == n and port == (p or own) for n, p in self.hosts)
+
+
+def _headers(scope: Scope, name: bytes) -> list[str]:
+    """Every value of the request header ``name`` (lower case), in order."""
+    return [value.decode("latin-1") for key, value in scope["headers"] if key == name]
 
 
 def _quotable(text: object) -> str:
@@ -280,14 +293,18 @@ class HttpGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not self.hosts.host_ok(_header(scope, b"host")):
+        hosts = _headers(scope, b"host")
+        if len(hosts) > 1:  # RFC 9112 3.2: a server MUST answer 400 (which one would be meant?)
+            await respond(send, 400, {"error": "bad request: more than one Host header"})
+            return
+        if not self.hosts.host_ok(hosts[0] if hosts else None):
             await respond(
                 send,
                 421,
                 {"error": "misdirected request: this server does not answer to that Host"},
             )
             return
-        if not self.hosts.origin_ok(_header(scope, b"origin")):
+        if not all(self.hosts.origin_ok(o) for o in _headers(scope, b"origin")):
             await respond(send, 403, {"error": "forbidden: cross-origin requests are refused"})
             return
         if self.tokens or self.oauth is not None:
@@ -315,7 +332,8 @@ class HttpGuard:
             if not await self._step_up(send, token, body):
                 await self._forward(scope, replay, send, token)
 
-        await self.intake.admit(scope, receive, send, admitted)
+        send = plain_errors(send)  # the SDK's pydantic dumps, answered plainly
+        await self.intake.admit(scope, receive, send, admitted, token)
 
     async def _forward(
         self, scope: Scope, receive: Receive, send: Send, token: BearerToken

@@ -1,16 +1,15 @@
 """Streamable HTTP: the memory server at ``/mcp`` behind the guard, served by uvicorn.
 
-``build_http_app`` makes the Starlette app (``/mcp``; ``/healthz`` and ``/readyz``, tokenless, for
-probes: ``health.py``; with OAuth the RFC 9728 metadata under
-``/.well-known/oauth-protected-resource``; other paths 404);
-``MemoryHttpServer`` runs it, in the caller's event loop (``await server.serve()``) or on a
-background thread (``serve_memory_http``, for embedding and tests). A non-loopback address is
-refused without a bearer token: an unauthenticated memory server on a network would let anyone
-read and erase memory.
+``build_http_app`` makes the Starlette app (``/mcp``; ``/healthz`` and ``/readyz``, tokenless,
+for probes: ``health.py``; with OAuth the RFC 9728 metadata under
+``/.well-known/oauth-protected-resource``; other paths 404); ``MemoryHttpServer`` runs it, in
+the caller's event loop (``await server.serve()``) or on a background thread
+(``serve_memory_http``, for embedding and tests). A non-loopback address is refused without a
+bearer token: an unauthenticated memory server on a network would let anyone read and erase it.
 
-``stateless=True`` keeps no session between requests (the SDK's stateless session manager):
-any of several server processes on one ledger can answer any request, and resource
-subscriptions (which live in one process) are not offered.
+``stateless=True`` keeps no session between requests (the SDK's stateless session manager): any
+of several server processes on one ledger can answer any request, and resource subscriptions
+(which live in one process) are not offered.
 
 Against one client locking everyone else out: each token holds a bounded number of sessions
 (``sessions.py``), connections must send their headers in time and are capped below the
@@ -169,6 +168,7 @@ def build_http_app(
         lifespan=lambda _app: watched(manager.run(), watcher),
     )
     app.router.redirect_slashes = False  # /mcp/ is another path: 404, not a 307 to /mcp
+    app.state.mcp_sessions = manager  # a stop ends its sessions' GET streams (drain.py)
     return app, guard
 
 
@@ -268,7 +268,7 @@ class MemoryHttpServer:
             http=guarded_protocol(self.header_timeout, self.max_connections, self.connections),
         )
         asyncio.get_running_loop().set_exception_handler(AcceptErrorLog(self.connections))
-        self._uvicorn = drain.memory_server(config, self.memory, self.shutdown_delay)
+        self._uvicorn = drain.memory_server(config, self.memory, self.shutdown_delay, self.app)
         self._uvicorn.should_exit = self._stop_requested
         if on_bound is not None:
             on_bound(self)

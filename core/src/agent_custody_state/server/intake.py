@@ -19,14 +19,33 @@ The order bounds what a flood of requests can hold (docs/security.md):
    ``Invalid Request`` error (``rpcid.py``); the SDK took it for a notification (202, no answer).
 6. An ``initialize`` carrying an ``Mcp-Session-Id`` → 400 ``Invalid Request``, as the TypeScript
    SDK answers it: the SDK renegotiated the live session's version and capabilities.
+7. JSON that is no JSON-RPC message (no ``"jsonrpc": "2.0"``, ``params`` not an object, a bare
+   string) is refused by the SDK with ``-32602`` and a pydantic dump as the message: model
+   names, the library's documentation URLs, the body quoted back. ``plain_errors`` (around the
+   ``send`` of an admitted request) answers it ``-32600 Invalid Request`` with a fixed message,
+   as JSON-RPC 2.0 names that case; the status (400) and the other headers stay the SDK's.
 
-Only then is the request handed on, still holding its place until it is answered.
+A place is shared fairly between tokens: when none is free, a request still *receiving* its
+body gives its place up (503, the body unread) to a newcomer whose token holds at least two
+places fewer than the request's token (``Intake._make_room``; the token holding most gives
+first). Before, one token dribbling ``max_concurrency`` bodies (each within ``body_timeout``,
+30 s, then again) got every other token, the gateway included, a 503. A call being served is
+never cut; one token's own requests never take each other's places.
+
+Only then is the request handed on, still holding its place until it is answered; except a
+``subscriptions/listen`` request (2026-07-28), a stream that stays open for as long as its client
+likes: it gives its place back once its body is in (``is_listen``). Holding it, eight listeners
+(``max_concurrency``) got every other caller, the gateway's tool calls included, a 503 for as
+long as they listened. The streams are bounded by the connection limit and the listen handler's.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -78,6 +97,40 @@ async def respond(
     await send({"type": "http.response.body", "body": b"" if head else data})
 
 
+#: How the SDK's refusal of a body that is no JSON-RPC message begins (a pydantic dump follows).
+_SDK_DUMP = b'"message":"Validation error: '
+NOT_A_MESSAGE = (
+    'invalid request: not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0" and a '
+    "method, or a result or an error; params, when given, an object)"
+)
+
+
+def plain_errors(send: Send) -> Send:
+    """``send``, with the SDK's pydantic dump for a body that is no JSON-RPC message (a 400
+    whose body is one message) replaced by ``NOT_A_MESSAGE`` (``-32600``, id null)."""
+    held: list[Message] = []
+
+    async def sending(message: Message) -> None:
+        if held:
+            start = held.pop()
+            whole = message["type"] == "http.response.body" and not message.get("more_body")
+            if whole and _SDK_DUMP in message.get("body", b""):
+                kept = [
+                    (k, v)
+                    for k, v in start.get("headers", ())
+                    if k.lower() not in (b"content-type", b"content-length")
+                ]
+                await respond(send, 400, rpc_error(INVALID_REQUEST, NOT_A_MESSAGE), kept)
+                return
+            await send(start)
+        elif message["type"] == "http.response.start" and message["status"] == 400:
+            held.append(message)  # judged by its body
+            return
+        await send(message)
+
+    return sending
+
+
 def header(scope: Scope, name: bytes) -> str | None:
     """The first value of the request header ``name`` (lower case), or None."""
     for key, value in scope["headers"]:
@@ -95,6 +148,20 @@ def is_batch(body: bytes) -> bool:
     return start[:1] == b"["
 
 
+_LISTEN = re.compile(rb'"method"\s*:\s*"subscriptions/listen"')
+
+
+def is_listen(body: bytes) -> bool:
+    """Whether ``body`` is a ``subscriptions/listen`` request (cheap for others: a scan first)."""
+    if _LISTEN.search(body) is None:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "subscriptions/listen"
+
+
 def _has_session(scope: Scope) -> bool:
     return any(key == b"mcp-session-id" for key, _ in scope["headers"])
 
@@ -105,6 +172,16 @@ def _declared_length(scope: Scope) -> int | None:
             text = value.decode("latin-1").strip()
             return int(text) if text.isascii() and text.isdigit() else None
     return None
+
+
+@dataclass(eq=False)
+class _Place:
+    """One request's place among those in flight: whose it is, and its body's reading."""
+
+    owner: object
+    held: bool = True
+    reading: anyio.CancelScope | None = None  # while its body is arriving
+    given_up: bool = False  # to a newcomer of a token holding fewer places
 
 
 class Intake:
@@ -122,21 +199,51 @@ class Intake:
         self.body_timeout = body_timeout
         self.in_flight = 0  # requests holding a place: receiving their body, or being served
         self.refused_overload = 0
+        self._places: set[_Place] = set()
 
-    async def admit(self, scope: Scope, receive: Receive, send: Send, then: Admitted) -> None:
-        """Answer the refusals above, or call ``then(body, replay)`` holding a place."""
+    def _release(self, place: _Place) -> None:
+        if place.held:
+            place.held = False
+            self.in_flight -= 1
+            self._places.discard(place)
+
+    def _make_room(self, owner: object) -> bool:
+        """Free the place of a request still receiving its body whose token holds at least two
+        places more than ``owner`` (the token holding most first); whether one was freed."""
+        counts = Counter(p.owner for p in self._places)
+        mine = counts[owner]
+        receiving = [p for p in self._places if p.reading is not None and p.owner != owner]
+        fat = [p for p in receiving if counts[p.owner] >= mine + 2]
+        if not fat:
+            return False
+        victim = max(fat, key=lambda p: counts[p.owner])
+        victim.given_up = True
+        self._release(victim)
+        assert victim.reading is not None
+        victim.reading.cancel()
+        return True
+
+    async def admit(
+        self, scope: Scope, receive: Receive, send: Send, then: Admitted, owner: object = None
+    ) -> None:
+        """Answer the refusals above, or call ``then(body, replay)`` holding a place;
+        ``owner``: the caller's token (places are shared fairly between tokens)."""
         declared = _declared_length(scope)
         if declared is not None and declared > self.max_request_bytes:
             await self._too_large(send)
             return
-        if self.in_flight >= self.max_concurrency:
+        if self.in_flight >= self.max_concurrency and not self._make_room(owner):
             await self._overloaded(send)
             return
         self.in_flight += 1  # no await since the check: no other request can slip in between
+        place = _Place(owner)
+        self._places.add(place)
         try:
-            body = await self._read(receive, send)
+            body = await self._read(receive, send, place)
             if body is None:
                 return
+            if is_listen(body):  # a stream, open as long as its client likes: no place kept
+                self._release(place)
             if is_batch(body):
                 await respond(
                     send,
@@ -166,12 +273,13 @@ class Intake:
 
             await then(body, replay)
         finally:
-            self.in_flight -= 1
+            self._release(place)
 
-    async def _read(self, receive: Receive, send: Send) -> bytes | None:
+    async def _read(self, receive: Receive, send: Send, place: _Place) -> bytes | None:
         """The whole body, or None once a refusal is sent (or the client has gone)."""
         body = bytearray()
         with anyio.move_on_after(self.body_timeout) as reading:
+            place.reading = reading
             while True:
                 message = await receive()
                 if message["type"] != "http.request":
@@ -181,8 +289,12 @@ class Intake:
                     await self._too_large(send)
                     return None
                 if not message.get("more_body", False):
+                    place.reading = None
                     return bytes(body)
-        if reading.cancelled_caught:
+        place.reading = None
+        if place.given_up:
+            await self._overloaded(send, [(b"connection", b"close")])  # the body is unread
+        elif reading.cancelled_caught:
             await respond(
                 send,
                 408,
@@ -194,7 +306,7 @@ class Intake:
             )
         return None
 
-    async def _overloaded(self, send: Send) -> None:
+    async def _overloaded(self, send: Send, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
         self.refused_overload += 1
         await respond(
             send,
@@ -204,7 +316,7 @@ class Intake:
                 f"memory server overloaded: {self.in_flight} calls in flight "
                 f"(max_concurrency {self.max_concurrency}); retry shortly",
             ),
-            [(b"retry-after", b"1")],
+            [(b"retry-after", b"1"), *headers],
         )
 
     async def _too_large(self, send: Send) -> None:

@@ -57,7 +57,7 @@ def tool_call(body: bytes) -> tuple[Any, str, Mapping[str, Any]] | None:
         return None  # most requests: no parse
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep: the MCP layer refuses it (400)
         return None
     if not isinstance(message, dict) or message.get("method") != "tools/call":
         return None

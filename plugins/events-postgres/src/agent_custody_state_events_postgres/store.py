@@ -121,13 +121,15 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
     seq_ddl = "BIGSERIAL PRIMARY KEY"
     locks_keys = True
 
-    def __init__(self, location: str, *, connect_timeout: int = 10, **_options: object) -> None:
+    def __init__(
+        self, location: str, *, connect_timeout: int = 10, read_only: bool = False
+    ) -> None:
         try:
             where = fits(parse_location(str(location)))
         except LocationError as exc:
             raise EventBackendError(str(exc)) from None
         self.vacuum, self.where = where.vacuum, where
-        self.read_only = _options.get("read_only") is True  # no DDL, READ ONLY (``readonly``)
+        self.read_only = read_only is True  # no DDL, READ ONLY (``readonly``)
         self._connect_timeout = connect_timeout
         try:
             engine = sa.create_engine(

@@ -79,7 +79,6 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         cache_kib: int = DEFAULT_CACHE_KIB,
         read_only: bool = False,
-        **_options: object,
     ) -> None:
         self.path = Path(location)
         self.read_only = read_only

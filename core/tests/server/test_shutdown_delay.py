@@ -12,6 +12,7 @@ at once; 0 (the default) is the old behaviour; stdio ignores the setting.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -123,9 +124,12 @@ def test_sigint_alone_stops_at_once(tmp_path: Path) -> None:
 
 
 def test_stdio_ignores_the_delay(tmp_path: Path) -> None:
-    """Over stdio no load balancer routes to the server: a SIGTERM stops it as before."""
+    """Over stdio no load balancer routes to the server: a SIGTERM stops it as before. The
+    setting comes from the configuration (one file often serves both transports); the flag
+    with stdio is a usage error (``test_review19_cli``)."""
     proc = subprocess.Popen(
-        [*CLI, "serve", "--ledger", str(tmp_path / "l.jsonl"), "--shutdown-delay", "60"],
+        [*CLI, "serve", "--ledger", str(tmp_path / "l.jsonl")],
+        env={**os.environ, "AGENT_CUSTODY_SERVER__SHUTDOWN_DELAY": "60"},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

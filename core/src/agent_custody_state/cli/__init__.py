@@ -12,9 +12,12 @@ neither the server, pydantic, mcp, SQLAlchemy nor rich (a test holds it to that)
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from agent_custody_state.cli import (
     certificates,
@@ -66,10 +69,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _standard_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        return _run(lambda: args.func(args))
+    except BaseExceptionGroup as group:
+        # A task group (the demo's, a server's) wraps what its task raised: one error is
+        # reported as if raised alone (`demo | head` printed the group's traceback).
+        leaves = _leaves(group)
+        if len(leaves) != 1 or not isinstance(leaves[0], Exception):
+            raise
+        leaf = leaves[0]
+        return _run(lambda: _raise(leaf))
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def _run(command: Callable[[], Any]) -> int:
+    """The command's exit status; the errors a user can act on as one ``error:`` line."""
+    try:
+        return int(command() or 0)
     except (CliError, LedgerError, EventBackendError, PluginError) as exc:
         print(f"error: {exc}{_hint(str(exc))}", file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
@@ -115,3 +144,47 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+
+
+CLOSED_STDOUT = (
+    "standard output is closed, so nothing can be printed; redirect it instead "
+    "(> FILE, or > /dev/null to discard it)"
+)
+
+
+class ClosedStdout(io.TextIOBase):
+    """Standard output when the command was started with it closed (``>&-``): every write
+    fails as a write to a closed descriptor does, so the command reports it (exit 1) instead
+    of a traceback (``sys.stdout`` is None) or an export that says it was written."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, CLOSED_STDOUT)
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _standard_streams() -> None:
+    """Descriptors 0, 1 and 2 left closed by the caller are opened on the null device first, so
+    no file the command opens takes their number: a server over stdio started with ``>&-``
+    wrote its JSON-RPC answers into the ledger's lock file, the first file it opened. Closed
+    standard output then refuses every write (``ClosedStdout``); closed standard error
+    discards what is written to it (Python printed it on standard output instead)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - for the process
+    if sys.stdout is None:
+        sys.stdout = ClosedStdout()

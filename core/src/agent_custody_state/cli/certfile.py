@@ -15,9 +15,14 @@ def check_output(path: str, flag: str, *, folder: bool = False) -> Path:
     """Refuse an output that exists (a file) or whose folder is missing, before any work."""
     out = Path(path)
     if folder:
+        from agent_custody_state.cli.inputs import check_folder
+
+        check_folder(path, flag)
         if not out.is_dir():
             raise CliError(f"{flag} {path}: no such folder; create it first")
         return out
+    if out.is_dir():
+        raise CliError(f"{flag} {path} is a folder; name the file in it, e.g. {out / 'fact.json'}")
     if out.exists():
         raise CliError(f"{flag} {path} already exists; certificates are never overwritten")
     if not out.parent.is_dir():
@@ -45,6 +50,9 @@ def configured_archive(config: Any, key: str | None) -> Path | None:
             "certificates in the --config file needs key: erasure certificates are signed "
             "with the key that signs results; add key = ... to the file, or pass --key K"
         )
+    from agent_custody_state.cli.inputs import check_folder
+
+    check_folder(folder, "certificates")
     try:
         CertificateArchive(folder).prepare()
     except ValueError as exc:

@@ -115,7 +115,12 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
         check_location(args.ledger, must_exist=True)
         _check_jsonl_ledger(args.ledger)
     if not Path(args.file).is_file():
-        raise CliError(f"{args.file}: no such certificate file; check the path")
+        from agent_custody_state.cli.inputs import not_a_file
+
+        hint = (
+            "; for a folder: certificate reapply DIR --dry-run" if Path(args.file).is_dir() else ""
+        )
+        raise CliError(f"{args.file}: {not_a_file(args.file, 'certificate file')}{hint}")
     try:
         # Strict: a key twice (a second ``payload`` a first-wins reader does not see) fails.
         envelope = read_json(Path(args.file).read_bytes())

@@ -23,14 +23,10 @@ from agent_custody_state.cli.certfile import check_output as check_output
 from agent_custody_state.cli.certfile import write_certificate as write_certificate
 from agent_custody_state.cli.errors import CliError as CliError
 from agent_custody_state.cli.errors import UsageError as UsageError
+from agent_custody_state.cli.inputs import check_key_store, refuse_new_key_store
+from agent_custody_state.cli.inputs import check_private_key as check_private_key
+from agent_custody_state.cli.inputs import is_path as is_path
 from agent_custody_state.ledger.backend import EventBackendError
-
-_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
-
-
-def is_path(location: str) -> bool:
-    """A file location (not ``postgres://...`` or ``memory:``): what the folder checks apply to."""
-    return _SCHEME.match(location) is None
 
 
 def _loops(path: Path) -> bool:
@@ -166,6 +162,8 @@ def open_recorded(
     asked = kwargs.pop("forget_mode", None)
     named = kwargs.pop("key_store", None)
     read_only = read_only or reads_only
+    if isinstance(named, str) and is_path(named):  # not opened unless it is one
+        check_key_store(named, "--key-store", may_create=not read_only)
     backend = open_backend(location, read_only=reads_only)
     mark = store = None
     from_mark = False  # opened with the key store the mark records
@@ -174,6 +172,8 @@ def open_recorded(
         # key store the ledger records, if it records one.
         recorded_keys = asked == CRYPTO_SHRED and (read_only or named is None)
         if (asked, named) != (None, None) and not recorded_keys:
+            if not read_only:  # never a new, empty key store beside sealed values
+                refuse_new_key_store(location, backend, named)
             mode = {"forget_mode": asked} if asked is not None else {}
             return Ledger(backend, **mode, key_store=named, **kwargs)
         mark = backend.recorded_forget_mode()
@@ -329,22 +329,6 @@ def certificate_key(args: argparse.Namespace, config: Any) -> str | None:
     """``--key``, else the config file's ``key`` (the key that signs results)."""
     key: str | None = args.key or (config.key if config is not None else None)
     return check_private_key(key)
-
-
-def check_private_key(key: str | None) -> str | None:
-    """``key``, unless it is the public half (``keygen``'s ``.pub``) of the key meant: the
-    signing key's own error would then say to create a key that exists."""
-    if key is None:
-        return None
-    try:
-        with open(key, "rb") as fh:
-            public = b"-----BEGIN PUBLIC KEY-----" in fh.read(4096)
-    except OSError:
-        return key  # the key's own loader says what is wrong with the file
-    if public:
-        private = key.removesuffix(".pub") if key.endswith(".pub") else "the file without .pub"
-        raise CliError(f"{key} is a public key; pass the private key ({private})")
-    return key
 
 
 def command() -> str:

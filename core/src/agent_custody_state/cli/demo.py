@@ -333,31 +333,31 @@ async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> N
 def run_demo(*, keep: bool = False, color: str = "auto") -> int:
     paint = Painter(color)
     folder = tempfile.mkdtemp(prefix="agent-custody-demo-")
-    # The embedded default of a plain install (SQLite); the builtin JSONL file without it.
-    from agent_custody_state.plugins import get_plugin_manager
-    from agent_custody_state.server.signing import generate_key_pair
+    try:  # the folder goes whatever stops the tour (a closed pipe, Ctrl-C)
+        # The embedded default of a plain install (SQLite); the builtin JSONL file without it.
+        from agent_custody_state.plugins import get_plugin_manager
+        from agent_custody_state.server.signing import generate_key_pair
 
-    suffix = "sqlite" if "sqlite" in get_plugin_manager().backends else "jsonl"
-    ledger = os.path.join(folder, f"ledger.{suffix}")
-    key, _public, _kid = generate_key_pair(os.path.join(folder, "server.key"))
-    config = os.path.join(folder, "memory.toml")
-    with open(config, "w", encoding="utf-8") as fh:
-        # The builtin in-process reference store: a write-through store with no vendor.
-        fh.write('[[stores]]\nname = "vectors"\ntype = "memory"\n')
-    print(
-        paint("1", "agent-custody-memory demo")
-        + paint(
-            "2",
-            f": the memory server over stdio, called as the receipts gateway would; "
-            f"ledger {ledger}",
+        suffix = "sqlite" if "sqlite" in get_plugin_manager().backends else "jsonl"
+        ledger = os.path.join(folder, f"ledger.{suffix}")
+        key, _public, _kid = generate_key_pair(os.path.join(folder, "server.key"))
+        config = os.path.join(folder, "memory.toml")
+        with open(config, "w", encoding="utf-8") as fh:
+            # The builtin in-process reference store: a write-through store with no vendor.
+            fh.write('[[stores]]\nname = "vectors"\ntype = "memory"\n')
+        print(
+            paint("1", "agent-custody-memory demo")
+            + paint(
+                "2",
+                f": the memory server over stdio, called as the receipts gateway would; "
+                f"ledger {ledger}",
+            )
         )
-    )
-    log_path = os.path.join(folder, "servers.log")
-    tour = Tour(paint)
-    from agent_custody_state.keys import load_public_key
+        log_path = os.path.join(folder, "servers.log")
+        tour = Tour(paint)
+        from agent_custody_state.keys import load_public_key
 
-    tour.public_key = load_public_key(str(key) + ".pub")
-    try:
+        tour.public_key = load_public_key(str(key) + ".pub")
         with open(log_path, "w", encoding="utf-8") as errlog:
             try:
                 anyio.run(_tour, ledger, tour, errlog, ("--config", config, "--key", str(key)))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.cli.common import CliError, UsageError, check_location, open_ledger
+from agent_custody_state.cli.output import check_not_input
 from agent_custody_state.extras.jsview import parse, pretty
 from agent_custody_state.extras.verify import VerifyOptions
 from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
@@ -116,11 +117,7 @@ def cmd_blast(args: argparse.Namespace) -> int:
             raise CliError(f"--fact {args.fact}: not in this ledger; check the fact id")
         report = None
         if args.retract and b.fact is not None:
-            options = {
-                "actor": args.actor,
-                "reason": args.reason or "",
-                "receipt_id": args.receipt_id,
-            }
+            options = dict(actor=args.actor, reason=args.reason or "", receipt_id=args.receipt_id)
             if args.apply:
                 import anyio
 
@@ -187,6 +184,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     signer = _private(args.sign) if args.out else None
     target = _target(args) if args.out else None
     with _ledger(args) as ledger:
+        check_not_input(target, args, ledger)
         try:
             pack = build_action_pack(_receipts_dir(args.receipts), args.receipt, ledger)
         except BundleError as exc:
@@ -250,6 +248,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
     check_location(args.ledger, must_exist=True)
     target = _target(args)
     with _ledger(args) as ledger:
+        check_not_input(target, args, ledger)
         if ledger.get(args.fact) is None:
             raise CliError(f"--fact {args.fact}: not in this ledger; no pack written")
         pack = custody.build_pack(ledger, receipts, args.fact)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,12 +137,12 @@ def _is_json(value: Any) -> bool:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from agent_custody_state.cli.output import output_file, resolve_output
+    from agent_custody_state.cli.output import check_not_own, output_file, resolve_output
 
     check_location(args.ledger, must_exist=True)
     target = resolve_output(args.out, force=args.force)
     with open_ledger(args) as ledger:
-        _check_not_own(ledger, target, args.out)
+        check_not_own(ledger, target, args.out)
     with open_ledger(args) as ledger, output_file(target) as fh, progress_bars() as bars:
         advance = bars.add("exporting", total=ledger.count() if bars.on else None)
         count = 0
@@ -156,27 +155,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_not_own(ledger: Any, target: Path | None, out: str) -> None:
-    """Refuse an ``--out`` that is one of the ledger's own files (its events, sidecars, mode
-    mark or key store): ``--force`` replaced them with the export, which in crypto-shred mode
-    holds the values decrypted (and, over the key store, destroyed every key)."""
-    if target is None:
-        return
-    backend = ledger.backend
-    files = list(backend.local_files() or [])
-    keys = getattr(backend, "keys", None)
-    files += (keys.local_files() or []) if keys is not None else []
-    if is_path(ledger.location):  # the sidecars of the file itself, whatever spelling names it
-        from agent_custody_state.ledger.files import FileNames
-
-        names = FileNames.of(ledger.location)
-        for suffix in ("mode", "keys", "outbox", "checkpoints"):
-            files += [str(names.sidecar(suffix)), *map(str, names.legacy(suffix))]
-    real = os.path.realpath(target)
-    if any(os.path.realpath(f) == real for f in files):
-        raise CliError(f"--out {out} is a file of the ledger {ledger.location}; name another file")
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     from agent_custody_state.ledger.errors import LedgerError
     from agent_custody_state.ledger.importcheck import check_export
@@ -184,10 +162,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     source = Path(args.source)
     if not source.is_file():
-        raise CliError(
-            f"--from {source}: "
-            + ("is a folder; name the JSONL export file" if source.is_dir() else "no such file")
-        )
+        from agent_custody_state.cli.inputs import not_a_file
+
+        raise CliError(f"--from {source}: {not_a_file(args.source, 'JSONL export file')}")
 
     def events(advance: Any) -> Any:
         with open(source, "rb") as fh:

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.common import CliError, is_path
 
 
 def resolve_output(out: str, *, force: bool, flag: str = "--out") -> Path | None:
@@ -52,7 +52,10 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
         sys.stdout.flush()
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:  # named by what was asked, not by the temporary file's name
+        raise CliError(f"{path}: cannot write in {path.parent} ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             yield fh
@@ -63,3 +66,51 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def check_not_input(target: Path | None, args: Any, ledger: Any) -> None:
+    """Refuse an ``--out`` that is a file the command reads: one of the ledger's files
+    (``check_not_own``), a file of an input folder (``--receipts``: a receipt
+    bundle), or an input file (``--sign``'s key). ``--force`` replaced
+    them with the output: ``pack --out ledger.jsonl --force`` overwrote the ledger the pack
+    was built from."""
+    if target is None:
+        return
+    out, inputs = args.out, {"--receipts": args.receipts, "--sign": args.sign}
+    if ledger is not None:
+        check_not_own(ledger, target, out)
+    real = Path(os.path.realpath(target))
+    for flag, given in inputs.items():
+        if not given:
+            continue
+        place = Path(os.path.realpath(given))
+        if real == place:
+            raise CliError(
+                f"--out {out} is the {flag} file, which this command reads; name another file"
+            )
+        if place in real.parents and real.exists():
+            raise CliError(
+                f"--out {out} is a file of the {flag} folder {given}, which this command "
+                "reads; write it elsewhere"
+            )
+
+
+def check_not_own(ledger: Any, target: Path | None, out: str) -> None:
+    """Refuse an ``--out`` that is one of the ledger's own files (its events, sidecars, mode
+    mark or key store): ``--force`` replaced them with the export, which in crypto-shred mode
+    holds the values decrypted (and, over the key store, destroyed every key)."""
+    if target is None:
+        return
+    backend = ledger.backend
+    files = list(backend.local_files() or [])
+    keys = getattr(backend, "keys", None)
+    files += (keys.local_files() or []) if keys is not None else []
+    if is_path(ledger.location):  # the sidecars of the file itself, whatever spelling names it
+        from agent_custody_state.ledger.files import FileNames
+
+        names = FileNames.of(ledger.location)
+        for suffix in ("mode", "keys", "outbox", "checkpoints"):
+            files += [str(names.sidecar(suffix)), *map(str, names.legacy(suffix))]
+    real = os.path.realpath(target)
+    if any(os.path.realpath(f) == real for f in files):
+        raise CliError(f"--out {out} is a file of the ledger {ledger.location}; name another file")

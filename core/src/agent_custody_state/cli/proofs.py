@@ -19,13 +19,19 @@ from agent_custody_state.cli.common import (
     CliError,
     add_forget_mode_flags,
     check_location,
-    check_private_key,
     is_path,
     missing_keys,
     no_key_store,
     open_ledger,
     plain_ledger,
     without_password,
+)
+from agent_custody_state.cli.inputs import (
+    check_checkpoints_file,
+    check_key_store,
+    parsed_checkpoints,
+    read_checkpoint_file,
+    signing_key,
 )
 
 #: Problems listed after the first one.
@@ -87,10 +93,12 @@ def _jobs(text: str) -> int:
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    check_private_key(args.key)
+    key = signing_key(args.key)  # both before the ledger is opened: a refusal leaves no lock
+    if args.checkpoints is not None:  # never appended to a file that holds something else
+        check_checkpoints_file(args.checkpoints, "--checkpoints")
     with open_ledger(
         args,
-        checkpoint_key=args.key,
+        checkpoint_key=key,
         checkpoints=args.checkpoints,
         forget_mode="plain",
         changes=True,  # it keeps a checkpoint
@@ -126,26 +134,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, public_key: Any) -> Any:
     """``verify``'s report on ``args.ledger`` and its checkpoints, read from the start."""
     from agent_custody_state.ledger.checkpoints import (
-        CheckpointError,
         of_no_ledger,
-        read_checkpoints,
     )
     from agent_custody_state.ledger.verdict import add_foreign, foreign
 
     with _source(args.ledger) as (source, own_notes):
-        notes: list[str] = []
-        if args.checkpoint:
-            for name in args.checkpoint:
-                try:
-                    notes.append(Path(name).read_text(encoding="utf-8"))
-                except OSError as exc:
-                    raise CliError(f"--checkpoint {name}: {exc.strerror}") from None
+        if args.checkpoint:  # a pipe is read (<(...)), a device refused; errors name the file
+            notes = [(f" (--checkpoint {n})", read_checkpoint_file(n)) for n in args.checkpoint]
         else:
-            notes = own_notes()
-        try:
-            checkpoints = [cp for text in notes for cp in read_checkpoints(text)]
-        except CheckpointError as exc:
-            raise CliError(f"a checkpoint cannot be read: {exc}") from None
+            notes = [("", text) for text in own_notes()]
+        checkpoints = parsed_checkpoints(notes)
         origin = _origin(args.ledger, source.backend) if checkpoints else None
         own, others = foreign(checkpoints, origin)
         empty = [cp for cp in others if of_no_ledger(cp)]
@@ -208,6 +206,7 @@ def _opener(args: argparse.Namespace) -> Iterator[Any]:
             if args.key_store is not None:
                 raise no_key_store(where)
             raise missing_keys(args.ledger, where)
+        check_key_store(where, "--key-store", may_create=False)  # not opened unless it is one
         keys = marks.keystore(where)
         try:
             yield value_opener(keys)

@@ -124,7 +124,14 @@ def cmd_reapply(args: argparse.Namespace) -> int:
     keys = load_public_keys(args.key)
     folder = Path(args.dir)
     if not folder.is_dir():
-        raise CliError(f"{args.dir}: no such folder of certificates; check the path")
+        from agent_custody_state.cli.inputs import not_a_file
+
+        hint = (
+            "; pass its folder, or check it alone: certificate verify FILE"
+            if folder.is_file()
+            else ""
+        )
+        raise CliError(f"{args.dir}: {not_a_file(args.dir, 'folder of certificates')}{hint}")
     config, location = _load(args)
     check_location(location, must_exist=True)
     certified, refused = read_folder(folder, keys)

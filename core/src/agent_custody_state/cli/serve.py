@@ -184,16 +184,10 @@ def _graceful_stop(
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from agent_custody_state.cli.serve_setup import key_output
     from agent_custody_state.server.signing import generate_key_pair
 
-    folder = Path(args.out).parent
-    if not folder.is_dir():
-        raise CliError(
-            f"--out {args.out}: the folder {folder} does not exist; create it first (no "
-            "command creates a missing folder)"
-        )
+    key_output(args.out)
     try:
         private, public, key_id = generate_key_pair(args.out, force=args.force)
     except FileExistsError as exc:

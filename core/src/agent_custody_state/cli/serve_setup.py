@@ -14,7 +14,7 @@ import stat
 import sys
 from typing import Any
 
-from agent_custody_state.cli.common import CliError
+from agent_custody_state.cli.common import CliError, UsageError
 
 #: ``[server]`` limits (and ``shutdown_delay``) that have a flag of the same name (``--backlog``).
 LIMIT_FLAGS = (
@@ -144,7 +144,14 @@ def load(args: argparse.Namespace) -> Any:
         raise CliError("the ledger location is empty; name the ledger (a file or a URL)")
     from agent_custody_state.cli.common import check_private_key
 
+    if args.shutdown_delay is not None and config.server.transport != "http":
+        raise UsageError(
+            "--shutdown-delay applies to HTTP only (a load balancer sees /readyz draining); "
+            "add --http, or leave it out: over stdio the server stops when its client closes "
+            "stdin"
+        )
     check_private_key(config.key)
+    _check_files(config)
     missing = unset_variables(config)
     if len(missing) > 1:  # one alone is named by the check that needs it, as before
         raise CliError(
@@ -153,6 +160,44 @@ def load(args: argparse.Namespace) -> Any:
             + "; set them (non-empty) or remove them from the configuration"
         )
     return config
+
+
+def _check_files(config: Any) -> None:
+    """The key store, the checkpoints file and the certificates folder the configuration names,
+    looked at before the server opens them (``cli.inputs``): not opened or added to unless they
+    are what they should be."""
+    from agent_custody_state.cli.common import is_path
+    from agent_custody_state.cli.inputs import (
+        check_checkpoints_file,
+        check_folder,
+        check_key_store,
+    )
+
+    if config.forget_mode == "crypto-shred" and config.key_store and is_path(config.key_store):
+        check_key_store(config.key_store, "key_store", may_create=True)
+    if config.checkpoints and is_path(config.checkpoints):
+        check_checkpoints_file(config.checkpoints, "checkpoints")
+    if config.certificates:
+        check_folder(config.certificates, "certificates")
+
+
+def key_output(out: str) -> None:
+    """``keygen --out``: a file name in a folder that exists (an empty name, or a folder, was a
+    traceback or "already exists; pass --force")."""
+    from pathlib import Path
+
+    path = Path(out)
+    if not out.strip():
+        raise CliError("--out is empty; name the private key file, e.g. --out memory.key")
+    if path.is_dir():
+        raise CliError(
+            f"--out {out} is a folder; name the key file in it, e.g. {path / 'memory.key'}"
+        )
+    if not path.parent.is_dir():
+        raise CliError(
+            f"--out {out}: the folder {path.parent} does not exist; create it first (no "
+            "command creates a missing folder)"
+        )
 
 
 def unset_variables(config: Any) -> list[str]:
@@ -178,6 +223,13 @@ def stdin_problem() -> str | None:
     closed = "serve over stdio needs its MCP client on stdin (a pipe); stdin is closed"
     if sys.stdin is None:  # closed when Python started: fd 0 may since name another file
         return closed
+    from agent_custody_state.cli import ClosedStdout
+
+    if sys.stdout is None or isinstance(sys.stdout, ClosedStdout):
+        return (
+            "serve over stdio answers its MCP client on stdout; stdout is closed: start it "
+            "from an MCP client, or serve HTTP with --http"
+        )
     try:
         mode = os.fstat(0)
     except OSError:

@@ -30,6 +30,7 @@ import agent_custody_state.hookspecs as hookspecs
 from agent_custody_state.backendoptions import check_options
 from agent_custody_state.ledger import host as ledger_host
 from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.listeners import call_each
 
 ENTRY_POINT_GROUP = "agent_custody_state"
 BLOCK_ENV = "AGENT_CUSTODY_BLOCK_PLUGINS"
@@ -353,12 +354,11 @@ class PluginManager:
     # -- notifications -------------------------------------------------------------------------
 
     def event_appended(self, ledger: Any, event: Any) -> None:
-        """Call every plugin's ``event_appended`` hook (the ledger's notification channel)."""
-        self.pm.hook.event_appended(ledger=ledger, event=event)
+        """Call every plugin's ``event_appended`` hook, each on its own (``listeners``)."""
+        call_each(self.pm.hook.event_appended, ledger=ledger, event=event)
 
     def listens(self) -> bool:
-        """Whether any plugin implements ``event_appended`` (asked once per append, so a bulk
-        write with no listener builds no call per event)."""
+        """Whether any plugin implements ``event_appended`` (asked once per append)."""
         return bool(self.pm.hook.event_appended.get_hookimpls())
 
 

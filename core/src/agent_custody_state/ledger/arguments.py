@@ -17,8 +17,9 @@ from datetime import datetime
 from typing import Any
 
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.factargs import confidence_arg, provenance_arg
 from agent_custody_state.ledger.keptvalues import kept_value
-from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact, Source
+from agent_custody_state.ledger.model import AssertEvent, Fact, Source
 from agent_custody_state.ledger.requests import AssertRequest, TimeLike
 from agent_custody_state.timeutil import TimeFormatError, format_time, normalize_time
 
@@ -109,8 +110,10 @@ def text_arg(value: object, name: str, *, empty_ok: bool = False, key: bool | No
     new key (``key=False``): a fact an earlier version or the original wrote under such an id
     (JSONL and SQLite took it) can still be retracted, held and forgotten; an id the ledger
     does not know is refused by these rules, naming what is wrong."""
-    if not isinstance(value, str):
-        raise LedgerError(f"{name} must be a string", field=name)
+    if type(value) is not str:
+        if not isinstance(value, str):
+            raise LedgerError(f"{name} must be a string", field=name)
+        value = str.__str__(value)  # plain text, as it reads back: not the caller's subclass
     if not empty_ok and not value:
         raise LedgerError(f"{name} must not be empty", field=name)
     size = len(value)
@@ -276,12 +279,20 @@ def value_arg(value: Any, name: str = "value") -> Any:
 
 
 def extra_arg(extra: Mapping[str, Any] | None, wire: frozenset[str]) -> dict[str, Any]:
-    if not extra:
+    """An event's ``extra``: text keys, none of ``wire``, to values held to ``value_arg``'s
+    rules and kept as read back (NaN was written as null, 2^70 rounded, bytes failed mid-seal)."""
+    if extra is None or (isinstance(extra, Mapping) and not extra):
         return {}
-    clash = sorted(k for k in extra if not isinstance(k, str) or k in wire)
+    if not isinstance(extra, Mapping):
+        raise LedgerError(f"extra must be a mapping, not a {type(extra).__name__}", field="extra")
+    odd = [type(k).__name__ for k in extra if not isinstance(k, str)]
+    if odd:
+        raise LedgerError(f"extra keys must be text, not {odd[0]}", field="extra")
+    clash = sorted(k for k in extra if k in wire)
     if clash:
         raise LedgerError(f"extra must not replace the event's own keys: {clash}", field="extra")
-    return dict(extra)
+    kept: dict[str, Any] = kept_value({k: value_arg(v, f"extra.{k}") for k, v in extra.items()})
+    return kept
 
 
 #: The keys a fact's ``fact_extra`` must not set: the fact's own and the chain's.
@@ -312,7 +323,7 @@ def fact_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
         raise LedgerError(
             f"fact_extra must not set the fact's own keys: {clash}", field="fact_extra"
         )
-    return {k: kept_value(value_arg(v, f"fact_extra.{k}")) for k, v in extra.items()}
+    return {str.__str__(k): kept_value(value_arg(v, f"fact_extra.{k}")) for k, v in extra.items()}
 
 
 def build_assert(
@@ -329,34 +340,23 @@ def build_assert(
         r.supersedes,
         r.fact_id,
     )
-    text_arg(subject, "subject")
-    text_arg(predicate, "predicate")
+    subject, predicate = text_arg(subject, "subject"), text_arg(predicate, "predicate")
     if len(subject) + len(predicate) > MAX_TOPIC_BYTES // 4:  # their bytes may exceed the limit
         topic_arg(subject, predicate)
-    text_arg(space, "space")
-    text_arg(actor, "actor", empty_ok=True)
+    space, actor = text_arg(space, "space"), text_arg(actor, "actor", empty_ok=True)
     value_arg(value)
     if receipt_id is not None:
-        text_arg(receipt_id, "receipt_id", empty_ok=True)
-    if provenance not in PROVENANCE_RANK:
-        raise LedgerError(
-            "provenance must be one of claimed, attested, verified", field="provenance"
-        )
-    if confidence is not None and (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not 0 <= confidence <= 1
-    ):
-        raise LedgerError("confidence must be between 0 and 1", field="confidence")
+        receipt_id = text_arg(receipt_id, "receipt_id", empty_ok=True)
+    provenance, confidence = provenance_arg(provenance), confidence_arg(confidence)
     if external is not None and (
         not isinstance(external, Mapping)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in external.items())
     ):
         raise LedgerError("external must map store names to string ids", field="external")
     if fact_id is not None:
-        text_arg(fact_id, "fact_id")
+        fact_id = text_arg(fact_id, "fact_id")
     if supersedes is not None:
-        text_arg(supersedes, "supersedes")
+        supersedes = text_arg(supersedes, "supersedes")
     # Transaction time is the ledger's clock, never the caller's: backdating it would let a
     # writer rewrite what the ledger "knew" in the past.
     tx = now()
@@ -370,7 +370,7 @@ def build_assert(
         actor,
         Source(receipt_id),
         provenance,
-        dict(external) if external else None,
+        kept_value(external) if external else None,
         vf,
         None,
         confidence,

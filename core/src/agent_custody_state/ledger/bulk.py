@@ -16,6 +16,7 @@ from agent_custody_state.ledger.lifecycle import writes
 from agent_custody_state.ledger.locking import batch_keys, in_order, section
 from agent_custody_state.ledger.model import AssertEvent, Event
 from agent_custody_state.ledger.modemark import check_plain_values
+from agent_custody_state.ledger.owned import import_args
 from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import Batch, check_assert, check_replacement, deferred_time
@@ -142,7 +143,7 @@ class LedgerBulk:
         the chain check (``verify``'s pass over the export, about 9 us an event) for an export
         its caller has just checked (the ``import`` command does, before opening the ledger)."""
         check_writable(self, "import_events")
-        events = list(events)
+        events = import_args(events, batch_size)
         check_export(events, chain=check_chain)
         check_plain_values(self.forget_mode, self.backend)
         self._check_empty()
@@ -166,13 +167,17 @@ class LedgerBulk:
 
 
 def _listed(items: Iterable[Any]) -> list[Any]:
-    """A batch's items as a list; anything but an iterable of facts is a refusal."""
+    """A batch's items as a list; anything but an iterable of facts is a refusal. An error
+    raised while iterating (the caller's generator failing half-way) is the caller's own and
+    propagates as it is (a ``TypeError`` in it was reported as "not a list of facts"); nothing
+    is written either way."""
     if isinstance(items, str | bytes | Mapping):
         raise LedgerError(f"items must be a list of facts, not {type(items).__name__}")
     try:
-        return list(items)
+        iterator = iter(items)
     except TypeError:
         raise LedgerError(f"items must be a list of facts, not {type(items).__name__}") from None
+    return list(iterator)
 
 
 def _start_error(

@@ -49,6 +49,7 @@ from agent_custody_state.ledger.model import (
     handed,
 )
 from agent_custody_state.ledger.modemark import check_plain_forget
+from agent_custody_state.ledger.owned import sweep_args
 from agent_custody_state.ledger.queries import RESTORED_KEY, FactState, SweepResult, fact_states
 from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
@@ -90,12 +91,16 @@ def _still_restores(backend: EventBackend, state: FactState, extra: Mapping[str,
     return False
 
 
-def _check_texts(actor: object, reason: object, receipt_id: object) -> None:
-    """The text arguments of a forget or sweep (``receipt_id``: text or None, SPEC 1.1)."""
-    for name, value in (("actor", actor), ("reason", reason)):
-        text_arg(value, name, empty_ok=True)
+def _check_texts(actor: object, reason: object, receipt_id: object) -> tuple[str, str, Any]:
+    """The text arguments of a forget or sweep (``receipt_id``: text or None, SPEC 1.1), as
+    plain text (``owned``)."""
+    actor, reason = (
+        text_arg(actor, "actor", empty_ok=True),
+        text_arg(reason, "reason", empty_ok=True),
+    )
     if receipt_id is not None:
-        text_arg(receipt_id, "receipt_id", empty_ok=True)
+        receipt_id = text_arg(receipt_id, "receipt_id", empty_ok=True)
+    return actor, reason, receipt_id
 
 
 class LedgerForgetting:
@@ -235,10 +240,11 @@ class LedgerForgetting:
         certify: bool = False,
         planned: bool = False,
     ) -> tuple[ForgetEvent, Forgetting | None]:
-        _check_texts(actor, reason, receipt_id)
+        actor, reason, receipt_id = _check_texts(actor, reason, receipt_id)
         bool_arg(keep_digest, "keep_digest")
         with section(self.backend, fact_keys(self.backend, fact_id)):
-            states = fact_states(self.backend, [text_arg(fact_id, "fact_id", key=False)])
+            fact_id = text_arg(fact_id, "fact_id", key=False)
+            states = fact_states(self.backend, [fact_id])
             text_arg(fact_id, "fact_id", key=fact_id not in states)  # ``text_arg``'s ``key``
             state = check_known(states, fact_id, "forget")
             if precondition is not None:
@@ -324,7 +330,7 @@ class LedgerForgetting:
         with a ``before`` not yet past, is left to the next sweep, not forgotten unlisted).
         A fact that stops it: its exception carries what was done before (``stopped``)."""
         cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
-        extras = {f: extra_arg(e, FORGET_WIRE_KEYS) for f, e in (extras or {}).items()}
+        extras, only = sweep_args(extras, only)
         options, key = self.certifying(certificates)
         forgotten: list[ForgetEvent] = []
         done: list[Forgetting] = []

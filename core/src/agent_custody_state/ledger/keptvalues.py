@@ -59,7 +59,7 @@ def kept_value(value: Any) -> Any:
     kind = type(value)
     if kind is dict:  # members tested inline: no call for an integer, ASCII text or null
         return {
-            (k if k.isascii() else _paired(k)): v
+            (k if type(k) is str and k.isascii() else _text(k)): v
             if type(v) in _SHARED or (type(v) is str and v.isascii())
             else kept_value(v)
             for k, v in value.items()
@@ -74,7 +74,29 @@ def kept_value(value: Any) -> Any:
     if kind is str:
         return value if value.isascii() else _paired(value)
     if isinstance(value, Mapping):
-        return {_paired(k): kept_value(v) for k, v in value.items()}
+        return {_text(k): kept_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [kept_value(v) for v in value]
+    return _plain(value)
+
+
+def _text(text: str) -> str:
+    """A key as it reads back: plain text (not the caller's ``str`` subclass), pairs joined."""
+    return _paired(str.__str__(text))
+
+
+def _plain(value: Any) -> Any:
+    """A scalar of a subclass of ``str``, ``int`` or ``float`` (an ``enum`` member such as
+    ``class Color(str, Enum)``, an ``IntEnum``) as the plain value its JSON text
+    reads back as. Kept as given, it read back as the caller's object in the writing process
+    (``f"{value}"`` gave ``Color.RED``, its own ``__eq__`` ran in comparisons) and as ``"red"``
+    everywhere else (docs/decisions.md, "Arguments a user gets wrong")."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, bool):  # bool cannot be subclassed: True or False as they are
+        return value
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return _number(float.__float__(value))
     return value

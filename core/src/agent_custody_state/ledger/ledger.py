@@ -50,6 +50,7 @@ from agent_custody_state.ledger.model import (
     handed,
 )
 from agent_custody_state.ledger.modemark import check_plain_values, forget_mode_arg
+from agent_custody_state.ledger.owned import Unshared, texts
 from agent_custody_state.ledger.queries import FactState, fact_states
 from agent_custody_state.ledger.reading import LedgerReads
 from agent_custody_state.ledger.readonly import check_writable, missing_ledger, read_only_shredding
@@ -77,7 +78,7 @@ E = TypeVar("E", bound=Event)
 Precondition = Callable[[FactState], None]
 
 
-class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
+class Ledger(LedgerForgetting, LedgerBulk, LedgerReads, Unshared):
     """A bitemporal, append-only ledger of facts over an ``EventBackend``.
 
     ``Ledger("ledger.jsonl")``, ``Ledger("ledger.sqlite")``, ``Ledger("postgresql://...")`` or
@@ -348,7 +349,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
         the caller's condition on the fact, checked under the write lock.
         """
         check_writable(self, "retract")
-        _texts(receipt_id, actor=actor, reason=reason)
+        receipt_id, fact_id, actor, reason = texts(receipt_id, fact_id, actor, reason)
         more = extra_arg(extra, ACTION_WIRE_KEYS)
         return self._record(
             "retract",
@@ -360,7 +361,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     def confirm(self, *, fact_id: str, actor: str, receipt_id: str | None = None) -> ConfirmEvent:
         """Lift a claimed fact out of quarantine (SPEC 2.4)."""
         check_writable(self, "confirm")
-        _texts(receipt_id, actor=actor)
+        receipt_id, fact_id, actor = texts(receipt_id, fact_id, actor)
         return self._record(
             "confirm",
             fact_id,
@@ -372,7 +373,7 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     ) -> HoldEvent:
         """Place a legal hold (SPEC 2.6): forget and sweep are refused until released."""
         check_writable(self, "hold")
-        _texts(receipt_id, actor=actor, reason=reason)
+        receipt_id, fact_id, actor, reason = texts(receipt_id, fact_id, actor, reason)
         return self._record(
             "hold",
             fact_id,
@@ -384,17 +385,9 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads):
     ) -> ReleaseEvent:
         """Release a legal hold."""
         check_writable(self, "release")
-        _texts(receipt_id, actor=actor, reason=reason)
+        receipt_id, fact_id, actor, reason = texts(receipt_id, fact_id, actor, reason)
         return self._record(
             "release",
             fact_id,
             lambda eid, tx: ReleaseEvent(eid, tx, fact_id, actor, reason, Source(receipt_id)),
         )
-
-
-def _texts(receipt_id: object = None, **values: object) -> None:
-    """The text arguments of a mutation; ``receipt_id`` may be None (no receipt)."""
-    for name, value in values.items():
-        text_arg(value, name, empty_ok=True)
-    if receipt_id is not None:  # as assert_fact: SPEC 1.1's receiptId is text or null
-        text_arg(receipt_id, "receipt_id", empty_ok=True)

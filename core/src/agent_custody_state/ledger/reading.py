@@ -22,6 +22,7 @@ from agent_custody_state.ledger.model import (
     handed,
     handed_fact,
 )
+from agent_custody_state.ledger.owned import key_values_args, read_key, read_keys
 from agent_custody_state.ledger.queries import (
     FactState,
     SweepPlan,
@@ -62,6 +63,7 @@ class LedgerReads:
         """What was believed valid at ``valid_at``, as the ledger knew it at ``tx_at`` (SPEC 2.2)."""
         if include not in ("all", "attested", "verified"):
             raise LedgerError('include must be "all", "attested" or "verified"', field="include")
+        read_keys(space=space, subject=subject, predicate=predicate)
         va = time_arg(valid_at, "valid_at")
         ta = time_arg(tx_at, "tx_at")
         if va is None or ta is None:  # the clock is read only when a time is left out
@@ -120,6 +122,7 @@ class LedgerReads:
 
     def get(self, fact_id: str) -> Fact | None:
         """A fact in any state (confirmed provenance shown, validTo from supersession), or None."""
+        fact_id = read_key(fact_id, "fact_id")
         return self.backend.consistent(lambda: self._get(fact_id))
 
     def _get(self, fact_id: str) -> Fact | None:
@@ -141,11 +144,11 @@ class LedgerReads:
 
     def held(self, fact_id: str) -> bool:
         """Whether the fact is on legal hold now (SPEC 2.6)."""
-        state = fact_states(self.backend, [fact_id]).get(fact_id)
+        state = fact_states(self.backend, [read_key(fact_id, "fact_id")]).get(fact_id)
         return bool(state and state.held)
 
     def is_retracted(self, fact_id: str) -> bool:
-        state = fact_states(self.backend, [fact_id]).get(fact_id)
+        state = fact_states(self.backend, [read_key(fact_id, "fact_id")]).get(fact_id)
         return bool(state and state.retracted)
 
     def current_external(self, fact_id: str) -> dict[str, str]:
@@ -155,6 +158,7 @@ class LedgerReads:
         mirror puts a fact back when a retraction makes it current again). Empty if unknown.
         Read on one snapshot, as ``get``: the facts below it and their events are one state's.
         """
+        fact_id = read_key(fact_id, "fact_id")
         return self.backend.consistent(lambda: self._current_external(fact_id))
 
     def _current_external(self, fact_id: str) -> dict[str, str]:
@@ -163,6 +167,7 @@ class LedgerReads:
 
     def history(self, fact_id: str) -> list[Event]:
         """The fact's assert, the asserts superseding it and every event citing it, oldest first."""
+        read_key(fact_id, "fact_id")
         return [
             handed(event, self.backend.keeps_objects) for event in self.backend.history(fact_id)
         ]
@@ -195,7 +200,7 @@ class LedgerReads:
     def key_values(self, key: KeyName, prefix: str = "", limit: int = 100) -> list[str]:
         """Values of a fact key (``subject``, ``predicate``, ``space``, ``factId``) of facts not
         forgotten, starting with ``prefix``, sorted, at most ``limit`` (for completions)."""
-        return self.backend.key_values(key, prefix, limit)
+        return self.backend.key_values(*key_values_args(key, prefix, limit))
 
     def count(self) -> int:
         return self.backend.count()
@@ -222,6 +227,7 @@ class LedgerReads:
         (default: now): what was believed (valid time) and when it was learned (transaction
         time). One indexed question on SQL, and one snapshot, as the as-of read."""
         ta = time_arg(tx_at, "tx_at")
+        read_keys(subject=read_key(subject, "subject"), predicate=predicate, space=space)
         return self.backend.consistent(
             lambda: self._timeline(subject, predicate=predicate, space=space, ta=ta)
         )
@@ -257,6 +263,7 @@ class LedgerReads:
     def status(self, fact_id: str) -> tuple[str, bool] | None:
         """``(state, held)`` of a fact now (``state`` as in ``timeline``), or None if unknown;
         read on one snapshot, as ``get``."""
+        fact_id = read_key(fact_id, "fact_id")
         return self.backend.consistent(lambda: self._status(fact_id))
 
     def _status(self, fact_id: str) -> tuple[str, bool] | None:

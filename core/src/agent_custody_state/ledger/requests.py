@@ -63,9 +63,12 @@ class AssertRequest:
             raise LedgerError(
                 f"a fact must be a mapping of assert_fact's arguments, not {type(item).__name__}"
             )
-        unknown = sorted(set(item) - _FIELDS)
+        unknown = set(item) - _FIELDS  # every key that is not text among them
         if unknown:
-            name = str(unknown[0])
+            odd = [type(k).__name__ for k in unknown if not isinstance(k, str)]
+            if odd:  # sorting them with text failed, and so did a key whose ``str`` raises
+                raise LedgerError(f"argument names must be text, not {odd[0]}")
+            name = str.__str__(sorted(unknown)[0])
             raise LedgerError(f"unknown argument {name!r}{did_you_mean(name, _FIELDS)}", field=name)
         missing = [name for name in _REQUIRED if name not in item]
         if missing:

@@ -157,9 +157,9 @@ def _build_server(config: Any, runtime: Any) -> Any:
 def _graceful_stop(
     stopping: threading.Event, request_stop: Callable[[], None] | None = None
 ) -> Iterator[None]:
-    """SIGTERM stops the server as cleanly as SIGINT: in-flight calls finish, the ledger closes
-    (SQLite checkpoints its WAL), the exit status is 0. Containers and service managers stop
-    with SIGTERM. The transports catch both signals while they serve (uvicorn for HTTP, the
+    """SIGTERM (and SIGHUP: a closed terminal) stops the server as cleanly as SIGINT: in-flight
+    calls finish, the ledger closes (SQLite checkpoints its WAL), the exit status is 0.
+    Containers and service managers stop with SIGTERM; uvicorn leaves SIGHUP to this handler. The transports catch both signals while they serve (uvicorn for HTTP, the
     stdio reader). Outside those windows (a signal before the transport listens for it, or
     uvicorn raising it again for the previous handler once it has stopped) this handler takes
     it: it records the stop (``stopping``, which the stdio reader checks when it starts) and asks
@@ -174,7 +174,9 @@ def _graceful_stop(
         if request_stop is not None:
             request_stop()
 
-    handled = (signal.SIGTERM, signal.SIGINT)
+    from agent_custody_state.server.stdio import stop_signals  # SIGHUP too, unless nohup
+
+    handled = stop_signals()
     previous = {sig: signal.signal(sig, handle) for sig in handled}
     try:
         yield

@@ -54,11 +54,13 @@ class Outstanding:
 
     def __init__(self) -> None:
         self.ids: Counter[Any] = Counter()
+        self.total = 0  # requests owed, an id reused in flight counted each time
         self._changed = anyio.Event()
 
     def read(self, request_id: Any) -> ServerMessageMetadata:
         """Count a request read; the metadata that settles it when it goes unanswered."""
         self.ids[request_id] += 1
+        self.total += 1
 
         async def unanswered() -> None:
             self.answered(request_id)
@@ -66,12 +68,20 @@ class Outstanding:
         return ServerMessageMetadata(on_request_unanswered=unanswered)
 
     def answered(self, request_id: Any) -> None:
+        if request_id not in self.ids:
+            return  # settled already, or never handed to the server
+        self.total -= 1
         if self.ids[request_id] > 1:
             self.ids[request_id] -= 1
         else:
             del self.ids[request_id]
         self._changed.set()
         self._changed = anyio.Event()
+
+    async def room(self, most: int) -> None:
+        """Wait until fewer than ``most`` requests are owed."""
+        while self.total >= most:
+            await self._changed.wait()
 
     async def drained(self, timeout: float) -> None:
         with anyio.move_on_after(timeout):

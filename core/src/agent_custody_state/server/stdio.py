@@ -3,8 +3,10 @@
 Newline-delimited JSON-RPC on stdin/stdout. A message longer than ``max_message_bytes`` is never
 held in memory: the reader keeps only its first and last 64 KiB (to find the request id), drops
 the rest up to the newline, answers that request with a JSON-RPC error and goes on serving.
-A line that is not JSON-RPC gets a parse error instead of silence. At the end of input the
-requests already read are answered (for up to 10 s) before the server stops.
+A line that is not JSON-RPC gets a parse error instead of silence (``stdio_messages``). At the
+end of input, or on SIGTERM, SIGINT or SIGHUP, the requests the server took are answered (for up
+to 10 s) before it stops. At most ``MAX_OWED`` requests are held at once: past that, stdin is not
+read until an answer is written, so a gateway that stops reading cannot grow the server's memory.
 
 Reading and writing wait on the event loop (a pipe, socket or terminal is polled, then read or
 written without blocking), so a call costs no thread hop; only a regular file as stdin or stdout
@@ -17,168 +19,102 @@ plugin cannot corrupt the protocol stream; both are restored on exit.
 from __future__ import annotations
 
 import contextlib
-import json
+import logging
 import os
-import re
 import select
 import signal
 import stat
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
+from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
 from agent_custody_state.server import rpcid
 from agent_custody_state.server.foreign import watched
-from agent_custody_state.server.rpcid import BAD_ID, bad_request_id, is_request_id
-
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-_KEEP = 64 * 1024  # bytes kept from each end of an oversized message, to find its id
-_READ_CHUNK = 1 << 16
-_DRAIN_SECONDS = 10  # at end of input, how long answers to requests already read are awaited
-
-_ID = r'(-?\d+|"(?:[^"\\]|\\.)*")'
-# The id is found only where it is certainly a top-level member: first (after an optional
-# "jsonrpc") or last before the closing brace. Anything else is answered with id null.
-_HEAD_ID = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID.encode())
-_TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID.encode() + rb"\s*\}\s*$")
-
-
-@dataclass
-class Oversized:
-    """A message dropped for its size: how big it was, and its two ends."""
-
-    size: int
-    head: bytes
-    tail: bytes
-
-    def request_id(self) -> Any:
-        match = _HEAD_ID.match(self.head) or _TAIL_ID.search(self.tail)
-        return json.loads(match.group(1)) if match else None
-
-
-class LineFramer:
-    """Split a byte stream into lines, replacing any line over ``limit`` bytes by ``Oversized``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._buf = bytearray()
-        self._dropping: Oversized | None = None
-
-    def feed(self, chunk: bytes) -> list[bytes | Oversized]:
-        out: list[bytes | Oversized] = []
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            if self._dropping is not None:
-                self._dropping.size += len(piece)
-                self._dropping.tail = (self._dropping.tail + piece)[-_KEEP:]
-            else:
-                self._buf += piece
-                if len(self._buf) > self.limit:
-                    data = bytes(self._buf)
-                    self._dropping = Oversized(len(data), data[:_KEEP], data[-_KEEP:])
-                    self._buf.clear()
-            if end < 0:
-                return out
-            if self._dropping is not None:
-                out.append(self._dropping)
-                self._dropping = None
-            else:
-                line = bytes(self._buf).rstrip(b"\r")
-                self._buf.clear()
-                if line.strip():
-                    out.append(line)
-            start = end + 1
-
-
-def _error(request_id: Any, code: int, message: str) -> SessionMessage:
-    return SessionMessage(
-        types.JSONRPCError(
-            jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
-        )
-    )
-
-
-def _parse(line: bytes) -> SessionMessage:
-    try:
-        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except Exception as exc:
-        return _refusal(line, exc)
-    if isinstance(message, types.JSONRPCNotification) and bad_request_id(line):
-        return _error(None, types.INVALID_REQUEST, BAD_ID)
-    return SessionMessage(message)
-
-
-#: What the SDK parser's refusal says -> what the caller is told.
-_REASONS = (
-    ("recursion limit exceeded", "nested too deeply (a memory value may nest 128 levels)"),
-    ("number out of range", "a number has more than 4300 digits; send it as a string"),
+from agent_custody_state.server.stdio_messages import (
+    TRANSPORT,
+    LineFramer,
+    Oversized,
+    answerable_id,
+    error_reply,
+    parse,
 )
 
+__all__ = ["LineFramer", "Oversized", "serve_stdio", "stdio_transport"]
 
-def _lenient_int(digits: str) -> int | None:
-    # Python will not read an integer of more than 4,300 digits; the request is refused anyway,
-    # so such a number reads as None and the rest of the message (its id) is still found.
-    return int(digits) if len(digits.lstrip("-")) <= 4300 else None
+log = logging.getLogger(__name__)
 
-
-def _surrogate_path(data: Any) -> str | None:
-    """Where the first string (or key) with a lone surrogate is, as ``params.arguments.s``."""
-    stack: list[tuple[Any, str]] = [(data, "")]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    return path or "(message)"
-        elif isinstance(item, dict):
-            for key, member in reversed(item.items()):
-                where = f"{path}.{key}" if path else str(key)
-                if _surrogate_path(key) is not None:
-                    return where
-                stack.append((member, where))
-        elif isinstance(item, list):
-            stack.extend(reversed([(m, f"{path}[{i}]") for i, m in enumerate(item)]))
-    return None
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+_READ_CHUNK = 1 << 16
+_DRAIN_SECONDS = 10  # at end of input, how long answers to requests already read are awaited
+#: The signals that stop the server as end of input does. SIGHUP too: a closed terminal or a
+#: dropped ssh session sends it, and its default action killed the server amid a write, the
+#: ledger left unclosed (unless it was ignored at start: ``stop_signals``).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def _refusal(line: bytes, exc: Exception) -> SessionMessage:
-    """The answer to a line the SDK's parser refused, with the request's id whenever it can be
-    found and the reason when it is one a caller can fix."""
-    detail = str(exc)
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """``STOP_SIGNALS`` less SIGHUP when this process was started ignoring it (``nohup``): the
+    operator asked that a closed terminal not stop the server, and a handler would undo that."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        return tuple(s for s in STOP_SIGNALS if s is not signal.SIGHUP)
+    return STOP_SIGNALS
+#: Requests the server holds at once, answered or not yet written. At this many, nothing more is
+#: read until one is answered and its answer written: a gateway that stops reading stdout and
+#: goes on writing requests held each one's task and answer in memory (1 GB per 5,000
+#: ``tools/list``). Its writes block instead, as a pipe's writer's do.
+MAX_OWED = 256
+
+
+class _Counted(ObjectReceiveStream[Any]):
+    """The messages read, as the server takes them: a request is owed an answer
+    (``rpcid.Outstanding``) from the moment the server has it. Counted when read instead, a
+    request a stop caught on its way to the server was owed for ever, and every such stop waited
+    the whole drain. At ``MAX_OWED`` owed, the server takes nothing more until one is settled."""
+
+    def __init__(self, inner: MemoryObjectReceiveStream[Any], owed: rpcid.Outstanding) -> None:
+        self._inner, self._owed = inner, owed
+
+    async def receive(self) -> Any:
+        await self._owed.room(MAX_OWED)  # the reader waits meanwhile, and reads nothing more
+        message = await self._inner.receive()
+        if isinstance(message, SessionMessage) and isinstance(
+            message.message, types.JSONRPCRequest
+        ):
+            message.metadata = self._owed.read(message.message.id)
+        return message
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _encoded(message: SessionMessage) -> bytes:
+    """``message`` as one line of JSON. One that cannot be written (a string that is not valid
+    Unicode, say) is logged and replaced by an error to the same request, or dropped when it is
+    no answer: one bad message must not end the writer, and with it the server."""
     try:
-        data = json.loads(line, parse_int=_lenient_int)
-    except ValueError:
-        return _error(None, types.PARSE_ERROR, f"parse error: {exc.__class__.__name__}")
-    except RecursionError:
-        # Valid JSON nested thousands deep: answering it must not end the server (the
-        # reader task would die with it), and the caller waits for its id, found the way
-        # an oversized message's is.
-        request_id = Oversized(len(line), line[:_KEEP], line[-_KEEP:]).request_id()
-        return _error(
-            request_id, types.PARSE_ERROR, "parse error: the message is nested too deeply"
+        data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+    except Exception:
+        log.exception("a message could not be written as JSON")
+        if not isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
+            return b""
+        request_id = message.message.id
+        reply = error_reply(
+            request_id if answerable_id(request_id) else None,
+            types.INTERNAL_ERROR,
+            "internal error: the answer could not be written as JSON",
         )
-    request_id = data.get("id") if isinstance(data, dict) else None
-    if not is_request_id(request_id):
-        request_id = None
-    reason = next((text for needle, text in _REASONS if needle in detail), None)
-    if reason is None and (where := _surrogate_path(data)) is not None:
-        reason = f"{where}: lone surrogate, pass valid Unicode"
-    message = "invalid JSON-RPC message" + (f": {reason}" if reason else "")
-    return _error(request_id, types.INVALID_REQUEST, message)
+        data = reply.message.model_dump_json(by_alias=True, exclude_unset=True)
+    return data.encode() + b"\n"
 
 
 def pollable(fd: int) -> bool:
@@ -262,11 +198,11 @@ async def stdio_transport(
     out_fd: int | None = None,
     stop_on_signals: bool = False,
     stop_requested: threading.Event | None = None,
-) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
+) -> AsyncIterator[tuple[ObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
     """Serve JSON-RPC over the process's stdin/stdout (or the given descriptors).
 
-    ``stop_on_signals``: SIGTERM and SIGINT end the input as end of file does (main thread
-    only): nothing more is read, calls already read are answered, then the transport closes.
+    ``stop_on_signals``: SIGTERM, SIGINT and SIGHUP end the input as end of file does (main
+    thread only): nothing more is read, calls already read are answered, then the transport closes.
     """
     claimed = in_fd is None and out_fd is None
     restore: list[tuple[int, int]] = []
@@ -297,11 +233,12 @@ async def stdio_transport(
             await outstanding.drained(_DRAIN_SECONDS)
 
     async def stop_on_signal() -> None:
-        # SIGTERM (containers, service managers) and SIGINT stop the server as end of input
-        # does: in-flight calls finish and are answered, then the server exits cleanly.
-        # Open until the transport closes: leaving it would give both signals their default
-        # action back, and a second signal would kill the server amid the calls being finished.
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        # SIGTERM (containers, service managers), SIGINT and SIGHUP (a closed terminal) stop the
+        # server as end of input does: in-flight calls finish and are answered, then the server
+        # exits cleanly. Open until the transport closes: leaving it would give the signals
+        # their default action back, and a second one would kill the server amid the calls
+        # being finished.
+        with anyio.open_signal_receiver(*stop_signals()) as signals:
             if stop_requested is not None and stop_requested.is_set():
                 reading.cancel()  # the signal came before this receiver listened
             async for _ in signals:
@@ -316,7 +253,7 @@ async def stdio_transport(
         for item in framer.feed(chunk):
             if isinstance(item, Oversized):
                 await reply_send.send(
-                    _error(
+                    error_reply(
                         item.request_id(),
                         types.INVALID_REQUEST,
                         f"message too large: {item.size} bytes; the limit is "
@@ -324,19 +261,19 @@ async def stdio_transport(
                     )
                 )
                 continue
-            message = _parse(item)
-            if isinstance(message.message, types.JSONRPCError):
+            message, refused = parse(item)
+            if refused:
                 await reply_send.send(message)
-            else:
-                request = message.message
-                if isinstance(request, types.JSONRPCRequest):
-                    if handshake.refuses(request.method, request.id):
-                        await reply_send.send(
-                            _error(request.id, types.INVALID_REQUEST, rpcid.ALREADY_INITIALIZED)
-                        )
-                        continue
-                    message.metadata = outstanding.read(request.id)
-                await read_send.send(message)
+                continue
+            request = message.message
+            if isinstance(request, types.JSONRPCRequest) and handshake.refuses(
+                request.method, request.id
+            ):
+                await reply_send.send(
+                    error_reply(request.id, types.INVALID_REQUEST, rpcid.ALREADY_INITIALIZED)
+                )
+                continue
+            await read_send.send(message)  # a request is owed once the server has it (_Counted)
 
     written = anyio.Event()
     polled = pollable(out_fd)
@@ -346,13 +283,15 @@ async def stdio_transport(
         try:
             async with write_recv:
                 async for message in write_recv:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    data = _encoded(message)
                     try:
-                        if not gone:
-                            await _write(out_fd, data.encode() + b"\n", polled)
+                        if not gone and data:
+                            await _write(out_fd, data, polled)
                     except (BrokenPipeError, ConnectionResetError):
                         gone = True
                         reading.cancel()
+                    if message.metadata is TRANSPORT:
+                        continue  # the transport's own answer: no request of the server's
                     if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
                         outstanding.answered(message.message.id)
                         ok = isinstance(message.message, types.JSONRPCResponse)
@@ -366,7 +305,7 @@ async def stdio_transport(
             tg.start_soon(writer)
             if stop_on_signals and threading.current_thread() is threading.main_thread():
                 tg.start_soon(stop_on_signal)
-            yield read_recv, write_send
+            yield _Counted(read_recv, outstanding), write_send
             # Let the last answers reach stdout before stopping (the reader is usually done:
             # stdin closed is what ended the server).
             await write_send.aclose()

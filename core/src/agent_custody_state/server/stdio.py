@@ -68,6 +68,8 @@ def stop_signals() -> tuple[signal.Signals, ...]:
     if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
         return tuple(s for s in STOP_SIGNALS if s is not signal.SIGHUP)
     return STOP_SIGNALS
+
+
 #: Requests the server holds at once, answered or not yet written. At this many, nothing more is
 #: read until one is answered and its answer written: a gateway that stops reading stdout and
 #: goes on writing requests held each one's task and answer in memory (1 GB per 5,000

@@ -24,9 +24,11 @@ import pytest
 import uvicorn
 from servertest import CLI, HEADERS, INIT, HttpServer, start_http
 
+from agent_custody_state import Ledger
 from agent_custody_state.cli import build_parser
 from agent_custody_state.config import ConfigError, load_config
 from agent_custody_state.server.drain import DrainingServer
+from agent_custody_state.server.http import create_memory_http_server
 
 DRAINING = (503, {"status": "not_ready", "reason": "draining"})
 
@@ -160,6 +162,22 @@ def test_signals_during_a_delay_in_order() -> None:
     assert server.should_exit and not server.force_exit  # the delay ends: the usual drain
     server.handle_exit(signal.SIGINT, None)
     assert server.force_exit  # a further Ctrl-C cuts the drain short, as uvicorn's does
+
+
+def test_a_sigterm_the_command_caught_drains_as_uvicorns_would() -> None:
+    """The server is announced before uvicorn puts its signal handlers in place; a SIGTERM in
+    between reached the command's own handler, which stopped the server at once, the delay
+    skipped (seen as a refused ``/readyz`` probe right after start on a loaded machine). It is
+    now handed to the server as uvicorn's handler would take it."""
+    server = create_memory_http_server(Ledger("memory:"), port=0, shutdown_delay=5)
+    server._uvicorn = draining_server(5)
+    server.request_stop(signal.SIGTERM)
+    assert server._uvicorn.stopping and not server._uvicorn.should_exit  # draining
+    assert server.readiness is not None and server.readiness.draining()
+    server.request_stop(signal.SIGTERM)  # a second one ends the delay
+    assert server._uvicorn.should_exit and not server._uvicorn.force_exit
+    server.request_stop()  # close(), a test: at once
+    assert server._uvicorn.should_exit
 
 
 @pytest.mark.parametrize(("delay", "sig"), [(0, signal.SIGTERM), (5, signal.SIGINT)])

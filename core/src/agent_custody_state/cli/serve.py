@@ -155,7 +155,7 @@ def _build_server(config: Any, runtime: Any) -> Any:
 
 @contextmanager
 def _graceful_stop(
-    stopping: threading.Event, request_stop: Callable[[], None] | None = None
+    stopping: threading.Event, request_stop: Callable[[int], None] | None = None
 ) -> Iterator[None]:
     """SIGTERM (and SIGHUP: a closed terminal) stops the server as cleanly as SIGINT: in-flight
     calls finish, the ledger closes (SQLite checkpoints its WAL), the exit status is 0.
@@ -169,10 +169,10 @@ def _graceful_stop(
         yield
         return
 
-    def handle(_sig: int, _frame: object) -> None:
+    def handle(sig: int, _frame: object) -> None:
         stopping.set()
         if request_stop is not None:
-            request_stop()
+            request_stop(sig)  # as uvicorn's handler takes it: a SIGTERM drains first
 
     from agent_custody_state.server.stdio import stop_signals  # SIGHUP too, unless nohup
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from agent_custody_state.extras.bundles import ReceiptSummary, time_key
 from agent_custody_state.extras.jsview import compact, pad, text
-from agent_custody_state.extras.ledgerview import all_facts, believed_ids, wire
+from agent_custody_state.extras.ledgerview import Snapshot, fresh, wire
 from agent_custody_state.ledger.ledger import Ledger
-from agent_custody_state.ledger.model import Fact, RetractEvent
+from agent_custody_state.ledger.model import Event, Fact, RetractEvent
 
 
 @dataclass
@@ -36,47 +36,71 @@ class BlastRadius:
         }
 
 
-def blast_radius(ledger: Ledger, receipts: list[ReceiptSummary], fact_id: str) -> BlastRadius:
+def blast_radius(
+    ledger: Ledger,
+    receipts: list[ReceiptSummary],
+    fact_id: str,
+    known: Snapshot | None = None,
+) -> BlastRadius:
     """The walk of SPEC-EXTRAS 2; ``receipts`` sorted by timestamp (``load_summaries``).
     The ledger is read at one moment (``EventBackend.reading``): a forget committed by another
     process between two of its questions would otherwise pair a value read before it with a
-    state read after it."""
+    state read after it. ``known``: a snapshot the caller read (``ledgerview.Snapshot``), used
+    while the ledger is unchanged; the walk of several facts then reads the ledger once."""
     with ledger.backend.reading():
-        facts = all_facts(ledger)
-        believed = believed_ids(ledger)
+        snap = fresh(ledger, known)
         history = ledger.history(fact_id)
-    by_id = {f.fact_id: f for f in facts}
-    seen = {fact_id}
+    return walk(snap, receipts, fact_id, history)
+
+
+class Shown:
+    """The receipts (``load_summaries``' order) indexed by the facts each was shown, built once
+    for every walk over them (a page's facts, a review's pages)."""
+
+    def __init__(self, receipts: list[ReceiptSummary]) -> None:
+        self.position = {id(r): i for i, r in enumerate(receipts)}
+        self.by_fact: dict[str, list[ReceiptSummary]] = {}
+        for r in receipts:
+            for i in dict.fromkeys(i for i in r.consumed if isinstance(i, str)):
+                self.by_fact.setdefault(i, []).append(r)
+
+
+def walk(
+    snap: Snapshot,
+    receipts: list[ReceiptSummary] | Shown,
+    fact_id: str,
+    history: list[Event],
+) -> BlastRadius:
+    """The fixpoint of SPEC-EXTRAS 2, in rounds as the original computes it (its order is
+    theirs): each round adds the calls shown a fact added in the round before, then the facts
+    those calls wrote. With the receipts indexed by the facts they were shown (``Shown``), each
+    receipt and fact is looked at a bounded number of times, not once per round (a chain of
+    calls each shown what the one before wrote took rounds x (receipts + facts))."""
+    shown = receipts if isinstance(receipts, Shown) else Shown(receipts)
+    position, by_fact = shown.position, shown.by_fact
     hit: dict[Any, ReceiptSummary] = {}
     derived: dict[str, Fact] = {}
-    grew = True
-    while grew:
-        grew = False
-        for r in receipts:
-            if r.receipt_id in hit or not any(_hashable(i) and i in seen for i in r.consumed):
-                continue
-            hit[r.receipt_id] = r
-            grew = True
-        for f in facts:
-            source = f.source.receipt_id
-            if f.fact_id == fact_id or f.fact_id in derived or not source or source not in hit:
-                continue
-            derived[f.fact_id] = f
-            seen.add(f.fact_id)
-            grew = True
+    added = [fact_id]
+    while added:
+        calls = {id(r): r for i in added for r in by_fact.get(i, ()) if r.receipt_id not in hit}
+        new = sorted(calls.values(), key=lambda r: position[id(r)])
+        for r in new:
+            hit.setdefault(r.receipt_id, r)
+        fresh_ids = dict.fromkeys(r.receipt_id for r in new)
+        added = []
+        for f in snap.sourced(fresh_ids):
+            if f.fact_id != fact_id and f.fact_id not in derived:
+                derived[f.fact_id] = f
+                added.append(f.fact_id)
     retraction = next((e for e in history if isinstance(e, RetractEvent)), None)
     derived_facts = list(derived.values())
     return BlastRadius(
-        fact=by_id.get(fact_id),
+        fact=snap.by_id.get(fact_id),
         receipts=sorted(hit.values(), key=lambda r: time_key(r.timestamp)),
         derived_facts=derived_facts,
         retraction=retraction,
-        still_believed=[f for f in derived_facts if f.fact_id in believed],
+        still_believed=[f for f in derived_facts if f.fact_id in snap.believed],
     )
-
-
-def _hashable(value: Any) -> bool:
-    return isinstance(value, str | int | float | bool) or value is None
 
 
 def fact_line(fact_id: str, fact: Fact | None) -> str:

@@ -25,14 +25,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_custody_state.canonical import canonical_bytes, js_json
 from agent_custody_state.extras.bundles import decode_statement
 from agent_custody_state.extras.jsview import at, compact, parse
+from agent_custody_state.extras.ledgerview import Snapshot, fresh
 from agent_custody_state.ledger.ledger import Ledger
+from agent_custody_state.ledger.model import Fact
 from agent_custody_state.signing import b64decode_lenient
 
 #: What an operator reads next to a receipt that held an erased value.
@@ -101,14 +103,27 @@ class Erasures:
         return self.by_digest.get(digest)
 
 
-def erasures(ledger: Ledger | None) -> Erasures | None:
-    """The forgotten facts of ``ledger`` (``None`` without a ledger)."""
+def erasures(ledger: Ledger | None, known: Snapshot | None = None) -> Erasures | None:
+    """The forgotten facts of ``ledger`` (``None`` without a ledger). ``known``: a snapshot the
+    caller read, used while the ledger holds exactly its events (``ledgerview.fresh``)."""
     if ledger is None:
         return None
-    out = Erasures()
+    if known is not None:
+        with ledger.backend.reading():
+            snap = fresh(ledger, known)
+        if "erasures" not in snap.memo:
+            snap.memo["erasures"] = erasures_of(snap.facts)
+        found: Erasures = snap.memo["erasures"]
+        return found
     with ledger.backend.reading():
         ledger.backend.refresh()
         facts = ledger.facts()
+    return erasures_of(facts)
+
+
+def erasures_of(facts: Iterable[Fact]) -> Erasures:
+    """The forgotten facts among ``facts``, indexed (``Erasures``)."""
+    out = Erasures()
     for f in facts:
         if f.forgotten is None:
             continue
@@ -286,6 +301,7 @@ __all__ = [
     "Erasures",
     "TextMarker",
     "erasures",
+    "erasures_of",
     "redact",
     "redacted_bundle",
 ]

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.canonical import js_key_order
-from agent_custody_state.extras.blast import blast_radius
+from agent_custody_state.extras.blast import Shown, walk
 from agent_custody_state.extras.bundles import (
+    ReceiptSummary,
     decode_statement,
     load_bundle,
     load_summaries,
@@ -34,7 +35,7 @@ from agent_custody_state.extras.erased import (
 )
 from agent_custody_state.extras.erased import erasures as erasures  # the CLI's import
 from agent_custody_state.extras.jsview import at, compact, items, parse, text, truthy
-from agent_custody_state.extras.ledgerview import all_facts, get_fact, status_of
+from agent_custody_state.extras.ledgerview import Snapshot, fresh, get_fact, status_of
 from agent_custody_state.extras.verify import VerifyResult
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.signing import b64decode_lenient
@@ -58,9 +59,20 @@ def read_receipt(directory: str | os.PathLike[str], receipt_id: str) -> Any:
 
 
 def build_action_pack(
-    directory: str | os.PathLike[str], receipt_id: str, ledger: Ledger | None = None
+    directory: str | os.PathLike[str],
+    receipt_id: str,
+    ledger: Ledger | None = None,
+    known: Snapshot | None = None,
+    summaries: list[ReceiptSummary] | Shown | None = None,
+    *,
+    bundles: bool = True,
 ) -> dict[str, Any]:
-    """The pack of SPEC-EXTRAS 3.1; a missing or unreadable receipt file raises."""
+    """The pack of SPEC-EXTRAS 3.1; a missing or unreadable receipt file raises. ``known``
+    and ``summaries``: the ledger's snapshot and the directory's receipts (indexed: ``Shown``),
+    read once by a caller building many packs (``review``); the snapshot is used while the
+    ledger is unchanged, the summaries as given. ``bundles=False``: the downstream receipts
+    are not read into ``receipts`` (the review's pages show none of them; reading them made a
+    page cost as many file reads as its call has later calls)."""
     receipt = read_receipt(directory, receipt_id)
     predicate = at(decode_statement(receipt), "predicate")
     consumed_ids = at(predicate, "consumed", "factIds")
@@ -74,24 +86,30 @@ def build_action_pack(
     if ledger is None:
         consumed["unknown"].extend(consumed_ids)
     else:
-        summaries = load_summaries(directory)
+        if isinstance(summaries, Shown):
+            shown = summaries
+        else:
+            shown = Shown(load_summaries(directory) if summaries is None else summaries)
         # One moment of the ledger (``EventBackend.reading``): a forget another process
         # commits meanwhile never pairs a value read before it with a status read after it.
+        # The ledger is read once (``Snapshot``), not once per fact this call wrote.
         with ledger.backend.reading():
+            snap = fresh(ledger, known)
             for fact_id in consumed_ids:
                 fact = get_fact(ledger, fact_id) if isinstance(fact_id, str) else None
                 if fact is not None:
                     consumed["facts"].append(fact.to_dict())
                 else:
                     consumed["unknown"].append(fact_id)
-            mine = [f for f in all_facts(ledger) if f.source.receipt_id == receipt_id]
+            mine = snap.written_by(receipt_id)
             seen_receipts: dict[Any, Any] = {}
             seen_facts: dict[str, Any] = {}
             believed: set[str] = set()
             for fact in mine:
                 written.append(fact.to_dict())
-                status[fact.fact_id] = status_of(ledger.history(fact.fact_id), fact)
-                radius = blast_radius(ledger, summaries, fact.fact_id)
+                history = ledger.history(fact.fact_id)
+                status[fact.fact_id] = status_of(history, fact)
+                radius = walk(snap, shown, fact.fact_id, history)
                 for r in radius.receipts:
                     seen_receipts[r.receipt_id] = r
                 for d in radius.derived_facts:
@@ -106,7 +124,7 @@ def build_action_pack(
         wanted = {r.receipt_id for r in ordered} | {
             f.source.receipt_id for f in seen_facts.values() if f.source.receipt_id
         }
-        for rid in sorted(wanted):
+        for rid in sorted(wanted) if bundles else ():
             try:
                 receipts[rid] = read_receipt(directory, rid)
             except (OSError, ValueError):

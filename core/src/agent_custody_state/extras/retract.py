@@ -6,6 +6,8 @@ checked gone, and whatever a retraction makes current again is put back. All ret
 the one reason, actor and receipt id given. A derived fact that was superseded by another derived
 fact becomes current again when its superseder is retracted; it is derived too, so it is
 retracted in turn, until no derived fact is believed. The root fact itself is left alone.
+Each round looks below what it retracted (``uncovered_by``), and at every belief only when that
+finds nothing, so the rounds of a long chain do not each read the whole ledger.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from agent_custody_state.extras.blast import BlastRadius
 from agent_custody_state.extras.jsview import compact, text
 from agent_custody_state.extras.ledgerview import believed_ids
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, RetractEvent
 from agent_custody_state.stores.flows import Custody, Removal
 
@@ -92,6 +95,7 @@ async def apply(
     queue = [(f, False) for f in blast.still_believed]
     tried: set[str] = set()
     while queue:
+        this_round = [fact.fact_id for fact, _ in queue]
         for fact, uncovered in queue:
             tried.add(fact.fact_id)
             item = Retracted(fact, uncovered=uncovered)
@@ -102,9 +106,41 @@ async def apply(
             except LedgerError as exc:  # e.g. another process retracted it meanwhile
                 item.error = str(exc)
             report.items.append(item)
-        believed = await custody.run(believed_ids, custody.ledger)
-        queue = [(derived[i], True) for i in derived if i in believed and i not in tried]
+        found = await custody.run(uncovered_by, custody.ledger, this_round, derived, tried)
+        if not found:  # nothing made current below this round's: one look at every belief
+            believed = await custody.run(believed_ids, custody.ledger)
+            found = {i for i in derived if i in believed and i not in tried}
+        queue = [(derived[i], True) for i in derived if i in found]
     return report
+
+
+def uncovered_by(
+    ledger: Ledger, retracted: list[str], derived: dict[str, Fact], tried: set[str]
+) -> set[str]:
+    """The derived facts not yet tried that retracting ``retracted`` made current again: below
+    each, down its ``supersedes`` links past those retracted or forgotten, the first fact still
+    standing, when an as-of of its subject and predicate believes it. Asked per round instead
+    of an as-of of the whole ledger, which made a chain of k derived replacements (a value each
+    call updated) cost k passes over every fact; the whole ledger is looked at only when a
+    round uncovers nothing (``apply``), so a derived belief current for another reason is still
+    retracted before the run ends."""
+    found: set[str] = set()
+    for fact_id in retracted:
+        below: str | None = fact_id
+        seen: set[str] = set()
+        while below is not None and below not in seen:
+            seen.add(below)
+            event = ledger.backend.get_assert(below)
+            if event is None or not (event.fact.forgotten or ledger.is_retracted(below)):
+                break
+            below = event.supersedes
+        if below is None or below not in derived or below in tried or below in found:
+            continue
+        f = derived[below]
+        now = ledger.as_of(space=f.space, subject=f.subject, predicate=f.predicate)
+        if any(g.fact_id == below for g in now):
+            found.add(below)
+    return found
 
 
 def format_report(report: RetractReport) -> str:

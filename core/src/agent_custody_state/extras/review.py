@@ -17,17 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_custody_state.extras.blast import Shown
 from agent_custody_state.extras.bundles import (
     RECEIPT_ID,
     BundleError,
     bundle_files,
     decode_statement,
+    load_summaries,
     read_json,
     time_key,
 )
 from agent_custody_state.extras.erased import Erasures, erasures, redacted_bundle
 from agent_custody_state.extras.explain import LABEL_WIDTH, build_action_pack, format_explain
 from agent_custody_state.extras.jsview import at, text
+from agent_custody_state.extras.ledgerview import Snapshot, fresh
 from agent_custody_state.extras.verify import VerifyOptions, VerifyResult, verify_bundle
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.signing import well_formed
@@ -261,13 +264,60 @@ def _raw_link(raw: str, hidden: bool) -> str:
     )
 
 
-def receipt_page(o: ReviewOptions, receipt_id: str, back: str, raw: str) -> str:
-    pack = build_action_pack(o.receipts_dir, receipt_id, o.ledger)
-    erased = erasures(o.ledger)  # after the pack: a forget meanwhile is hidden too
+class ReviewRun:
+    """What building many pages reads once (``review --out``): the receipts' summaries, and the
+    ledger's snapshot, renewed whenever the ledger holds other events than it was read from
+    (``ledgerview.fresh``: a forget committed during the run is hidden from the next page on,
+    as it is from the page being built when it lands before its erasures are read). Before,
+    each page read the whole ledger several times (its pack, each written fact's blast radius,
+    its erasures, and again for its ``.json``) and every receipt file (the summaries): a run
+    cost receipts x (events + receipts). A run made for one page (the server's) reads the
+    ledger for that page alone."""
+
+    def __init__(self, o: ReviewOptions) -> None:
+        self.options = o
+        self.known: Snapshot | None = None
+        self._shown: Shown | None = None
+
+    def shown(self) -> Shown:
+        if self._shown is None:
+            self._shown = Shown(load_summaries(self.options.receipts_dir))
+        return self._shown
+
+    def _refresh(self, ledger: Ledger) -> Snapshot:
+        with ledger.backend.reading():
+            self.known = fresh(ledger, self.known)
+        return self.known
+
+    def pack(self, receipt_id: str) -> dict[str, Any]:
+        o = self.options
+        if o.ledger is None:
+            return build_action_pack(o.receipts_dir, receipt_id, bundles=False)
+        known = self._refresh(o.ledger)
+        return build_action_pack(
+            o.receipts_dir, receipt_id, o.ledger, known, self.shown(), bundles=False
+        )
+
+    def erased(self) -> Erasures | None:
+        """The ledger's forgotten facts now (``erased.erasures``), from the snapshot while the
+        ledger is unchanged."""
+        ledger = self.options.ledger
+        if ledger is None or self.known is None:
+            return erasures(ledger)
+        return erasures(ledger, self._refresh(ledger))
+
+
+def receipt_page(
+    o: ReviewOptions, receipt_id: str, back: str, raw: str, run: ReviewRun | None = None
+) -> str:
+    run = run if run is not None else ReviewRun(o)
+    pack = run.pack(receipt_id)
+    erased = run.erased()  # after the pack: a forget meanwhile is hidden too
     return render_receipt(pack, verification(pack["receipt"], o), o, back, raw, erased)
 
 
-def served_bundle(o: ReviewOptions, receipt_id: str) -> Any:
+def served_bundle(o: ReviewOptions, receipt_id: str, run: ReviewRun | None = None) -> Any:
     """The bundle ``/r/<id>.json`` and ``r/<id>.json`` hold: the listed receipt
     (``listed_receipt``) with the values the ledger has forgotten hidden (``redacted_bundle``)."""
-    return redacted_bundle(listed_receipt(o, receipt_id), erasures(o.ledger))[0]
+    found = run.erased() if run is not None else erasures(o.ledger)
+    return redacted_bundle(listed_receipt(o, receipt_id), found)[0]

@@ -32,6 +32,7 @@ from agent_custody_state.extras.jsview import pretty
 from agent_custody_state.extras.review import (
     CSP,
     ReviewOptions,
+    ReviewRun,
     list_receipts,
     listed_receipt,
     receipt_page,
@@ -199,10 +200,12 @@ def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str,
     reviewfiles.check_apart(folder, o.receipts_dir)  # never written over the receipts
     earlier = reviewfiles.earlier_pages(folder)
     rows = list_receipts(o)
+    run = ReviewRun(o)  # the ledger and the summaries read once for every page
     for row in rows:
         rid = row.receipt_id
-        _replace(folder / "r" / f"{rid}.html", receipt_page(o, rid, "../index.html", f"{rid}.json"))
-        _replace(folder / "r" / f"{rid}.json", pretty(served_bundle(o, rid)))
+        html = receipt_page(o, rid, "../index.html", f"{rid}.json", run)
+        _replace(folder / "r" / f"{rid}.html", html)
+        _replace(folder / "r" / f"{rid}.json", pretty(served_bundle(o, rid, run)))
     reviewfiles.remove(folder, earlier - reviewfiles.pages(r.receipt_id for r in rows))
     index = render_index(rows, o, lambda rid: f"r/{rid}.html")
     _replace(folder / "index.html", reviewfiles.marked(index))

@@ -98,6 +98,15 @@ class DrainingServer(uvicorn.Server):
         else:
             super().handle_exit(sig, frame)
 
+    def stop_signal(self, sig: int | None) -> None:
+        """A stop asked outside uvicorn's signal handlers: ``sig``, a signal the command caught
+        before those were in place (the server already announced: a SIGTERM there skipped
+        ``delay``), is taken as they take it; None stops at once (``close``, a test)."""
+        if sig is None or self.should_exit:
+            self.should_exit = True
+        else:
+            self.handle_exit(sig, None)
+
     async def on_tick(self, counter: int) -> bool:
         if self.delay_ends is not None and not self._told:  # logged here, not in the handler
             self._told = True

@@ -297,12 +297,12 @@ class MemoryHttpServer:
             raise RuntimeError(f"the HTTP memory server did not start: {failure or 'timeout'}")
         return self
 
-    def request_stop(self) -> None:
-        """Ask the server to stop (safe from a signal handler); before ``serve`` has started,
-        the stop is remembered and ``serve`` returns as soon as it has started."""
-        self._stop_requested = True
-        if self._uvicorn is not None:
-            self._uvicorn.should_exit = True
+    def request_stop(self, sig: int | None = None) -> None:
+        """Stop (safe from a signal handler); ``sig`` as uvicorn takes it (``stop_signal``)."""
+        if self._uvicorn is None:
+            self._stop_requested = True  # ``serve`` returns as soon as it has started
+        else:
+            self._uvicorn.stop_signal(sig)
 
     def close(self) -> None:
         if self._uvicorn is not None:

@@ -7,10 +7,16 @@ section is an explicit ``BEGIN`` (the dialect adds its write lock) ... ``COMMIT`
 validate-then-append is one database transaction. Statements run on the driver's cursor (see
 ``Prepared`` in ``schema``), not through SQLAlchemy's execution layer, which costs several times
 an indexed lookup.
+
+A process forked after the open never uses the parent's connection (``forked``): its first
+statement opens one of its own, and the section and snapshot state a thread of the parent had at
+the fork is not the child's (``_after_fork``).
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -19,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from agent_custody_state.plugin import EventBackend, EventBackendError, ReentrantTransactions
-from agent_custody_state_sql import readonly
+from agent_custody_state_sql import forked, readonly
 from agent_custody_state_sql.schema import Prepared
 
 T = TypeVar("T")
@@ -56,6 +62,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._solo: list[tuple[Prepared, dict[str, Any] | None, list[Any]]] | None = None
         self._cur: Any = None  # the cursor every statement reuses (``_cursor``)
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self._pid = os.getpid()  # the process the connection was opened in
         try:
             self._conn: Connection = engine.connect()
         except sa.exc.SQLAlchemyError as exc:
@@ -67,6 +74,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         except BaseException:
             self.close()
             raise
+        forked.watch(self)
 
     # -- dialect hooks -----------------------------------------------------------------------
 
@@ -89,6 +97,10 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         """Whether the driver connection is dead (the dialect knows how to tell)."""
         return False
 
+    def _forsake(self, raw: Any) -> None:
+        """Make the driver connection ``raw``, inherited from the parent process, harmless to
+        the parent whatever happens to it here (PostgreSQL: ``forked.blind`` its socket)."""
+
     def _commit_statement(self) -> str:
         """What ends a write section; it must return only once the section is durable
         (PostgreSQL may add a flush that runs after the commit has released the locks)."""
@@ -107,6 +119,8 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         with self._lock:
             if self._closed:
                 raise EventBackendError(f"ledger {self.location} is closed")
+            if self._pid != os.getpid():
+                self._adopt()
             try:
                 return fn()
             except UnicodeEncodeError as exc:
@@ -127,13 +141,55 @@ class SqlConnection(ReentrantTransactions, EventBackend):
                 raise EventBackendError(f"{self.location}: {self._reason(exc)}") from None
 
     def _reconnect(self) -> None:
-        with suppress(Exception):
-            self._conn.invalidate()
+        """Replace the connection (a subclass resets its per-connection caches first). One
+        inherited from another process is set aside, never closed (``_leave_inherited``)."""
+        if self._pid == os.getpid():
+            with suppress(Exception):
+                self._conn.invalidate()
+        else:
+            self._leave_inherited()
         self._cur = None
         self._conn = self._engine.connect()
         self._raw = self._conn.connection.driver_connection
         if self.read_only:
             readonly.enter(self._raw, self._engine.dialect.name)
+        self._pid = os.getpid()
+
+    # -- a process forked after the open (``forked``) -------------------------------------------
+
+    def _adopt(self) -> None:
+        """First use in a forked child: a connection of its own (the caller holds ``_lock``)."""
+        try:
+            self._reconnect()
+        except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+            raise EventBackendError(
+                f"cannot open {self.location} in this process: {self._reason(exc)}"
+            ) from None
+
+    def _leave_inherited(self) -> None:
+        """Set the parent's connection aside: kept referenced, made harmless, never used."""
+        if isinstance(self._raw, forked.Gone):
+            return
+        forked.keep(self._conn, self._raw, self._cur)
+        with suppress(Exception):
+            self._forsake(self._raw)
+        gone = forked.Gone(self._driver_error, self.location)
+        self._conn, self._raw, self._cur = gone, gone, None  # type: ignore[assignment]
+
+    def _after_fork(self) -> None:
+        """In a child, at the fork (``forked.watch``): no thread of the parent exists here, so
+        the lock a parent's thread may have held is replaced, and no section or snapshot is
+        open. A section the forking thread itself was inside is not continued: its appends are
+        refused (``_require_transaction``), and its commit or rollback never reaches the
+        parent's connection (set aside here, before anything can use it)."""
+        if self._closed:
+            return
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._section_keys = None
+        self._in_read = False
+        self._solo = None
+        self._leave_inherited()
 
     def _rows(self, q: Prepared, params: dict[str, Any] | None = None) -> list[Any]:
         def run() -> list[Any]:
@@ -258,6 +314,8 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         if self._closed:
             raise EventBackendError(f"ledger {self.location} is closed")
         readonly.refuse_section(self.read_only, self.location)
+        if self._pid != os.getpid():
+            self._adopt()
         try:
             try:
                 self._begin_write()
@@ -313,6 +371,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
             if self._closed:
                 return
             self._closed = True
+            if self._pid != os.getpid():  # the parent's: set aside, not closed
+                self._leave_inherited()
+                return
             try:
                 self._conn.close()
             finally:

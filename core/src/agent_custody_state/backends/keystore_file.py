@@ -15,6 +15,12 @@ Settings chosen for erasure and durability:
 * ``synchronous=FULL``: every write is on disk when the call returns;
 * the file is created with mode 0600 (the keys are secrets), and its ``application_id`` marks it,
   so a path that names some other SQLite database is refused instead of written into.
+
+A process forked after the open never uses the parent's connection (SQLite forbids carrying one
+across ``fork()``: its lock bookkeeping is the parent's): the first use in the child opens its
+own, and the inherited one is kept referenced, never closed there (its close could act on files
+the parent is using). At the fork the child gets a new lock (``os.register_at_fork``): one a
+thread of the parent held would never be released in the child.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -51,6 +58,10 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS doomed (kid TEXT PRIMARY KEY, fact_id TEXT NOT NULL) WITHOUT ROWID",
 )
 _IDS = "(SELECT value FROM json_each(?))"
+
+#: Connections inherited across fork(), set aside in this process: referenced, never closed.
+_INHERITED: list[Any] = []
+_OPEN: weakref.WeakSet[FileKeyStore] = weakref.WeakSet()
 
 
 def _sqlite() -> ModuleType:
@@ -91,19 +102,37 @@ class FileKeyStore(KeyStore):
             raise KeyStoreError(f"key store {self.location}: {exc.strerror or exc}") from None
         self._lock = threading.Lock()
         self._closed = False
-        driver = _sqlite()
-        self._error: type[Exception] = driver.Error
-        try:
-            self._conn: sqlite3.Connection = driver.connect(
-                str(self.path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-        except driver.Error as exc:
-            raise KeyStoreError(f"key store {self.location}: {exc}") from None
+        self._timeout = busy_timeout
+        self._error: type[Exception] = _sqlite().Error
+        self._conn: sqlite3.Connection = self._connect()
+        self._pid = os.getpid()  # the process the connection was opened in
         try:
             self._run(self._setup)
         except BaseException:
             self.close()
             raise
+        _OPEN.add(self)
+
+    def _connect(self) -> sqlite3.Connection:
+        driver = _sqlite()
+        try:
+            conn: sqlite3.Connection = driver.connect(
+                str(self.path), timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            return conn
+        except driver.Error as exc:
+            raise KeyStoreError(f"key store {self.location}: {exc}") from None
+
+    def _leave_inherited(self) -> None:
+        """Set the parent's connection aside in a forked child (see the module docstring)."""
+        if self._conn is not None:
+            _INHERITED.append(self._conn)
+            self._conn = None  # type: ignore[assignment]  # the next ``_run`` connects
+
+    def _after_fork(self) -> None:
+        if not self._closed:
+            self._lock = threading.Lock()
+            self._leave_inherited()
 
     def local_files(self) -> list[str]:
         """The key file and its rollback journal, by the file's own name (SQLite keeps the
@@ -148,6 +177,14 @@ class FileKeyStore(KeyStore):
         with self._lock:
             if self._closed:
                 raise KeyStoreError(f"key store {self.location} is closed")
+            if self._pid != os.getpid():  # forked: a connection of this process's own
+                self._leave_inherited()
+                self._conn = self._connect()
+                try:
+                    self._setup()  # the per-connection settings (and nothing to create)
+                except self._error as exc:
+                    raise KeyStoreError(f"key store {self.location}: {exc}") from None
+                self._pid = os.getpid()
             try:
                 return fn()
             except self._error as exc:
@@ -226,8 +263,11 @@ class FileKeyStore(KeyStore):
             if self._closed:
                 return
             self._closed = True
-            with suppress(self._error):
-                self._conn.close()
+            if self._pid != os.getpid():  # the parent's: set aside, not closed
+                self._leave_inherited()
+            elif self._conn is not None:
+                with suppress(self._error):
+                    self._conn.close()
 
 
 class SidecarKeys:
@@ -288,6 +328,16 @@ class SidecarKeys:
         if there is None or os.path.basename(store) not in own or _same_file(there, store):
             return recorded
         return ModeMark(recorded.mode, there, inferred=recorded.inferred)
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_OPEN):
+        with suppress(Exception):
+            store._after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # pragma: no branch - every POSIX system
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _same_file(a: str, b: str) -> bool:

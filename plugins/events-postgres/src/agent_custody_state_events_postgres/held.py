@@ -42,7 +42,7 @@ from psycopg.errors import DuplicatePreparedStatement, InvalidSqlStatementName
 from psycopg.pq import TransactionStatus
 
 from agent_custody_state.plugin import Event, EventBackendError
-from agent_custody_state_sql import SqlEventBackend
+from agent_custody_state_sql import SqlEventBackend, forked
 from agent_custody_state_sql.schema import ROW_COLUMNS, Prepared, event_values
 
 from .keyfit import matchable, unfit_jsonb, unfit_key
@@ -106,6 +106,17 @@ class HoldingBackend(SqlEventBackend):
     _executes: dict[str, tuple[str, str, tuple[str, ...]]] | None = None  # by statement
     _prepared_on: Any = None  # the connection the names in ``_names`` are prepared on
     _names: set[str] | None = None
+
+    def _forsake(self, raw: Any) -> None:
+        # Inherited across fork(): closing it (also by garbage collection through SQLAlchemy's
+        # pool) would send Terminate on the parent's socket (``forked``).
+        forked.blind(raw.pgconn.socket)
+
+    def _after_fork(self) -> None:
+        super()._after_fork()
+        self._opening = None  # a section a thread of the parent was opening is not the child's
+        if self._held is not None:
+            self._held.take()
 
     def _begin(self) -> None:
         if self._held is not None:

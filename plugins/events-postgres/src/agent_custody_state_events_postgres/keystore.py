@@ -29,6 +29,7 @@ there first, and ``buried`` reads them back, so a key database restored alone is
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
@@ -39,6 +40,7 @@ import psycopg
 from psycopg import sql
 
 from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreError
+from agent_custody_state_sql import forked
 
 from .erasurelog import ErasureLog
 from .location import (
@@ -115,7 +117,9 @@ class PostgresKeyStore(KeyStore):
         self._cur: psycopg.Cursor[Any] | None = None
         self._settling: list[str] = []  # the transaction of the destroy being settled
         self._erasures = erasures  # the erasure log beside the events (``erasurelog``)
+        self._pid = os.getpid()  # the process the connection was opened in (``forked``)
         self._conn = self._connect(creator_url)
+        forked.watch(self)
         try:
             self._setup(where.qualified, settle)
             if settle:  # a destroy cut off before its compaction (``pending``)
@@ -212,6 +216,10 @@ class PostgresKeyStore(KeyStore):
         with self._lock:
             if self._closed:
                 raise KeyStoreError(f"key store {self.location} is closed")
+            if self._pid != os.getpid():  # forked: a connection of this process's own
+                self._leave_inherited()
+                self._conn = self._connect()
+                self._pid = os.getpid()
             try:
                 return fn()
             except psycopg.Error as exc:
@@ -224,6 +232,17 @@ class PostgresKeyStore(KeyStore):
                 return fn()
             except psycopg.Error as exc:
                 raise KeyStoreError(f"key store {self.location}: {_reason(exc)}") from None
+
+    def _leave_inherited(self) -> None:
+        """The parent's connection set aside, kept and blind (``forked``); the next use connects."""
+        if self._conn is not None:
+            forked.forsake_psycopg(self._conn, self._cur)
+        self._conn, self._cur = None, None  # type: ignore[assignment]
+
+    def _after_fork(self) -> None:  # in a child, at the fork (``forked.watch``)
+        if not self._closed:
+            self._lock = threading.Lock()  # one a thread of the parent held stays held here
+            self._leave_inherited()
 
     def _execute(self, query: sql.Composed | sql.SQL, params: tuple[Any, ...] = ()) -> list[Any]:
         cur = self._conn.execute(query, params)
@@ -242,14 +261,15 @@ class PostgresKeyStore(KeyStore):
     def get(self, kids: Collection[str]) -> dict[str, bytes]:
         if not kids:
             return {}
-        # Every crypto-shred read asks this: composed once, prepared on the server, and run on a
-        # kept cursor (composing, a cursor and parsing cost more than the lookup itself).
-        text = self._get_sql
-        if text is None:
-            query = sql.SQL("SELECT kid, key FROM {} WHERE kid = ANY(%s)").format(self._keys)
-            text = self._get_sql = query.as_string(self._conn)
 
         def run() -> list[Any]:
+            # Every crypto-shred read asks this: composed once (under the lock: a forked child
+            # connects first), prepared on the server, and run on a kept cursor (composing, a
+            # cursor and parsing cost more than the lookup itself).
+            text = self._get_sql
+            if text is None:
+                query = sql.SQL("SELECT kid, key FROM {} WHERE kid = ANY(%s)").format(self._keys)
+                text = self._get_sql = query.as_string(self._conn)
             cur = self._cur
             if cur is None or cur.closed or cur.connection is not self._conn:
                 cur = self._cur = self._conn.cursor()
@@ -356,6 +376,9 @@ class PostgresKeyStore(KeyStore):
             if self._closed:
                 return
             self._closed = True
+            if self._pid != os.getpid():  # the parent's: set aside, not closed
+                self._leave_inherited()
+                return
             with suppress(psycopg.Error):
                 self._conn.close()
 

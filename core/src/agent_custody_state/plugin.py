@@ -33,6 +33,7 @@ from agent_custody_state.ledger.files import (
     open_private,
     refuse_hard_links,
 )
+from agent_custody_state.ledger.forks import watch as watch_forks
 from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore, KeyStoreError
 from agent_custody_state.ledger.model import (
     AssertEvent,
@@ -145,5 +146,6 @@ __all__ = [
     "shape_problem",
     "sqlite_file",
     "topic_problem",
+    "watch_forks",
     "wire_time_key",
 ]

@@ -74,7 +74,6 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         except BaseException:
             self.close()
             raise
-        forked.watch(self)
 
     # -- dialect hooks -----------------------------------------------------------------------
 
@@ -177,7 +176,7 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         self._conn, self._raw, self._cur = gone, gone, None  # type: ignore[assignment]
 
     def _after_fork(self) -> None:
-        """In a child, at the fork (``forked.watch``): no thread of the parent exists here, so
+        """In a child, at the fork (``watch_forks``, from ``_init_transactions``): no thread of the parent exists here, so
         the lock a parent's thread may have held is replaced, and no section or snapshot is
         open. A section the forking thread itself was inside is not continued: its appends are
         refused (``_require_transaction``), and its commit or rollback never reaches the

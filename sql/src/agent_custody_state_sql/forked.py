@@ -15,8 +15,8 @@ life (garbage collection would close it). A PostgreSQL socket is also pointed at
 (``blind``): whatever the child does with the object later writes nothing to the parent's
 session. A SQLite file is not: its close could then act on the real ``-wal`` by path.
 
-``watch`` registers an owner for ``os.register_at_fork``: in the child, right after the fork and
-before any other thread exists, its ``_after_fork`` runs (a new lock: one held by a thread of
+Each owner is registered with the core's ``watch_forks`` (``os.register_at_fork``): in the
+child, right after the fork and before any other thread exists, its ``_after_fork`` runs (a new lock: one held by a thread of
 the parent at the fork would never be released in the child; the inherited connection set
 aside at once, so not even a section the forking thread was in can use it).
 """
@@ -24,18 +24,11 @@ aside at once, so not even a section the forking thread was in can use it).
 from __future__ import annotations
 
 import os
-import weakref
 from contextlib import suppress
-from typing import Any, NoReturn, Protocol
-
-
-class _Forkable(Protocol):
-    def _after_fork(self) -> None: ...
-
+from typing import Any, NoReturn
 
 #: Connections set aside in this process: referenced until it exits, never closed.
 _KEPT: list[tuple[Any, ...]] = []
-_WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def keep(*objects: Any) -> None:
@@ -68,18 +61,3 @@ class Gone:
 
     def __getattr__(self, name: str) -> NoReturn:
         raise self._error(f"{self._location}: connection inherited across fork() is not used")
-
-
-def watch(owner: _Forkable) -> None:
-    """Call ``owner._after_fork()`` in every child forked while ``owner`` is alive."""
-    _WATCHED.add(owner)
-
-
-def _after_fork_in_child() -> None:
-    for owner in list(_WATCHED):
-        with suppress(Exception):  # one owner's failure must not stop the others' reset
-            owner._after_fork()
-
-
-if hasattr(os, "register_at_fork"):  # pragma: no branch - every POSIX system
-    os.register_at_fork(after_in_child=_after_fork_in_child)

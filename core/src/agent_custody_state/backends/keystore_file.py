@@ -19,7 +19,7 @@ Settings chosen for erasure and durability:
 A process forked after the open never uses the parent's connection (SQLite forbids carrying one
 across ``fork()``: its lock bookkeeping is the parent's): the first use in the child opens its
 own, and the inherited one is kept referenced, never closed there (its close could act on files
-the parent is using). At the fork the child gets a new lock (``os.register_at_fork``): one a
+the parent is using). At the fork the child gets a new lock (``ledger.forks``): one a
 thread of the parent held would never be released in the child.
 """
 
@@ -28,13 +28,13 @@ from __future__ import annotations
 import json
 import os
 import threading
-import weakref
 from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agent_custody_state.ledger import forks
 from agent_custody_state.ledger.files import names_of, real_file
 from agent_custody_state.ledger.keystore import (
     KeyStore,
@@ -61,7 +61,6 @@ _IDS = "(SELECT value FROM json_each(?))"
 
 #: Connections inherited across fork(), set aside in this process: referenced, never closed.
 _INHERITED: list[Any] = []
-_OPEN: weakref.WeakSet[FileKeyStore] = weakref.WeakSet()
 
 
 def _sqlite() -> ModuleType:
@@ -111,7 +110,7 @@ class FileKeyStore(KeyStore):
         except BaseException:
             self.close()
             raise
-        _OPEN.add(self)
+        forks.watch(self)
 
     def _connect(self) -> sqlite3.Connection:
         driver = _sqlite()
@@ -328,16 +327,6 @@ class SidecarKeys:
         if there is None or os.path.basename(store) not in own or _same_file(there, store):
             return recorded
         return ModeMark(recorded.mode, there, inferred=recorded.inferred)
-
-
-def _after_fork_in_child() -> None:
-    for store in list(_OPEN):
-        with suppress(Exception):
-            store._after_fork()
-
-
-if hasattr(os, "register_at_fork"):  # pragma: no branch - every POSIX system
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -13,16 +13,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from agent_custody_state.ledger import forks
 from agent_custody_state.ledger.model import Event
 
 
 class HighWater:
     """A wire time that only ever rises (``raise_to``); ``time`` is ``""`` until it does."""
 
-    __slots__ = ("_lock", "time")
+    __slots__ = ("__weakref__", "_lock", "time")
 
     def __init__(self) -> None:
         self.time = ""
+        self._lock = threading.Lock()
+        forks.watch(self)
+
+    def _after_fork(self) -> None:  # ``forks``: a parent thread may have held the lock
         self._lock = threading.Lock()
 
     def raise_to(self, events: Sequence[Event]) -> None:

@@ -25,7 +25,7 @@ setup was the larger part of the cipher's cost on a single append (a key taken b
 cipher is ready is set up by the append itself, which keeps it on the key so the thread does not
 set it up again; keys left at ``release`` get none).
 
-A process forked from one holding a pool starts with none of its keys (``os.register_at_fork``):
+A process forked from one holding a pool starts with none of its keys (``forks.watch``):
 the parent hands them out, so a child that used them sealed another fact with the parent's key
 and nonce (AES-GCM's nonce reused; a forget of one fact destroyed the other's key), and a child
 closing its ledger destroyed the keys the parent was still to hand out.
@@ -37,11 +37,11 @@ import binascii
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
+from agent_custody_state.ledger import forks
 from agent_custody_state.ledger.envelope import NONCE_BYTES, cipher_for
 from agent_custody_state.ledger.keystore import KEY_BYTES, KeyStore
 
@@ -122,10 +122,10 @@ class KeyPool:
     def __init__(self, keys: KeyStore) -> None:
         self.keys = keys
         self._block = FIRST_BLOCK
-        self._forked()
-        _POOLS.add(self)
+        self._after_fork()
+        forks.watch(self)
 
-    def _forked(self) -> None:
+    def _after_fork(self) -> None:
         """No key yet (a new pool, or a forked process: its parent's keys are the parent's)."""
         self._free: list[Key] = []
         self._refills: list[_Refill] = []
@@ -210,16 +210,3 @@ class KeyPool:
             unused, self._free = [k.kid for k in self._free], []
         if unused:
             self.keys.destroy(unused)
-
-
-#: Every pool of this process, emptied in a forked child (module docstring).
-_POOLS: weakref.WeakSet[KeyPool] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for pool in list(_POOLS):
-        pool._forked()
-
-
-if hasattr(os, "register_at_fork"):  # pragma: no branch - every POSIX system
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from agent_custody_state.ledger import forks
 from agent_custody_state.ledger.errors import LedgerError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,13 +41,21 @@ def writes(method: F) -> F:
 class Lifecycle:
     """Open or closed, and how many writes each thread is in (``enter``/``leave``)."""
 
-    __slots__ = ("_cond", "_writing", "closed", "location")
+    __slots__ = ("__weakref__", "_cond", "_writing", "closed", "location")
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._writing: dict[int, int] = {}  # thread id -> depth of its writes
         self.closed = False
         self.location = ""  # set at close: the closed backend's, for the messages
+        forks.watch(self)
+
+    def _after_fork(self) -> None:
+        """In a child just forked (``forks``): the writes of the parent's other threads are not
+        this process's (``close`` waited for them for ever), nor is a lock one of them held."""
+        me = threading.get_ident()  # the forking thread goes on here
+        self._writing = {me: self._writing[me]} if me in self._writing else {}
+        self._cond = threading.Condition(threading.Lock())
 
     def refusal(self) -> LedgerError:
         return LedgerError(

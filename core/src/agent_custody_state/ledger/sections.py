@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+
+from agent_custody_state.ledger import forks
 
 
 class ReentrantTransactions:
@@ -37,6 +39,19 @@ class ReentrantTransactions:
         self._lock = threading.RLock()
         self._depth = 0
         self._section_keys = None
+        forks.watch(self)
+
+    def _after_fork(self) -> None:
+        """In a child just forked (``forks``): a new lock (one a thread of the parent held is
+        never released here), and a section that thread was inside dropped as a rollback drops
+        it (its appends were not committed as far as this process can know; the file or
+        database holds what the parent commits). A section the forking thread itself was in is
+        not continued: its appends are refused (``_require_transaction``)."""
+        self._lock = threading.RLock()
+        if self._depth:
+            with suppress(Exception):
+                self._rollback()
+        self._depth, self._section_keys = 0, None
 
     def _widen(self, keys: frozenset[str] | None) -> None:
         """A nested section named keys: a backend locking keys must hold them too (or refuse,

@@ -29,6 +29,7 @@ from contextlib import AbstractContextManager, suppress
 from typing import Any, TypeVar
 
 from agent_custody_state import fastjson
+from agent_custody_state.ledger import forks
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import CheckpointLog
@@ -179,17 +180,18 @@ class ShreddingBackend(ShreddedReads, EventBackend):
         for trait in ("min_batch", "blocking", "shared", "locks_keys", "read_only"):
             setattr(self, trait, getattr(inner, trait))
         self._pool = KeyPool(keys)
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._doomed: list[str] = []  # doomed in the current write section
+        self._after_fork()  # its lock and section state; again in a forked child (``forks``)
+        forks.watch(self)
         if any(done.startswith("destroyed") for done in self.recover()):
             self._compact_keys()  # the keys a crash left doomed: their rows erased now
 
+    def _after_fork(self) -> None:
+        self._lock, self._depth = threading.RLock(), 0  # a parent thread's section is not ours
+        self._doomed: list[str] = []  # doomed in the current write section
+
     def _compact_keys(self) -> None:
-        """Compact the key store after the open destroyed keys a crash left doomed (a
-        PostgreSQL key store's ``VACUUM FULL``): else their dead rows wait for the next
-        forget. A failure is a warning, never a failed open: the key store keeps the erasure
-        marked pending, for its next compaction or open."""
+        """Compact the key store after the open destroyed keys a crash left doomed (PostgreSQL's
+        ``VACUUM FULL``); a failure is a warning, the erasure kept pending for the next one."""
         try:
             self.keys.compact()
         except Exception as exc:

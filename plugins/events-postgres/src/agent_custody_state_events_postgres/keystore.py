@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreError
+from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreError, watch_forks
 from agent_custody_state_sql import forked
 
 from .erasurelog import ErasureLog
@@ -119,7 +119,7 @@ class PostgresKeyStore(KeyStore):
         self._erasures = erasures  # the erasure log beside the events (``erasurelog``)
         self._pid = os.getpid()  # the process the connection was opened in (``forked``)
         self._conn = self._connect(creator_url)
-        forked.watch(self)
+        watch_forks(self)
         try:
             self._setup(where.qualified, settle)
             if settle:  # a destroy cut off before its compaction (``pending``)

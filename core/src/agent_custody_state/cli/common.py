@@ -331,6 +331,15 @@ def certificate_key(args: argparse.Namespace, config: Any) -> str | None:
     return check_private_key(key)
 
 
+def server_stopped(exc: Exception, log: str) -> Exception:
+    """What ``demo`` raises when its tour failed: when its memory server said why it stopped (an
+    ``error:`` line in the server's log, printed above), one ``error:`` line pointing at it
+    rather than the MCP client's traceback of the closed connection; else ``exc`` itself."""
+    if not any(line.startswith("error: ") for line in log.splitlines()):
+        return exc
+    return CliError("the demo's memory server stopped (its error is above); the tour ends here")
+
+
 def command() -> str:
     """How to run this command line as printed: ``agent-custody-memory`` when that is what the
     PATH finds, else the running one by its path (a nox or tox virtualenv, ``python -m``)."""

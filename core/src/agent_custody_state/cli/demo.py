@@ -23,7 +23,7 @@ import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from agent_custody_state.cli.common import command
+from agent_custody_state.cli.common import command, server_stopped
 from agent_custody_state.server.trust import AGENT_KEY, RECEIPT_KEY
 
 
@@ -361,11 +361,11 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
         with open(log_path, "w", encoding="utf-8") as errlog:
             try:
                 anyio.run(_tour, ledger, tour, errlog, ("--config", config, "--key", str(key)))
-            except Exception:
+            except Exception as exc:
                 errlog.flush()
                 with open(log_path, encoding="utf-8") as fh:
-                    sys.stderr.write(fh.read())
-                raise
+                    sys.stderr.write(log := fh.read())
+                raise server_stopped(exc, log) from exc
         tour.title("The ledger is tamper-evident: its hash chain verifies after the forget")
         _check_chain(ledger, tour)
         tour.title("The forget's signed erasure certificate verifies against the ledger")

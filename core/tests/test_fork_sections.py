@@ -10,36 +10,18 @@ thread that does not exist there.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_fork_keys import _fork, _join, _work
 
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.verify import verify_lines
-
-
-@contextmanager
-def _held(enter: Callable[[], AbstractContextManager[object]]) -> Iterator[None]:
-    """A thread of this process inside ``enter()`` until the block ends."""
-    inside, leave = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with enter():
-            inside.set()
-            leave.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert inside.wait(10)
-        yield
-    finally:
-        leave.set()
-        holder.join(30)
+from agent_custody_state_conformance.forking import fork_child as _fork
+from agent_custody_state_conformance.forking import held as _held
+from agent_custody_state_conformance.forking import join_child as _join
+from agent_custody_state_conformance.forking import work as _work
 
 
 @pytest.mark.parametrize("mode", ["plain", "crypto-shred"])

@@ -9,11 +9,8 @@ closes or writes to the parent's (``agent_custody_state_sql.forked``)."""
 from __future__ import annotations
 
 import gc
-import json
-import os
 import signal
 import threading
-import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,20 +20,9 @@ import pytest
 
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.verify import verify_lines
-
-FACT: dict[str, Any] = {"predicate": "p", "space": "o", "actor": "a"}
-N = 20
-
-
-def _work(ledger: Ledger, tag: str, n: int = N) -> list[str]:
-    """``n`` asserts, each read back (by id and by subject); their fact ids."""
-    ids = []
-    for i in range(n):
-        fact = ledger.assert_fact(subject=f"{tag}{i}", value=f"{tag}-v{i}", **FACT).fact
-        assert [e.fact_id for e in ledger.history(fact.fact_id)] == [fact.fact_id]
-        assert [f.value for f in ledger.as_of(subject=f"{tag}{i}")] == [f"{tag}-v{i}"]
-        ids.append(fact.fact_id)
-    return ids
+from agent_custody_state_conformance.forking import fork_child
+from agent_custody_state_conformance.forking import join_child as _join
+from agent_custody_state_conformance.forking import work as _work
 
 
 def _sessions(ledger: Ledger) -> list[int]:
@@ -47,39 +33,6 @@ def _sessions(ledger: Ledger) -> list[int]:
     if keys is not None:
         found.append(keys._conn.pgconn.backend_pid)
     return found
-
-
-def _fork(child: Callable[[], Any]) -> tuple[int, int]:
-    """Fork; the child runs ``child`` and writes its JSON result (exit 0) or its traceback
-    (exit 1) to the pipe whose read end is returned with its pid."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-        code = 1
-        try:
-            os.close(read)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # not a parent's handler
-            signal.alarm(25)  # a child stuck on a shared socket dies (before the parent gives up)
-            out = json.dumps(child()).encode()
-            code = 0
-        except BaseException:
-            out = traceback.format_exc().encode()
-        finally:
-            try:  # a parent gone (its test failed) must not leave this child running pytest
-                with os.fdopen(write, "wb") as pipe:
-                    pipe.write(out)
-            finally:
-                os._exit(code)
-    os.close(write)
-    return pid, read
-
-
-def _join(pid: int, read: int) -> Any:
-    with os.fdopen(read, "rb") as pipe:
-        out = pipe.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, out
-    return json.loads(out)
 
 
 @contextmanager
@@ -121,7 +74,7 @@ def test_a_forked_child_writes_on_sessions_of_its_own(postgres_url: str, mode: s
         assert _sessions(ledger) == sessions  # the parent's sessions are still the same
         live = [f.fact_id for f in ledger.as_of()]
         assert sorted(live) == sorted(ids)  # every write of both, once
-        assert len(set(ids)) == 4 * N
+        assert len(set(ids)) == 4 * 20  # four workloads of ``work``'s default
         report = verify_lines(ledger.backend.stored_events())
         assert report.ok, report
 
@@ -179,3 +132,8 @@ def test_a_child_forked_while_a_thread_holds_the_backend_is_not_inside_its_read(
         assert seen == [3, 3]
         ids += _work(ledger, "after", 3)
         assert sorted(f.fact_id for f in ledger.as_of()) == sorted(ids)
+
+
+def _fork(child: Callable[[], Any]) -> tuple[int, int]:
+    """A child that dies stuck on a shared socket before its parent gives up."""
+    return fork_child(child, alarm=25)

@@ -375,3 +375,26 @@ def test_demo_into_a_closed_pipe_leaves_no_traceback_and_no_folder(tmp_path: Pat
     assert closed.returncode == 1 and "standard output is closed" in closed.stderr
     assert "Traceback" not in closed.stderr
     assert list(temp.iterdir()) == []
+
+
+def test_one_event_is_counted_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "one.jsonl"
+    with Ledger(ledger) as book:
+        book.assert_fact(space="s", actor="a", subject="acct:1", predicate="plan", value="pro")
+    out = tmp_path / "one-export.jsonl"
+    assert main(["export", "--ledger", str(ledger), "--out", str(out)]) == 0
+    assert f"exported 1 event from {ledger} to {out}" in capsys.readouterr().err
+    again = tmp_path / "again.jsonl"
+    assert main(["import", "--ledger", str(again), "--from", str(out)]) == 0
+    assert f"imported 1 event into {again}" in capsys.readouterr().err
+
+
+def test_the_librarys_keep_digest_advice_names_the_flag() -> None:
+    """A crypto-shred forget whose key is gone tells the library user to pass
+    ``keep_digest=False``; the command line says which flag that is."""
+    from agent_custody_state.cli import _hint
+
+    message = "fact f: its key is gone from k.keys, ...; forget it with keep_digest=False"
+    assert _hint(message) == "; on the command line, that is --no-digest"

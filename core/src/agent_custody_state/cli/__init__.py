@@ -125,6 +125,8 @@ _HINTS = {
     "no password supplied": "give the password in the URL (postgresql://user:PASSWORD@host/db) "
     "or, to keep it out of files, in PGPASSWORD or ~/.pgpass",
     "file is not a database": "check the path: a .sqlite or .db ledger is a SQLite database",
+    # The library's advice, in the command line's words (``forget``, ``sweep``).
+    "keep_digest=False": "on the command line, that is --no-digest",
 }
 
 

@@ -151,7 +151,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             count += 1
             advance(1)
     where = "standard output" if target is None else args.out
-    print(f"exported {count} events from {ledger.location} to {where}", file=sys.stderr)
+    print(f"exported {_events(count)} from {ledger.location} to {where}", file=sys.stderr)
     return 0
 
 
@@ -216,7 +216,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             count = ledger.import_events(
                 counted(batch, bars.add("importing", total=len(batch))), check_chain=False
             )  # its chain was checked above, before the ledger was opened
-    print(f"imported {count} events into {ledger.location}", file=sys.stderr)
+    print(f"imported {_events(count)} into {ledger.location}", file=sys.stderr)
     return 0
 
 
@@ -326,3 +326,7 @@ def add_commands(sub: Any) -> None:
     )
     add_json_argument(p, "plugins, event backends and store types with their settings")
     p.set_defaults(func=cmd_plugins)
+
+
+def _events(count: int) -> str:
+    return f"{count} event" if count == 1 else f"{count} events"

@@ -42,7 +42,6 @@ long as they listened. The streams are bounded by the connection limit and the l
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ from agent_custody_state.server.rpcid import (
     BAD_ID,
     bad_request_id,
     initialize_request,
+    method_message,
 )
 
 OVERLOADED = -32000  # JSON-RPC "server error" range: the call was not attempted
@@ -148,18 +148,9 @@ def is_batch(body: bytes) -> bool:
     return start[:1] == b"["
 
 
-_LISTEN = re.compile(rb'"method"\s*:\s*"subscriptions/listen"')
-
-
 def is_listen(body: bytes) -> bool:
-    """Whether ``body`` is a ``subscriptions/listen`` request (cheap for others: a scan first)."""
-    if _LISTEN.search(body) is None:
-        return False
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(message, dict) and message.get("method") == "subscriptions/listen"
+    """Whether ``body`` is a ``subscriptions/listen`` request (``rpcid.method_message``)."""
+    return method_message(body, "subscriptions/listen") is not None
 
 
 def _has_session(scope: Scope) -> bool:

@@ -94,21 +94,30 @@ ALREADY_INITIALIZED = (
     "invalid request: this session is already initialized; a second initialize is refused "
     "(open a new session or connection to negotiate again)"
 )
-_INITIALIZE = re.compile(rb'"method"\s*:\s*"initialize"')
+_METHODS: dict[str, re.Pattern[bytes]] = {}
 
 
-def initialize_request(raw: bytes) -> dict[str, Any] | None:
-    """``raw`` read as JSON when it is an ``initialize`` request, else None (cheap: a scan
-    first)."""
-    if _INITIALIZE.search(raw) is None:
+def method_message(raw: bytes, method: str) -> dict[str, Any] | None:
+    """``raw`` read as a JSON object when its ``method`` is ``method``, else None (cheap for
+    every other body: a scan first, the parse only when the method's name is there)."""
+    pattern = _METHODS.get(method)
+    if pattern is None:
+        pattern = _METHODS[method] = re.compile(
+            rb'"method"\s*:\s*"' + re.escape(method.encode()) + rb'"'
+        )
+    if pattern.search(raw) is None:
         return None
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    if isinstance(data, dict) and data.get("method") == "initialize" and "id" in data:
-        return data
-    return None
+    return data if isinstance(data, dict) and data.get("method") == method else None
+
+
+def initialize_request(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` read as JSON when it is an ``initialize`` request, else None."""
+    data = method_message(raw, "initialize")
+    return data if data is not None and "id" in data else None
 
 
 class Handshake:

@@ -61,6 +61,7 @@ from agent_custody_state.stores.base import (
     Verification,
     custody_metadata,
     fact_text,
+    guard_logger,
 )
 from agent_custody_state.stores.kit import (
     ConfigPath,
@@ -127,6 +128,7 @@ __all__ = [
     "event_from_json",
     "fact_text",
     "forget_assert",
+    "guard_logger",
     "holdable_text",
     "hookimpl",
     "json_loads",

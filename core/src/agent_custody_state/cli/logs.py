@@ -6,6 +6,12 @@ clients, vendor SDKs) only from WARNING up, so ``--log-level debug`` is not drow
 A JSON line carries the record's structured fields (``tool``, ``role``, ``outcome``, ``ms``,
 ``store``, ``fact``): only those named here, so nothing else a record carries reaches the log.
 
+A message is one line of at most ``MAX_MESSAGE`` characters: it may quote text a caller or a
+vendor chose (an exception's message, a store's error), so a text line shows control characters
+escaped as JSON escapes them (a newline cannot forge a line, an escape sequence cannot drive the
+operator's terminal) and a longer message is cut, with the count of what was left out (one call
+cannot flood the log). A traceback follows on its own lines, as Python prints it.
+
     2026-01-01T00:00:00.000Z INFO access memory.write gateway ok 3.2ms
     {"time":"2026-01-01T00:00:00.000Z","level":"info","logger":"access","message":"...",
      "tool":"memory.write","role":"gateway","outcome":"ok","ms":3.2}
@@ -19,12 +25,23 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
+from agent_custody_state.extras.jsview import shown
+
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")
 #: The structured fields a record may carry into a JSON line.
 FIELDS = ("tool", "role", "outcome", "ms", "store", "fact")
 _OURS = "agent_custody_state"
 _HANDLER_NAME = "agent-custody-memory"
+#: The longest message a log line shows; the rest is counted, not shown.
+MAX_MESSAGE = 8000
+
+
+def _message(record: logging.LogRecord) -> str:
+    message = record.getMessage()
+    if len(message) > MAX_MESSAGE:
+        message = f"{message[:MAX_MESSAGE]}… ({len(message) - MAX_MESSAGE} more characters)"
+    return message
 
 
 def _time(record: logging.LogRecord) -> str:
@@ -41,7 +58,7 @@ class TextFormatter(logging.Formatter):
     """``<time> <LEVEL> <logger> <message>``, one line (a traceback follows on its own lines)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = f"{_time(record)} {record.levelname} {_logger(record)} {record.getMessage()}"
+        line = f"{_time(record)} {record.levelname} {_logger(record)} {shown(_message(record))}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -55,7 +72,7 @@ class JsonFormatter(logging.Formatter):
             "time": _time(record),
             "level": record.levelname.lower(),
             "logger": _logger(record),
-            "message": record.getMessage(),
+            "message": _message(record),
         }
         for name in FIELDS:
             if hasattr(record, name):

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.holdable import holdable_text
+from agent_custody_state.stores.withheld import withheld, without_queries
 
 Verification = Literal["verified", "stillIndexed", "unverified", "failed"]
 
@@ -64,21 +65,35 @@ def redact(text: str) -> str:
 
 
 class _Redacting(logging.Filter):
-    """Applies ``redact`` to a log record: httpx logs every request's URL at INFO, userinfo
-    (and so a password) included."""
+    """Applies ``redact`` and ``without_queries`` to a log record: httpx logs every request's
+    URL at INFO, userinfo (a password) and query (a search's text: a store's check after a
+    forget searches for the forgotten value) included. A Stainless SDK's ``Request options``
+    record (DEBUG) is cut to the method and URL: it carries the request's body and query."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "Request options: %s":  # one mapping: logging keeps it as ``args``
+            options = record.args if isinstance(record.args, dict) else {}
+            record.args = ({k: options.get(k) for k in ("method", "url")},)
         message = record.getMessage()
-        clean = redact(message)
+        clean = without_queries(redact(message))
         if clean != message:
             record.msg, record.args = clean, None
         return True
 
 
 _REDACTING = _Redacting()
+
+
+def guard_logger(name: str) -> None:
+    """Keep registered secrets, URL passwords, URL queries and request bodies out of the
+    records of the logger ``name`` (a vendor SDK's that logs its requests)."""
+    logger = logging.getLogger(name)
+    if _REDACTING not in logger.filters:
+        logger.addFilter(_REDACTING)
+
+
 for _name in ("httpx", "httpcore"):  # the HTTP clients every vendor SDK here runs on
-    if _REDACTING not in logging.getLogger(_name).filters:
-        logging.getLogger(_name).addFilter(_REDACTING)
+    guard_logger(_name)
 
 
 class StoreError(Exception):
@@ -169,7 +184,7 @@ async def refusal_of(store: Store, fact: Fact) -> str | None:
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception as exc:
-        return f"its check before the put failed: {error_message(exc)}"
+        return f"its check before the put failed: {error_message(exc, fact)}"
     if answer is None:
         return None
     if isinstance(answer, str) and answer.strip():
@@ -217,9 +232,10 @@ def mirrors(store: Store) -> bool:
     return getattr(store, "mirror", True) is not False
 
 
-def error_message(exc: BaseException) -> str:
-    """A store's failure for a report: the exception's message, as the original's tool JSON
-    gives it (SPEC 4.3's texts), its type only when it has none."""
-    if isinstance(exc, StoreError):
-        return exc.message
-    return redact(str(exc) or type(exc).__name__)
+def error_message(exc: BaseException, fact: Fact | None = None) -> str:
+    """A store's failure for a log line or a report: the exception's message, as the
+    original's tool JSON gives it (SPEC 4.3's texts), its type only when it has none; without
+    ``fact``'s value (a vendor's error quoting the request), URL queries, or more than
+    ``withheld.LIMIT`` characters (``stores.withheld``)."""
+    message = exc.message if isinstance(exc, StoreError) else redact(str(exc) or type(exc).__name__)
+    return withheld(message, *(() if fact is None else (fact_text(fact), fact.value)))

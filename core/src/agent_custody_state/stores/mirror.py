@@ -182,11 +182,11 @@ async def put_back(stores: StoreSet, fact: Fact) -> Restore:
                 "putting fact %s back into %s failed (it is current again, but absent there): %s",
                 fact.fact_id,
                 store.name,
-                error_message(exc),
+                error_message(exc, fact),
                 extra={"store": store.name, "fact": fact.fact_id},
             )
             leftover = await clear_failed_put(store, clean, stores.check_removed)
-            restore.failed[store.name] = f"{error_message(exc)}; {leftover.outcome}"
+            restore.failed[store.name] = f"{error_message(exc, fact)}; {leftover.outcome}"
             continue
         restore.external[store.name] = external_id
         if (where := store_where(store)) is not None:

@@ -65,10 +65,10 @@ async def clear_failed_put(
             "cleaning up after the failed put of fact %s into %s failed: %s",
             fact.fact_id,
             store.name,
-            error_message(exc),
+            error_message(exc, fact),
             extra={"store": store.name, "fact": fact.fact_id},
         )
-        return Leftover(f"may hold a copy (cleanup failed: {error_message(exc)})", owed=True)
+        return Leftover(f"may hold a copy (cleanup failed: {error_message(exc, fact)})", owed=True)
 
 
 def _unknown(store: Store, fact: Fact, why: str, *, owed: bool) -> None:
@@ -93,8 +93,10 @@ async def _clear(store: Store, fact: Fact, check: Check | None, keep: Collection
     try:
         held = await store.held_ids(fact)  # type: ignore[attr-defined]
     except Exception as exc:
-        _unknown(store, fact, f"looking it up failed: {error_message(exc)}", owed=True)
-        return Leftover(f"may hold a copy (looking it up failed: {error_message(exc)})", owed=True)
+        _unknown(store, fact, f"looking it up failed: {error_message(exc, fact)}", owed=True)
+        return Leftover(
+            f"may hold a copy (looking it up failed: {error_message(exc, fact)})", owed=True
+        )
     ids = [i for i in dict.fromkeys(held) if isinstance(i, str) and i and i not in keep]
     if not ids:
         return Leftover(NONE_LEFT)
@@ -105,7 +107,7 @@ async def _clear(store: Store, fact: Fact, check: Check | None, keep: Collection
         try:
             await store.remove(external_id, fact)
         except Exception as exc:
-            failures.append(f"{external_id}: {error_message(exc)}")
+            failures.append(f"{external_id}: {error_message(exc, fact)}")
             continue
         removed.append(external_id)
     if failures:

@@ -150,7 +150,7 @@ class StoreSet:
                     "store %s refused the write of fact %s: %s",
                     store.name,
                     fact.fact_id,
-                    error_message(exc),
+                    error_message(exc, fact),
                     extra={"store": store.name, "fact": fact.fact_id},
                 )
                 compensation = await self.compensate(fact, written)
@@ -158,7 +158,9 @@ class StoreSet:
                 leftover = await clear_failed_put(store, fact, self.check_removed)
                 compensation[store.name] = leftover.outcome
                 owed = [store.name] if leftover.owed else []
-                raise StoreWriteError(store.name, error_message(exc), compensation, owed) from exc
+                raise StoreWriteError(
+                    store.name, error_message(exc, fact), compensation, owed
+                ) from exc
             written[store.name] = external_id
         return written
 
@@ -210,10 +212,10 @@ class StoreSet:
                     "compensation failed: fact %s is still in %s: %s",
                     fact.fact_id,
                     name,
-                    error_message(exc),
+                    error_message(exc, fact),
                     extra={"store": name, "fact": fact.fact_id},
                 )
-                outcome[name] = f"removal failed: {error_message(exc)}"
+                outcome[name] = f"removal failed: {error_message(exc, fact)}"
         return outcome
 
     async def remove_all(
@@ -248,10 +250,10 @@ class StoreSet:
                     "removing fact %s from %s failed: %s",
                     fact.fact_id,
                     store.name,
-                    error_message(exc),
+                    error_message(exc, fact),
                     extra={"store": store.name, "fact": fact.fact_id},
                 )
-                report.still_held[store.name] = error_message(exc)
+                report.still_held[store.name] = error_message(exc, fact)
                 report.verification[store.name] = "failed"
                 continue
             report.removed_from.append(store.name)
@@ -312,7 +314,7 @@ class StoreSet:
                     "verifying the removal of fact %s from %s failed: %s",
                     fact.fact_id,
                     store.name,
-                    error_message(exc),
+                    error_message(exc, fact),
                     extra={"store": store.name, "fact": fact.fact_id},
                 )
         return "stillIndexed" if answered else "unverified"

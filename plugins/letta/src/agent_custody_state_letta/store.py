@@ -31,6 +31,7 @@ from agent_custody_state.plugin import (
     StoreError,
     embedding_provider,
     fact_text,
+    guard_logger,
     public_url,
     residual_window,
     run_sync,
@@ -42,6 +43,9 @@ from .settings import LettaSettings
 from .tags import custody_tags, fact_tag
 
 __all__ = ["LettaStore", "build", "split_ids"]
+
+# The SDK logs each request's options (body and query: the fact text) and URL at DEBUG.
+guard_logger("letta_client._base_client")
 
 T = TypeVar("T")
 

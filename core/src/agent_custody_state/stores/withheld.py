@@ -1,0 +1,97 @@
+"""Keeping a fact's value, and URL queries, out of what a store's failure is shown as.
+
+A vendor's error often quotes the request it refused: a FastAPI 422 carries the rejected
+``input`` whole, an SDK prints the reply body with ``repr``, an HTTP client's error names the
+URL with its query (a search's text). ``error_message`` puts such a text into log lines, tool
+results, reports and certificates, none of which a forget reaches. ``withheld`` masks the
+fact's text and each of its value's strings there, in every form a vendor or SDK quotes them
+(as sent, JSON-escaped, ``repr``-escaped, URL-encoded; a quote cut short too), drops every
+URL's query (``without_queries``), and bounds what is left to ``LIMIT`` characters, so one
+reply echoing a megabyte neither floods a log nor a report.
+
+The same query rule applies to the log records of the HTTP clients and the vendor SDKs
+(``stores.base._Redacting``): httpx logs each request's URL at INFO, and a store's check after a
+forget searches for the forgotten text with a ``GET``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+#: What a value in a message is replaced with.
+MASK = "[value withheld]"
+#: The longest message shown; the rest is counted, not shown.
+LIMIT = 2000
+#: Strings shorter than this are not masked: they would mask ordinary words of the message.
+MIN_CHARS = 4
+#: A quote of at least this many characters of a longer form is masked (a cut-short echo).
+CUT = 24
+#: At most this many of a value's strings (the longest) are looked for.
+MAX_PIECES = 256
+_QUERY = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"]*)\?[^\s#'\"]*")
+
+
+def without_queries(text: str) -> str:
+    """``text`` with the query of every URL in it replaced by ``***``."""
+    return _QUERY.sub(r"\1?***", text)
+
+
+def withheld(text: str, *values: Any) -> str:
+    """``text`` without the strings in ``values`` (a fact's text as the stores received it and
+    its value: see the module docstring), URL queries or more than ``LIMIT`` characters."""
+    text = without_queries(text)
+    for form in sorted(_forms(values), key=len, reverse=True):
+        text = _mask(text, form)
+    if len(text) > LIMIT:
+        text = f"{text[:LIMIT]}… ({len(text) - LIMIT} more characters)"
+    return text
+
+
+def _mask(text: str, form: str) -> str:
+    """``text`` with every quote of ``form`` masked: whole, or cut short after ``CUT``
+    characters or more."""
+    head = form[: min(len(form), CUT)]
+    out: list[str] = []
+    start = 0
+    at = text.find(head)
+    while at >= 0:
+        end = at + len(head)
+        while end < len(text) and end - at < len(form) and text[end] == form[end - at]:
+            end += 1
+        out += [text[start:at], MASK]
+        start = end
+        at = text.find(head, end)
+    return "".join(out) + text[start:] if out else text
+
+
+def _forms(values: Any) -> set[str]:
+    pieces = sorted({p for p in _strings(values) if len(p) >= MIN_CHARS}, key=len, reverse=True)
+    forms: set[str] = set()
+    for piece in pieces[:MAX_PIECES]:
+        forms |= {
+            piece,
+            json.dumps(piece)[1:-1],
+            json.dumps(piece, ensure_ascii=False)[1:-1],
+            repr(piece)[1:-1],
+            quote_plus(piece),
+            quote(piece, safe=""),
+        }
+    return {f for f in forms if len(f) >= MIN_CHARS}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in ``value``: keys and leaves, at any depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                stack += [key, inner]
+        elif isinstance(item, (list, tuple)):
+            stack += list(item)

@@ -25,7 +25,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
-from agent_custody_state.extras.jsview import shown
+from agent_custody_state.controltext import shown
 
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")

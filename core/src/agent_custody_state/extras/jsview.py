@@ -10,10 +10,10 @@ and refuses JSON nested deeper than ``MAX_DEPTH``: Python could not digest or pr
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from agent_custody_state.canonical import js_json, js_key_order, js_number, js_string
+from agent_custody_state.controltext import shown as shown
 from agent_custody_state.signing import TooDeep, js_parse
 
 MISSING: Any = object()
@@ -85,17 +85,6 @@ def truthy(value: Any) -> bool:
     if isinstance(value, float) and value != value:  # NaN
         return False
     return bool(value) and value is not MISSING
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def shown(value: str) -> str:
-    """A string as a text output shows it: control characters escaped as JSON escapes them
-    (``\\n``, ``\\u001b``), so a value from a receipt or the ledger cannot start a line of its
-    own (a forged answer, or a forged row of a review page) or drive the terminal."""
-    return _CONTROL.sub(lambda m: _SHORT.get(m[0], f"\\u{ord(m[0]):04x}"), value)
 
 
 def text(value: Any) -> str:

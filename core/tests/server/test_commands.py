@@ -14,6 +14,8 @@ from pathlib import Path
 
 from servertest import CLI, run_cli
 
+from agent_custody_state.cli.nextsteps import RUNNERS
+
 
 def test_demo_runs_the_whole_tour() -> None:
     done = run_cli("demo", "--color", "always", timeout=120)
@@ -44,8 +46,10 @@ def test_demo_runs_the_whole_tour() -> None:
 
 
 def _next_steps(path: str) -> tuple[str, list[str]]:
-    """The demo's output with ``PATH`` set to ``path``, and its closing hints (``--keep``)."""
-    done = run_cli("demo", "--keep", "--color", "never", env={"PATH": path}, timeout=120)
+    """The demo's output with ``PATH`` set to ``path``, as the user's (not a runner's: tests
+    run under nox), and its closing hints (``--keep``)."""
+    env = {"PATH": path, **dict.fromkeys(RUNNERS, "")}
+    done = run_cli("demo", "--keep", "--color", "never", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     steps = done.stdout.split("next steps")[1]
     hints = [line.strip().split("  #")[0].strip() for line in steps.splitlines()[1:]]

@@ -180,6 +180,8 @@ def open_recorded(
         recorded = mark is not None and mark.mode == CRYPTO_SHRED
         if asked is not None:  # crypto-shred
             if named is not None:  # for a command that writes no value
+                if not reads_only:  # a forget: the key store the mark records, named
+                    refuse_new_key_store(location, backend, named)
                 keys = _existing_keys(location, named, recorded=recorded)
                 return _crypto(backend, keys, kwargs, read_only=True)
             if not recorded:
@@ -338,25 +340,3 @@ def server_stopped(exc: Exception, log: str) -> Exception:
     if not any(line.startswith("error: ") for line in log.splitlines()):
         return exc
     return CliError("the demo's memory server stopped (its error is above); the tour ends here")
-
-
-def command() -> str:
-    """How to run this command line as printed: ``agent-custody-memory`` when that is what the
-    PATH finds, else the running one by its path (a nox or tox virtualenv, ``python -m``)."""
-    import os
-    import shlex
-    import shutil
-    import sys
-
-    name = "agent-custody-memory"
-    script = sys.argv[0] if os.path.basename(sys.argv[0]) == name else None
-    running = script or os.path.join(os.path.dirname(sys.executable), name)
-    found = shutil.which(name)
-    try:
-        if found is not None and os.path.samefile(found, running):
-            return name
-    except OSError:
-        pass
-    if script is not None:
-        return shlex.quote(os.path.abspath(script))
-    return f"{shlex.quote(sys.executable)} -m agent_custody_state"

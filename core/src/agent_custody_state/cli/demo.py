@@ -23,7 +23,8 @@ import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from agent_custody_state.cli.common import command, server_stopped
+from agent_custody_state.cli.common import server_stopped
+from agent_custody_state.cli.nextsteps import print_next_steps
 from agent_custody_state.server.trust import AGENT_KEY, RECEIPT_KEY
 
 
@@ -376,25 +377,8 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
         with Ledger(ledger) as book:
             kinds = [event.kind for event in book.export()]
         print("   " + ", ".join(kinds))
-        print("\n" + paint("1", "next steps") + paint("2", " (each runs as printed):"))
-        cli = command()
-        if keep:
-            for hint in next_steps(ledger, cli):
-                print("   " + hint)
-        else:
-            print(f"   {cli} demo --keep      # keep the ledger to look inside it")
-        print(f"   {cli} serve --help     # run the memory server for your gateway")
-        print(f"   {cli} --help           # every command")
+        print_next_steps(paint, ledger, keep=keep)
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     return 0
-
-
-def next_steps(ledger: str, cli: str = "agent-custody-memory") -> list[str]:
-    """Commands to try on the kept ledger; the demo test runs each of them."""
-    return [
-        f"{cli} facts --ledger {ledger}",
-        f"{cli} timeline acct:42 --ledger {ledger}",
-        f"{cli} verify --ledger {ledger}",
-    ]

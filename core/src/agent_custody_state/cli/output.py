@@ -5,12 +5,19 @@ folder (owner-only: an export holds every value) and renamed over the target onl
 so a failure leaves neither a half-written file nor a ``.partial`` behind. An existing file is
 replaced only with ``--force``; a symbolic link is written through (to its target) only with
 ``--force``, never replaced by a regular file; a folder is refused.
+
+The temporary's name carries random bytes besides the pid: one a kill left, its pid reused
+since, refused the write with "cannot write in <folder> (File exists)". The next write of the
+same file removes the stale temporaries a kill left for it (``stores.temporaries``): an
+export's holds every value, and was kept past every later forget.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,7 +58,10 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
         yield sys.stdout
         sys.stdout.flush()
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    from agent_custody_state.stores.temporaries import remove_stale  # not at ``--help``
+
+    remove_stale(path.parent, temporary_pattern(path))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.partial")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as exc:  # named by what was asked, not by the temporary file's name
@@ -66,6 +76,14 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def temporary_pattern(path: Path) -> re.Pattern[str]:
+    """The names of ``output_file``'s temporaries for ``path``: ``.<name>.<pid>.<16 hex>.partial``
+    (``.<name>.<pid>.partial`` before the random part)."""
+    return re.compile(
+        re.escape(f".{path.name}") + r"\.(?P<pid>[0-9]{1,10})(?:\.[0-9a-f]{16})?\.partial"
+    )
 
 
 def check_not_input(target: Path | None, args: Any, ledger: Any) -> None:

@@ -235,10 +235,15 @@ def _forget_mode(args: argparse.Namespace, config: Any) -> dict[str, Any]:
 
 
 def open_mode(location: str, mode: dict[str, Any], **kwargs: Any) -> Any:
-    """The ledger in ``mode`` (``_forget_mode``), or in the mode it records when none is named."""
+    """The ledger in ``mode`` (``_forget_mode``), or in the mode it records when none is named,
+    for a command that forgets (``sweep``, ``forget``, ``certificate reapply``). It writes no
+    value, so it never changes the ledger's mode (``open_recorded``'s ``read_only``): no key
+    store is created and no mark recorded, and a refused forget leaves every file of the ledger
+    byte-identical. Crypto-shred mode asked of a ledger that records plain mode is refused
+    unless a key store that exists is named (a ledger from before the mark, keys elsewhere)."""
     from agent_custody_state.cli.common import open_recorded
 
-    return open_recorded(location, **mode, **kwargs)
+    return open_recorded(location, read_only=True, **mode, **kwargs)
 
 
 def _outbox(location: str, config: Any) -> Any:

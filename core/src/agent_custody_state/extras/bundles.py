@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,12 @@ def summarize(bundle: Any) -> ReceiptSummary | None:
     """The summary of one bundle, or ``None`` when it has no payload or no receipt id."""
     if not at(bundle, "envelope", "payload"):
         return None
-    predicate = at(decode_statement(bundle), "predicate")
+    return _summary(decode_statement(bundle))
+
+
+def _summary(statement: Any) -> ReceiptSummary | None:
+    """``summarize`` of a bundle whose statement is already decoded."""
+    predicate = at(statement, "predicate")
     receipt_id = at(predicate, "receiptId")
     if not isinstance(receipt_id, str) or not receipt_id:
         return None  # the original needs a truthy id; a non-string one would break its output
@@ -132,31 +138,45 @@ def summarize(bundle: Any) -> ReceiptSummary | None:
     )
 
 
-def load_summaries(directory: str | os.PathLike[str]) -> list[ReceiptSummary]:
-    """Every receipt of a directory, sorted by timestamp (stable)."""
-    out: list[ReceiptSummary] = []
+def _decoded(directory: str | os.PathLike[str]) -> Iterator[tuple[Any, Any]]:
+    """Each receipt file of a directory that reads and decodes (``bundle_files``' order), read
+    once: (bundle, statement). A file that does not is skipped."""
     for path in bundle_files(directory):
         try:
-            summary = summarize(read_json(path))
+            bundle = read_json(path)
+            yield bundle, decode_statement(bundle)
         except (OSError, ValueError):
             continue
-        if summary is not None:
-            out.append(summary)
-    return sorted(out, key=lambda s: time_key(s.timestamp))
+
+
+def _by_time(summaries: list[ReceiptSummary]) -> list[ReceiptSummary]:
+    return sorted(summaries, key=lambda s: time_key(s.timestamp))
+
+
+def load_summaries(directory: str | os.PathLike[str]) -> list[ReceiptSummary]:
+    """Every receipt of a directory, sorted by timestamp (stable)."""
+    found = (_summary(statement) for _bundle, statement in _decoded(directory))
+    return _by_time([summary for summary in found if summary is not None])
 
 
 def load_bundles(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Every bundle keyed by its predicate's receipt id; on a duplicate the later file wins."""
-    out: dict[str, Any] = {}
-    for path in bundle_files(directory):
-        try:
-            bundle = read_json(path)
-            receipt_id = at(decode_statement(bundle), "predicate", "receiptId")
-        except (OSError, ValueError):
-            continue
-        if isinstance(receipt_id, str) and receipt_id:
-            out[receipt_id] = bundle
-    return out
+    return load_receipts(directory)[0]
+
+
+def load_receipts(
+    directory: str | os.PathLike[str],
+) -> tuple[dict[str, Any], list[ReceiptSummary]]:
+    """``load_bundles`` and ``load_summaries`` of a directory, each file read and decoded once
+    (``pack`` needs both: it read every receipt file twice)."""
+    bundles: dict[str, Any] = {}
+    summaries: list[ReceiptSummary] = []
+    for bundle, statement in _decoded(directory):
+        summary = _summary(statement)
+        if summary is not None:  # a receipt id: a non-empty text
+            bundles[summary.receipt_id] = bundle
+            summaries.append(summary)
+    return bundles, _by_time(summaries)
 
 
 def load_directory(directory: str | os.PathLike[str]) -> Path:

@@ -14,7 +14,7 @@ from typing import Any
 from agent_custody_state.canonical import js_key_order
 from agent_custody_state.extras.actionpack import NO_ISSUER_KEY, Checks, PackVerification
 from agent_custody_state.extras.blast import blast_radius
-from agent_custody_state.extras.bundles import decode_statement, load_bundles, load_summaries
+from agent_custody_state.extras.bundles import decode_statement, load_receipts
 from agent_custody_state.extras.jsview import at, compact, items, parse, text, truthy
 from agent_custody_state.extras.signed import open_pack, sign_statement
 from agent_custody_state.extras.verify import VerifyOptions, verify_bundle
@@ -66,7 +66,7 @@ def receipt_result(bundle: Any) -> Any:
 
 
 def build_pack(ledger: Ledger, directory: str | os.PathLike[str], fact_id: str) -> dict[str, Any]:
-    bundles, summaries = load_bundles(directory), load_summaries(directory)
+    bundles, summaries = load_receipts(directory)  # each receipt file read once
     with ledger.backend.reading():  # one moment: history and blast agree on a forget
         history = ledger.history(fact_id)
         blast = blast_radius(ledger, summaries, fact_id)

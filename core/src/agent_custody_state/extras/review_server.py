@@ -16,6 +16,7 @@ symbolic link (to a private key, say), a FIFO, a huge file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import os
 import socket
@@ -123,6 +124,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, kind, body, head)
 
 
+def bind_error(exc: OSError, host: str, port: int) -> OSError:
+    """``exc`` (the bind's failure) naming the address it could not listen on and, for a port
+    in use, what to do: it said only "Address already in use"."""
+    where = f"{url_host(host)}:{port}"
+    what = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        what = (
+            "the port is in use (another review or server listens there); stop it, or "
+            "choose another port (--port; 0 picks a free one)"
+        )
+    return OSError(exc.errno, f"cannot listen on {where}: {what}")
+
+
 class ReviewServer(ThreadingHTTPServer):
     """Serves one review; ``url`` is where it listens once bound."""
 
@@ -135,7 +149,10 @@ class ReviewServer(ThreadingHTTPServer):
         # Ledger reads and page building one at a time: a slow client never blocks the others,
         # but the ledger is not shared between threads mid-read.
         self._lock = threading.Lock()
-        super().__init__((host, port), _Handler)
+        try:
+            super().__init__((host, port), _Handler)
+        except OSError as exc:
+            raise bind_error(exc, host, port) from None
         self.host = host
         self.port = int(self.server_address[1])
         self._hosts = {f"{name}:{self.port}" for name in (*LOOPBACK_NAMES, url_host(host))}

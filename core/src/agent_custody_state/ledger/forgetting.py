@@ -330,7 +330,7 @@ class LedgerForgetting:
         with a ``before`` not yet past, is left to the next sweep, not forgotten unlisted).
         A fact that stops it: its exception carries what was done before (``stopped``)."""
         cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
-        extras, only = sweep_args(extras, only)
+        extras, only = sweep_args(extras, only, progress, certificates)
         options, key = self.certifying(certificates)
         forgotten: list[ForgetEvent] = []
         done: list[Forgetting] = []
@@ -373,7 +373,7 @@ class LedgerForgetting:
                 if forgotten:
                     self.backend.compact()
                 self._appended(forgotten)
-        except Exception as exc:
+        except BaseException as exc:  # Ctrl-C too: the caller must learn what was forgotten
             # A fact stopped it: the forgets before stand, and are certified now, after their
             # compaction, as a complete sweep's are after its last (``stopped``).
             carry(

@@ -4,7 +4,7 @@ Texts are kept as plain ``str`` (``arguments.text_arg``): a caller's subclass (a
 ``class Role(str, Enum)`` member) kept as given read back as the caller's object in the writing
 process and as plain text everywhere else. A read's key of another type is refused naming the
 parameter: ``get(5)`` answered None and ``as_of(space=1)`` an empty list, as if the ledger held
-nothing. ``key_values``, ``sweep``'s ``extras`` and ``only`` and ``import_events`` name a
+nothing. ``key_values``, ``sweep``'s other arguments and ``import_events`` name a
 wrong argument rather than fail inside (a ``KeyError``, an ``AttributeError``). A ``Ledger`` is
 not copied or pickled (``Unshared``): it owns an open backend, its locks and files
 (docs/decisions.md, "Arguments a user gets wrong").
@@ -75,11 +75,33 @@ def key_values_args(key: object, prefix: object, limit: object) -> tuple[KeyName
     return cast(KeyName, str.__str__(key)), prefix, limit
 
 
+def sweep_callbacks(progress: object, certificates: object) -> None:
+    """``sweep``'s ``progress`` (None or a callable: ``progress=5`` was Python's own
+    ``TypeError`` from inside the loop) and ``certificates`` (a bool or ``CertificateOptions``:
+    any other value was taken for its truth, so ``"no"`` asked for certificates), refused up
+    front naming the parameter, before anything is forgotten."""
+    from agent_custody_state.ledger.certificate import CertificateOptions
+
+    if progress is not None and not callable(progress):
+        raise LedgerError(
+            f"progress must be None or a function to call with the sweep's progress; got "
+            f"{progress!r:.40}",
+            field="progress",
+        )
+    if not isinstance(certificates, bool | CertificateOptions):
+        raise LedgerError(
+            f"certificates must be True, False or a CertificateOptions; got {certificates!r:.40}",
+            field="certificates",
+        )
+
+
 def sweep_args(
-    extras: object, only: object
+    extras: object, only: object, progress: object = None, certificates: object = False
 ) -> tuple[dict[str, dict[str, Any]], Collection[str] | None]:
     """``sweep``'s ``extras`` (fact id to an event's ``extra``, each as ``extra_arg``) and
-    ``only`` (fact ids, not one text: a string's substrings matched)."""
+    ``only`` (fact ids, not one text: a string's substrings matched); ``progress`` and
+    ``certificates`` checked (``sweep_callbacks``)."""
+    sweep_callbacks(progress, certificates)
     if extras is not None and not isinstance(extras, Mapping):
         raise LedgerError(
             f"extras must map fact ids to extra keys, not a {type(extras).__name__}",

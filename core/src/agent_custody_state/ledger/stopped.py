@@ -1,12 +1,13 @@
 """What a sweep a fact stopped part-way had done (``LedgerForgetting.sweep``).
 
-The forgets before the stop stand. The exception that stopped the sweep carries them as
-``sweep_result``, a ``SweepResult``: the facts forgotten, the held ones met, and, when the sweep
-was asked for certificates, the full certificate of each forgotten fact, made after their
-compaction as a complete sweep's are after its last (one byte scan for all). A caller reports
-what was done and keeps those certificates (the custody flow, ``stores.sweeping``). They cannot
-be made right after each forget instead: a value still held by a fact the sweep forgets later
-would be found by that scan, so a complete sweep's certificates would say it was left.
+The forgets before the stop stand, whatever stopped it (an error, Ctrl-C, ``SystemExit``). The
+exception that stopped the sweep carries them as ``sweep_result``, a ``SweepResult``: the facts
+forgotten, the held ones met, and, when the sweep was asked for certificates, the full
+certificate of each forgotten fact, made after their compaction as a complete sweep's are after
+its last (one byte scan for all). A caller reports what was done and keeps those certificates
+(the custody flow, ``stores.sweeping``). They cannot be made right after each forget instead: a
+value still held by a fact the sweep forgets later would be found by that scan, so a complete
+sweep's certificates would say it was left.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ def carry(
 ) -> None:
     """Put ``made()`` (the result with its certificates) on ``exc``; ``bare()`` (without) when
     the certificates cannot be made, logged: the custody flow then issues its ``recovered``
-    certificates from its intent (``stores.intents``)."""
+    certificates from its intent (``stores.intents``).
+
+    ``exc`` may be any ``BaseException``: a ``KeyboardInterrupt`` (Ctrl-C in a long sweep) or
+    ``SystemExit`` carries what was done as an error does, and the caller re-raises it. A second
+    one while the certificates are made (their byte scan) gives up on them only: ``exc`` still
+    carries the bare result and is raised, so the interruption is never lost."""
     try:
         result = made()
-    except Exception as failure:
+    except BaseException as failure:
         result = bare()
         log.error(
             "a sweep stopped after forgetting %d facts (%s); their certificates could not be "

@@ -30,12 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.backends.jsonl_recovery import fsync_dir, write_all
+from agent_custody_state.stores import temporaries
 
 log = logging.getLogger(__name__)
 
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]{0,150}")
 #: how many certificates may share one fact id's name before the archive gives up
 _MAX_SAME = 1000
+#: the temporaries ``_aside`` writes in a certificates folder (of a certificate, ``*.json``, or
+#: of an intent, ``.intent-<hex>``): ``.<name>.<pid>.<thread>.<16 hex>.partial``
+TEMPORARY = re.compile(
+    r"\.(?:\.intent-[0-9a-f]+|[^/]+\.json)\.(?P<pid>[0-9]{1,10})\.[0-9]+\.[0-9a-f]{16}\.partial"
+)
 
 
 #: What ``link`` fails with on a filesystem without hard links (exFAT, many FUSE mounts of
@@ -77,7 +83,8 @@ def _aside(path: Path, mode: int) -> tuple[Path, int]:
     besides the pid and thread: a stale one a SIGKILL left (its pid reused since) is never met,
     so it neither blocks this write nor is written over (before, it failed the write with
     ``FileExistsError``, which the archive read as "a certificate is there": the next was kept
-    as ``<name>.2.json``). A stale temporary is never read: only ``*.json`` names are."""
+    as ``<name>.2.json``). A stale temporary is never read (only ``*.json`` names are), and a
+    later start removes it (``CertificateArchive.remove_stale_temporaries``)."""
     for _ in range(8):
         tag = f"{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(8)}"
         aside = path.with_name(f".{path.name}.{tag}.partial")
@@ -135,6 +142,12 @@ class CertificateArchive:
             raise ValueError(f"certificates {self.folder}: not a folder")
         if not os.access(self.folder, os.W_OK | os.X_OK):
             raise ValueError(f"certificates {self.folder}: this user cannot write in it")
+
+    def remove_stale_temporaries(self) -> list[Path]:
+        """Remove the temporaries a kill left in the folder (``TEMPORARY``, and stale:
+        ``temporaries.remove_stale``); the files removed. Called at each start that finishes
+        the folder's intents (``intents.pending``). Before, they stayed for good."""
+        return temporaries.remove_stale(self.folder, TEMPORARY)
 
     def keep(self, fact_id: str, envelope: dict[str, Any]) -> Path:
         """Write ``envelope`` for ``fact_id``; returns the file. Raises ``OSError``."""

@@ -136,7 +136,9 @@ def record(
 
 def pending(archive: CertificateArchive) -> list[Intent]:
     """The intents a stopped process left in the folder (an unreadable one is logged, kept);
-    not those of a flow still running, here or in another process of this host."""
+    not those of a flow still running, here or in another process of this host. The stale
+    temporaries a kill left there are removed first (``remove_stale_temporaries``)."""
+    archive.remove_stale_temporaries()
     found: list[Intent] = []
     for path in sorted(archive.folder.glob(f"{PREFIX}*")):
         if path.name.endswith(".partial"):  # a temporary of ``write_new``

@@ -16,6 +16,7 @@ from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent
+from agent_custody_state.ledger.owned import sweep_callbacks
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.archive import CertificateArchive
@@ -77,6 +78,7 @@ class CustodySweep(CertificateKeeping):
         ``at``: measure the windows from this instant, not the clock's (``measured_at``)."""
         if before is None and self.retention is None:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
+        sweep_callbacks(progress, certificates)  # not Python's TypeError half-way
         options = self._certificate_options(certificates)
         swept = self._sweep(
             actor, reason, before, space, receipt_id, keep_digest, progress, options, within, at

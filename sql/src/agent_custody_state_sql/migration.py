@@ -20,7 +20,13 @@ from sqlalchemy.engine import Connection
 from agent_custody_state.plugin import EventBackendError
 from agent_custody_state_sql import readonly
 from agent_custody_state_sql.connection import SqlConnection
-from agent_custody_state_sql.schema import INDEXES, QUERY_COLUMNS, create_ddl, index_ddl
+from agent_custody_state_sql.schema import (
+    CORE_COLUMNS,
+    INDEXES,
+    QUERY_COLUMNS,
+    create_ddl,
+    index_ddl,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +46,8 @@ class SchemaSetup(SqlConnection):
     _qualified: str
     _index_prefix: str
     _jsonb: bool
+    #: The schema the side tables (``schema.SideTable``) are in: the events table's.
+    _home: str | None = None
 
     # -- dialect hooks -----------------------------------------------------------------------
 
@@ -52,6 +60,11 @@ class SchemaSetup(SqlConnection):
     def _json_field(self, *path: str) -> str:
         """SQL text extracting ``path`` (e.g. ``fact``, ``space``) from the json column as text."""
         raise NotImplementedError
+
+    def _home_schema(self) -> str | None:
+        """The events table's schema as the server found it (PostgreSQL: an unqualified name is
+        looked up along ``search_path``), so its side tables are made and found beside it."""
+        return self._schema
 
     def _json_is_jsonb(self, conn: Connection) -> bool:
         """Whether the json column is jsonb (Postgres tables of older writers)."""
@@ -80,12 +93,14 @@ class SchemaSetup(SqlConnection):
         conn = self._conn
         try:
             columns, indexes = self._inspect(conn)
+            self._check_layout(columns)
             if self.read_only:  # inspected, never created or migrated
                 missing = [c for c in QUERY_COLUMNS if c not in (columns or ())]
                 readonly.check_schema(self.location, self._qualified, columns, missing)
             elif not self._schema_ok(columns, indexes):
                 with self._schema_lock(conn):
                     columns, indexes = self._inspect(conn)  # another process may have done it
+                    self._check_layout(columns)
                     if columns is None:
                         for statement in create_ddl(
                             self._qualified, self._index_prefix, self.seq_ddl
@@ -94,8 +109,22 @@ class SchemaSetup(SqlConnection):
                     else:
                         self._migrate(conn, columns, indexes)
             self._jsonb = self._json_is_jsonb(conn)
+            self._home = self._home_schema()
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
             raise EventBackendError(f"cannot open {self.location}: {self._reason(exc)}") from None
+
+    def _check_layout(self, columns: set[str] | None) -> None:
+        """Refuse a table of the name that is not a ledger's (an application's ``events`` found
+        first, e.g. along PostgreSQL's ``search_path``): migrating it would alter someone
+        else's table, and writing to it would fail half-way."""
+        lacking = [c for c in CORE_COLUMNS if columns is not None and c not in columns]
+        if lacking:
+            raise EventBackendError(
+                f"cannot open {self.location}: the table {self._qualified} found there is not a "
+                f"ledger's events table (no column {', '.join(lacking)}); nothing was changed. "
+                "Name the ledger's table (PostgreSQL: ?table=<schema>.<table>; an unqualified "
+                "name is looked up along the role's search_path)"
+            )
 
     def _migrate(self, conn: Connection, columns: set[str], indexes: set[str]) -> None:
         """Add and fill the query columns an older layout lacks, then any missing index."""

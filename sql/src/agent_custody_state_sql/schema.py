@@ -17,6 +17,9 @@ from agent_custody_state.plugin import AssertEvent, Event, wire_time_key
 #: The four columns filled for asserts only (an older layout lacks them).
 QUERY_COLUMNS = ("space", "subject", "predicate", "supersedes")
 
+#: The columns every layout of SPEC 3's table has (an older one lacks only ``QUERY_COLUMNS``).
+CORE_COLUMNS = ("seq", "event_id", "kind", "tx_time", "fact_id", "json")
+
 #: Index name suffix -> indexed columns (SPEC 3). The name is ``<prefix>_<suffix>``.
 INDEXES: dict[str, tuple[str, ...]] = {
     "fact": ("fact_id",),
@@ -143,13 +146,15 @@ class Prepared:
 class SideTable:
     """A table ``<events table>_<suffix>`` in the events' schema, beside a SQL ledger's events
     (its checkpoints, its settings): ``table``, its quoted ``name`` and a display ``location``.
+    The schema is the one the events table was found in (``_home``), never a name looked up
+    along ``search_path`` on its own: that could be another schema's table, or create one there.
     The original reads only the events table, so a side table changes nothing for it."""
 
     def __init__(self, backend: Any, suffix: str, *columns: sa.Column[Any]) -> None:
         self._backend = backend
         self._dialect: sa.Dialect = backend._engine.dialect
         self.table = sa.Table(
-            f"{backend._table_name}_{suffix}", sa.MetaData(), *columns, schema=backend._schema
+            f"{backend._table_name}_{suffix}", sa.MetaData(), *columns, schema=backend._home
         )
         self.name = self._dialect.identifier_preparer.format_table(self.table)
         self.location = f"{backend.location} table {self.name}"

@@ -37,6 +37,7 @@ from agent_custody_state.ledger.certificate import (
 )
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.checkpoints import ledger_origin
+from agent_custody_state.ledger.compaction import compacted
 from agent_custody_state.ledger.datakeys import data_keys
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.lifecycle import writes
@@ -172,8 +173,7 @@ class LedgerForgetting:
         event, done = self._forget(
             fact_id, actor, reason, receipt_id, keep_digest, more, precondition, options is not None
         )
-        self.backend.compact()
-        self._appended([event])
+        compacted(self, [event])  # announced also when the compaction fails
         if options is None or key is None or done is None:
             return handed(event, self.backend.keeps_objects)
         [certified] = self._certify([done], options, key)
@@ -367,12 +367,8 @@ class LedgerForgetting:
                         done.append(forgetting)
                 if progress is not None and candidates:
                     progress(len(candidates), len(candidates))
-            finally:
-                # Also when a fact stops the sweep: the facts already forgotten must not leave
-                # their values in the ledger's files (compaction), and their events are announced.
-                if forgotten:
-                    self.backend.compact()
-                self._appended(forgotten)
+            finally:  # also when a fact stops it: what it forgot is compacted and announced
+                compacted(self, forgotten)
         except BaseException as exc:  # Ctrl-C too: the caller must learn what was forgotten
             # A fact stopped it: the forgets before stand, and are certified now, after their
             # compaction, as a complete sweep's are after its last (``stopped``).

@@ -62,7 +62,7 @@ class ErasureLog:
             sa.Column("kid", sa.Text, primary_key=True),
         )
         self._backend, self.name, self.location = backend, side.name, side.location
-        self._schema = backend.where.schema
+        self._schema = backend._home
         self._fits = len(side.table.name.encode()) <= MAX_IDENTIFIER
         dialect = side._dialect
         self._probe = Prepared(sa.text(_PROBE), dialect)

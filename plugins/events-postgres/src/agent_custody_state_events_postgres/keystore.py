@@ -43,6 +43,7 @@ from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreErro
 from agent_custody_state_sql import forked
 
 from .erasurelog import ErasureLog
+from .limits import hinted
 from .location import (
     MAX_IDENTIFIER,
     LocationError,
@@ -396,4 +397,4 @@ _STATISTICS_LEFT = (
 
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return hinted(text.splitlines()[0] if text else type(exc).__name__, exc)

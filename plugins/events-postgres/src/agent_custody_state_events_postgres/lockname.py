@@ -20,13 +20,20 @@ _RESOLVE = (
 )
 
 
-def lock_name(raw: Any, quoted: str, written: str) -> str:
-    """The name for the table ``quoted`` (its quoted, possibly qualified name) on the driver
-    connection ``raw``; ``written`` (the ``?table=`` text) if the server does not find it."""
+def resolve(raw: Any, quoted: str) -> tuple[str, str] | None:
+    """The schema and name of the table ``quoted`` (its quoted, possibly qualified name) as the
+    server finds it on the driver connection ``raw`` (along its ``search_path``); None if not."""
     row = raw.execute(_RESOLVE, (quoted,)).fetchone()
-    if row is None:
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+def lock_name(raw: Any, quoted: str, written: str) -> str:
+    """The name for the table ``quoted`` on the driver connection ``raw`` (``resolve``);
+    ``written`` (the ``?table=`` text) if the server does not find it."""
+    found = resolve(raw, quoted)
+    if found is None:
         return written
-    schema, table = str(row[0]), str(row[1])
+    schema, table = found
     return table if schema == "public" else f"{schema}.{table}"
 
 

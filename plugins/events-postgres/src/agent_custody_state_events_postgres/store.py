@@ -64,13 +64,15 @@ from agent_custody_state.plugin import (
 )
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
+from .catalog import FLUSH_GRANTED, json_is_jsonb
 from .held import HoldingBackend
+from .limits import hinted
 from .location import LocationError, fits, parse_location, reader
-from .lockname import advisory_key, lock_name
+from .lockname import advisory_key, lock_name, resolve
 from .pending import ErasureFlag
 from .relfiles import find_relations, relation_files
 from .statistics import Growth, quick_analyze, rows_known
-from .vacuum import ForgetResidue
+from .vacuum import UNFINISHED, ForgetResidue
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +103,6 @@ GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 FLUSH = "SELECT pg_logical_emit_message(true, 'agent-custody-state', '')"
 #: The columns reads filter and join on (not the wide ``json`` text).
 _KEYS = tuple(c for c in ROW_COLUMNS if c not in ("json", "event_id"))
-_FLUSH_GRANTED = (  # the text variant: 3 arguments before PostgreSQL 17, 4 (flush) since
-    "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
-    "WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace "
-    "AND proargtypes[2] = 'text'::regtype"
-)
 
 
 class PostgresBackend(ForgetResidue, HoldingBackend):
@@ -168,7 +165,7 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
             if where.commit == "grouped" and where.lock == "keys":
                 self._grouped = self._flush_granted()
             if self.vacuum and not self.read_only:  # a forget cut off before its VACUUM FULL
-                flag = ErasureFlag.beside(self, self._lock_name, where.schema)
+                flag = ErasureFlag.beside(self, self._lock_name, self._home)
                 self._run(lambda: self.settle_erasure(self._raw, self._qualified, flag))
         except BaseException:
             self.close()
@@ -181,7 +178,7 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
     def _flush_granted(self) -> bool:
         """Whether this role may run ``FLUSH``; if not (an operator revoked it), sections commit
         synchronously: a flush refused after the commit would leave the write unconfirmed."""
-        row = self._run(lambda: self._raw.execute(_FLUSH_GRANTED).fetchone())
+        row = self._run(lambda: self._raw.execute(FLUSH_GRANTED).fetchone())
         if row is not None and row[0]:
             return True
         log.warning(
@@ -353,15 +350,14 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
         return list(ids)
 
     def _json_is_jsonb(self, conn: Connection) -> bool:
-        row = conn.execute(
-            sa.text(
-                "SELECT data_type FROM information_schema.columns WHERE table_schema = "
-                "coalesce(:schema, current_schema()) AND table_name = :table AND "
-                "column_name = 'json'"
-            ),
-            {"schema": self.where.schema, "table": self.where.table},
-        ).first()
-        return row is not None and row[0] == "jsonb"
+        return json_is_jsonb(conn, self._qualified)
+
+    def _home_schema(self) -> str | None:
+        found = self._run(lambda: resolve(self._raw, self._qualified))
+        return self.where.schema if found is None else found[0]
+
+    def _reason(self, exc: BaseException) -> str:
+        return hinted(super()._reason(exc), exc)
 
     def _connection_lost(self) -> bool:
         return bool(self._raw.closed or self._raw.broken)
@@ -391,8 +387,10 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
         return relation_files(self._run(lambda: find_relations(self._raw, [self._qualified])))
 
     def compact(self) -> None:
-        """``VACUUM FULL`` the table (unless ``?vacuum=false``): dead row versions are erased;
-        what it cannot erase is told by ``compaction_residue`` (``vacuum``)."""
+        """``VACUUM FULL`` (unless ``?vacuum=false``); what it cannot erase: ``vacuum``."""
         if self._depth and self.vacuum:
             raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
-        self._run(lambda: self.vacuum_checked(self._raw, self._qualified, self.location))
+        try:
+            self._run(lambda: self.vacuum_checked(self._raw, self._qualified, self.location))
+        except EventBackendError as exc:  # after the forget's commit: say that it stands
+            raise EventBackendError(f"{exc}; {UNFINISHED}") from None

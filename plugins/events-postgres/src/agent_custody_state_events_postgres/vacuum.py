@@ -96,6 +96,15 @@ STATISTICS_LEFT = {
 }
 
 
+#: Added to a failed ``compact``'s error: it runs after the forget's (or sweep's) commit.
+UNFINISHED = (
+    "what was written before it stands (a forget is recorded and its value is gone from the "
+    "current row: do not forget it again), but the compaction did not finish, so dead row "
+    "versions of forgotten values stay in the table's files until one does (the next forget "
+    "or compact; a writer's open finishes one marked pending)"
+)
+
+
 def vacuum_full(raw: Any, qualified: str, location: str) -> None:
     """``VACUUM FULL`` the table (``raw``: autocommit, as VACUUM requires); PostgreSQL skips a
     table the role may not vacuum with only a warning, which for erasure is a failure."""

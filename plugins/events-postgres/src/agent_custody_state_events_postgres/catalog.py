@@ -1,0 +1,34 @@
+"""What a PostgreSQL ledger's open asks the server's catalog about its events table and role.
+
+Each answer is about the table the server finds for the location's (possibly unqualified) name,
+along the connection's ``search_path``: never a name looked up again on its own, which could be
+another schema's table (``lockname.resolve`` gives its schema, where the side tables go).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+__all__ = ["FLUSH_GRANTED", "json_is_jsonb"]
+
+#: Whether this role may run the durability wait's function (``store.FLUSH``): the text
+#: variant, 3 arguments before PostgreSQL 17, 4 (flush) since.
+FLUSH_GRANTED = (
+    "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
+    "WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace "
+    "AND proargtypes[2] = 'text'::regtype"
+)
+
+_JSONB = sa.text(
+    "SELECT atttypid = 'jsonb'::regtype FROM pg_attribute "
+    "WHERE attrelid = to_regclass(:table) AND attname = 'json'"
+)
+
+
+def json_is_jsonb(conn: Connection, quoted: str) -> bool:
+    """Whether the ``json`` column of the table ``quoted`` is ``jsonb`` (older writers)."""
+    row: Any = conn.execute(_JSONB, {"table": quoted}).first()
+    return row is not None and bool(row[0])

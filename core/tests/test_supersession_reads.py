@@ -197,3 +197,34 @@ def test_the_one_pass_superseders_agree_with_the_walk(
             store, ids, tx_at=tx_at, around=events, states=states, covered=ids
         )
     assert fast == walked
+
+
+class _Counted(dict[str, list[AssertEvent]]):
+    """The superseders by fact, counting how often the walk looks a fact's up."""
+
+    looked = 0
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        self.looked += 1
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_a_loop_of_retracted_superseders_is_walked_once(twice: bool) -> None:
+    """A hand-made file may link retracted facts in a loop (f0 <- f1 <- f0), or name one fact in
+    two asserts (``twice``): the walk went round the loop down to ``MAX_CHAIN_DEPTH``, along
+    every branch (hypothesis found a read that never ended). Each fact is looked through once."""
+
+    def assert_of(fact: str, supersedes: str, n: int) -> AssertEvent:
+        facts = Fact(fact, "acct:1", "plan", n, "org", "a", valid_from=_t(n))
+        return AssertEvent(f"e{n}", _t(n), facts, supersedes)
+
+    children = _Counted()
+    children["f0"] = [assert_of("f1", "f0", 1)] * (2 if twice else 1)
+    children["f1"] = [assert_of("f0", "f1", 2)] * (2 if twice else 1)
+    with patch.object(queries, "MAX_CHAIN_DEPTH", 16):  # a regression fails, never hangs
+        assert queries._first_live(children, {"f0", "f1"}, "f0") is None
+    assert children.looked <= 2
+    children["f1"].append(assert_of("f2", "f1", 3))  # a live one past the loop is still found
+    found = queries._first_live(children, {"f0", "f1"}, "f0")
+    assert found is not None and found.fact.fact_id == "f2"

@@ -253,7 +253,12 @@ def _first_live(
     """The first superseder of ``fact_id`` (in append order) that is not retracted, looking
     through retracted ones depth first. A loop with a stack, not a nested recursive function:
     that one formed a reference cycle with its closure, so every read left its events for the
-    garbage collector (and a chain of a thousand retracted links hit the recursion limit)."""
+    garbage collector (and a chain of a thousand retracted links hit the recursion limit).
+    Each fact's superseders are looked through once: a hand-made file may link facts in a
+    cycle, or name one fact twice, and without ``seen`` the walk went round such a loop until
+    ``MAX_CHAIN_DEPTH``, down every branch (a read that never ended). A fact looked through
+    already held no live superseder, so skipping it changes no answer."""
+    seen = {fact_id}
     stack = [iter(children.get(fact_id, ()))]
     while stack:
         child = next(stack[-1], None)
@@ -261,7 +266,8 @@ def _first_live(
             stack.pop()
         elif child.fact_id not in retracted:
             return child
-        elif len(stack) <= MAX_CHAIN_DEPTH:
+        elif child.fact_id not in seen and len(stack) <= MAX_CHAIN_DEPTH:
+            seen.add(child.fact_id)
             stack.append(iter(children.get(child.fact_id, ())))
     return None
 

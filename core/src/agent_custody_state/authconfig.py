@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent_custody_state.maskedrepr import MaskedRepr
 from agent_custody_state.spaces import SpaceScope
 
 RoleName = Literal["gateway", "direct", "reader"]
@@ -44,7 +45,7 @@ class OAuthGrantConfig(BaseModel):
     _check_spaces = field_validator("spaces")(check_spaces)
 
 
-class OAuthConfig(BaseModel):
+class OAuthConfig(MaskedRepr, BaseModel):
     """``[server.oauth]``: accept JWT access tokens from one authorization server."""
 
     model_config = ConfigDict(extra="forbid")

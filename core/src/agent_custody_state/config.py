@@ -55,6 +55,7 @@ from agent_custody_state.authconfig import OAuthConfig, TokenConfig, check_space
 from agent_custody_state.envnames import near_misses
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.maskedrepr import MaskedRepr
 
 _CONFIG_FILE: ContextVar[Path | None] = ContextVar("agent_custody_config_file", default=None)
 
@@ -71,7 +72,7 @@ class ConfigError(ValueError):
     """The configuration cannot be used; the message names the key or variable at fault."""
 
 
-class ServerConfig(BaseModel):
+class ServerConfig(MaskedRepr, BaseModel):
     """``[server]``: transport, trust, and the limits that keep one client from locking
     everyone else out (docs/security.md)."""
 
@@ -125,7 +126,7 @@ class VerifyConfig(BaseModel):
     delay_ms: float = Field(default=200, ge=0)
 
 
-class StoreConfig(BaseModel):
+class StoreConfig(MaskedRepr, BaseModel):
     """``[[stores]]``: ``name``, ``type`` and ``mirror``; every other key belongs to the store
     type. ``mirror = false`` keeps the plain append-only behaviour (no removal on supersession,
     no put-back on retraction; see ``agent_custody_state.stores.mirror``)."""
@@ -142,7 +143,7 @@ class StoreConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
-class MemoryConfig(BaseSettings):
+class MemoryConfig(MaskedRepr, BaseSettings):
     """Everything ``agent-custody-memory serve`` can be told."""
 
     model_config = SettingsConfigDict(

@@ -81,6 +81,7 @@ from agent_custody_state.stores.residual import (
     sqlite_file,
 )
 from agent_custody_state.stores.residual import window as residual_window
+from agent_custody_state.stores.withheld import withholding
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
@@ -150,4 +151,5 @@ __all__ = [
     "topic_problem",
     "watch_forks",
     "wire_time_key",
+    "withholding",
 ]

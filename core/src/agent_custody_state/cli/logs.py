@@ -10,7 +10,8 @@ A message is one line of at most ``MAX_MESSAGE`` characters: it may quote text a
 vendor chose (an exception's message, a store's error), so a text line shows control characters
 escaped as JSON escapes them (a newline cannot forge a line, an escape sequence cannot drive the
 operator's terminal) and a longer message is cut, with the count of what was left out (one call
-cannot flood the log). A traceback follows on its own lines, as Python prints it.
+cannot flood the log). A traceback follows on its own lines, as Python prints it (or as the
+record carries it formatted already: ``exc_text``).
 
     2026-01-01T00:00:00.000Z INFO access memory.write gateway ok 3.2ms
     {"time":"2026-01-01T00:00:00.000Z","level":"info","logger":"access","message":"...",
@@ -54,13 +55,19 @@ def _logger(record: logging.LogRecord) -> str:
     return name.removeprefix(_OURS + ".") if name.startswith(_OURS + ".") else name
 
 
+def _traceback(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    """The record's traceback: its exception's, else the text it carries already formatted
+    (``exc_text``: a traceback whose messages were masked, ``server.failures``)."""
+    return formatter.formatException(record.exc_info) if record.exc_info else record.exc_text or ""
+
+
 class TextFormatter(logging.Formatter):
     """``<time> <LEVEL> <logger> <message>``, one line (a traceback follows on its own lines)."""
 
     def format(self, record: logging.LogRecord) -> str:
         line = f"{_time(record)} {record.levelname} {_logger(record)} {shown(_message(record))}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+        if record.exc_info or record.exc_text:
+            line += "\n" + _traceback(self, record)
         return line
 
 
@@ -77,8 +84,8 @@ class JsonFormatter(logging.Formatter):
         for name in FIELDS:
             if hasattr(record, name):
                 data[name] = getattr(record, name)
-        if record.exc_info:
-            data["traceback"] = self.formatException(record.exc_info)
+        if record.exc_info or record.exc_text:
+            data["traceback"] = _traceback(self, record)
         return json.dumps(data, ensure_ascii=False, default=str)
 
 

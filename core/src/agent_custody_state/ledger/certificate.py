@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.ledger.bytescan import ScanResult
 from agent_custody_state.ledger.chain import ChainHead
+from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.files import real_file
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.ledger.residual import residual_windows
@@ -83,11 +84,18 @@ class CertificateOptions:
     verifier: Party | None = None
 
 
-def options_of(certificate: bool | CertificateOptions | None) -> CertificateOptions | None:
-    """``True`` is the default options, ``False``/None no certificate."""
+def options_of(certificate: object, name: str = "certificate") -> CertificateOptions | None:
+    """``True`` is the default options, ``False``/None no certificate; anything else is refused
+    (``LedgerError`` naming the parameter ``name``): it was taken for its truth, so
+    ``certificate="no"`` asked for a certificate."""
     if isinstance(certificate, CertificateOptions):
         return certificate
-    return CertificateOptions() if certificate else None
+    if certificate is None or isinstance(certificate, bool):
+        return CertificateOptions() if certificate else None
+    raise LedgerError(
+        f"{name} must be True, False or a CertificateOptions; got {certificate!r:.40}",
+        field=name,
+    )
 
 
 def signing_key(options: CertificateOptions, fallback: Any) -> KeyPair:

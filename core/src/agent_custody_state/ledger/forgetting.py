@@ -179,10 +179,13 @@ class LedgerForgetting:
         [certified] = self._certify([done], options, key)
         return certified
 
-    def certifying(self, certificate: Certify) -> tuple[CertificateOptions | None, KeyPair | None]:
-        """The options and signing key a ``certificate=`` argument stands for (None, None for
-        no certificate); ``LedgerError`` (code ``no_signing_key``) when there is no key."""
-        options = options_of(certificate)
+    def certifying(
+        self, certificate: Certify, name: str = "certificate"
+    ) -> tuple[CertificateOptions | None, KeyPair | None]:
+        """The options and signing key a ``certificate=`` argument (the parameter ``name``)
+        stands for (None, None for no certificate); ``LedgerError`` when it is neither a bool,
+        None nor ``CertificateOptions``, and (code ``no_signing_key``) when there is no key."""
+        options = options_of(certificate, name)
         if options is None:
             return None, None
         checkpointer = self._chain.checkpointer
@@ -331,7 +334,7 @@ class LedgerForgetting:
         A fact that stops it: its exception carries what was done before (``stopped``)."""
         cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
         extras, only = sweep_args(extras, only, progress, certificates)
-        options, key = self.certifying(certificates)
+        options, key = self.certifying(certificates, "certificates")
         forgotten: list[ForgetEvent] = []
         done: list[Forgetting] = []
         held: list[str] = []

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hmac
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,7 +50,7 @@ from agent_custody_state.server.intake import header as _header
 from agent_custody_state.server.oauth import InsufficientScope, InvalidToken, JwtVerifier
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.stepup import missing_scopes, tool_call
-from agent_custody_state.server.tokenrules import check_tokens
+from agent_custody_state.server.tokenrules import MIN_TOKEN_LENGTH, check_tokens
 from agent_custody_state.server.trust import ROLES, SCOPE_ROLE_KEY, SCOPE_SPACES_KEY, Role
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -62,9 +62,9 @@ INSUFFICIENT_SCOPE = -32003  # JSON-RPC "server error" range: MCP names no code 
 @dataclass(frozen=True)
 class BearerToken:
     """One accepted token, the role its holder gets and the spaces it may use (None: all);
-    ``label`` names it in logs, never the value."""
+    ``label`` names it in logs, never the value (nor does its ``repr``)."""
 
-    value: str
+    value: str = field(repr=False)
     role: Role = "gateway"
     label: str = ""
     spaces: SpaceScope | None = None
@@ -99,13 +99,24 @@ def normalize_tokens(tokens: Any) -> list[BearerToken]:
         if token.role not in ROLES:
             raise ValueError(
                 f'bearer token {index}: role must be "gateway", "direct" or "reader", got '
-                f"{token.role!r}"
+                f"{_shown_role(token.role)}"
             )
         label = token.label or f"{token.role}-{index}"
         spaces = scope_arg(token.spaces, f"bearer token {index} spaces")
         out.append(BearerToken(token.value, token.role, label, spaces))
     check_tokens(out)
     return out
+
+
+def _shown_role(role: object) -> str:
+    """A role that is none of the roles, as an error shows it: a text as long as a token is not
+    quoted (``{role: token}`` given for ``{token: role}`` puts the token there)."""
+    if isinstance(role, str) and len(role) >= MIN_TOKEN_LENGTH:
+        return (
+            f"a text of {len(role)} characters, not shown (it may be a token: a mapping is "
+            "{token: role})"
+        )
+    return f"{role!r:.40}"
 
 
 def _split_host(value: str) -> tuple[str, str | None]:

@@ -28,6 +28,7 @@ from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.server.appender import Appender
 from agent_custody_state.server.evidence import EvidenceError
+from agent_custody_state.server.failures import internal_error, log_internal_error
 from agent_custody_state.server.handlers import HANDLERS
 from agent_custody_state.server.limits import ValueLimits, check_value, depth_problem
 from agent_custody_state.server.policy import refusal
@@ -205,8 +206,8 @@ class MemoryService:
             log.error("%s failed in the event store: %s", name, exc)
             return ToolResult.error(str(exc))
         except Exception as exc:  # a bug must cost one call, not the connection
-            log.exception("%s failed", name)
-            return ToolResult.error(f"internal error in {name}: {type(exc).__name__}: {exc}")
+            log_internal_error(log, name, exc, arguments)
+            return ToolResult.error(internal_error(name, exc))
 
     def close(self) -> None:
         self.worker.close()

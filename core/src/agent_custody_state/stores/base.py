@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlsplit
 from agent_custody_state.canonical import js_json
 from agent_custody_state.ledger.model import Fact
 from agent_custody_state.stores.holdable import holdable_text
-from agent_custody_state.stores.withheld import withheld, without_queries
+from agent_custody_state.stores.withheld import withheld, without_queries, without_sending
 
 Verification = Literal["verified", "stillIndexed", "unverified", "failed"]
 
@@ -65,17 +65,18 @@ def redact(text: str) -> str:
 
 
 class _Redacting(logging.Filter):
-    """Applies ``redact`` and ``without_queries`` to a log record: httpx logs every request's
-    URL at INFO, userinfo (a password) and query (a search's text: a store's check after a
-    forget searches for the forgotten value) included. A Stainless SDK's ``Request options``
-    record (DEBUG) is cut to the method and URL: it carries the request's body and query."""
+    """Applies ``redact``, ``without_queries`` and ``without_sending`` to a log record: httpx
+    logs every request's URL at INFO, userinfo (a password) and query (a search's text: a
+    store's check after a forget searches for the forgotten value) included, and an SDK may log
+    the text it sends (``withheld.withholding``). A Stainless SDK's ``Request options`` record
+    (DEBUG) is cut to the method and URL: it carries the request's body and query."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg == "Request options: %s":  # one mapping: logging keeps it as ``args``
             options = record.args if isinstance(record.args, dict) else {}
             record.args = ({k: options.get(k) for k in ("method", "url")},)
         message = record.getMessage()
-        clean = without_queries(redact(message))
+        clean = without_sending(without_queries(redact(message)))
         if clean != message:
             record.msg, record.args = clean, None
         return True
@@ -85,8 +86,10 @@ _REDACTING = _Redacting()
 
 
 def guard_logger(name: str) -> None:
-    """Keep registered secrets, URL passwords, URL queries and request bodies out of the
-    records of the logger ``name`` (a vendor SDK's that logs its requests)."""
+    """Keep registered secrets, URL passwords, URL queries, request bodies and the values
+    being sent (``withheld.withholding``) out of the records of the logger ``name`` (a vendor
+    SDK's that logs its requests). A logger's filter sees only its own records, not those of
+    the loggers below it: guard each logger that logs."""
     logger = logging.getLogger(name)
     if _REDACTING not in logger.filters:
         logger.addFilter(_REDACTING)

@@ -292,7 +292,7 @@ class Custody(CustodySweep):
     def _certificate_options(self, certificate: Certify) -> CertificateOptions | None:
         """``certificate=`` with its key resolved now (the custody's, else the ledger's), so a
         missing key refuses the call before the stores or the ledger are touched."""
-        options = options_of(certificate or self.certificates is not None)
+        options = options_of(certificate) or options_of(self.certificates is not None)
         if options is None:
             return None
         if options.key is None and self.certificate_key is not None:

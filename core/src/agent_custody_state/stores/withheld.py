@@ -11,14 +11,20 @@ reply echoing a megabyte neither floods a log nor a report.
 
 The same query rule applies to the log records of the HTTP clients and the vendor SDKs
 (``stores.base._Redacting``): httpx logs each request's URL at INFO, and a store's check after a
-forget searches for the forgotten text with a ``GET``.
+forget searches for the forgotten text with a ``GET``. So does the value rule, while a store is
+sending a fact (``withholding``): an SDK logging what it sends (mem0's local ``Memory`` logs
+``Creating memory with data='<the text>'``) has that text masked in the records of every
+guarded logger (``stores.base.guard_logger``), whichever thread logs them.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -48,6 +54,40 @@ def withheld(text: str, *values: Any) -> str:
         text = _mask(text, form)
     if len(text) > LIMIT:
         text = f"{text[:LIMIT]}… ({len(text) - LIMIT} more characters)"
+    return text
+
+
+#: The forms of the values stores are sending now (``withholding``), with how many sends each.
+_SENDING: Counter[str] = Counter()
+_SENDING_LOCK = threading.Lock()  # records are logged by any thread, SDKs use thread pools
+
+
+@contextmanager
+def withholding(*values: Any) -> Iterator[None]:
+    """While open, the records of every guarded logger show ``values`` (a fact's text as the
+    store sends it, the fact's value) masked as ``withheld`` masks them. Process-wide: a vendor
+    SDK logs from threads of its own. Open it around a store's calls that send the fact."""
+    forms = _forms(values)
+    with _SENDING_LOCK:
+        _SENDING.update(forms)
+    try:
+        yield
+    finally:
+        with _SENDING_LOCK:
+            _SENDING.subtract(forms)
+            for form in forms:
+                if _SENDING[form] <= 0:
+                    del _SENDING[form]
+
+
+def without_sending(text: str) -> str:
+    """``text`` with the values being sent now (``withholding``) masked."""
+    with _SENDING_LOCK:
+        if not _SENDING:
+            return text
+        forms = sorted(_SENDING, key=len, reverse=True)
+    for form in forms:
+        text = _mask(text, form)
     return text
 
 

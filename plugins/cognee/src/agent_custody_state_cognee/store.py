@@ -135,7 +135,7 @@ class CogneeStore:
 
     def __repr__(self) -> str:
         dataset = self.dataset_id or self.dataset_name
-        return f"<CogneeStore {self.name} dataset={dataset} at {self.url}>"
+        return f"<CogneeStore {self.name} dataset={dataset} at {self.where}>"
 
     async def _request(self, what: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One HTTP call; transport failures become a ``StoreError`` saying what was tried."""

@@ -103,7 +103,8 @@ class LettaStore:
         ]
 
     def __repr__(self) -> str:
-        return f"<LettaStore {self.name} agent={self.agent_id} at {self.client.base_url}>"
+        at = public_url(str(self.client.base_url))  # no userinfo (a password), no query
+        return f"<LettaStore {self.name} agent={self.agent_id} at {at}>"
 
     async def _call(self, what: str, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run one SDK call in a thread; turn its errors into a ``StoreError`` naming it."""

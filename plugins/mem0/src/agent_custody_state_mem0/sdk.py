@@ -1,8 +1,14 @@
-"""Importing ``mem0`` safely: its environment must be set first.
+"""Importing ``mem0`` safely: its environment must be set first, and its logs guarded.
 
 mem0 reads ``MEM0_TELEMETRY`` when it is imported (on by default, sending PostHog events to
 ``us.i.posthog.com``) and writes ``$MEM0_DIR/config.json`` (default ``~/.mem0``). A custody
 server must not phone home by accident, so both are decided here, before the first import.
+
+mem0's local ``Memory`` logs the text it stores, in f-strings (``Creating memory with
+data='<text>'`` at DEBUG, ``Updating memory with data=...`` at INFO, ``Skipping duplicate memory
+(hash match): <text>``), and its vector stores and client log from loggers of their own:
+``guard_mem0_loggers`` guards every ``mem0`` logger (``plugin.guard_logger``), so the text a
+store is sending (``plugin.withholding``) is masked in their records, as are secrets.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import os
 import sys
 import tempfile
 from types import ModuleType
+
+from agent_custody_state.plugin import guard_logger
 
 from .settings import Mem0Settings
 
@@ -42,3 +50,12 @@ def import_mem0(settings: Mem0Settings) -> ModuleType:
         directory = os.environ.setdefault("MEM0_DIR", _default_dir())
         os.makedirs(directory, mode=0o700, exist_ok=True)
     return importlib.import_module("mem0")
+
+
+def guard_mem0_loggers() -> None:
+    """Guard ``mem0`` and every logger below it that exists now: call it once the backend is
+    built (a vector store's, an embedder's logger is made when ``Memory`` imports its module).
+    A logger's filter sees only its own records, so each one is guarded."""
+    names = [n for n in logging.root.manager.loggerDict if n.split(".", 1)[0] == "mem0"]
+    for name in ["mem0", "mem0.memory.main", *names]:
+        guard_logger(name)

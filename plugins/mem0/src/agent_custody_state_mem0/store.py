@@ -38,9 +38,11 @@ from agent_custody_state.plugin import (
     fact_text,
     poll,
     secret_from_env,
+    withholding,
 )
 
 from .backend import EventState, Mem0Backend, Record
+from .sdk import guard_mem0_loggers
 from .settings import Mem0Settings
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,10 @@ class Mem0Store:
     # -- put ------------------------------------------------------------------------------
 
     async def put(self, fact: Fact) -> str:
+        with withholding(fact_text(fact), fact.value):  # mem0 logs the text it stores
+            return await self._put(fact)
+
+    async def _put(self, fact: Fact) -> str:
         metadata = custody_metadata(fact)
         if self.unique_text:
             return await self._add(marked_text(fact), metadata, fact)
@@ -201,7 +207,8 @@ class Mem0Store:
             return False
         if await self._call("list by factId", self.backend.by_fact, fact.fact_id):
             return False
-        hits = await self._call("search", self.backend.search, fact_text(fact))
+        with withholding(fact_text(fact), fact.value):
+            hits = await self._call("search", self.backend.search, fact_text(fact))
         return not any(hit.get("id") == external_id or _owner(hit) == fact.fact_id for hit in hits)
 
     def close(self) -> None:
@@ -235,6 +242,7 @@ def build(settings: Mem0Settings | Mapping[str, Any], *, name: str = "mem0") -> 
             raise StoreError(
                 name, f"local mem0 did not start: {type(exc).__name__}: {exc}"
             ) from exc
+    guard_mem0_loggers()  # after the backend: building it imported the modules that log
     return Mem0Store(
         name,
         backend,

@@ -81,6 +81,8 @@ class HeldFile:
             fd, self.fd, self.ident = self.fd, None, None
             os.close(fd)
 
+    __del__ = release  # a backend dropped without ``close()`` (``LockFile.__del__`` warns)
+
 
 def stored_lines(path: Path, lock_fd: int | None) -> Iterator[bytes]:
     """The non-blank lines of ``path`` (without their newline), a final line without one

@@ -10,7 +10,9 @@ reader sees the complete lines only. Every write section is refused (``JsonlBack
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 
@@ -55,6 +57,7 @@ class LockFile:
         self._open: Callable[[], int | None] = partial(
             lock_file, path, lock, location, read_only=read_only
         )
+        self._location = location
         self._fd = self._open()
         self._pid = os.getpid()
 
@@ -70,3 +73,17 @@ class LockFile:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+    def __del__(self) -> None:
+        """A ledger dropped without ``close()``: its descriptor was open for the process's
+        life (a web worker opening one per request ran out of them). Released now, and said,
+        as Python says of an unclosed file."""
+        if getattr(self, "_fd", None) is not None:
+            with suppress(Exception):  # at interpreter exit ``warnings`` may be gone
+                warnings.warn(
+                    f"ledger {self._location} was not closed; close it (ledger.close(), or "
+                    "`with Ledger(...) as ledger:`)",
+                    ResourceWarning,
+                    stacklevel=1,
+                )
+            self.close()

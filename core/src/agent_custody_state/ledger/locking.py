@@ -20,6 +20,7 @@ Keys are plain strings; a backend hashes them into whatever its lock manager tak
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Collection, Iterable, Mapping
 from contextlib import AbstractContextManager
 from datetime import timedelta
@@ -109,7 +110,10 @@ def in_order(backend: EventBackend, tx: str) -> str:
 #: How far the last event may be ahead of this clock before a write says so: more than the
 #: skew of two hosts' clocks, or a step back NTP makes.
 FAR_AHEAD = timedelta(minutes=5)
-_warned: set[tuple[int, str]] = set()
+#: The time each open backend last warned of. Weak: a set of ``(id(backend), time)`` grew by
+#: one entry per ledger opened for the process's life, and a new backend given a collected
+#: one's ``id`` was never warned.
+_warned: weakref.WeakKeyDictionary[EventBackend, str] = weakref.WeakKeyDictionary()
 
 
 def _warn_if_far_ahead(backend: EventBackend, last: str, tx: str) -> None:
@@ -117,9 +121,9 @@ def _warn_if_far_ahead(backend: EventBackend, last: str, tx: str) -> None:
     event stamped in the future (an import from a host whose clock ran ahead, a hand edit) holds
     every later write at its time until this clock passes it."""
     ahead = parse_time(last) - parse_time(tx)
-    if ahead <= FAR_AHEAD or (id(backend), last) in _warned:
+    if ahead <= FAR_AHEAD or _warned.get(backend) == last:
         return
-    _warned.add((id(backend), last))
+    _warned[backend] = last
     log.warning(  # no location: a PostgreSQL URL may hold a password
         "the %s ledger's new events are stamped %s, the last event's time, %s ahead of this "
         "host's clock (%s): transaction time never runs backwards, so it stays there until "

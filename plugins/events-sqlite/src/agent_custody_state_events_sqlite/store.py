@@ -20,6 +20,7 @@ import logging
 import os
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from functools import partial
@@ -66,6 +67,19 @@ _HARD_LINKS = (
 )
 
 
+def _weakly(
+    method: weakref.WeakMethod[Callable[[], sqlite3.Connection]], location: str
+) -> sqlite3.Connection:
+    """The engine's ``creator``: the backend's ``_open_connection`` through a weak reference.
+    SQLAlchemy's finalizer of a checked-out connection holds the pool, so a pool holding the
+    backend kept a ledger dropped without ``close()`` alive for good, its connection and
+    descriptors with it; now it is collected and its connection closed."""
+    bound = method()
+    if bound is None:  # pragma: no cover - nothing connects through a collected backend
+        raise sqlite3.ProgrammingError(f"{location}: its backend was closed")
+    return bound()
+
+
 class SqliteBackend(SidecarKeys, SqlEventBackend):
     """Events in a SQLite file; ``location`` is its path (``.sqlite`` or ``.db``)."""
 
@@ -109,7 +123,7 @@ class SqliteBackend(SidecarKeys, SqlEventBackend):
             "sqlite+pysqlite://",
             # The file is opened by path (read-only: a ``file:`` URI that quotes it), so ``?``,
             # ``#`` or ``%`` in a file name mean nothing special.
-            creator=self._open_connection,
+            creator=partial(_weakly, weakref.WeakMethod(self._open_connection), str(location)),
             # Autocommit at the driver: we issue BEGIN IMMEDIATE / COMMIT ourselves, and a bare
             # read then sees every write other processes have committed.
             isolation_level="AUTOCOMMIT",

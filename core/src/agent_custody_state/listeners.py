@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from agent_custody_state.ledger.model import Fact
+
 log = logging.getLogger("agent_custody_state.plugins")
 
 
@@ -28,11 +30,21 @@ def call_each(hook: Any, **kwargs: Any) -> None:
     for impl in reversed(impls):  # pluggy's calling order
         try:
             impl.function(*[kwargs[name] for name in impl.argnames])
-        except Exception:
-            event = kwargs.get("event")
-            log.exception(
-                "the %s hook of plugin %s failed for event %s",
-                hook.name,
-                impl.plugin_name,
-                getattr(event, "event_id", "?"),
-            )
+        except Exception as exc:
+            _failed(exc, hook.name, impl.plugin_name, kwargs.get("event"))
+
+
+def _failed(exc: Exception, hook: str, plugin: str, event: Any) -> None:
+    """Log a plugin's failed hook with its traceback, each message shown without the event's
+    fact (its text as the stores receive it, its value), secrets or URL queries: a plugin's
+    error may quote the event it was given (a webhook's refusal echoing the body)."""
+    # Imported here: the plugin manager loads at start-up, the stores' modules when needed.
+    from agent_custody_state.maskedtrace import log_traceback
+    from agent_custody_state.stores.masking import fact_values, masker
+
+    fact = getattr(event, "fact", None)
+    shown = masker(*fact_values(fact if isinstance(fact, Fact) else None))
+    text = "the %s hook of plugin %s failed for event %s"
+    log_traceback(
+        log, logging.ERROR, exc, shown, text, hook, plugin, getattr(event, "event_id", "?")
+    )

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import secrets
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,10 +57,10 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
         yield sys.stdout
         sys.stdout.flush()
         return
-    from agent_custody_state.stores.temporaries import remove_stale  # not at ``--help``
+    from agent_custody_state.stores.temporaries import remove_stale, temporary  # not at --help
 
     remove_stale(path.parent, temporary_pattern(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.partial")
+    tmp = temporary(path, "partial")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as exc:  # named by what was asked, not by the temporary file's name
@@ -81,9 +80,9 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
 def temporary_pattern(path: Path) -> re.Pattern[str]:
     """The names of ``output_file``'s temporaries for ``path``: ``.<name>.<pid>.<16 hex>.partial``
     (``.<name>.<pid>.partial`` before the random part)."""
-    return re.compile(
-        re.escape(f".{path.name}") + r"\.(?P<pid>[0-9]{1,10})(?:\.[0-9a-f]{16})?\.partial"
-    )
+    from agent_custody_state.stores.temporaries import pattern
+
+    return pattern(re.escape(path.name), "partial")
 
 
 def check_not_input(target: Path | None, args: Any, ledger: Any) -> None:

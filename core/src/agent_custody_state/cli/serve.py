@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from agent_custody_state.cli.common import LEDGER_KINDS, CliError, add_forget_mode_flags
+from agent_custody_state.cli.keygen import cmd_keygen
 from agent_custody_state.cli.logs import FORMATS, LEVELS
 from agent_custody_state.cli.serve_setup import at_least_one, delay_seconds, port_number, seconds
 
@@ -183,20 +184,6 @@ def _graceful_stop(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def cmd_keygen(args: argparse.Namespace) -> int:
-    from agent_custody_state.cli.serve_setup import key_output
-    from agent_custody_state.server.signing import generate_key_pair
-
-    key_output(args.out)
-    try:
-        private, public, key_id = generate_key_pair(args.out, force=args.force)
-    except FileExistsError as exc:
-        raise CliError(str(exc)) from None
-    print(f"wrote {private} (private key, mode 0600) and {public} (public key, for the gateway)")
-    print(f"key id {key_id}")
-    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ the config's ``outbox``) and first finishes those a crash left (``stores.outbox`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -28,10 +27,7 @@ from agent_custody_state.cli.common import (
     check_location,
     time_option,
 )
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+from agent_custody_state.cli.sweep_unfinished import interrupted, not_kept, plural, stopped
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, str]:
@@ -147,36 +143,40 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         at=at,
                     )
                 )
+            except KeyboardInterrupt as exc:  # exit 130 (``cli._run``), saying what stands
+                told = interrupted(exc, archive, outbox if stores else None, bool(stores))
+                print(f"agent-custody-memory: {told}", file=sys.stderr)
+                raise
             except Exception as exc:
                 swept = swept_before(exc)
                 if swept is None:
                     raise  # it forgot nothing: the error says it all
                 if args.json:  # what it did, as memory.sweep's second text item says it
                     _print_json(swept, folder is not None)
-                raise CliError(_stopped(exc, swept, archive, printed=args.json)) from None
+                raise CliError(stopped(exc, swept, archive, printed=args.json)) from None
     if args.json:
         _print_json(report, folder is not None)
     else:
         removed = sum(1 for s in report.forgotten if s.removal.removed_from)
-        line = f"forgot {_plural(len(report.forgotten), 'fact')}; {len(report.held)} on hold, kept"
+        line = f"forgot {plural(len(report.forgotten), 'fact')}; {len(report.held)} on hold, kept"
         if stores:
             line += f"; {removed} removed from the stores"
         print(line)
     problems = report.problems()
-    not_kept = _not_kept(report, archive, printed=args.json)
+    unkept = not_kept(report, archive, printed=args.json)
     if problems:
         from agent_custody_state.server.handlers import SWEEP_STILL_HELD
 
-        raise CliError(f"{SWEEP_STILL_HELD}{'; '.join(problems)}{not_kept}")
-    if not_kept:
-        raise CliError(not_kept.removeprefix("; "))
+        raise CliError(f"{SWEEP_STILL_HELD}{'; '.join(problems)}{unkept}")
+    if unkept:
+        raise CliError(unkept.removeprefix("; "))
     return 0
 
 
 def _print_json(report: Any, certified: bool) -> None:
     """memory.sweep's JSON of ``report`` (``sweep_shape``); ``certified``: each forgotten fact
     with its ``certificate``, as in the tool's structured content (``shapes.with_certificates``),
-    so one kept nowhere else is printed (``_not_kept``)."""
+    so one kept nowhere else is printed (``sweep_unfinished.not_kept``)."""
     from agent_custody_state.cli.render import print_json
     from agent_custody_state.server.shapes import sweep_shape
 
@@ -186,36 +186,6 @@ def _print_json(report: Any, certified: bool) -> None:
             if swept.certificate is not None:
                 item["certificate"] = swept.certificate
     print_json(data)
-
-
-def _not_kept(report: Any, archive: Any, *, printed: bool) -> str:
-    """``; N certificates could not be kept in DIR ...`` (and each printed on standard output,
-    unless ``--json`` printed them already), or empty. Every forget is done and cannot be
-    certified again (its byte scan needed the value): exit 1, as for a store still holding."""
-    ours = {swept.event.fact_id for swept in report.forgotten}  # not those the start finished
-    missing = set(archive.not_kept) & ours if archive is not None else set()
-    if not missing:
-        return ""
-    from agent_custody_state.stores.sweep_stopped import some
-
-    if not printed:
-        for swept in report.forgotten:
-            if swept.event.fact_id in missing and swept.certificate is not None:
-                sys.stdout.write(json.dumps(swept.certificate, indent=2) + "\n")
-        sys.stdout.flush()
-    return (
-        f"; {_plural(len(missing), 'certificate')} could not be kept in {archive.folder} (facts "
-        f"{some(sorted(missing))}; the log says why): the facts are forgotten, and the "
-        "certificates are printed on standard output: keep them, they cannot be issued again"
-    )
-
-
-def _stopped(exc: Exception, report: Any, archive: Any, *, printed: bool) -> str:
-    """The error of a sweep a fact stopped, true of the sweep, as ``memory.sweep`` says it
-    (``stores.sweep_stopped``), then the certificates not kept (``printed``: by ``--json``)."""
-    from agent_custody_state.stores.sweep_stopped import stopped_text
-
-    return stopped_text(exc, report) + _not_kept(report, archive, printed=printed)
 
 
 def _forget_mode(args: argparse.Namespace, config: Any) -> dict[str, Any]:
@@ -311,7 +281,7 @@ def _print_preview(preview: Any, as_json: bool, at: str | None) -> int:
         )
     for fact_id in preview.held:
         print(f"would keep   {fact_id}  (on legal hold)")
-    print(f"dry run: would forget {_plural(len(facts), 'fact')}; {len(preview.held)} on hold, kept")
+    print(f"dry run: would forget {plural(len(facts), 'fact')}; {len(preview.held)} on hold, kept")
     if at is not None:
         print(f"windows measured at {at}: sweep with --at {at} to forget exactly these")
     return 0

@@ -19,6 +19,7 @@ import contextlib
 import errno
 import ipaddress
 import os
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +42,7 @@ from agent_custody_state.extras.review import (
     served_bundle,
 )
 from agent_custody_state.signing import well_formed
+from agent_custody_state.stores.temporaries import pattern, remove_stale, temporary
 
 HEADERS = {
     "cache-control": "no-store",
@@ -215,6 +217,8 @@ def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str,
     folder.mkdir(parents=False, exist_ok=True)
     (folder / "r").mkdir(parents=False, exist_ok=True)
     reviewfiles.check_apart(folder, o.receipts_dir)  # never written over the receipts
+    remove_stale(folder, pattern(re.escape("index.html"), "tmp"))  # a kill's, once stale
+    remove_stale(folder / "r", pattern(r"[^/]+\.(?:html|json)", "tmp"))
     earlier = reviewfiles.earlier_pages(folder)
     rows = list_receipts(o)
     run = ReviewRun(o)  # the ledger and the summaries read once for every page
@@ -230,7 +234,7 @@ def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str,
 
 
 def _replace(path: Path, content: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = temporary(path, "tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:

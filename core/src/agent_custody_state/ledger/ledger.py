@@ -64,6 +64,7 @@ from agent_custody_state.ledger.rules import (
     refuse,
 )
 from agent_custody_state.ledger.shred import shredding
+from agent_custody_state.maskedtrace import log_traceback
 from agent_custody_state.timeutil import utc_now
 
 log = logging.getLogger(__name__)
@@ -189,8 +190,10 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads, Unshared):
         for event in events:
             try:
                 host.event_appended(self, event)
-            except Exception:  # a notification must never undo a durable write
-                log.exception("event_appended hook failed for event %s", event.event_id)
+            except Exception as exc:  # a notification must never undo a durable write
+                # Its message may quote the event: the type only (the stores' masking is above)
+                text = "event_appended hook failed for event %s"
+                log_traceback(log, logging.ERROR, exc, None, text, event.event_id)
 
     @property
     def location(self) -> str:

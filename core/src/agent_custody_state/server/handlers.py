@@ -18,7 +18,9 @@ from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import PROVENANCE_RANK, AssertEvent, Fact
 from agent_custody_state.ledger.requests import AssertRequest
 from agent_custody_state.ledger.rules import unknown_fact
+from agent_custody_state.maskedtrace import log_traceback
 from agent_custody_state.server.evidence import check_evidence
+from agent_custody_state.server.failures import internal_error
 from agent_custody_state.server.policy import FactGuard, guard_fact, is_direct
 from agent_custody_state.server.results import ToolResult, rendered, rendered_partial
 from agent_custody_state.server.scopes import allows, check_space, shown_events, visible_facts
@@ -269,12 +271,22 @@ async def _stopped_sweep(exc: Exception, report: SweepReport) -> ToolResult:
     """A sweep a fact stopped part-way (a full disk): its error, said of the sweep as the
     ``sweep`` command says it (``stores.sweep_stopped``: the facts forgotten before stand),
     first, and the JSON of what it did second, as a sweep a store could not finish; the
-    structured content keeps the error's ``code``, when it has one."""
-    message = stopped_text(exc, report)
-    log.error("memory.sweep: %s", message, exc_info=not isinstance(exc, _STOPS))
+    structured content keeps the error's ``code``, when it has one.
+
+    An unexpected exception (a bug, a driver's error no layer turned into a refusal) may quote
+    the fact it stopped at, whose value the sweep was erasing: the result names its type only,
+    as ``service`` does for any tool (``failures.internal_error``), and the log its traceback
+    with no exception's message (``maskedtrace``: the values forgotten are not known here to
+    be masked, and must not outlive their forget in a log)."""
+    if isinstance(exc, _STOPS):
+        message = stopped_text(exc, report)
+        log.error("memory.sweep: %s", message)
+    else:
+        message = stopped_text(internal_error("memory.sweep", exc), report)
+        log_traceback(log, logging.ERROR, exc, None, "memory.sweep: %s", message)
     result = await rendered_partial(message, sweep_shape(report))
     code = getattr(exc, "code", None)
-    if isinstance(code, str) and result.structured is not None:
+    if isinstance(exc, _STOPS) and isinstance(code, str) and result.structured is not None:
         result.structured["code"] = code
     return result
 

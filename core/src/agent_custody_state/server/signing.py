@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from agent_custody_state.canonical import canonical_json
 from agent_custody_state.keys import SigningKeyError, load_private_key
 from agent_custody_state.signing import key_id, pae
+from agent_custody_state.stores.temporaries import pattern, remove_stale, temporary
 
 __all__ = [
     "PAYLOAD_TYPE",
@@ -111,8 +113,10 @@ def verify_envelope(envelope: dict[str, Any], public_key: Ed25519PublicKey) -> d
 
 def _replace_file(path: Path, data: bytes, mode: int) -> None:
     """Write ``data`` to a new file beside ``path`` (``mode`` from its first byte, never through a
-    symlink), then rename it over ``path``: a symlink at ``path`` is replaced, never followed."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    symlink), then rename it over ``path``: a symlink at ``path`` is replaced, never followed.
+    The temporaries a kill left for ``path`` are removed first, once stale (``temporaries``)."""
+    remove_stale(path.parent, pattern(re.escape(path.name), "tmp"))
+    tmp = temporary(path, "tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         os.fchmod(fd, mode)  # whatever the umask

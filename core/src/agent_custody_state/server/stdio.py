@@ -38,6 +38,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
+from agent_custody_state.maskedtrace import log_traceback
 from agent_custody_state.server import rpcid
 from agent_custody_state.server.foreign import watched
 from agent_custody_state.server.stdio_messages import (
@@ -48,6 +49,7 @@ from agent_custody_state.server.stdio_messages import (
     error_reply,
     parse,
 )
+from agent_custody_state.stores.masking import masker
 
 __all__ = ["LineFramer", "Oversized", "serve_stdio", "stdio_transport"]
 
@@ -105,8 +107,9 @@ def _encoded(message: SessionMessage) -> bytes:
     no answer: one bad message must not end the writer, and with it the server."""
     try:
         data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-    except Exception:
-        log.exception("a message could not be written as JSON")
+    except Exception as exc:  # its message may quote the message's text: masked (``_strings``)
+        shown = masker(_strings(message.message))
+        log_traceback(log, logging.ERROR, exc, shown, "a message could not be written as JSON")
         if not isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
             return b""
         request_id = message.message.id
@@ -117,6 +120,16 @@ def _encoded(message: SessionMessage) -> bytes:
         )
         data = reply.message.model_dump_json(by_alias=True, exclude_unset=True)
     return data.encode() + b"\n"
+
+
+def _strings(message: Any) -> Any:
+    """What ``message`` (a JSON-RPC model) carries, as plain data for ``masker``: its dump
+    without the failing serializer's checks, else its payload as it is (a nested model's
+    strings then go unmasked)."""
+    try:
+        return message.model_dump(mode="python", warnings=False)
+    except Exception:
+        return [getattr(message, name, None) for name in ("params", "result", "error")]
 
 
 def pollable(fd: int) -> bool:

@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 import anyio
 
 from agent_custody_state.ledger.errors import LedgerError
+from agent_custody_state.maskedtrace import log_traceback, type_name
+from agent_custody_state.stores.storeset import StoreWriteError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -52,15 +54,26 @@ async def finish(flow: Coroutine[Any, Any, T]) -> T:
                 task.cancel()
                 task.add_done_callback(lambda done: done.cancelled() or done.exception())
             elif not task.cancelled() and (error := task.exception()) is not None:
-                # Nobody is left to raise it to: what went wrong must still reach the operator
-                # (a store that failed after the ledger changed, a sweep stopped part-way); a
-                # refusal (nothing changed) is a warning.
-                refused = isinstance(error, LedgerError)
-                log.log(
-                    logging.WARNING if refused else logging.ERROR,
-                    "a flow whose caller was cancelled failed: %s",
-                    error,
-                    exc_info=None if refused else (type(error), error, error.__traceback__),
-                )
+                _failed(error)
             raise
     raise AssertionError("unreachable: a shield never swallows an exception")
+
+
+def _failed(error: BaseException) -> None:
+    """Log what a flow whose caller was cancelled raised: nobody is left to raise it to, and
+    what went wrong must still reach the operator (a store that failed after the ledger
+    changed, a sweep stopped part-way). A refusal (nothing changed) is a warning with its text;
+    a store's failure (``StoreWriteError``, its text masked already) or the system's (``OSError``:
+    a full disk) an error with its text; anything else an error with its type. The traceback shows no exception's message
+    (``maskedtrace``): a vendor's, a driver's or a bug's may quote the value written or
+    forgotten (a ``StoreWriteError``'s cause is the vendor's own exception). Ctrl-C or
+    ``SystemExit`` in the flow is not logged: the event loop raises it to the program."""
+    if not isinstance(error, Exception):
+        return
+    if isinstance(error, LedgerError):
+        log.warning("a flow whose caller was cancelled failed: %s", error)
+        return
+    text = str(error) if isinstance(error, StoreWriteError | OSError) else type_name(error)
+    log_traceback(
+        log, logging.ERROR, error, None, "a flow whose caller was cancelled failed: %s", text
+    )

@@ -45,10 +45,11 @@ def swept_before(exc: BaseException) -> SweepReport | None:
     return report if isinstance(report, SweepReport) and report.forgotten else None
 
 
-def stopped_text(exc: BaseException, report: SweepReport) -> str:
-    """The error of a sweep ``exc`` stopped after ``report``, true of the sweep: how many facts
-    it forgot before, and which (those erasures stand), then why it stopped, with "the ledger
-    is unchanged" said of that fact only; and the stores still holding a value, if any."""
+def stopped_text(exc: BaseException | str, report: SweepReport) -> str:
+    """The error of a sweep ``exc`` (or the text to show of it) stopped after ``report``, true
+    of the sweep: how many facts it forgot before, and which (those erasures stand), then why it
+    stopped, with "the ledger is unchanged" said of that fact only; and the stores still
+    holding a value, if any."""
     done = [swept.event.fact_id for swept in report.forgotten]
     text = str(exc).replace("the ledger is unchanged", "that fact is unchanged in the ledger")
     problems = report.problems()

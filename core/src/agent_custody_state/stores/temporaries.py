@@ -1,8 +1,8 @@
 """Temporaries a kill left behind: found by the exact names our writers give them, removed once
 they are stale.
 
-A file written whole or not at all is written to a temporary beside it (``.<name>.<pid>...
-.partial``) and linked or renamed into place; a process killed between the two (SIGKILL, the
+A file written whole or not at all is written to a temporary beside it (``.<name>.<pid>.<16
+hex>.<suffix>``, ``temporary``) and linked or renamed into place; a process killed between the two (SIGKILL, the
 OOM killer, a power cut) left the temporary for good. In a certificates folder it holds a
 certificate or an intent; beside a command's ``--out`` file, an export (every value, decrypted
 in crypto-shred mode, kept past every later forget).
@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import secrets
 import stat
 import time
 from pathlib import Path
@@ -35,6 +36,23 @@ log = logging.getLogger(__name__)
 #: How old (last written) a temporary must be before a start may remove it: far beyond any
 #: write's time, and beyond the clock difference of two hosts sharing a folder.
 STALE_AFTER = 3600.0
+
+
+def temporary(path: Path, suffix: str) -> Path:
+    """A new temporary's path for ``path``: ``.<name>.<pid>.<16 hex>.<suffix>`` beside it. The
+    pid tells ``remove_stale`` whether its writer still runs; the random part keeps a leftover
+    whose pid was reused since from refusing the write (opened with ``O_EXCL``: "File
+    exists")."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.{suffix}")
+
+
+def pattern(name: str, suffix: str) -> re.Pattern[str]:
+    """The names of ``temporary``'s temporaries with ``suffix`` for the files whose names the
+    regular expression ``name`` matches (``re.escape(path.name)`` for one file), and of those
+    written before the random part (``.<name>.<pid>.<suffix>``)."""
+    return re.compile(
+        rf"\.(?:{name})\.(?P<pid>[0-9]{{1,10}})(?:\.[0-9a-f]{{16}})?\.{re.escape(suffix)}"
+    )
 
 
 def stale(path: Path, pid: int, now: float | None = None) -> bool:

@@ -332,13 +332,28 @@ def drive_and_reopen(name: str, case: Case) -> None:
     ledger reopened (its indexes rebuilt from what it stored)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
-        run = drive(lambda clock, key: Ledger(path, clock=clock, forget_key=key), case)
+        drive_reopened(lambda clock, key: Ledger(path, clock=clock, forget_key=key), case)
+
+
+def drive_reopened(open_ledger: Callable[[StepClock, str | None], Ledger], case: Case) -> Run:
+    """``drive`` on the ledger ``open_ledger`` opens, then every check again on a second ledger
+    it opens on the same storage; both closed on return, also when a check fails (the plugins'
+    model tests use it too: a SQLite file or a PostgreSQL table)."""
+    opened: list[Ledger] = []
+
+    def tracked(clock: StepClock, key: str | None) -> Ledger:
+        opened.append(open_ledger(clock, key))
+        return opened[-1]
+
+    try:
+        run = drive(tracked, case)
         run.ledger.close()
-        run.ledger = Ledger(path, clock=run.clock, forget_key=run.model.forget_key)
-        try:
-            run.check_all()
-        finally:
-            run.ledger.close()
+        run.ledger = tracked(run.clock, run.model.forget_key)
+        run.check_all()
+    finally:
+        for ledger in opened:
+            ledger.close()
+    return run
 
 
 @pytest.mark.parametrize(

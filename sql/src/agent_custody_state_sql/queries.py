@@ -198,9 +198,10 @@ class Statements:
         """``key_values`` for one column: its distinct values among asserts of facts with no
         forget event, starting with ``p`` (``plen`` characters), at most ``n``.
 
-        ``substr`` makes the match exact under any collation; on SQLite (code-point order)
-        a range on the column (``ranged``: ``lo`` <= value < ``hi``) lets its index find the
-        first value with the prefix.
+        ``substr`` makes the match exact under any collation, and PostgreSQL orders by code
+        point (``COLLATE "C"``) as the ledger answers; on SQLite (code-point order) a range on
+        the column (``ranged``: ``lo`` <= value < ``hi``) lets its index find the first value
+        with the prefix.
         """
         q = self._keys.get((column, ranged))
         if q is None:
@@ -216,7 +217,12 @@ class Statements:
             ]
             if ranged and self._dialect.name == "sqlite":
                 where += [col >= sa.bindparam("lo"), col < sa.bindparam("hi")]
-            stmt = sa.select(col).where(*where).group_by(col).order_by(col).limit(sa.bindparam("n"))
+            # Code-point order, whatever the column's collation: the first ``n`` in the
+            # database's order (en_US: "a" before "Z") were not the first ``n`` the ledger
+            # answers in (EB-2.9-keys), so a value was left out. SQLite's order is code points.
+            order = col.collate("C") if self._dialect.name == "postgresql" else col
+            stmt = sa.select(col).where(*where).group_by(col).order_by(order)
+            stmt = stmt.limit(sa.bindparam("n"))
             q = self._keys[(column, ranged)] = self.compile(stmt)
         return q
 

@@ -87,15 +87,20 @@ def test_memory_ledger_in_crypto_shred_mode_matches_the_spec_model(case: Case) -
 def test_jsonl_ledger_in_crypto_shred_mode_with_checkpoints_matches_the_spec_model(
     signing: tuple[Path, Path],
 ) -> None:
-    """Reopened (the key store beside the file opens the values again), then sealed and
-    verified with every checkpoint's signature."""
+    check_file_ledger("ledger.jsonl", signing)
+
+
+def check_file_ledger(name: str, signing: tuple[Path, Path]) -> None:
+    """A file ledger ``name`` (JSONL here, SQLite in its plugin's tests) in crypto-shred mode
+    with checkpoints: driven, reopened (the key store beside the file opens the values again),
+    then sealed and verified with every checkpoint's signature."""
     signed: dict[str, Any] = {"checkpoint_key": signing[0], "checkpoint_every": EVERY}
 
     @shred_settings
     @given(_case)
     def check(case: Case) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ledger.jsonl"
+            path = Path(tmp) / name
             run = drive_reopened(
                 lambda clock, key: Ledger(path, clock=clock, forget_key=key, **SHRED, **signed),
                 case,

@@ -11,25 +11,12 @@ the checkpoints. (The plain-mode property on SQLite is ``test_review3_semantics_
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import given
-
-from agent_custody_state import Ledger
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core" / "tests"))
-from test_spec_model import Case, _case, drive_reopened
-from test_spec_model_shred import (
-    EVERY,
-    SHRED,
-    assert_sealed,
-    assert_verified,
-    key_pair,
-    shred_settings,
-)
+from test_spec_model_shred import check_file_ledger, key_pair
 
 
 @pytest.fixture(scope="module")
@@ -40,19 +27,4 @@ def signing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_sqlite_ledger_in_crypto_shred_mode_with_checkpoints_matches_the_spec_model(
     signing: tuple[Path, Path],
 ) -> None:
-    signed: dict[str, Any] = {"checkpoint_key": signing[0], "checkpoint_every": EVERY}
-
-    @shred_settings
-    @given(_case)
-    def check(case: Case) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ledger.sqlite"
-            run = drive_reopened(
-                lambda clock, key: Ledger(path, clock=clock, forget_key=key, **SHRED, **signed),
-                case,
-            )
-            with Ledger(path, **SHRED) as ledger:
-                assert_sealed(ledger)
-            assert_verified(path, signing[1], run.model.count() >= EVERY)
-
-    check()
+    check_file_ledger("ledger.sqlite", signing)

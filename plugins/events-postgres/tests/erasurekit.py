@@ -89,3 +89,24 @@ class Before18:
         if "proname = 'pg_clear_attribute_stats'" in str(query):
             return self._conn.execute("SELECT 1 WHERE false")
         return self._conn.execute(query, params)
+
+
+def kill_vacuums(admin_url: str, killed: list[int], times: int = 2) -> None:
+    """Terminate the session running ``VACUUM FULL`` once it waits for its lock, ``times``
+    times (the backend retries once on a new connection), a new session each time: a
+    terminated one may still be listed a moment, and counting it twice left the retry waiting
+    for ever behind the test's own transaction. The pids terminated are added to ``killed``."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        for _ in range(4000):  # bounded: about 40 s at most
+            row = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE query LIKE 'VACUUM FULL%%' "
+                "AND wait_event_type = 'Lock' AND NOT pid = ANY(%s)",
+                (killed,),
+            ).fetchone()
+            if row is not None:
+                admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+                killed.append(row[0])
+                if len(killed) == times:
+                    return
+            admin.execute("SELECT pg_sleep(0.01)")
+        raise AssertionError(f"{len(killed)} of {times} VACUUM FULL sessions waited")

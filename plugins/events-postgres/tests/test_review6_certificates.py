@@ -26,7 +26,7 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from erasurekit import Before18
+from erasurekit import Before18, kill_vacuums
 
 from agent_custody_state import Ledger
 from agent_custody_state.ledger.certverify import CertificateError, check_certificate
@@ -183,23 +183,6 @@ def test_the_forget_clears_the_key_statistics_of_the_key_store(
             assert _stats_hold(conn, "keys", key.hex()) == []
 
 
-def _kill_vacuums(admin_url: str, times: int) -> None:
-    """Terminate the session running ``VACUUM FULL`` (waiting for a lock) ``times`` times."""
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        for _ in range(times):
-            for _ in range(2000):  # bounded: about 20 s at most
-                row = admin.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE query LIKE 'VACUUM FULL%%' "
-                    "AND wait_event_type = 'Lock'"
-                ).fetchone()
-                if row is not None:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))
-                    break
-                admin.execute("SELECT pg_sleep(0.01)")
-            else:
-                raise AssertionError("no VACUUM FULL waited")
-
-
 def test_a_compaction_cut_off_gives_no_certificate_and_the_next_one_erases(
     postgres_url: str, embedded_postgres: EmbeddedPostgres, scannable: None
 ) -> None:
@@ -217,7 +200,7 @@ def test_a_compaction_cut_off_gives_no_certificate_and_the_next_one_erases(
         with psycopg.connect(postgres_url, autocommit=True) as other:
             other.execute("BEGIN")
             other.execute("SELECT count(*) FROM events").fetchone()  # VACUUM FULL waits
-            killer = threading.Thread(target=_kill_vacuums, args=(embedded_postgres.admin_url, 2))
+            killer = threading.Thread(target=kill_vacuums, args=(embedded_postgres.admin_url, []))
             killer.start()
             try:
                 with pytest.raises(EventBackendError):

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from erasurekit import flag, killed, on_disk, opened_while_read, vacuum_waiting
+from erasurekit import flag, kill_vacuums, killed, on_disk, opened_while_read, vacuum_waiting
 
 from agent_custody_state import Ledger
 from agent_custody_state.plugin import EventBackendError, ForgetEvent
@@ -93,24 +93,6 @@ def test_a_forget_killed_before_its_vacuum_is_finished_at_the_next_open(
         assert _flag(postgres_url) is None
 
 
-def _kill_vacuums(admin_url: str, killed: list[int]) -> None:
-    """Terminate the session running ``VACUUM FULL`` once it waits for its lock, twice (the
-    backend retries once on a new connection); the pids in ``killed``."""
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        for _ in range(4000):  # bounded: about 40 s at most
-            row = admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE query LIKE 'VACUUM FULL%%' "
-                "AND wait_event_type = 'Lock' AND NOT pid = ANY(%s)",
-                (killed,),
-            ).fetchone()
-            if row is not None:
-                admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))
-                killed.append(row[0])
-                if len(killed) == 2:
-                    return
-            admin.execute("SELECT pg_sleep(0.01)")
-
-
 def test_a_vacuum_whose_backend_is_terminated_is_finished_at_the_next_open(
     postgres_url: str, embedded_postgres: EmbeddedPostgres
 ) -> None:
@@ -124,7 +106,7 @@ def test_a_vacuum_whose_backend_is_terminated_is_finished_at_the_next_open(
             other.execute("SELECT count(*) FROM events").fetchone()  # VACUUM FULL waits
             killed: list[int] = []
             killer = threading.Thread(
-                target=_kill_vacuums, args=(embedded_postgres.admin_url, killed)
+                target=kill_vacuums, args=(embedded_postgres.admin_url, killed)
             )
             killer.start()
             try:

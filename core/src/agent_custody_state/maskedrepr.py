@@ -16,7 +16,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-_PASSWORD_PARAM = re.compile(r"(password\s*=\s*)[^\s&'\"]+", re.IGNORECASE)
+#: A ``password=`` parameter's value: bare, or quoted (``password='a b'``, as libpq takes a
+#: password with a space; double quotes; ``\'`` in the ``repr`` of a text holding both quotes).
+_PASSWORD_PARAM = re.compile(
+    r"""(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\\'.*?\\'|[^\s&'"]+)""",
+    re.IGNORECASE,
+)
 
 
 def shown(text: str) -> str:

@@ -69,17 +69,37 @@ class _Redacting(logging.Filter):
     logs every request's URL at INFO, userinfo (a password) and query (a search's text: a
     store's check after a forget searches for the forgotten value) included, and an SDK may log
     the text it sends (``withheld.withholding``). A Stainless SDK's ``Request options`` record
-    (DEBUG) is cut to the method and URL: it carries the request's body and query."""
+    (DEBUG) is cut to the method and URL: it carries the request's body and query.
+
+    It never raises: a filter's exception reaches the code that logged (an SDK's call would
+    fail). A record whose message cannot be built (arguments that do not fit it, an argument
+    whose ``str`` raises) keeps its text, masked, without its arguments, which a handler's
+    "Logging error" report would print as they are."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg == "Request options: %s":  # one mapping: logging keeps it as ``args``
             options = record.args if isinstance(record.args, dict) else {}
             record.args = ({k: options.get(k) for k in ("method", "url")},)
-        message = record.getMessage()
-        clean = without_sending(without_queries(redact(message)))
+        try:
+            message = record.getMessage()
+        except Exception as exc:
+            try:
+                text = str(record.msg)
+            except Exception:
+                text = "(a message that could not be shown)"
+            reason = type(exc).__name__
+            record.msg = f"{_cleaned(text)} (its arguments are not shown: {reason})"
+            record.args = None
+            return True
+        clean = _cleaned(message)
         if clean != message:
             record.msg, record.args = clean, None
         return True
+
+
+def _cleaned(message: str) -> str:
+    """A log record's message without secrets, URL queries or the values being sent."""
+    return without_sending(without_queries(redact(message)))
 
 
 _REDACTING = _Redacting()

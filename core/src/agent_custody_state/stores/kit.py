@@ -32,6 +32,7 @@ import anyio
 
 from agent_custody_state.stores.base import StoreError, register_secret
 from agent_custody_state.stores.holdable import holdable_text, original_text
+from agent_custody_state.stores.withheld import carried
 
 __all__ = [
     "PATH_SETTING",
@@ -64,9 +65,10 @@ async def run_sync(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -
     """Run a blocking call in a worker thread and return its result (exceptions propagate).
 
     The thread is not cancellable: a cancelled caller stops waiting, the call runs to its end.
-    Bound the call itself with the SDK's own timeout.
+    Bound the call itself with the SDK's own timeout. The values the caller is sending
+    (``withholding``) stay masked in the logs until the call ends (``withheld.carried``).
     """
-    return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))
+    return await anyio.to_thread.run_sync(carried(functools.partial(func, *args, **kwargs)))
 
 
 async def call_sdk(

@@ -100,11 +100,11 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         self._dropped = False  # a failed forget dropped the view (``_view_again``)
         self._closed = False
         with self._lock:
-            self._flock(fcntl.LOCK_SH if read_only else fcntl.LOCK_EX)
-            try:
+            try:  # the lock too: refused (ENOLCK on NFS) or Ctrl-C while a writer holds it
+                self._flock(fcntl.LOCK_SH if read_only else fcntl.LOCK_EX)
                 self._catch_up(exclusive=not read_only)  # a reader repairs nothing
             except BaseException:
-                self.close()  # a refused open keeps no descriptor
+                self.close()  # a refused open keeps no descriptor (nor warns it was not closed)
                 raise
             finally:
                 self._recovery.opening = False  # from now on, a repair refused is an error

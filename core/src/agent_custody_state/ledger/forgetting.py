@@ -37,7 +37,7 @@ from agent_custody_state.ledger.certificate import (
 )
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.checkpoints import ledger_origin
-from agent_custody_state.ledger.compaction import compacted
+from agent_custody_state.ledger.compaction import compacted, compacting
 from agent_custody_state.ledger.datakeys import data_keys
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.lifecycle import writes
@@ -342,7 +342,7 @@ class LedgerForgetting:
         if only is not None:
             candidates = [fact for fact in candidates if fact.fact_id in only]
         try:
-            try:
+            with compacting(self, forgotten):  # also when stopped: compacted and announced
                 for count, fact in enumerate(candidates):
                     if progress is not None:
                         progress(count, len(candidates))
@@ -370,8 +370,6 @@ class LedgerForgetting:
                         done.append(forgetting)
                 if progress is not None and candidates:
                     progress(len(candidates), len(candidates))
-            finally:  # also when a fact stops it: what it forgot is compacted and announced
-                compacted(self, forgotten)
         except BaseException as exc:  # Ctrl-C too: the caller must learn what was forgotten
             # A fact stopped it: the forgets before stand, and are certified now, after their
             # compaction, as a complete sweep's are after its last (``stopped``).

@@ -77,10 +77,11 @@ def key_values_args(key: object, prefix: object, limit: object) -> tuple[KeyName
 
 def sweep_callbacks(progress: object, certificates: object) -> None:
     """``sweep``'s ``progress`` (None or a callable: ``progress=5`` was Python's own
-    ``TypeError`` from inside the loop) and ``certificates`` (a bool or ``CertificateOptions``:
-    any other value was taken for its truth, so ``"no"`` asked for certificates), refused up
-    front naming the parameter, before anything is forgotten."""
-    from agent_custody_state.ledger.certificate import CertificateOptions
+    ``TypeError`` from inside the loop) and ``certificates`` (as ``forget``'s ``certificate``:
+    a bool, None or ``CertificateOptions``, ``certificate.options_of``; any other value was
+    taken for its truth, so ``"no"`` asked for certificates), refused up front naming the
+    parameter, before anything is forgotten."""
+    from agent_custody_state.ledger.certificate import options_of
 
     if progress is not None and not callable(progress):
         raise LedgerError(
@@ -88,11 +89,7 @@ def sweep_callbacks(progress: object, certificates: object) -> None:
             f"{progress!r:.40}",
             field="progress",
         )
-    if not isinstance(certificates, bool | CertificateOptions):
-        raise LedgerError(
-            f"certificates must be True, False or a CertificateOptions; got {certificates!r:.40}",
-            field="certificates",
-        )
+    options_of(certificates, "certificates")
 
 
 def sweep_args(

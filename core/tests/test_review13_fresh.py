@@ -288,14 +288,14 @@ def test_the_sweep_counts_only_its_own_certificates_not_kept(
     intent stays for the next start, and it was never printed, so the sweep must not say so."""
     from types import SimpleNamespace
 
-    from agent_custody_state.cli.sweep import _not_kept
+    from agent_custody_state.cli.sweep_unfinished import not_kept
 
     swept = SimpleNamespace(event=SimpleNamespace(fact_id="mine"), certificate={"c": 1})
     report = SimpleNamespace(forgotten=[swept])
     archive = SimpleNamespace(not_kept=["from-the-start"], folder="certs")
-    assert _not_kept(report, archive, printed=False) == ""
+    assert not_kept(report, archive, printed=False) == ""
     archive.not_kept.append("mine")
-    said = _not_kept(report, archive, printed=False)
+    said = not_kept(report, archive, printed=False)
     assert "1 certificate could not be kept" in said and "mine" in said
     assert "from-the-start" not in said
     assert '"c": 1' in capsys.readouterr().out  # its own, printed

@@ -3,6 +3,7 @@
 By default a Postgres ledger ``postgresql://.../<db>?table=<t>`` keeps its keys on the same
 server in the database ``<db>_keys``, table ``<t>_keys`` (intents in ``<t>_keys_doomed``),
 created on first use when the role may create databases (else the error says what to create).
+Its intents and erasure flag are named in the schema the key table is found in (``keytables``).
 A separate database, not a table beside the events: ``pg_dump <db>`` (the usual backup of a
 ledger) then never carries a key, so a dump taken before a forget and restored after it holds
 only ciphertext. ``key_store=`` / ``--key-store`` names any other place, a ``postgres://`` URL
@@ -28,7 +29,6 @@ there first, and ``buried`` reads them back, so a key database restored alone is
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable, Collection, Mapping
@@ -43,15 +43,9 @@ from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreErro
 from agent_custody_state_sql import forked
 
 from .erasurelog import ErasureLog
+from .keytables import KeyTables
 from .limits import hinted
-from .location import (
-    MAX_IDENTIFIER,
-    LocationError,
-    PostgresLocation,
-    libpq_url,
-    parse_location,
-)
-from .lockname import advisory_key, lock_name
+from .location import LocationError, PostgresLocation, libpq_url, parse_location
 from .pending import ErasureFlag, xid_of
 from .relfiles import find_relations, relation_files
 from .vacuum import clear_statistics, holders, vacuum_full
@@ -93,25 +87,8 @@ class PostgresKeyStore(KeyStore):
         self.location = where.display
         self._url = libpq_url(where.connect_url)
         self._timeout = connect_timeout
-        names = where.qualified.split(".")
-        if len(names[-1].encode()) >= MAX_IDENTIFIER:  # "<t>_doomed", cut to 63 bytes, is "<t>"
-            raise KeyStoreError(
-                f'key store {self.location}: table name "{names[-1]}" is too long: PostgreSQL '
-                f'cuts names to {MAX_IDENTIFIER} bytes, and "{names[-1]}_doomed" would be it; '
-                f"keep it within {MAX_IDENTIFIER - 1} bytes"
-            )
-        self._keys = sql.Identifier(*names)
-        self._tables = [where.qualified, ".".join([*names[:-1], f"{names[-1]}_doomed"])]
-        self._doomed = sql.Identifier(*names[:-1], f"{names[-1]}_doomed")
-        self._schema = where.schema
-        erasure = [*names[:-1], f"{names[-1]}_erasure"]
-        self._erasure = ErasureFlag(
-            ".".join(f'"{n}"' for n in erasure),  # plain identifiers (``parse_location``)
-            self.location,
-            0,  # the settle lock: keyed on the table the server finds (``_setup``)
-            where.schema,
-            fits=len(erasure[-1].encode()) <= MAX_IDENTIFIER,
-        )
+        self._names = KeyTables(where.qualified, self.location)  # in one schema (``setup``)
+        self._keys, self._doomed = self._names.keys, self._names.doomed
         self._lock = threading.Lock()
         self._closed = False
         self._get_sql: str | None = None
@@ -122,7 +99,7 @@ class PostgresKeyStore(KeyStore):
         self._conn = self._connect(creator_url)
         watch_forks(self)
         try:
-            self._setup(where.qualified, settle)
+            self._erasure = self._setup(settle)
             if settle:  # a destroy cut off before its compaction (``pending``)
                 self._run(lambda: self._erasure.settle(self._conn, self._settle_vacuum, self._held))
             if erasures is not None:
@@ -171,43 +148,11 @@ class PostgresKeyStore(KeyStore):
                 ) from None
         return True
 
-    def _setup(self, qualified: str, settle: bool) -> None:
-        """Create what is missing: the key tables, and when ``settle`` the erasure flag's table
-        if the role may; a role that may only read tables that exist creates nothing."""
-        digest = hashlib.sha256(f"agent-custody-state:keys:{qualified}".encode()).digest()
-        lock = int.from_bytes(digest[:8], "big", signed=True)
-        present = "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL"
-        tables = [t.as_string(self._conn) for t in (self._keys, self._doomed)]
-
-        def run() -> None:
-            with self._conn.transaction():
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
-                if not self._conn.execute(present, tables).fetchone()[0]:  # type: ignore[index]
-                    self._create_tables()
-                if settle:
-                    self._erasure.create(self._conn)
-                else:
-                    self._erasure.probe(self._conn)
-            name = lock_name(self._conn, tables[0], qualified)
-            self._erasure.settle_key = advisory_key(f"keys:{name}", "settle")
-
-        self._run(run)
-
-    def _create_tables(self) -> None:
-        if self._schema:
-            self._conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema))
-            )
-        self._conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (kid TEXT PRIMARY KEY, key BYTEA NOT NULL)"
-            ).format(self._keys)
-        )
-        self._conn.execute(
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (kid TEXT PRIMARY KEY, fact_id TEXT NOT NULL)"
-            ).format(self._doomed)
-        )
+    def _setup(self, settle: bool) -> ErasureFlag:
+        """Find or make the key tables, all in the key table's schema (``keytables``)."""
+        flag = self._run(lambda: self._names.setup(self._conn, settle))
+        self._keys, self._doomed = self._names.keys, self._names.doomed
+        return flag
 
     # -- running statements ------------------------------------------------------------------
 
@@ -323,7 +268,7 @@ class PostgresKeyStore(KeyStore):
         """The relation files of the key tables (and their TOAST tables and indexes) when the
         server's data directory is on this machine, as the event table answers (``relfiles``);
         None otherwise: not scannable."""
-        return relation_files(self._run(lambda: find_relations(self._conn, self._tables)))
+        return relation_files(self._run(lambda: find_relations(self._conn, self._names.relations)))
 
     def compact(self) -> None:
         """``VACUUM FULL`` both tables: the dead row versions of destroyed keys are rewritten

@@ -392,5 +392,8 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
             raise EventBackendError(f"{self.location}: compact cannot run inside a transaction")
         try:
             self._run(lambda: self.vacuum_checked(self._raw, self._qualified, self.location))
-        except EventBackendError as exc:  # after the forget's commit: say that it stands
+        except EventBackendError as exc:
+            if not self._forget_xids:  # no forget waits for it (a compact called on its own)
+                raise
+            # After a forget's commit (this backend's, or one marked pending): it stands.
             raise EventBackendError(f"{exc}; {UNFINISHED}") from None

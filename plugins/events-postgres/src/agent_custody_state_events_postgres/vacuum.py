@@ -96,7 +96,8 @@ STATISTICS_LEFT = {
 }
 
 
-#: Added to a failed ``compact``'s error when a forget waits for it (``compact``): it ran after the commit.
+#: Added to a failed ``compact``'s error when a forget waits for it (``compact``): the forget
+#: committed before the compaction ran.
 UNFINISHED = (
     "what was written before it stands (a forget is recorded and its value is gone from the "
     "current row: do not forget it again), but the compaction did not finish, so dead row "

@@ -17,7 +17,7 @@ with a visible ``@pytest.mark.xfail(reason=...)``; any other override fails at c
 Generic helpers live in submodules: ``gateway`` (an MCP client that calls the memory server as the
 receipts gateway does), ``postgres`` (an embedded PostgreSQL server and its fixtures),
 ``fakeserver`` (the base of loopback fakes of vendor REST APIs), ``embeddings`` (deterministic
-embedders), ``clock``.
+embedders), ``masking`` (a store's settings model shows no password), ``clock``.
 
 This package is imported by pytest at startup wherever it is installed (its pytest plugin lives
 here), so the suite classes are imported on first use, not with the package: ``import

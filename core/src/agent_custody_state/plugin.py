@@ -9,7 +9,8 @@ Event backends subclass :class:`EventBackend` (usually with :class:`ReentrantTra
 write section) and register through :func:`register_event_backends`; a backend that supports
 crypto-shred mode returns a :class:`KeyStore` from ``EventBackend.keystore`` (a file one is
 :class:`FileKeyStore`); stores implement the :class:`Store` protocol and register through
-:func:`register_stores`. See ``docs/hooks.md`` and ``docs/writing-plugins.md``.
+:func:`register_stores`; a store's settings model takes :class:`MaskedRepr` first among
+its bases (its ``repr`` shows no password). See ``docs/hooks.md`` and ``docs/writing-plugins.md``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from agent_custody_state.ledger.model import (
 from agent_custody_state.ledger.modemark import ModeFile, ModeMark
 from agent_custody_state.ledger.sections import ReentrantTransactions
 from agent_custody_state.ledger.stored import ChunkRead, LedgerChanged, StoredChunk
+from agent_custody_state.maskedrepr import MaskedRepr
 from agent_custody_state.plugins import resolve_ref
 from agent_custody_state.stores.base import (
     Store,
@@ -107,6 +109,7 @@ __all__ = [
     "KeyStore",
     "KeyStoreError",
     "LedgerChanged",
+    "MaskedRepr",
     "ModeFile",
     "ModeMark",
     "ReentrantTransactions",

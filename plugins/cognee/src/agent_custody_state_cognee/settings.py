@@ -11,11 +11,13 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_custody_state.plugin import MaskedRepr
 
-class CogneeSettings(BaseModel):
+
+class CogneeSettings(MaskedRepr, BaseModel):
     """Which Cognee server and dataset receive the facts, and how to authenticate."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     url: str = Field(description="Server origin, e.g. http://127.0.0.1:8000 (no /api path).")
     dataset_id: uuid.UUID | None = Field(default=None, description="An existing dataset's id.")

@@ -12,7 +12,7 @@ becomes ``host=``. ``fits`` refuses table names PostgreSQL would cut to 63 bytes
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
@@ -36,9 +36,10 @@ class LocationError(ValueError):
 
 @dataclass(frozen=True)
 class PostgresLocation:
-    """What a location means: where to connect, which table, whether to VACUUM FULL."""
+    """What a location means: where to connect, which table, whether to VACUUM FULL. Its
+    ``repr`` shows ``display`` (the password masked), not ``connect_url``."""
 
-    connect_url: str
+    connect_url: str = field(repr=False)
     display: str
     table: str
     schema: str | None

@@ -19,15 +19,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent_custody_state.plugin import ConfigPath
+from agent_custody_state.plugin import ConfigPath, MaskedRepr
 
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-class LangGraphSettings(BaseModel):
+class LangGraphSettings(MaskedRepr, BaseModel):
     """Which BaseStore, which namespace, and the optional vector index."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     backend: Literal["memory", "sqlite", "postgres"] = Field(
         "memory", description="InMemoryStore (this process only), SqliteStore or PostgresStore"

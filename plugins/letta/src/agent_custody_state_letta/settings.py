@@ -9,13 +9,15 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_custody_state.plugin import MaskedRepr
+
 from .tags import CUSTODY_TAG, RESERVED_PREFIXES
 
 
-class LettaSettings(BaseModel):
+class LettaSettings(MaskedRepr, BaseModel):
     """Where the passages go and how to reach Letta."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     agent_id: str = Field(
         pattern=r"^agent-[0-9a-fA-F-]{36}$",

@@ -8,7 +8,10 @@ mem0's local ``Memory`` logs the text it stores, in f-strings (``Creating memory
 data='<text>'`` at DEBUG, ``Updating memory with data=...`` at INFO, ``Skipping duplicate memory
 (hash match): <text>``), and its vector stores and client log from loggers of their own:
 ``guard_mem0_loggers`` guards every ``mem0`` logger (``plugin.guard_logger``), so the text a
-store is sending (``plugin.withholding``) is masked in their records, as are secrets.
+store is sending (``plugin.withholding``) is masked in their records, as are secrets. A logger
+mem0 makes later (a module it imports on the first add or search: ``mem0.utils.spacy_models``)
+is covered by a handler on the ``mem0`` logger, which every record of the loggers below reaches
+before any handler above (the root's) does.
 """
 
 from __future__ import annotations
@@ -52,10 +55,50 @@ def import_mem0(settings: Mem0Settings) -> ModuleType:
     return importlib.import_module("mem0")
 
 
+class _GuardBelow(logging.Handler):
+    """On the ``mem0`` logger: a record of a logger below it that is not guarded (made after
+    ``guard_mem0_loggers`` ran) gets the ``mem0`` logger's guard before the handlers of the
+    loggers above see it (a handler may change a record: the same record goes on to them).
+    It writes nothing; a record no other handler takes goes to ``logging.lastResort``, as it
+    would without this handler (warnings of a program with no logging set up stay on stderr)."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        guards = logging.getLogger("mem0").filters
+        own = logging.getLogger(record.name).filters
+        for guard in guards:
+            # a guarded logger's record is already masked; the guard is a ``logging.Filter``
+            if guard not in own and isinstance(guard, logging.Filter):
+                guard.filter(record)
+        if not _handled_elsewhere(record, self):
+            last = logging.lastResort
+            if last is not None and record.levelno >= last.level:
+                last.handle(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:  # pragma: no cover - handle() overrides
+        pass
+
+
+def _handled_elsewhere(record: logging.LogRecord, handler: logging.Handler) -> bool:
+    """Whether ``Logger.callHandlers`` finds a handler other than ``handler`` for ``record``
+    (from the record's logger up while ``propagate`` holds; a handler counts whatever its
+    level, so ``logging.lastResort`` is not used)."""
+    logger: logging.Logger | None = logging.getLogger(record.name)
+    while logger is not None:
+        if any(h is not handler for h in logger.handlers):
+            return True
+        logger = logger.parent if logger.propagate else None
+    return False
+
+
 def guard_mem0_loggers() -> None:
-    """Guard ``mem0`` and every logger below it that exists now: call it once the backend is
+    """Guard ``mem0`` and every logger below it that exists now, and put ``_GuardBelow`` first
+    among the ``mem0`` logger's handlers for those made later: call it once the backend is
     built (a vector store's, an embedder's logger is made when ``Memory`` imports its module).
-    A logger's filter sees only its own records, so each one is guarded."""
+    A logger's filter sees only its own records, so each one that exists is guarded."""
     names = [n for n in logging.root.manager.loggerDict if n.split(".", 1)[0] == "mem0"]
     for name in ["mem0", "mem0.memory.main", *names]:
         guard_logger(name)
+    parent = logging.getLogger("mem0")
+    if not any(isinstance(h, _GuardBelow) for h in parent.handlers):
+        parent.handlers.insert(0, _GuardBelow())  # first: before a handler of the program's

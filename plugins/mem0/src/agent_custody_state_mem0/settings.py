@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agent_custody_state.plugin import (
     ConfigPath,
+    MaskedRepr,
     embedding_provider,
     postgres_table,
     public_url,
@@ -32,10 +33,10 @@ def _table(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class Mem0Settings(BaseModel):
+class Mem0Settings(MaskedRepr, BaseModel):
     """How to reach mem0 and under which entity the custody memories live."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     mode: Literal["platform", "local"] = "platform"
     """``platform``: the hosted API through ``MemoryClient``; ``local``: the open-source

@@ -17,15 +17,17 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_custody_state.plugin import MaskedRepr
+
 #: The same rule as the Postgres event backend's ``?table=`` (SPEC 3): nothing needs quoting.
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-class PgvectorSettings(BaseModel):
+class PgvectorSettings(MaskedRepr, BaseModel):
     """Where the rows go, how texts become vectors, and how removal is checked."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     dsn_env: str | None = Field(
         None, description="environment variable holding the PostgreSQL URL (with the password)"

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent_custody_state.plugin import public_url
+from agent_custody_state.plugin import MaskedRepr, public_url
 
 API_PREFIX = "/api/v4"
 #: The SDK's default API base (``base_url`` unset).
@@ -18,10 +18,10 @@ DEFAULT_BASE_URL = "https://api.getzep.com" + API_PREFIX
 _SELECTORS = ("graph_uuid", "graph_id", "user_id")
 
 
-class ZepSettings(BaseModel):
+class ZepSettings(MaskedRepr, BaseModel):
     """Which Zep project and graph the custody episodes go to, and how patiently."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     api_key_env: str = Field(default="ZEP_API_KEY", min_length=1)
     """Name of the environment variable holding the Zep API key (checked at startup)."""

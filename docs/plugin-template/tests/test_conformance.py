@@ -28,9 +28,11 @@ class NotesBackdoor:
 
 class TestNotesStore(StoreConformance):
     # "verify": the store has verify_removed; "held": it has held_ids; "fail": a failing_store
-    # fixture exists. This vendor has no lagging index, so "lag" is not declared and
-    # ST-4.3-lag is skipped (as are ST-4.3-unverified, for stores that cannot verify, and
-    # ST-4.3-blind, for stores declaring verify_without_value).
+    # fixture exists. Seven rules do not apply and are skipped (`pytest -rs` prints why):
+    # ST-4.3-lag (no lagging index, so no "lag"), ST-4.3-unverified (the store can verify),
+    # ST-4.3-blind (it does not declare verify_without_value), ST-4.2-refusal (no `refusal`),
+    # ST-6-where (no `where`), ST-6-where-moves (no "relocate") and ST-6-residual (no
+    # `residual`). docs/writing-plugins.md says what declaring each one takes.
     capabilities = frozenset({"verify", "held", "fail"})
 
     @pytest.fixture

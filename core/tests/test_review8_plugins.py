@@ -258,7 +258,7 @@ def test_hygiene_catches_an_unloadable_settings_model_and_a_factory_returning_no
         timeout=120,
     )
     report = out.stdout
-    assert "5 failed, 4 passed, 1 skipped" in report, report
+    assert "7 failed, 4 passed, 1 skipped" in report, report
     assert "importing acme_broken failed: ModuleNotFoundError: No module named 'acme_sdk_not" in (
         report
     )
@@ -266,3 +266,46 @@ def test_hygiene_catches_an_unloadable_settings_model_and_a_factory_returning_no
     assert "PH-4: Every factory and settings model" in report  # the rule's own section
     assert "[PH-4]" in report  # the failure's message starts with its rule
     assert "FAILED test_hygiene.py::TestHygiene::test_factory_builds_a_store" in report
+
+
+BARE_SETTINGS = """
+from pydantic import BaseModel, Field
+from agent_custody_state.plugin import hookimpl
+
+class Settings(BaseModel):
+    path: str = Field(description="the notes file")
+    token_env: str | None = None     # no description: plugins shows an empty column
+
+def build(settings, *, name):
+    raise AssertionError("not built by PH-6")
+
+@hookimpl
+def register_stores(register):
+    register("acme-bare", "acme_bare:build", settings="acme_bare:Settings")
+"""
+
+
+def test_hygiene_names_each_setting_without_a_description(tmp_path: Path) -> None:
+    """PH-6 (twenty-first review): ``plugins`` showed empty descriptions for every key of two
+    bundled stores; the rule now fails a settings model with an undescribed key, naming it."""
+    site = tmp_path / "site"
+    _dist(site, "acme-bare", "acme_bare", BARE_SETTINGS)
+    (tmp_path / "test_bare.py").write_text(
+        "from agent_custody_state_conformance import PluginHygiene\n"
+        "class TestBare(PluginHygiene):\n"
+        "    entry_point = 'acme-bare'\n"
+        "    registers = frozenset({'store acme-bare'})\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CUSTODY_")}
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "test_bare.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert "FAILED test_bare.py::TestBare::test_settings_are_described" in out.stdout, out.stdout
+    assert "settings without a description: acme-bare.token_env" in out.stdout
+    assert "acme-bare.path" not in out.stdout

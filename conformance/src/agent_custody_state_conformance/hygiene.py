@@ -152,3 +152,20 @@ class PluginHygiene(ConformanceSuite):
                 f"{type_name}: the factory returned {store!r}, which lacks put/remove/name"
             )
             assert store.name == "hygiene-check", f"{type_name}: store.name is {store.name!r}"
+
+    @rule("PH-6")
+    def test_settings_are_described(self) -> None:
+        """Every key of every store settings model the plugin registers has a description, which
+        ``agent-custody-memory plugins`` shows an operator writing a ``[[stores]]`` table.
+
+        Troubleshooting: give each field ``Field(description=...)``, or write a docstring under
+        it and set ``use_attribute_docstrings=True`` in the model's ``model_config``.
+        """
+        bare = [
+            f"{spec.name}.{field}"
+            for spec in self._loaded().stores.values()
+            if spec.plugin == self.entry_point and spec.settings is not None
+            for field, info in resolve_ref(spec.settings).model_fields.items()
+            if not (info.description or "").strip()
+        ]
+        assert not bare, f"settings without a description: {', '.join(bare)}"

@@ -112,7 +112,7 @@ def _settings_schema(settings: Any) -> dict[str, Any]:
                     "type": _type_name(field.annotation),
                     "required": required,
                     "default": default if _is_json(default) else repr(default),
-                    "description": field.description or "",
+                    "description": " ".join((field.description or "").split()),
                     "path": is_path_setting(field),
                 }
             )

@@ -36,7 +36,9 @@ def _table(value: Any) -> dict[str, Any]:
 class Mem0Settings(MaskedRepr, BaseModel):
     """How to reach mem0 and under which entity the custody memories live."""
 
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", hide_input_in_errors=True, use_attribute_docstrings=True
+    )
 
     mode: Literal["platform", "local"] = "platform"
     """``platform``: the hosted API through ``MemoryClient``; ``local``: the open-source

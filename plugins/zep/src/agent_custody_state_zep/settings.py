@@ -21,7 +21,9 @@ _SELECTORS = ("graph_uuid", "graph_id", "user_id")
 class ZepSettings(MaskedRepr, BaseModel):
     """Which Zep project and graph the custody episodes go to, and how patiently."""
 
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    model_config = ConfigDict(
+        extra="forbid", hide_input_in_errors=True, use_attribute_docstrings=True
+    )
 
     api_key_env: str = Field(default="ZEP_API_KEY", min_length=1)
     """Name of the environment variable holding the Zep API key (checked at startup)."""

@@ -192,7 +192,10 @@ def test_an_interrupted_custody_sweep_keeps_its_intent(tmp_path: Path) -> None:
             )
         result = stopped_result(stopped.value)
         assert result is not None and len(result.forgotten) == 1
-        assert [p.name.startswith(".intent-") for p in archive.iterdir()] == [True]
+        # Its full certificate is kept now (review 21); the intent stays for the rest.
+        names = sorted(p.name for p in archive.iterdir())
+        assert [n.startswith(".intent-") for n in names] == [True, False]
+        assert names[1] == f"{result.forgotten[0].fact_id}.json"
 
 
 def test_review_on_a_port_in_use_names_it(

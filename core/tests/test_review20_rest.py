@@ -261,7 +261,7 @@ def test_ctrl_c_in_the_sweep_command_says_what_stands(
         err
     )
     assert all(fact_id in line for fact_id in gone)
-    assert f"their certificates are kept as an intent in {tmp_path / 'certs'}" in line
+    assert f"their certificates are kept in {tmp_path / 'certs'}" in line  # review 21
     assert "Traceback" not in err + _logged(caplog)  # not a failed flow: the user's own stop
 
 

@@ -8,7 +8,7 @@ replaced only with ``--force``; a symbolic link is written through (to its targe
 
 The temporary's name carries random bytes besides the pid: one a kill left, its pid reused
 since, refused the write with "cannot write in <folder> (File exists)". The next write of the
-same file removes the stale temporaries a kill left for it (``stores.temporaries``): an
+same file removes the stale temporaries a kill left for it (``temporaries``): an
 export's holds every value, and was kept past every later forget.
 """
 
@@ -57,7 +57,7 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
         yield sys.stdout
         sys.stdout.flush()
         return
-    from agent_custody_state.stores.temporaries import remove_stale, temporary  # not at --help
+    from agent_custody_state.temporaries import remove_stale, temporary  # not at --help
 
     remove_stale(path.parent, temporary_pattern(path))
     tmp = temporary(path, "partial")
@@ -80,7 +80,7 @@ def output_file(path: Path | None) -> Iterator[TextIO]:
 def temporary_pattern(path: Path) -> re.Pattern[str]:
     """The names of ``output_file``'s temporaries for ``path``: ``.<name>.<pid>.<16 hex>.partial``
     (``.<name>.<pid>.partial`` before the random part)."""
-    from agent_custody_state.stores.temporaries import pattern
+    from agent_custody_state.temporaries import pattern
 
     return pattern(re.escape(path.name), "partial")
 

@@ -27,7 +27,13 @@ from agent_custody_state.cli.common import (
     check_location,
     time_option,
 )
-from agent_custody_state.cli.sweep_unfinished import interrupted, not_kept, plural, stopped
+from agent_custody_state.cli.sweep_unfinished import (
+    StopRequest,
+    interrupted,
+    not_kept,
+    plural,
+    stopped,
+)
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, str]:
@@ -128,7 +134,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         resumed = anyio.run(custody.resume)
         if resumed is not None and resumed.summary():
             print(f"agent-custody-memory: {resumed.summary()}", file=sys.stderr)
-        with progress_bars() as bars:
+        with progress_bars() as bars, StopRequest().installed() as stop:
             progress = bars.stages({"ledger": "forgetting", "stores": "removing from stores"})
             try:
                 report = anyio.run(
@@ -141,12 +147,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         progress=progress,
                         certificates=folder is not None,
                         at=at,
+                        stop=stop,
                     )
                 )
-            except KeyboardInterrupt as exc:  # exit 130 (``cli._run``), saying what stands
+            except KeyboardInterrupt as exc:  # exit 130 (143: SIGTERM), saying what stands
+                swept = getattr(exc, "swept", None)
+                if args.json and swept is not None:  # what it did, marked as interrupted
+                    _print_json(swept, folder is not None, interrupted=stop.signal or "SIGINT")
                 told = interrupted(exc, archive, outbox if stores else None, bool(stores))
                 print(f"agent-custody-memory: {told}", file=sys.stderr)
-                raise
+                return stop.status()
             except Exception as exc:
                 swept = swept_before(exc)
                 if swept is None:
@@ -173,14 +183,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_json(report: Any, certified: bool) -> None:
+def _print_json(report: Any, certified: bool, interrupted: str | None = None) -> None:
     """memory.sweep's JSON of ``report`` (``sweep_shape``); ``certified``: each forgotten fact
     with its ``certificate``, as in the tool's structured content (``shapes.with_certificates``),
-    so one kept nowhere else is printed (``sweep_unfinished.not_kept``)."""
+    so one kept nowhere else is printed (``sweep_unfinished.not_kept``). ``interrupted``: the
+    signal that stopped the sweep, added as ``interrupted`` (a finished sweep has no such key)."""
     from agent_custody_state.cli.render import print_json
     from agent_custody_state.server.shapes import sweep_shape
 
     data = sweep_shape(report)
+    if interrupted is not None:
+        data["interrupted"] = interrupted
     if certified:
         for item, swept in zip(data["forgotten"], report.forgotten, strict=True):
             if swept.certificate is not None:

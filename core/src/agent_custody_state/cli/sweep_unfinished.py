@@ -5,8 +5,10 @@ forgotten before), and who finishes what they are owed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -46,30 +48,102 @@ def stopped(exc: Exception, report: Any, archive: Any, *, printed: bool) -> str:
 
 
 def interrupted(exc: KeyboardInterrupt, archive: Any, outbox: Any, stores: bool) -> str:
-    """What a sweep Ctrl-C stopped had done: the facts the ledger forgot before it (it carries
-    them: ``ledger.stopped``), which stand, and who finishes what they are owed. The custody
-    flow contacts no store after Ctrl-C: the removals wait in the outbox, the certificates in
-    the erasure intent in the certificates folder (``stores.intents``), for the next start."""
+    """What a sweep Ctrl-C (or SIGTERM) stopped had done: the facts forgotten before it (the
+    flow carries its report, ``stores.sweep_interrupt``; the ledger its own account otherwise:
+    ``ledger.stopped``), which stand, the certificates kept, and who finishes what is owed.
+    The flow contacts no store after the stop: the removals not made wait in the outbox, the
+    certificates not kept in the erasure intent, for the next start."""
     from agent_custody_state.ledger.stopped import stopped_result
+    from agent_custody_state.stores.sweep_interrupt import NOT_ASKED
     from agent_custody_state.stores.sweep_stopped import some
 
+    report = getattr(exc, "swept", None)
     result = stopped_result(exc)
-    if result is None:  # after the ledger's part, or before it began
+    if report is not None:
+        done = [swept.event.fact_id for swept in report.forgotten]
+        unasked = [
+            swept.event.fact_id
+            for swept in report.forgotten
+            if NOT_ASKED in swept.removal.still_held.values()
+        ]
+    elif result is not None:
+        done = unasked = [event.fact_id for event in result.forgotten]
+    else:  # before it began
         return "sweep interrupted; run it again to finish (a fact forgotten stays forgotten)"
-    if not result.forgotten:
+    if not done:
         return "sweep interrupted before it forgot any fact"
-    done = [event.fact_id for event in result.forgotten]
     text = (
         f"sweep interrupted after forgetting {plural(len(done), 'fact')} ({some(done)}); "
         "those erasures stand"
     )
     owed = []
-    if outbox is not None:
-        owed.append(f"their removals from the stores are kept in {outbox.path}")
-    elif stores:
-        text += "; the stores were not told, and no outbox keeps what they are owed"
+    if unasked and stores:
+        if outbox is not None:
+            owed.append(
+                f"the removals of {plural(len(unasked), 'fact')} from the stores are kept "
+                f"in {outbox.path}"
+            )
+        else:
+            text += f"; the stores were not told of {plural(len(unasked), 'fact')}, "
+            text += "and no outbox keeps what they are owed"
     if archive is not None:
-        owed.append(f"their certificates are kept as an intent in {archive.folder}")
+        from agent_custody_state.stores.archive import file_name
+
+        folder = archive.folder
+        missing = [f for f in done if not (folder / f"{file_name(f)}.json").exists()]
+        text += f"; their certificates are kept in {archive.folder}"
+        if missing:
+            owed.append(f"those of {plural(len(missing), 'fact')} as an intent there")
     if owed:
         text += f"; {' and '.join(owed)}, for the next sweep, forget or server start to finish"
     return text + "; run the sweep again to forget the rest"
+
+
+class StopRequest:
+    """SIGINT and SIGTERM while a ``sweep`` runs (``installed``): the first asks the sweep to
+    stop before its next fact (``Custody.sweep(stop=self)``), so it keeps every forgotten
+    fact's certificate on its way out; a second stops it at once (``KeyboardInterrupt``).
+    Before, the first Ctrl-C only cancelled the command's task: the flow ran on for up to 30
+    seconds (``stores.finish``) and was then cut, its report and certificates dropped, and
+    SIGTERM killed the process outright."""
+
+    def __init__(self) -> None:
+        #: the name of the signal that asked, once one has
+        self.signal: str | None = None
+
+    def __call__(self) -> bool:
+        return self.signal is not None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        import signal
+
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+        sys.stderr.write(
+            f"agent-custody-memory: {self.signal}: stopping the sweep after the current fact "
+            "(again to stop at once)\n"
+        )
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopRequest]:
+        """The handlers, for the block's time (not off the main thread: left as they are)."""
+        import signal
+
+        previous: dict[signal.Signals, Any] = {}
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, self._handle)
+        except ValueError:  # not the main thread
+            pass
+        try:
+            yield self
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def status(self) -> int:
+        """The exit status of a sweep stopped so: 128 + the signal's number (130 for SIGINT)."""
+        import signal
+
+        return 128 + int(signal.Signals[self.signal or "SIGINT"])

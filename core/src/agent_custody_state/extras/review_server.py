@@ -42,7 +42,7 @@ from agent_custody_state.extras.review import (
     served_bundle,
 )
 from agent_custody_state.signing import well_formed
-from agent_custody_state.stores.temporaries import pattern, remove_stale, temporary
+from agent_custody_state.temporaries import pattern, remove_stale, temporary
 
 HEADERS = {
     "cache-control": "no-store",
@@ -220,8 +220,8 @@ def write_review(o: ReviewOptions, out_dir: str | os.PathLike[str]) -> dict[str,
     remove_stale(folder, pattern(re.escape("index.html"), "tmp"))  # a kill's, once stale
     remove_stale(folder / "r", pattern(r"[^/]+\.(?:html|json)", "tmp"))
     earlier = reviewfiles.earlier_pages(folder)
-    rows = list_receipts(o)
-    run = ReviewRun(o)  # the ledger and the summaries read once for every page
+    run = ReviewRun(o)  # the ledger, the summaries and each receipt's verification read once
+    rows = list_receipts(o, run)
     for row in rows:
         rid = row.receipt_id
         html = receipt_page(o, rid, "../index.html", f"{rid}.json", run)

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from agent_custody_state.canonical import canonical_json
 from agent_custody_state.keys import SigningKeyError, load_private_key
 from agent_custody_state.signing import key_id, pae
-from agent_custody_state.stores.temporaries import pattern, remove_stale, temporary
+from agent_custody_state.temporaries import pattern, remove_stale, temporary
 
 __all__ = [
     "PAYLOAD_TYPE",

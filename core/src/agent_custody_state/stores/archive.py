@@ -29,8 +29,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from agent_custody_state import temporaries
 from agent_custody_state.backends.jsonl_recovery import fsync_dir, write_all
-from agent_custody_state.stores import temporaries
 
 log = logging.getLogger(__name__)
 

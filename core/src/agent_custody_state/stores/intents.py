@@ -46,9 +46,9 @@ from agent_custody_state.ledger.chain import ZERO_HEAD, ChainHead, chain_record
 from agent_custody_state.ledger.checkpoints import ledger_origin
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
+from agent_custody_state.processes import alive, own_start
 from agent_custody_state.stores import intent_files
 from agent_custody_state.stores.archive import CertificateArchive, file_name, write_new
-from agent_custody_state.stores.outbox_file import alive, own_start
 from agent_custody_state.timeutil import format_time, utc_now
 
 log = logging.getLogger(__name__)
@@ -171,11 +171,19 @@ def pending(archive: CertificateArchive) -> list[Intent]:
 def _running(host: str, pid: Any, started: Any = None) -> bool:
     """Whether the process that recorded an intent still runs (another one of this host: a
     second server on the folder, its forget in progress): its pid, and the start it recorded
-    (boot id and start time, ``outbox_file.process_start``), so a pid reused since, or a
+    (boot id and start time, ``processes.process_start``), so a pid reused since, or a
     reboot, is not taken for it; another host's cannot be asked."""
     if host != socket.gethostname() or type(pid) is not int or pid <= 0 or pid == os.getpid():
         return False
     return alive(pid, started if isinstance(started, str) else None)
+
+
+def release(intent: Intent) -> None:
+    """The flow that recorded ``intent`` ended without finishing it (stopped, or failed after
+    its forgets): leave its file to the next ``pending``, this process's own included. Before,
+    it stayed "live" for as long as the process ran: a later ``Custody.resume`` in it skipped
+    the intent, so the certificates it owes waited for the process to end."""
+    _LIVE.discard(intent.path)
 
 
 def drop(intent: Intent) -> None:

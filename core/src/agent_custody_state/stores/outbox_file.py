@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from agent_custody_state.ledger.appending import append_or_undo, failure
 from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state.processes import alive as alive
+from agent_custody_state.processes import own_start as own_start
+from agent_custody_state.processes import process_start as process_start
 
 
 class OutboxError(EventBackendError):
@@ -51,45 +53,3 @@ def read_records(fd: int) -> list[dict[str, Any]]:
 def outbox_error(doing: str, path: os.PathLike[str] | str, exc: OSError, after: str) -> OutboxError:
     """``OutboxError``: could not ``doing`` the outbox ``path``: the cause; ``after``."""
     return OutboxError(failure(doing, path, exc, after))
-
-
-def alive(pid: int, started: str | None = None) -> bool:
-    """Whether the process ``pid`` is running (another user's counts as running) and, when
-    the entry recorded ``started`` (``process_start``), is the one that wrote it: after a
-    reboot, or once the pid is reused, another process holds it, and an entry judged by the
-    pid alone stayed "in flight" for good."""
-    if pid <= 0:
-        return False  # never signal a process group
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # gone, or no pid at all (an edited line)
-        return False
-    except PermissionError:
-        pass  # another user's process: running
-    if started is None:
-        return True
-    now = process_start(pid)
-    return now is None or now == started  # unknown here (not Linux): judged by the pid
-
-
-def process_start(pid: int) -> str | None:
-    """``<boot id>:<start time in clock ticks>`` of process ``pid`` (Linux ``/proc``): the
-    same only for the same process of the same boot; None where it cannot be read."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()  # the name may hold spaces and ")"
-        return f"{boot}:{int(fields[19])}"  # field 22, starttime
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-_OWN: dict[int, str | None] = {}
-
-
-def own_start() -> str | None:
-    """``process_start`` of this process, read once per process (a forked child reads its own)."""
-    pid = os.getpid()
-    if pid not in _OWN:
-        _OWN[pid] = process_start(pid)
-    return _OWN[pid]

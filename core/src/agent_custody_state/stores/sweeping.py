@@ -2,7 +2,8 @@
 each space's retention window, then each forgotten fact leaves the stores holding it, each with
 its erasure certificate when asked. With an outbox, the removals are recorded before each
 cutoff's forgets and settled fact by fact once tried (``outbox``). ``plan_sweep`` answers what a
-sweep would do, changing nothing (``sweep --dry-run``).
+sweep would do, changing nothing (``sweep --dry-run``: ``sweep_plan``). A sweep its caller stops
+(Ctrl-C, ``stop``) keeps every forgotten fact's certificate on its way out (``sweep_interrupt``).
 """
 
 from __future__ import annotations
@@ -10,23 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_custody_state.ledger.arguments import required_time_arg
 from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.forgetting import Certify
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent
 from agent_custody_state.ledger.owned import sweep_callbacks
+from agent_custody_state.ledger.queries import SweepResult
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.retention import RetentionPolicy
+from agent_custody_state.ledger.stopped import stopped_result
+from agent_custody_state.stores import intents
 from agent_custody_state.stores.archive import CertificateArchive
 from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.intents import Intent
 from agent_custody_state.stores.keeping import CertificateKeeping
 from agent_custody_state.stores.outbox import Outbox, Owed
-from agent_custody_state.stores.reports import SweepPreview, SweepReport, SweptFact
+from agent_custody_state.stores.reports import SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
+from agent_custody_state.stores.sweep_interrupt import interrupt, keep_stopped, stop_check
+from agent_custody_state.stores.sweep_plan import SWEEP_NEEDS_BEFORE as SWEEP_NEEDS_BEFORE
+from agent_custody_state.stores.sweep_plan import SweepPlanning, time_text
 from agent_custody_state.stores.sweep_progress import PassProgress
 from agent_custody_state.stores.sweep_restore import (
     put_back_all,
@@ -37,16 +43,13 @@ from agent_custody_state.stores.sweep_restore import (
 )
 from agent_custody_state.stores.sweep_stopped import forgotten_before
 from agent_custody_state.stores.where import locate
-from agent_custody_state.timeutil import TimeFormatError, format_time, parse_time
 
 #: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
 #: (removing from the stores); a command line draws its progress bar from it.
 SweepProgress = Callable[[str, int, int], None]
 
-SWEEP_NEEDS_BEFORE = "sweep needs `before`, or a server started with retention windows"
 
-
-class CustodySweep(CertificateKeeping):
+class CustodySweep(SweepPlanning, CertificateKeeping):
     """``sweep`` and ``plan_sweep``; ``flows.Custody`` provides the rest."""
 
     ledger: Ledger
@@ -70,18 +73,34 @@ class CustodySweep(CertificateKeeping):
         certificates: Certify = False,
         within: Callable[[str], bool] | None = None,
         at: TimeLike | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> SweepReport:
         """Forget what was learned before ``before`` (or, without it, before each space's
         retention window), then remove each forgotten fact from the stores holding it.
         ``certificates``: as ``forget``'s ``certificate``, one per forgotten fact.
         ``within``: without ``space``, sweep only the spaces it accepts (a scoped caller's).
-        ``at``: measure the windows from this instant, not the clock's (``measured_at``)."""
+        ``at``: measure the windows from this instant, not the clock's (``measured_at``).
+        ``stop``: asked before each fact (a signal handler's flag): once true, the sweep stops
+        there as Ctrl-C stops it (``sweep_interrupt``: ``SweepInterrupted``, carrying what
+        was done as ``swept``, every forgotten fact's certificate kept)."""
         if before is None and self.retention is None:
             raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
         sweep_callbacks(progress, certificates)  # not Python's TypeError half-way
+        if stop is not None and not callable(stop):
+            raise LedgerError("stop: a function that says whether to stop, or None", field="stop")
         options = self._certificate_options(certificates)
         swept = self._sweep(
-            actor, reason, before, space, receipt_id, keep_digest, progress, options, within, at
+            actor,
+            reason,
+            before,
+            space,
+            receipt_id,
+            keep_digest,
+            progress,
+            options,
+            within,
+            at,
+            stop_check(stop),
         )
         return await finish(swept)  # to its end, also when the caller is cancelled
 
@@ -97,8 +116,10 @@ class CustodySweep(CertificateKeeping):
         options: CertificateOptions | None,
         within: Callable[[str], bool] | None,
         at: TimeLike | None = None,
+        check: Callable[[], None] = lambda: None,
     ) -> SweepReport:
-        """The sweep's steps (``sweep``): the puts-back, the ledger's forgets, the removals."""
+        """The sweep's steps (``sweep``): the puts-back, the ledger's forgets, the removals.
+        ``check`` raises once its caller asked it to stop (``sweep_interrupt``)."""
         passes = await self.run(self._cutoffs, before, space, within, at)
         uncovered: dict[str, Fact] = {}
         if self.stores.mirroring():  # what the sweep makes current again goes back first
@@ -119,12 +140,17 @@ class CustodySweep(CertificateKeeping):
                 options,
                 restored_extras(restores),
                 intended,
+                check,
             )
+        except BaseException:  # before any forget is known: the intents are for ``resume``
+            for intent in intended:
+                intents.release(intent)
+            raise
         finally:  # what the ledger recorded, read back: also when the sweep failed
             recorded = await self.run(recorded_heads, self.ledger, restores) if restores else set()
             await settle_restores(self._get, self.stores, uncovered, restores, recorded)
         report = SweepReport(
-            before=_time_text(before),
+            before=time_text(before),
             retention=self.retention if before is None else None,
             space=space,
             held=held,
@@ -132,24 +158,36 @@ class CustodySweep(CertificateKeeping):
         leaving = sum(1 for e in forgotten if e.fact_id in copies)
         done = 0
         issued: dict[str, bool] = {}  # fact id: its certificate kept
-        for event in forgotten:
-            fact = copies.get(event.fact_id)
-            removal = RemovalReport()
-            if fact is not None:
-                if progress is not None:
-                    progress("stores", done, leaving)
-                removal = await self.stores.remove_all(fact)
-                await self._settle(owed.get(event.fact_id, []), removal)
-                done += 1
-            swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
-            if event.fact_id in certified:
-                held_by = list(fact.external or {}) if fact is not None else []
-                swept.certificate = certify_removal(
-                    certified[event.fact_id], removal, held_by, self.stores.by_name
-                )
-                kept = await self._keep(event.fact_id, swept.certificate)
-                issued[event.fact_id] = kept is not None
-            report.forgotten.append(swept)
+        try:
+            if stopped is not None and interrupt(stopped):
+                raise stopped  # Ctrl-C in the ledger's part: no store is contacted after it
+            for event in forgotten:
+                fact = copies.get(event.fact_id)
+                removal = RemovalReport()
+                if fact is not None:
+                    check()  # a stop asked: before this fact's stores, never half-way
+                    if progress is not None:
+                        progress("stores", done, leaving)
+                    removal = await self.stores.remove_all(fact)
+                    await self._settle(owed.get(event.fact_id, []), removal)
+                    done += 1
+                swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
+                report.forgotten.append(swept)
+                if event.fact_id in certified:
+                    held_by = list(fact.external or {}) if fact is not None else []
+                    swept.certificate = certify_removal(
+                        certified[event.fact_id], removal, held_by, self.stores.by_name
+                    )
+                    kept = await self._keep(event.fact_id, swept.certificate)
+                    issued[event.fact_id] = kept is not None
+        except BaseException as exc:
+            if interrupt(exc):  # every forgotten fact's certificate, then what was done
+                await keep_stopped(self, report, forgotten, copies, certified, issued, intended)
+                exc.swept = report  # type: ignore[attr-defined]  # read by ``cli``
+            else:  # failed after its forgets: the intents are for the next ``resume``
+                for intent in intended:
+                    intents.release(intent)
+            raise
         if progress is not None and leaving:
             progress("stores", leaving, leaving)
         for intent in intended:  # a fact that stopped the ledger part-way: its forgotten ones
@@ -169,78 +207,6 @@ class CustodySweep(CertificateKeeping):
         await self.run(self.outbox.settle, [o for o in owed if o.store not in moved])
         self.outbox.leave([o for o in owed if o.store in moved])
 
-    async def plan_sweep(
-        self,
-        *,
-        before: TimeLike | None = None,
-        space: str | None = None,
-        holders: bool = False,
-        at: TimeLike | None = None,
-    ) -> SweepPreview:
-        """What ``sweep`` with these arguments would forget and keep, changing nothing.
-        ``holders``: also name the stores holding each fact now (a query per fact). ``at``:
-        as ``sweep``'s; a sweep given the same ``at`` forgets what this lists, but for the
-        facts held, forgotten or retracted meanwhile."""
-        if before is None and self.retention is None:
-            raise LedgerError(SWEEP_NEEDS_BEFORE, field="before")
-
-        def plan() -> SweepPreview:
-            preview = SweepPreview(
-                _time_text(before), self.retention if before is None else None, space
-            )
-            for where, cutoff in self._cutoffs(before, space, None, at):
-                found = self.ledger.plan_sweep(cutoff, where)
-                preview.forget.extend(found.forget)
-                preview.held.extend(found.held)
-            if holders:
-                for event in preview.forget:
-                    preview.holders[event.fact_id] = sorted(
-                        self.ledger.current_external(event.fact_id)
-                    )
-            return preview
-
-        preview: SweepPreview = await self.run(plan)
-        return preview
-
-    def _cutoffs(
-        self,
-        before: TimeLike | None,
-        space: str | None,
-        within: Callable[[str], bool] | None = None,
-        at: TimeLike | None = None,
-    ) -> list[tuple[str | None, Any]]:
-        if before is not None and at is not None:
-            raise LedgerError("at: measures the retention windows, not a `before`", field="at")
-        names: list[str] | None = [space] if space is not None else None
-        if names is None and within is not None:
-            names = [name for name in self.ledger.spaces() if within(name)]
-        if before is not None:
-            return [(space, before)] if names is None else [(name, before) for name in names]
-        assert self.retention is not None
-        now = parse_time(self.measured_at(at))
-        plan: list[tuple[str | None, Any]] = []
-        for name in names if names is not None else self.ledger.spaces():
-            window = self.retention.window_for(name)
-            if window is not None:
-                plan.append((name, format_time(window[1].before(now))))
-        return plan
-
-    def measured_at(self, at: TimeLike | None = None) -> str:
-        """The instant the retention windows are measured from: ``at``, or the clock's now.
-        An ``at`` may pin a dry run's instant for the sweep after it, never run ahead of the
-        clock: a later instant would forget what the windows still keep."""
-        now = self.ledger.now()
-        if at is None:
-            return now
-        pinned = required_time_arg(at, "at")
-        if pinned > now:
-            raise LedgerError(
-                f"at: {pinned} is after now ({now}): the windows are measured from the present "
-                "or an instant before it, never ahead of the clock",
-                field="at",
-            )
-        return pinned
-
     async def _get(self, fact_id: str) -> Fact | None:
         fact: Fact | None = await self.run(self.ledger.get, fact_id)
         return fact
@@ -256,20 +222,21 @@ class CustodySweep(CertificateKeeping):
         options: CertificateOptions | None = None,
         extras: dict[str, dict[str, Any]] | None = None,
         intended: list[Intent] | None = None,
+        check: Callable[[], None] = lambda: None,
     ) -> tuple[
         list[ForgetEvent],
         list[str],
         dict[str, Fact],
         dict[str, CertifiedForget],
         dict[str, list[Owed]],
-        Exception | None,
+        BaseException | None,
     ]:
         certified: dict[str, CertifiedForget] = {}
         owed: dict[str, list[Owed]] = {}
         forgotten: list[ForgetEvent] = []
         held: list[str] = []
         copies: dict[str, Fact] = {}
-        stopped: Exception | None = None
+        stopped: BaseException | None = None
         counted = self._pass_progress(passes, progress)
         for where, cutoff in passes:
             listed: dict[str, Fact] = {}
@@ -286,16 +253,21 @@ class CustodySweep(CertificateKeeping):
                     reason=reason,
                     receipt_id=receipt_id,
                     keep_digest=keep_digest,
-                    progress=counted.for_pass() if counted is not None else None,
+                    progress=_checked(counted.for_pass() if counted else None, check),
                     certificates=options or False,
                     extras=extras,
                     only=listed,  # what it owes the stores for; one appended since waits
                 )
-            except Exception as exc:
+            except BaseException as exc:
                 # A fact (or a read before it) stopped the sweep: those it forgot before still
                 # leave the stores, this pass's and the earlier passes' alike (``sweep_stopped``).
+                # Ctrl-C: the ledger's own account only (no read per fact on the way out).
                 stopped = exc
-                result = forgotten_before(self.ledger, listed, exc)
+                result = (
+                    (stopped_result(exc) or SweepResult())
+                    if interrupt(exc)
+                    else forgotten_before(self.ledger, listed, exc)
+                )
             forgotten.extend(result.forgotten)
             held.extend(result.held)
             certified.update(result.certificates)
@@ -375,12 +347,14 @@ class CustodySweep(CertificateKeeping):
                 owed.setdefault(fact.fact_id, []).extend(more)
 
 
-def _time_text(value: TimeLike | None) -> str | None:
-    """``before`` as the ledger writes times (UTC, milliseconds, ``Z``), as ``memory.sweep`` and
-    ``sweep --json`` report it; a text that does not parse is left for the ledger to refuse."""
-    if value is None:
-        return None
-    try:
-        return format_time(parse_time(value))
-    except TimeFormatError:
-        return value if isinstance(value, str) else None
+def _checked(
+    progress: Callable[[int, int], None] | None, check: Callable[[], None]
+) -> Callable[[int, int], None]:
+    """The ledger's ``progress``, which first asks ``check`` (before each fact's forget)."""
+
+    def report(done: int, total: int) -> None:
+        check()
+        if progress is not None:
+            progress(done, total)
+
+    return report

@@ -29,7 +29,7 @@ import stat
 import time
 from pathlib import Path
 
-from agent_custody_state.stores.outbox_file import alive
+from agent_custody_state.processes import alive
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,129 @@
+"""A sweep its caller stops (Ctrl-C, SIGTERM, ``Custody.sweep(stop=...)``): what it keeps on
+the way out (``sweeping``).
+
+The forgets before the stop stand. Every one of them gets its full certificate now, with the
+ledger's byte scan (made once for all, as a finished sweep's: ``ledger.stopped``), instead of a
+``recovered`` one without it at the next start: a fact whose stores were asked and verified
+before the stop as a finished sweep certifies it; a fact held by no store alike (there is
+nothing to remove); a fact whose stores were not asked yet (the flow contacts no store after
+the stop) names each such store ``unknown``, with why and who finishes the removal (the outbox,
+at the next start). Writing them is bounded (``KEEP_SECONDS``): those not kept by then, and
+the fact whose forget the stop may have cut after its commit, are left to the erasure intent,
+which the next start finishes (``stores.intents``). The exception then carries the report of
+what was done (``swept``), as a sweep a fact stopped does (``sweep_stopped``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from agent_custody_state.ledger.certificate import CertifiedForget, sign, with_stores
+from agent_custody_state.ledger.model import Fact, ForgetEvent
+from agent_custody_state.stores import intents
+from agent_custody_state.stores.certificate import certify_removal, store_windows
+from agent_custody_state.stores.reports import SweepReport, SweptFact
+from agent_custody_state.stores.storeset import RemovalReport
+from agent_custody_state.timeutil import format_time, utc_now
+
+#: How long a stopped sweep still writes certificates, at most (a few ms each): the stop waits
+#: no longer; the intent keeps the rest for the next start.
+KEEP_SECONDS = 5.0
+
+NOT_ASKED = (
+    "not asked: the sweep was stopped before it reached this store; the outbox, when kept, "
+    "finishes the removal at the next start (its log says how)"
+)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """The sweep stopped between two facts because its caller asked (``stop``: the ``sweep``
+    command's SIGINT or SIGTERM). A ``KeyboardInterrupt``: it ends a program as Ctrl-C does.
+    ``signal``: the signal's name, when one asked."""
+
+    def __init__(self, signal: str | None = None) -> None:
+        super().__init__(signal or "stop requested")
+        self.signal = signal
+
+
+def stop_check(stop: Callable[[], bool] | None) -> Callable[[], None]:
+    """A function that raises ``SweepInterrupted`` once ``stop()`` is true (never without one)."""
+
+    def check() -> None:
+        if stop is not None and stop():
+            raise SweepInterrupted(getattr(stop, "signal", None))
+
+    return check
+
+
+def interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` stops a sweep as its caller's stop does, not as a fact's error: Ctrl-C,
+    ``SystemExit``, a cancel (``asyncio``'s, when a flow is cut)."""
+    return not isinstance(exc, Exception)
+
+
+def unasked(fact: Fact | None) -> RemovalReport:
+    """The removal report of a fact whose stores the stopped sweep did not ask: each still
+    holds it, as far as anyone knows."""
+    names = sorted(fact.external or {}) if fact is not None else []
+    return RemovalReport(still_held=dict.fromkeys(names, NOT_ASKED))
+
+
+def certify_unasked(
+    certified: CertifiedForget, held_by: Collection[str], store_named: Callable[[str], object]
+) -> dict[str, Any]:
+    """The certificate of a forget whose stores were not asked: the ledger's part as made, each
+    store ``unknown`` (the outcome is partial, nothing found), signed again."""
+    entries = [
+        {"name": name, "acknowledged": False, "verification": "unknown", "error": NOT_ASKED}
+        for name in held_by
+    ]
+    windows = store_windows(held_by, store_named)
+    predicate = with_stores(certified.predicate, entries, format_time(utc_now()), windows)
+    return sign(predicate, certified.forgetting, certified.key)
+
+
+async def keep_stopped(
+    custody: Any,
+    report: SweepReport,
+    forgotten: list[ForgetEvent],
+    copies: Mapping[str, Fact],
+    certified: Mapping[str, CertifiedForget],
+    issued: dict[str, bool],
+    intended: list[intents.Intent],
+) -> None:
+    """On a stop: complete ``report`` with the facts forgotten and not reached in the stores,
+    keep the certificates not kept yet (until ``KEEP_SECONDS`` have passed), then drop each
+    intent all of whose facts are kept and leave the others for the next start, this
+    process's included (``intents.release``). A second interrupt while they are written stops
+    the writing only; the intents are left as they are."""
+    done = {swept.event.fact_id: swept for swept in report.forgotten}
+    deadline = time.monotonic() + KEEP_SECONDS
+    try:
+        for event in forgotten:
+            swept = done.get(event.fact_id)
+            fact = copies.get(event.fact_id)
+            held_by = sorted(fact.external or {}) if fact is not None else []
+            if swept is None:  # its stores not asked (or their removal cut short): unknown
+                swept = SweptFact(event, unasked(fact))
+                report.forgotten.append(swept)
+                if event.fact_id in certified and held_by:
+                    swept.certificate = certify_unasked(
+                        certified[event.fact_id], held_by, custody.stores.by_name
+                    )
+            if issued.get(event.fact_id) or event.fact_id not in certified:
+                continue
+            if swept.certificate is None:  # held by no store, or its removal reported
+                swept.certificate = certify_removal(
+                    certified[event.fact_id], swept.removal, held_by, custody.stores.by_name
+                )
+            if time.monotonic() < deadline:
+                kept = await custody._keep(event.fact_id, swept.certificate)
+                issued[event.fact_id] = kept is not None
+    finally:
+        for intent in intended:
+            if all(issued.get(fact_id) for fact_id in intent.facts):
+                await custody.run(intents.drop, intent)
+            else:
+                intents.release(intent)

@@ -77,7 +77,7 @@ def test_a_plain_assert_is_two_round_trips(
     ], sent
     assert "; SELECT pg_advisory_xact_lock(" in sent[0]  # the order lock, with the head read
     assert drawn.event_id in sent[1] and given.event_id in sent[5] and again.event_id in sent[8]
-    assert "WHERE plain_trips.fact_id = $1" in sent[2]  # the given id's assert
+    assert "WHERE public.plain_trips.fact_id = $1" in sent[2]  # the given id's assert
     assert sent[3].endswith("'given-1', 'assert', 1)") and "'given-2'" in sent[6], sent
 
 

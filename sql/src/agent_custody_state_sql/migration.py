@@ -4,8 +4,10 @@ Opening a backend never reads events. It inspects the table: if it is missing it
 (``schema.create_ddl``, byte for byte the TypeScript implementation's layout); if it lacks the
 query columns of an older layout they are added and filled from the stored JSON, and any missing
 index is created. Both happen inside the dialect's schema lock, so two processes opening a new
-ledger at once do it once. A bulk load into an empty table drops the secondary indexes and makes
-them again at its end (``indexes_deferred``).
+ledger at once do it once. From then on the table is named in the schema it was found in
+(``_pin_home``: PostgreSQL looks an unqualified name up along ``search_path`` at every
+statement). A bulk load into an empty table drops the secondary indexes and makes them again at
+its end (``indexes_deferred``), each named in that schema.
 """
 
 from __future__ import annotations
@@ -110,8 +112,21 @@ class SchemaSetup(SqlConnection):
                         self._migrate(conn, columns, indexes)
             self._jsonb = self._json_is_jsonb(conn)
             self._home = self._home_schema()
+            self._pin_home()
         except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
             raise EventBackendError(f"cannot open {self.location}: {self._reason(exc)}") from None
+
+    def _pin_home(self) -> None:
+        """From now on name the table in the schema it was found in (``_home``), not by the
+        location's unqualified name: each statement would look that up along PostgreSQL's
+        ``search_path`` again, and a table of the name made later in a schema found first (the
+        role's own, ``"$user"``) was another ledger's, written to and read under this one's
+        locks (keyed on the table found at open), its own forgotten."""
+        home = self._home
+        if home is None or home == self._schema:
+            return
+        quote = self._engine.dialect.identifier_preparer.quote_identifier
+        self._schema, self._qualified = home, f"{quote(home)}.{quote(self._table_name)}"
 
     def _check_layout(self, columns: set[str] | None) -> None:
         """Refuse a table of the name that is not a ledger's (an application's ``events`` found
@@ -152,6 +167,20 @@ class SchemaSetup(SqlConnection):
         for statement in index_ddl(self._qualified, prefix, wanted):
             conn.exec_driver_sql(statement)
 
+    def _drop_indexes(self) -> None:
+        """Drop SPEC 3's secondary indexes of this ledger's table (``indexes_deferred``): those
+        the catalog lists on the table itself, each named in the table's schema (``_home``). An
+        unqualified ``DROP INDEX`` is looked up along PostgreSQL's ``search_path``, where an
+        index of the name in another schema (another ledger's: ``tenant2.events`` and a table
+        ``tenant2_events`` both name theirs ``tenant2_events_*``) came first and was dropped."""
+        _, own = self._inspect(self._conn)
+        quote = self._engine.dialect.identifier_preparer.quote
+        schema = "" if self._home is None else f"{quote(self._home)}."
+        for suffix in INDEXES:
+            name = f"{self._index_prefix}_{suffix}"
+            if name in own:
+                self._exec(f"DROP INDEX IF EXISTS {schema}{quote(name)}")
+
     @contextmanager
     def indexes_deferred(self) -> Iterator[None]:
         """A bulk load into an empty table (``EventBackend.bulk_load``; a dialect opts in):
@@ -164,8 +193,7 @@ class SchemaSetup(SqlConnection):
         with self.transaction():
             dropped = self.count() == 0
             if dropped:
-                for suffix in INDEXES:
-                    self._exec(f"DROP INDEX IF EXISTS {prefix}_{suffix}")
+                self._run(self._drop_indexes)
         try:
             yield
         finally:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
@@ -65,17 +64,26 @@ def libpq_url(url: str) -> str:
     return "postgresql://" + url.split("://", 1)[1]
 
 
-def reader(where: PostgresLocation, connect_timeout: int) -> Callable[[], Any]:
-    """What opens another connection to the ledger in autocommit mode, picklable (the chunks
-    ``verify``'s workers read themselves: ``SqlEventBackend._reader``)."""
-    import psycopg
+@dataclass(frozen=True)
+class Reader:
+    """Opens another connection to the ledger in autocommit mode; picklable (the chunks
+    ``verify``'s workers read themselves: ``SqlEventBackend._reader``). Its ``repr`` (a chunk's,
+    in a traceback or a debugger) shows ``display``, the location with its password masked,
+    not the libpq URL it connects with (a ``functools.partial`` showed that one)."""
 
-    return partial(
-        psycopg.connect,
-        libpq_url(where.connect_url),
-        autocommit=True,
-        connect_timeout=connect_timeout,
-    )
+    url: str = field(repr=False)
+    display: str
+    connect_timeout: int
+
+    def __call__(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
+
+
+def reader(where: PostgresLocation, connect_timeout: int) -> Callable[[], Any]:
+    """The ``Reader`` of the ledger at ``where``."""
+    return Reader(libpq_url(where.connect_url), where.display, connect_timeout)
 
 
 def _secret(key: str) -> bool:

@@ -73,6 +73,16 @@ _SCHEMA_TABLE = (
     "WHERE c.oid = to_regclass(%(qualified)s)"
 )
 
+#: Whether the server has ``pg_clear_attribute_stats`` (PostgreSQL 18), and its call: both in
+#: ``pg_catalog``. Looked up by its bare name, a function of the name in another schema (one a
+#: role that may create there planted before PostgreSQL 18, or found first on a ``search_path``
+#: that names ``pg_catalog`` later) was found and run with this role's privileges.
+_HAS_CLEAR = (
+    "SELECT 1 FROM pg_proc WHERE proname = 'pg_clear_attribute_stats' "
+    "AND pronamespace = 'pg_catalog'::regnamespace"
+)
+_CLEAR = "SELECT pg_catalog.pg_clear_attribute_stats(%(schema)s, %(table)s, %(column)s, false)"
+
 KEPT_BY_TRANSACTIONS = {
     "where": "the table's files: VACUUM FULL kept the forgotten row version, because a "
     "transaction or snapshot of the database (or a standby's feedback, a replication slot, a "
@@ -137,13 +147,8 @@ def clear_statistics(conn: Any, qualified: str, column: str) -> bool:
         where = {"schema": found[0], "table": found[1], "column": column}
         if conn.execute(HAS_STATS, where).fetchone() is None:
             return True
-        clear = conn.execute(
-            "SELECT 1 FROM pg_proc WHERE proname = 'pg_clear_attribute_stats'"
-        ).fetchone()
-        if clear is not None:
-            conn.execute(
-                "SELECT pg_clear_attribute_stats(%(schema)s, %(table)s, %(column)s, false)", where
-            )
+        if conn.execute(_HAS_CLEAR).fetchone() is not None:
+            conn.execute(_CLEAR, where)
         else:  # before PostgreSQL 18: new statistics, from rows that no longer hold the value
             if not _may_analyze(conn, qualified):  # it would be skipped, the old ones kept
                 log.warning("statistics of %s.%s not cleared (may not analyse)", qualified, column)

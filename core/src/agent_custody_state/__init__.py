@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_custody_state.canonical import canonical_json, value_digest
+from agent_custody_state.canonical import canonical_json
 from agent_custody_state.hookspecs import hookimpl
+from agent_custody_state.ledger.arguments import value_digest
 from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger

@@ -23,6 +23,7 @@ import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from agent_custody_state.cli import demo_checks
 from agent_custody_state.cli.common import server_stopped
 from agent_custody_state.cli.nextsteps import print_next_steps
 from agent_custody_state.server.trust import AGENT_KEY, RECEIPT_KEY
@@ -128,73 +129,6 @@ def _fact(data: dict[str, Any]) -> str:
     )
 
 
-def _check_signature(tour: Tour) -> None:
-    """Verify the last result's signature (``_meta``) with the server's public key."""
-    from agent_custody_state.server.signing import verify_envelope
-    from agent_custody_state.server.trust import SIGNATURE_KEY
-
-    envelope = (tour.last.meta or {}).get(SIGNATURE_KEY) if tour.last is not None else None
-    if envelope is None or tour.public_key is None:
-        print("   " + tour.paint("31", "✗ the result carries no signature"))
-        return
-    payload = verify_envelope(envelope, tour.public_key)
-    print(
-        "   "
-        + tour.paint("32", "✓ ")
-        + f"signature verified: {payload.get('tool')} for receipt {payload.get('receiptId')}"
-    )
-
-
-def _check_chain(ledger: str, tour: Tour) -> None:
-    """Verify the ledger's hash chain after the forget (``agent-custody-memory verify``)."""
-    from agent_custody_state.cli.proofs import stored
-    from agent_custody_state.ledger.verify import verify_lines
-
-    with stored(ledger) as (lines, _notes):
-        report = verify_lines(lines, checkpoints=[], public_key=None)
-    mark = tour.paint("32", "✓ ") if report.ok else tour.paint("31", "✗ ")
-    print(
-        "   "
-        + mark
-        + (
-            "the chain verifies from genesis, forget included"
-            if report.ok
-            else f"the chain does not verify: {report}"
-        )
-    )
-
-
-def _check_certificate(ledger: str, path: str, tour: Tour, *, keep: bool) -> None:
-    """Keep the certificate memory.forget returned and verify it as ``agent-custody-memory
-    certificate verify`` does: signature, shape, and against the ledger (its path only if kept)."""
-    from agent_custody_state.cli.proofs import stored
-    from agent_custody_state.keys import PublicKeyRef
-    from agent_custody_state.ledger.certverify import CertificateError, check_against
-    from agent_custody_state.ledger.certverify import check_certificate as check
-
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(tour.certificate, fh, indent=2)
-    try:
-        statement = check(tour.certificate, PublicKeyRef.of(tour.public_key))
-        with stored(ledger) as (lines, _notes):
-            check_against(statement, lines)
-    except CertificateError as exc:
-        print("   " + tour.paint("31", "✗ ") + f"the certificate does not verify: {exc}")
-        return
-    p = statement["predicate"]
-    scan = p["verification"]["byteScan"]
-    print(
-        "   "
-        + tour.paint("32", "✓ ")
-        + f"{path if keep else 'the certificate (in the temporary folder)'}: "
-        f"{p['sanitization']['category']}, outcome {p['outcome']}, "
-        f"{scan.get('hits', 0)} hits in {scan.get('filesScanned', 0)} ledger files, "
-        f"stores {[s['name'] + ': ' + s['verification'] for s in p['stores']['stores']]}, "
-        f"chain {p['chain']['before']['size']} -> {p['chain']['after']['size']} events, "
-        f"{len(p['residualWindows'])} places named that no forget reaches (residualWindows)"
-    )
-
-
 async def _tour(ledger: str, tour: Tour, errlog: Any, extra: tuple[str, ...] = ()) -> None:
     # Both servers start at once (spawning is most of the tour's time); each lives in its own
     # task until the tour is over.
@@ -250,7 +184,7 @@ async def _steps(tour: Tour, gateway: ClientSession, direct: ClientSession) -> N
     tour.title("A bitemporal read: what the ledger believed before the correction was learned")
     await tour.call(gateway, "memory.read", {**read, "txAt": first["txTime"]}, show=_facts)
     tour.title("A signed result: the server's Ed25519 signature over what it answered")
-    _check_signature(tour)
+    demo_checks.check_signature(tour)
     tour.title("A call that did not come through the gateway is refused by default")
     await tour.call(gateway, "memory.read", read, gateway=False)
     tour.title("A direct write (server started with --allow-direct): claimed, quarantined")
@@ -368,9 +302,11 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
                     sys.stderr.write(log := fh.read())
                 raise server_stopped(exc, log) from exc
         tour.title("The ledger is tamper-evident: its hash chain verifies after the forget")
-        _check_chain(ledger, tour)
+        demo_checks.check_chain(ledger, tour)
         tour.title("The forget's signed erasure certificate verifies against the ledger")
-        _check_certificate(ledger, os.path.join(folder, "certificate.json"), tour, keep=keep)
+        demo_checks.check_certificate(
+            ledger, os.path.join(folder, "certificate.json"), tour, keep=keep
+        )
         print("\n" + paint("1;32", "done.") + " Every step above is an event in the ledger:")
         from agent_custody_state.ledger.ledger import Ledger
 

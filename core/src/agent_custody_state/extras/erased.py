@@ -110,15 +110,19 @@ def erasures(ledger: Ledger | None, known: Snapshot | None = None) -> Erasures |
         return None
     if known is not None:
         with ledger.backend.reading():
-            snap = fresh(ledger, known)
-        if "erasures" not in snap.memo:
-            snap.memo["erasures"] = erasures_of(snap.facts)
-        found: Erasures = snap.memo["erasures"]
-        return found
+            return snapshot_erasures(fresh(ledger, known))
     with ledger.backend.reading():
         ledger.backend.refresh()
         facts = ledger.facts()
     return erasures_of(facts)
+
+
+def snapshot_erasures(snap: Snapshot) -> Erasures:
+    """The forgotten facts of a snapshot the caller holds fresh, worked out once per snapshot."""
+    if "erasures" not in snap.memo:
+        snap.memo["erasures"] = erasures_of(snap.facts)
+    found: Erasures = snap.memo["erasures"]
+    return found
 
 
 def erasures_of(facts: Iterable[Fact]) -> Erasures:
@@ -304,4 +308,5 @@ __all__ = [
     "erasures_of",
     "redact",
     "redacted_bundle",
+    "snapshot_erasures",
 ]

@@ -10,6 +10,7 @@ the pages; ``review_server`` serves them on loopback or writes them as static fi
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 from collections.abc import Callable
@@ -27,22 +28,27 @@ from agent_custody_state.extras.bundles import (
     read_json,
     time_key,
 )
-from agent_custody_state.extras.erased import Erasures, erasures, redacted_bundle
+from agent_custody_state.extras.erased import (
+    Erasures,
+    erasures,
+    redacted_bundle,
+    snapshot_erasures,
+)
 from agent_custody_state.extras.explain import LABEL_WIDTH, build_action_pack, format_explain
-from agent_custody_state.extras.jsview import at, text
+from agent_custody_state.extras.jsview import at, compact, text
 from agent_custody_state.extras.ledgerview import Snapshot, fresh
 from agent_custody_state.extras.verify import VerifyOptions, VerifyResult, verify_bundle
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.signing import well_formed
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
 _LABEL = re.compile(r"^[A-Z][A-Z ?]+$")
 
 
 def esc(value: Any) -> str:
     """Escape ``& < > "`` (every attribute here is double-quoted)."""
-    return "".join(_ESCAPES.get(ch, ch) for ch in text(value))
+    return text(value).translate(_ESCAPES)
 
 
 @dataclass
@@ -73,6 +79,11 @@ def verification(bundle: Any, o: ReviewOptions) -> VerifyResult | None:
     return verify_bundle(bundle, o.keys) if o.keys is not None else None
 
 
+def fingerprint(bundle: Any) -> bytes:
+    """Equal for bundles of equal JSON, keys in the same order (what verification reads)."""
+    return hashlib.sha256(compact(bundle).encode("utf-8", "surrogatepass")).digest()
+
+
 def listed_bundle(path: Path) -> tuple[Any, Any]:
     """``(bundle, predicate)`` of a receipts file the review lists; ``OSError`` or ``ValueError``
     saying why it does not. Listed is: a regular file (never a link) of bounded size that is a
@@ -98,15 +109,17 @@ def listed_receipt(o: ReviewOptions, receipt_id: str) -> Any:
     return listed_bundle(Path(o.receipts_dir) / f"{receipt_id}.json")[0]
 
 
-def list_receipts(o: ReviewOptions) -> list[ReceiptRow]:
-    """Every receipt of the directory the review lists (``listed_bundle``), newest first."""
+def list_receipts(o: ReviewOptions, run: ReviewRun | None = None) -> list[ReceiptRow]:
+    """Every receipt of the directory the review lists (``listed_bundle``), newest first;
+    ``run``: the run that builds their pages, which keeps what the listing verified
+    (``ReviewRun.listed``)."""
     rows: list[ReceiptRow] = []
     for path in bundle_files(o.receipts_dir):
         try:
             bundle, p = listed_bundle(path)
         except (OSError, ValueError):
             continue
-        result = verification(bundle, o)
+        result = verification(bundle, o) if run is None else run.listed(bundle, p)
         rows.append(
             ReceiptRow(
                 receipt_id=at(p, "receiptId"),
@@ -225,15 +238,19 @@ def render_receipt(
     back: str,
     raw: str,
     erased: Erasures | None = None,
+    hidden: int | None = None,
 ) -> str:
     """A receipt's page; ``erased``: the ledger's forgotten facts, whose values the page and the
-    raw link's JSON hide (``extras.erased``)."""
+    raw link's JSON hide (``extras.erased``); ``hidden``: how many values the raw link's JSON
+    hides, when the caller redacted it already (``redacted_bundle``)."""
     p = at(decode_statement(pack["receipt"]), "predicate")
     if result is None:
         report = "Not checked: start the review with --issuer-key and --principal-key to verify every receipt here."
     else:
         lines = "\n".join(c.line() for c in result.checks)
         report = f"{lines}\n\nRESULT: {'VERIFIED' if result.ok else 'NOT VERIFIED'}"
+    if hidden is None:
+        hidden = redacted_bundle(pack["receipt"], erased)[1]
     receipt_id = text(at(p, "receiptId"))
     tool = text(at(p, "tool", "name"))
     body = (
@@ -245,7 +262,7 @@ def render_receipt(
         f"{explain_html(format_explain(pack, result, o.ledger is not None, erased))}\n"
         f"<h2>Verification</h2>\n<pre>{esc(report)}</pre>\n"
         "<h2>The receipt</h2>\n"
-        f"{_raw_link(raw, redacted_bundle(pack['receipt'], erased)[1] > 0)}"
+        f"{_raw_link(raw, hidden > 0)}"
     )
     return page(f"{tool} · {receipt_id[:8]}", body)
 
@@ -272,12 +289,56 @@ class ReviewRun:
     each page read the whole ledger several times (its pack, each written fact's blast radius,
     its erasures, and again for its ``.json``) and every receipt file (the summaries): a run
     cost receipts x (events + receipts). A run made for one page (the server's) reads the
-    ledger for that page alone."""
+    ledger for that page alone.
+
+    A receipt is verified once per run: the listing keeps each receipt's result with the
+    fingerprint of the bundle it verified (``listed``), and its page reuses the result when the
+    bundle its pack read is that bundle (verification reads nothing but the bundle). The page's
+    ``.json`` is the bundle the page redacted, while the ledger's erasures are the ones the page
+    hid (checked again before the ``.json`` is written: a forget committed after the page is
+    hidden from its ``.json`` too), else the receipt file read and redacted anew."""
 
     def __init__(self, o: ReviewOptions) -> None:
         self.options = o
         self.known: Snapshot | None = None
         self._shown: Shown | None = None
+        self._listed: dict[str, tuple[bytes, VerifyResult | None]] = {}
+        self._page: tuple[str, Erasures | None, Any] | None = None
+
+    def listed(self, bundle: Any, predicate: Any) -> VerifyResult | None:
+        """``verification`` of a listed bundle, kept for its page by its receipt id (without
+        the decoded statement, which a page does not read: a run holds a result per receipt)."""
+        result = verification(bundle, self.options)
+        kept = None if result is None else VerifyResult(result.ok, result.checks)
+        self._listed[at(predicate, "receiptId")] = (fingerprint(bundle), kept)
+        return result
+
+    def verified(self, receipt_id: str, bundle: Any) -> tuple[bool, VerifyResult | None]:
+        """Whether ``bundle`` is the one the listing read as ``receipt_id``, and its
+        verification: the listing's result if so, else verified now."""
+        kept = self._listed.get(receipt_id)
+        if kept is not None and kept[0] == fingerprint(bundle):
+            return True, kept[1]
+        return False, verification(bundle, self.options)
+
+    def page(self, receipt_id: str, back: str, raw: str) -> str:
+        """``receipt_page``, keeping the redacted bundle for its ``.json`` (``served``)."""
+        o = self.options
+        pack = self.pack(receipt_id)
+        erased = self.erased()  # after the pack: a forget meanwhile is hidden too
+        listed, result = self.verified(receipt_id, pack["receipt"])
+        redacted, hidden = redacted_bundle(pack["receipt"], erased)
+        self._page = (receipt_id, erased, redacted) if listed else None
+        return render_receipt(pack, result, o, back, raw, erased, hidden)
+
+    def served(self, receipt_id: str) -> Any:
+        """``served_bundle``: the erasures read again; the page's redacted bundle while they
+        are the ones it hid, else the listed receipt read and redacted now."""
+        found = self.erased()
+        page = self._page
+        if page is not None and page[0] == receipt_id and page[1] is found:
+            return page[2]
+        return redacted_bundle(listed_receipt(self.options, receipt_id), found)[0]
 
     def shown(self) -> Shown:
         if self._shown is None:
@@ -304,20 +365,18 @@ class ReviewRun:
         ledger = self.options.ledger
         if ledger is None or self.known is None:
             return erasures(ledger)
-        return erasures(ledger, self._refresh(ledger))
+        return snapshot_erasures(self._refresh(ledger))
 
 
 def receipt_page(
     o: ReviewOptions, receipt_id: str, back: str, raw: str, run: ReviewRun | None = None
 ) -> str:
-    run = run if run is not None else ReviewRun(o)
-    pack = run.pack(receipt_id)
-    erased = run.erased()  # after the pack: a forget meanwhile is hidden too
-    return render_receipt(pack, verification(pack["receipt"], o), o, back, raw, erased)
+    return (run if run is not None else ReviewRun(o)).page(receipt_id, back, raw)
 
 
 def served_bundle(o: ReviewOptions, receipt_id: str, run: ReviewRun | None = None) -> Any:
     """The bundle ``/r/<id>.json`` and ``r/<id>.json`` hold: the listed receipt
     (``listed_receipt``) with the values the ledger has forgotten hidden (``redacted_bundle``)."""
-    found = run.erased() if run is not None else erasures(o.ledger)
-    return redacted_bundle(listed_receipt(o, receipt_id), found)[0]
+    if run is not None:
+        return run.served(receipt_id)
+    return redacted_bundle(listed_receipt(o, receipt_id), erasures(o.ledger))[0]

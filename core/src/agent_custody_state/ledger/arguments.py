@@ -13,15 +13,16 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
+from agent_custody_state import canonical
+from agent_custody_state.canonical import DigestKind
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.factargs import confidence_arg, provenance_arg
 from agent_custody_state.ledger.keptvalues import kept_value
 from agent_custody_state.ledger.model import AssertEvent, Fact, Source
 from agent_custody_state.ledger.requests import AssertRequest, TimeLike
-from agent_custody_state.timeutil import TimeFormatError, format_time, normalize_time
+from agent_custody_state.timeutil import TimeFormatError, normalize_time
 
 
 def new_id() -> str:
@@ -39,31 +40,6 @@ def new_ids(count: int) -> Iterator[str]:
     for i in range(0, 32 * count, 32):
         h = text[i : i + 32]
         yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def clock_arg(clock: object) -> Callable[[], datetime] | None:
-    """``Ledger``'s ``clock``: None (UTC now) or a zero-argument callable (SPEC section 7),
-    refused when the ledger is opened rather than at its first write."""
-    if clock is not None and not callable(clock):
-        raise LedgerError(
-            "clock must be a zero-argument callable returning an aware datetime, not a "
-            f"{type(clock).__name__}",
-            field="clock",
-        )
-    return clock
-
-
-def clock_time(moment: object) -> str:
-    """What the clock returned, in the wire form; an aware ``datetime`` only (a string or a
-    naive datetime is refused with ``LedgerError``, not an ``AttributeError`` mid-write)."""
-    if not isinstance(moment, datetime):
-        raise LedgerError(
-            f"clock: must return an aware datetime, not a {type(moment).__name__}", field="clock"
-        )
-    try:
-        return format_time(moment)
-    except TimeFormatError as exc:
-        raise LedgerError(f"clock: {exc}", field="clock") from None
 
 
 def time_arg(value: TimeLike | None, name: str) -> str | None:
@@ -89,6 +65,14 @@ def bool_arg(value: object, name: str) -> bool:
     if not isinstance(value, bool):
         raise LedgerError(f"{name} must be true or false", field=name)
     return value
+
+
+def value_digest(
+    value: Any, *, forget_key: str | None, keep_digest: bool = True
+) -> tuple[str | None, DigestKind]:
+    """``canonical.value_digest`` as the public API gives it: ``keep_digest`` a bool only."""
+    keep = bool_arg(keep_digest, "keep_digest")
+    return canonical.value_digest(value, forget_key=forget_key, keep_digest=keep)
 
 
 #: The most a key may hold, in UTF-8 bytes: a subject, predicate or space, a fact or event id.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from agent_custody_state.ledger.arguments import build_assert, new_ids, restamp
+from agent_custody_state.ledger.arguments import bool_arg, build_assert, new_ids, restamp
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.chain import ChainWriter
 from agent_custody_state.ledger.errors import LedgerError
@@ -143,6 +143,7 @@ class LedgerBulk:
         the chain check (``verify``'s pass over the export, about 9 us an event) for an export
         its caller has just checked (the ``import`` command does, before opening the ledger)."""
         check_writable(self, "import_events")
+        bool_arg(check_chain, "check_chain")  # 0 or "" would leave the chain unchecked
         events = import_args(events, batch_size)
         check_export(events, chain=check_chain)
         check_plain_values(self.forget_mode, self.backend)

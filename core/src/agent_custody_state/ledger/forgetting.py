@@ -5,13 +5,12 @@ A forget erases one value; a sweep forgets everything learned before a cutoff. W
 certificate (``certificate``): the chain head is read just before and just after the forget
 inside its write section, and after the backend's ``compact`` the ledger's own files are scanned
 for the value (``bytescan``). The signing key is resolved before anything is forgotten, so a
-missing key refuses the call and changes nothing.
+missing key refuses the call and changes nothing (``certifying``, the certificates' mixin).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from agent_custody_state.canonical import value_digest
@@ -24,19 +23,8 @@ from agent_custody_state.ledger.arguments import (
     text_arg,
 )
 from agent_custody_state.ledger.backend import EventBackend
-from agent_custody_state.ledger.bytescan import scan_files
-from agent_custody_state.ledger.certificate import (
-    CertificateOptions,
-    CertifiedForget,
-    Forgetting,
-    draft,
-    media_location,
-    options_of,
-    sign,
-    signing_key,
-)
-from agent_custody_state.ledger.chain import ChainWriter
-from agent_custody_state.ledger.checkpoints import ledger_origin
+from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget, Forgetting
+from agent_custody_state.ledger.certifying import Certify, LedgerCertifying
 from agent_custody_state.ledger.compaction import compacted, compacting
 from agent_custody_state.ledger.datakeys import data_keys
 from agent_custody_state.ledger.errors import LedgerError
@@ -54,15 +42,11 @@ from agent_custody_state.ledger.owned import sweep_args
 from agent_custody_state.ledger.queries import RESTORED_KEY, FactState, SweepResult, fact_states
 from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
-from agent_custody_state.ledger.residual import compaction_residue
 from agent_custody_state.ledger.rules import check_known, refuse
 from agent_custody_state.ledger.stopped import carry
-from agent_custody_state.timeutil import format_time, utc_now
 
 if TYPE_CHECKING:
     from agent_custody_state.keys import KeyPair
-
-Certify = bool | CertificateOptions
 
 
 def _still_restores(backend: EventBackend, state: FactState, extra: Mapping[str, Any]) -> bool:
@@ -104,13 +88,12 @@ def _check_texts(actor: object, reason: object, receipt_id: object) -> tuple[str
     return actor, reason, receipt_id
 
 
-class LedgerForgetting:
-    """``forget`` and ``sweep``; ``Ledger`` provides the rest."""
+class LedgerForgetting(LedgerCertifying):
+    """``forget`` and ``sweep``; their certificates are ``LedgerCertifying``'s, ``Ledger``
+    provides the rest."""
 
     backend: EventBackend
     forget_key: str | None
-    forget_mode: str
-    _chain: ChainWriter
 
     def now(self) -> str:
         raise NotImplementedError
@@ -177,58 +160,6 @@ class LedgerForgetting:
         if options is None or key is None or done is None:
             return handed(event, self.backend.keeps_objects)
         [certified] = self._certify([done], options, key)
-        return certified
-
-    def certifying(
-        self, certificate: Certify, name: str = "certificate"
-    ) -> tuple[CertificateOptions | None, KeyPair | None]:
-        """The options and signing key a ``certificate=`` argument (the parameter ``name``)
-        stands for (None, None for no certificate); ``LedgerError`` when it is neither a bool,
-        None nor ``CertificateOptions``, and (code ``no_signing_key``) when there is no key."""
-        options = options_of(certificate, name)
-        if options is None:
-            return None, None
-        checkpointer = self._chain.checkpointer
-        try:
-            key = signing_key(options, checkpointer.key if checkpointer is not None else None)
-        except ValueError as exc:
-            raise LedgerError(str(exc), field="certificate", code="no_signing_key") from None
-        return options, key
-
-    def _certify(
-        self, done: list[Forgetting], options: CertificateOptions, key: KeyPair
-    ) -> list[CertifiedForget]:
-        """Scan the ledger's files once for every value, then build and sign each certificate
-        (with what the compaction told it left: ``compaction_residue``)."""
-        residue = compaction_residue(self.backend)
-        files = self.backend.local_files()
-        scans = None
-        if files is not None:
-            keys = getattr(self.backend, "keys", None)  # crypto-shred: the key store's files too
-            key_files = keys.local_files() if keys is not None else None
-            values = {d.event.fact_id: d.assert_event.fact.value for d in done}
-            destroyed = {d.event.fact_id: d.keys for d in done}
-            scans = scan_files([*files, *(key_files or [])], values, destroyed)
-        done = [replace(d, keys=()) for d in done]  # the destroyed keys go no further
-        origin = ledger_origin(self.backend)
-        now = format_time(utc_now())
-        certified = []
-        for forgetting in done:
-            predicate = draft(
-                forgetting,
-                backend=self.backend.kind,
-                ledger_id=origin,
-                location=media_location(self.backend),
-                forget_mode=self.forget_mode,
-                scan=scans[forgetting.event.fact_id] if scans is not None else None,
-                options=options,
-                now=now,
-                residue=residue,
-            )
-            envelope = sign(predicate, forgetting, key)
-            certified.append(
-                CertifiedForget(forgetting.event, envelope, forgetting, predicate, key)
-            )
         return certified
 
     def _forget(
@@ -395,3 +326,6 @@ class LedgerForgetting:
             certified = {c.event.fact_id: c for c in self._certify(done, options, key)}
         forgotten = [handed(event, self.backend.keeps_objects) for event in forgotten]
         return SweepResult(forgotten=forgotten, held=held, certificates=certified)
+
+
+__all__ = ["Certify", "LedgerForgetting"]

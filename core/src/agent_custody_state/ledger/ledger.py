@@ -5,6 +5,8 @@ checked against what the backend holds at that moment (including other processes
 the event is appended before the section ends, so two racing supersessions cannot both pass rule
 2.1.2. The end of a section (stamp, seal, append) runs in the backend's ordered phase
 (``EventBackend.ordered``), after the checks, so a backend locking keys serialises only that. Reads live in ``reading.py``; this class adds them through ``LedgerReads``.
+Retract, confirm, hold and release are ``actions.py``'s (``LedgerActions``); forget and sweep
+``forgetting.py``'s, their certificates ``certifying.py``'s.
 """
 
 from __future__ import annotations
@@ -17,20 +19,16 @@ from datetime import datetime
 from os import PathLike
 from typing import Any, TypeVar, cast
 
+from agent_custody_state.ledger.actions import LedgerActions, Precondition
 from agent_custody_state.ledger.arguments import (
-    ACTION_WIRE_KEYS,
     build_assert,
-    clock_arg,
-    clock_time,
-    extra_arg,
-    new_id,
     restamp,
-    text_arg,
 )
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.bulk import LedgerBulk
 from agent_custody_state.ledger.chain import ChainHead
 from agent_custody_state.ledger.checkpoints import Checkpoint, chain_writer
+from agent_custody_state.ledger.clockargs import clock_arg, clock_time
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.files import NewFiles
 from agent_custody_state.ledger.forgetting import LedgerForgetting
@@ -38,30 +36,21 @@ from agent_custody_state.ledger.highwater import HighWater
 from agent_custody_state.ledger.host import LedgerHost, default_host
 from agent_custody_state.ledger.keystore import KeyStore
 from agent_custody_state.ledger.lifecycle import ClosedBackend, Lifecycle, open_args, writes
-from agent_custody_state.ledger.locking import assert_keys, fact_keys, in_order, section
+from agent_custody_state.ledger.locking import assert_keys, in_order, section
 from agent_custody_state.ledger.model import (
     AssertEvent,
-    ConfirmEvent,
     Event,
-    HoldEvent,
-    ReleaseEvent,
-    RetractEvent,
-    Source,
     handed,
 )
 from agent_custody_state.ledger.modemark import check_plain_values, forget_mode_arg
-from agent_custody_state.ledger.owned import Unshared, texts
-from agent_custody_state.ledger.queries import FactState, fact_states
+from agent_custody_state.ledger.owned import Unshared
 from agent_custody_state.ledger.reading import LedgerReads
 from agent_custody_state.ledger.readonly import check_writable, missing_ledger, read_only_shredding
 from agent_custody_state.ledger.requests import AssertRequest, requested
 from agent_custody_state.ledger.rules import (
-    Action,
     check_assert,
-    check_known,
     check_replacement,
     deferred_time,
-    refuse,
 )
 from agent_custody_state.ledger.shred import shredding
 from agent_custody_state.maskedtrace import log_traceback
@@ -71,15 +60,8 @@ log = logging.getLogger(__name__)
 
 E = TypeVar("E", bound=Event)
 
-#: A caller's own condition on the fact a mutation touches (the retracted or forgotten fact, or
-#: the fact an assert supersedes), checked inside the write section right after the fact is
-#: known to exist, so no other writer can change the fact between the check and the append. It
-#: raises ``LedgerError`` to refuse, and then nothing is written. The memory server uses it for
-#: direct callers, who may change only claimed facts (``server/policy.py``).
-Precondition = Callable[[FactState], None]
 
-
-class Ledger(LedgerForgetting, LedgerBulk, LedgerReads, Unshared):
+class Ledger(LedgerActions, LedgerForgetting, LedgerBulk, LedgerReads, Unshared):
     """A bitemporal, append-only ledger of facts over an ``EventBackend``.
 
     ``Ledger("ledger.jsonl")``, ``Ledger("ledger.sqlite")``, ``Ledger("postgresql://...")`` or
@@ -307,90 +289,5 @@ class Ledger(LedgerForgetting, LedgerBulk, LedgerReads, Unshared):
         self.backend.append(events)
         return events
 
-    # -- the other mutations ---------------------------------------------------------------------
 
-    def _state(self, fact_id: str, action: Action) -> FactState:
-        states = fact_states(self.backend, [text_arg(fact_id, "fact_id", key=False)])
-        return check_known(states, text_arg(fact_id, "fact_id", key=fact_id not in states), action)
-
-    @writes
-    def _record(
-        self,
-        action: Action,
-        fact_id: str,
-        make: Callable[[str, str], E],
-        precondition: Precondition | None = None,
-    ) -> E:
-        """The one path of retract, confirm, hold and release: check the fact's state (and the
-        caller's ``precondition``) under the write lock, stamp the event
-        (``make(event_id, tx_time)``), append, then announce it."""
-        with section(self.backend, fact_keys(self.backend, fact_id)):
-            state = self._state(fact_id, action)
-            if precondition is not None:
-                precondition(state)
-            error = refuse(action, state)
-            if error is not None:
-                raise error
-            [event] = self._append_ordered(lambda tx: [make(new_id(), tx)])
-        self._appended([event])
-        return handed(event, self.backend.keeps_objects)
-
-    def retract(
-        self,
-        *,
-        fact_id: str,
-        actor: str,
-        reason: str,
-        receipt_id: str | None = None,
-        extra: Mapping[str, Any] | None = None,
-        precondition: Precondition | None = None,
-    ) -> RetractEvent:
-        """Retract a fact (SPEC 2.3): it leaves the present; what it superseded is believed again.
-
-        ``extra``: additional keys recorded on the event after the wire keys (SPEC 1.2 keeps
-        unknown keys); the store mirror records restored external ids there. ``precondition``:
-        the caller's condition on the fact, checked under the write lock.
-        """
-        check_writable(self, "retract")
-        receipt_id, fact_id, actor, reason = texts(receipt_id, fact_id, actor, reason)
-        more = extra_arg(extra, ACTION_WIRE_KEYS)
-        return self._record(
-            "retract",
-            fact_id,
-            lambda eid, tx: RetractEvent(eid, tx, fact_id, actor, reason, Source(receipt_id), more),
-            precondition,
-        )
-
-    def confirm(self, *, fact_id: str, actor: str, receipt_id: str | None = None) -> ConfirmEvent:
-        """Lift a claimed fact out of quarantine (SPEC 2.4)."""
-        check_writable(self, "confirm")
-        receipt_id, fact_id, actor = texts(receipt_id, fact_id, actor)
-        return self._record(
-            "confirm",
-            fact_id,
-            lambda eid, tx: ConfirmEvent(eid, tx, fact_id, actor, Source(receipt_id)),
-        )
-
-    def hold(
-        self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
-    ) -> HoldEvent:
-        """Place a legal hold (SPEC 2.6): forget and sweep are refused until released."""
-        check_writable(self, "hold")
-        receipt_id, fact_id, actor, reason = texts(receipt_id, fact_id, actor, reason)
-        return self._record(
-            "hold",
-            fact_id,
-            lambda eid, tx: HoldEvent(eid, tx, fact_id, actor, reason, Source(receipt_id)),
-        )
-
-    def release(
-        self, *, fact_id: str, actor: str, reason: str, receipt_id: str | None = None
-    ) -> ReleaseEvent:
-        """Release a legal hold."""
-        check_writable(self, "release")
-        receipt_id, fact_id, actor, reason = texts(receipt_id, fact_id, actor, reason)
-        return self._record(
-            "release",
-            fact_id,
-            lambda eid, tx: ReleaseEvent(eid, tx, fact_id, actor, reason, Source(receipt_id)),
-        )
+__all__ = ["Ledger", "Precondition"]

@@ -29,6 +29,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
+from agent_custody_state.ledger.arguments import bool_arg
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.server import completions, resources
@@ -135,6 +136,8 @@ def create_memory_server(
       a signed erasure certificate, asked for or not, before answering; a cancelled call's is
       kept too (``stores.archive``). Needs ``identity``. None: certificates only in answers.
     """
+    bool_arg(require_gateway, "require_gateway")  # "" would read as --allow-direct
+    bool_arg(subscriptions, "subscriptions")
     service = MemoryService.build(
         ledger,
         require_gateway=require_gateway,

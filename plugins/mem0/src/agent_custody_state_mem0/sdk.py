@@ -39,6 +39,14 @@ def _default_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"agent-custody-mem0-{user}")
 
 
+def mem0_folder(settings: Mem0Settings) -> str:
+    """The folder this store keeps its own files in, beside mem0's (created 0700 if missing):
+    ``mem0_dir``, else ``MEM0_DIR``, else the per-user default under the temp directory."""
+    directory = settings.mem0_dir or os.environ.get("MEM0_DIR") or _default_dir()
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    return directory
+
+
 def import_mem0(settings: Mem0Settings) -> ModuleType:
     """Set ``MEM0_TELEMETRY`` and ``MEM0_DIR`` as the settings say, then import ``mem0``."""
     wanted = "true" if settings.telemetry else "false"

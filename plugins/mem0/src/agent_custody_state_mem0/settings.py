@@ -6,6 +6,9 @@ key, and ``local_env`` names variables whose values are placed into the local co
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -20,7 +23,7 @@ from agent_custody_state.plugin import (
     service_copies,
 )
 
-_PLATFORM_ONLY = ("host", "app_id")
+_PLATFORM_ONLY = ("host", "app_id", "pending_file")
 _LOCAL_ONLY = ("local_config", "local_env", "local_objects")
 #: The platform's origin when ``host`` is unset (the SDK's default).
 DEFAULT_HOST = "https://api.mem0.ai"
@@ -65,6 +68,11 @@ class Mem0Settings(MaskedRepr, BaseModel):
     """Seconds for one HTTP request (the SDK's own default is 300)."""
     event_wait_seconds: float = Field(default=30.0, ge=0)
     """Bound on waiting for an add the platform answered ``PENDING`` (polled by event id)."""
+    pending_file: ConfigPath | None = None
+    """File recording the add events a put has not seen settle, so that a restarted server
+    still counts them as possible copies (relative: to the config file's folder; its folder
+    must exist). Default: ``pending-adds-<store>-<scope digest>.jsonl`` in ``mem0_dir``; name
+    a lasting place when ``mem0_dir`` is the temp default (a reboot may empty it)."""
 
     # -- local ------------------------------------------------------------------------------
     local_config: dict[str, Any] | None = None
@@ -85,6 +93,14 @@ class Mem0Settings(MaskedRepr, BaseModel):
     the environment wins."""
     telemetry: bool = False
     """mem0's anonymous PostHog telemetry. Off unless asked for; read when mem0 is imported."""
+
+    def default_pending_file(self, name: str, folder: str) -> str:
+        """``pending_file`` when unset: in ``folder`` (mem0's), one file per store name,
+        platform and scope (another host's or user's events are not this store's)."""
+        scope = (public_url(self.host or DEFAULT_HOST), self.user_id, self.agent_id, self.app_id)
+        digest = hashlib.sha256("\n".join(s or "" for s in scope).encode()).hexdigest()[:12]
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        return os.path.join(folder, f"pending-adds-{safe}-{digest}.jsonl")
 
     def where(self) -> str:
         """Where the memories go (``Store.where``): the platform origin (no userinfo, query or

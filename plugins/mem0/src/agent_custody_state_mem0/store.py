@@ -12,11 +12,11 @@ it a different hash and a memory of its own. ``unique_text`` appends the marker 
 
 ``held_ids`` (the copies a failed put may have left) is the metadata-filtered listing by
 ``factId``: never a memory of another fact, even one mem0 merged this fact into. An add still
-pending on the platform when the put gave up is not listed until it completes, so the store
-remembers the add events it stopped waiting for: while one of a fact's is still pending,
-``held_ids`` raises (it cannot promise there is no copy; the core records the cleanup as owed
-and retries it) and ``verify_removed`` answers not removed. The memory is in-process: after a
-restart the listing alone answers.
+pending on the platform is not listed until it completes, so every add event is recorded
+(``PendingAdds``: in the ``pending_file`` sidecar, durably, before the put waits) and dropped
+once it settles: while one of a fact's is still pending, in this process or recorded by an
+earlier one, ``held_ids`` raises (it cannot promise there is no copy; the core records the
+cleanup as owed and retries it) and ``verify_removed`` answers not removed.
 
 ``verify_removed`` is true only when the memory id reads as not found, its text is kept nowhere
 beside it (the local ``Memory``'s history table, ``LocalBackend.residue``), no memory of the scope
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_custody_state.plugin import (
@@ -37,12 +38,14 @@ from agent_custody_state.plugin import (
     custody_metadata,
     fact_text,
     poll,
+    run_sync,
     secret_from_env,
     withholding,
 )
 
 from .backend import EventState, Mem0Backend, Record
-from .sdk import guard_mem0_loggers
+from .pending import PendingAdds
+from .sdk import guard_mem0_loggers, mem0_folder
 from .settings import Mem0Settings
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,7 @@ class Mem0Store:
         event_wait_seconds: float = 30.0,
         where: str | None = None,
         residual: list[dict[str, str]] | None = None,
+        pending: PendingAdds | None = None,
     ) -> None:
         self.name = name
         #: where the memories go (``Store.where``; ``Mem0Settings.where``)
@@ -82,8 +86,8 @@ class Mem0Store:
         self.backend = backend
         self.unique_text = unique_text
         self.event_wait_seconds = event_wait_seconds
-        #: fact id -> add events a put stopped waiting for (they may still create a memory)
-        self._given_up: dict[str, list[str]] = {}
+        #: add events not seen settling (they may still create a memory), by fact id
+        self.pending = pending or PendingAdds()
 
     async def _call(self, what: str, func: Callable[..., T], *args: Any) -> T:
         return await call_sdk(self.name, what, func, *args)
@@ -145,6 +149,11 @@ class Mem0Store:
         return await self._await_event(added.event_id, fact)
 
     async def _await_event(self, event_id: str, fact: Fact) -> str:
+        # Recorded before the wait: a failed poll, a cancelled put or a crash leaves the record.
+        await self._call(
+            f"recording pending add event {event_id} of fact {fact.fact_id}",
+            self.pending.record, fact.fact_id, event_id,
+        )  # fmt: skip
         state = EventState(done=False)
 
         async def settled() -> bool:
@@ -156,12 +165,12 @@ class Mem0Store:
             settled, attempts=None, delay=0.1, max_delay=2.0, timeout=self.event_wait_seconds
         )
         if not finished:
-            self._given_up.setdefault(fact.fact_id, []).append(event_id)
             raise StoreError(
                 self.name,
                 f"add event {event_id} still pending after {self.event_wait_seconds:g}s; if "
                 f"mem0 completes it later, the memory carries factId {fact.fact_id}",
             )
+        await self._settled(event_id)
         if state.error:
             raise StoreError(self.name, f"add event {event_id} failed: {state.error}")
         if not state.memory_id:
@@ -173,17 +182,35 @@ class Mem0Store:
     async def remove(self, external_id: str, fact: Fact) -> None:
         await self._call("delete", self.backend.delete, external_id)
 
+    def _where_recorded(self) -> str:
+        return f" in {self.pending.path}" if self.pending.path else " in this process only"
+
+    async def _settled(self, event_id: str) -> None:
+        """Drop a settled event's record; a record left by a failed write only costs a poll."""
+        try:
+            await run_sync(self.pending.settle, event_id)
+        except OSError as exc:
+            log.warning(
+                "%s: add event %s settled, but dropping its record from %s failed (%s); it is "
+                "polled again at the next check", self.name, event_id, self.pending.path, exc,
+            )  # fmt: skip
+
     async def _still_pending(self, fact: Fact) -> str | None:
-        """An add event of the fact a put gave up on that has not settled yet, if any."""
-        for event_id in list(self._given_up.get(fact.fact_id, [])):
-            state = await self._call("add (event poll)", self.backend.event, event_id)
+        """An add event of the fact that has not settled yet, if any."""
+        events = await self._call("reading pending add events", self.pending.of_fact, fact.fact_id)
+        for event_id in events:
+            try:
+                state = await self._call("add (event poll)", self.backend.event, event_id)
+            except StoreError as exc:
+                raise StoreError(
+                    self.name,
+                    f"{exc.message}; add event {event_id} of fact {fact.fact_id} stays "
+                    f"recorded{self._where_recorded()} until the platform reports it settled "
+                    "(delete its line only when the platform no longer knows the event)",
+                ) from exc
             if not state.done:
                 return event_id
-            events = self._given_up.get(fact.fact_id, [])  # a concurrent call may have pruned
-            if event_id in events:
-                events.remove(event_id)  # settled: the listing shows its memory
-        if not self._given_up.get(fact.fact_id):
-            self._given_up.pop(fact.fact_id, None)
+            await self._settled(event_id)  # settled: the listing shows its memory
         return None
 
     async def held_ids(self, fact: Fact) -> list[str]:
@@ -192,7 +219,7 @@ class Mem0Store:
             raise StoreError(
                 self.name,
                 f"add event {pending} of fact {fact.fact_id} is still pending; the memory it "
-                "may create cannot be looked up yet",
+                f"may create cannot be looked up yet (recorded{self._where_recorded()})",
             )
         records = await self._call("list by factId", self.backend.by_fact, fact.fact_id)
         return [str(r["id"]) for r in records if r.get("id") and _owner(r) == fact.fact_id]
@@ -250,4 +277,25 @@ def build(settings: Mem0Settings | Mapping[str, Any], *, name: str = "mem0") -> 
         event_wait_seconds=settings.event_wait_seconds,
         where=settings.where(),
         residual=settings.residual(),
+        pending=_pending_adds(settings, name),
     )
+
+
+def _pending_adds(settings: Mem0Settings, name: str) -> PendingAdds:
+    """The platform store's record of pending adds, read once now: a damaged file or a missing
+    folder stops startup, naming it. Local mode never answers ``PENDING``: in-process only."""
+    if settings.mode != "platform":
+        return PendingAdds()
+    where = settings.pending_file or settings.default_pending_file(name, mem0_folder(settings))
+    path = Path(where)
+    if not path.parent.is_dir():  # never created: a missing folder is a typo or mount
+        raise StoreError(
+            name, f"pending_file {where}: the folder {path.parent} does not exist; "
+            "create it or name a file in an existing folder",
+        )  # fmt: skip
+    pending = PendingAdds(path)
+    try:
+        pending.check()
+    except OSError as exc:
+        raise StoreError(name, f"reading the pending add events failed: {exc}") from exc
+    return pending

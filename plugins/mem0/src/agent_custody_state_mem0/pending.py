@@ -1,0 +1,164 @@
+"""The platform add events a put started and has not seen settle, kept across a restart.
+
+An add the platform answers ``PENDING`` creates its memory when mem0's worker gets to it, maybe
+after the put stopped waiting, maybe after the server restarted. Until it settles, the
+``factId`` listing cannot show that memory, so ``held_ids`` and ``verify_removed`` must know the
+event is still out there. ``PendingAdds`` records each such event (fact id, event id) before the
+put waits for it and drops it once it succeeded or failed.
+
+With a ``path`` (the ``pending_file`` setting, or its default beside mem0's own files) the
+record is a small JSONL sidecar, one ``{"factId", "eventId", "since"}`` line per pending add:
+
+* written before the wait, atomically and durably (a 0600 temporary file, fsynced, renamed into
+  place, the folder fsynced), so a crash or ``kill -9`` during the wait does not lose it;
+* read at every check (never cached), so a restarted server, or a ``sweep`` running beside a
+  server on the same store, sees the events the other process started;
+* changed under an exclusive ``flock`` on ``<path>.lock``, so two processes never drop each
+  other's lines; the file is removed once nothing is pending.
+
+Without one (the local ``Memory``, which never answers ``PENDING``; a store built directly)
+the record is in-process only. Either way the in-process copy is kept too: an event whose
+line could not be written still counts here until it settles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent_custody_state.plugin import PRIVATE_MODE, open_private
+
+_KEYS = ("factId", "eventId")
+
+
+class PendingFileError(OSError):
+    """The sidecar cannot be read as pending add records (edited, or damaged on disk)."""
+
+
+class PendingAdds:
+    """Add events by fact id, in this process and (with ``path``) in the sidecar file."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._memory: dict[str, str] = {}  # event id -> fact id
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Read the sidecar once (at build): a damaged one stops startup, naming the file."""
+        self._read()
+
+    def record(self, fact_id: str, event_id: str) -> None:
+        """Remember ``event_id`` of ``fact_id``; with a path, durably before returning."""
+        with self._lock:
+            self._memory[event_id] = fact_id
+        if self.path is None:
+            return
+        with self._locked():
+            lines = [entry for entry in self._read() if entry["eventId"] != event_id]
+            since = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            lines.append({"factId": fact_id, "eventId": event_id, "since": since})
+            self._write(lines)
+
+    def settle(self, event_id: str) -> None:
+        """Forget ``event_id``: it succeeded or failed, so the listing answers for it now."""
+        with self._lock:
+            self._memory.pop(event_id, None)
+        if self.path is None:
+            return
+        with self._locked():
+            lines = self._read()
+            kept = [entry for entry in lines if entry["eventId"] != event_id]
+            if len(kept) != len(lines):
+                self._write(kept)
+
+    def of_fact(self, fact_id: str) -> list[str]:
+        """The event ids of ``fact_id`` not seen settling, this process's and the sidecar's."""
+        with self._lock:
+            events = [event for event, owner in self._memory.items() if owner == fact_id]
+        for entry in self._read():
+            if entry["factId"] == fact_id and entry["eventId"] not in events:
+                events.append(entry["eventId"])
+        return events
+
+    # -- the file ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        assert self.path is not None
+        fd, _ = open_private(Path(f"{self.path}.lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _read(self) -> list[dict[str, Any]]:
+        if self.path is None:
+            return []
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        entries = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                entry = None
+            if not isinstance(entry, dict) or not all(
+                isinstance(entry.get(key), str) and entry[key] for key in _KEYS
+            ):
+                raise PendingFileError(
+                    f"{self.path}, line {number}: not a pending add record (a JSON object with "
+                    "string factId and eventId); repair or delete the line (a deleted one "
+                    "loses the check for that add)"
+                )
+            entries.append(entry)
+        return entries
+
+    def _write(self, entries: list[dict[str, Any]]) -> None:
+        assert self.path is not None
+        folder = self.path.parent
+        if not entries:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            _sync_folder(folder)
+            return
+        temporary = Path(f"{self.path}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_MODE)
+        try:
+            os.fchmod(fd, PRIVATE_MODE)  # owner-only whatever the umask
+            with open(fd, "w", encoding="utf-8", closefd=False) as handle:
+                handle.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in entries)
+                handle.flush()
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        os.close(fd)
+        try:
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        _sync_folder(folder)
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

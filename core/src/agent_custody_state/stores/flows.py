@@ -47,12 +47,13 @@ from agent_custody_state.ledger.model import AssertEvent, Fact, ForgetEvent, Ret
 from agent_custody_state.ledger.requests import AssertRequest, request_arg
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.archive import CertificateArchive, archive_of
-from agent_custody_state.stores.base import Store, error_message
+from agent_custody_state.stores.base import Store
 from agent_custody_state.stores.certificate import certify_removal
 from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.keeping import OwnForget
 from agent_custody_state.stores.mirror import (
     E,
+    LeavingPlan,
     Removal,
     Restore,
     current_fact,
@@ -283,8 +284,10 @@ class Custody(CustodySweep):
                         own.certified[0], removal.removal, held_by, self.stores.by_name
                     )
                     issued[fact_id] = await self._keep(fact_id, removal.certificate) is not None
-            finally:
-                await self._close_intent(intent, options, issued, own.ids)
+            except BaseException:  # the intent is released however closing it ends
+                await self._close_failed(intent, options, issued, own.ids)
+                raise
+            await self._close_intent(intent, options, issued, own.ids)
             return removal
 
         return await finish(flow())  # the certificate is kept also when the caller is cancelled
@@ -314,6 +317,20 @@ class Custody(CustodySweep):
         operation: Operation = "forget" if forgetting else "retract"
         # Owed before the put-back: an outbox that cannot record it stops the call untouched.
         owed = await self._owe(plan.fact, operation)
+        try:
+            return await self._left(plan, mutate, operation, owed)
+        except BaseException:  # they stay owed, no longer in flight: ``resume`` finishes them
+            self._release(owed)
+            raise
+
+    async def _left(
+        self,
+        plan: LeavingPlan,
+        mutate: Callable[[dict[str, Any] | None], E],
+        operation: Operation,
+        owed: list[Owed],
+    ) -> Removal[E]:
+        """``_leave`` once ``owed`` is recorded (``owed`` grows with the ids found later)."""
         restore: Restore | None = None
         if plan.uncovers is not None and self.stores.mirroring():
             restore = await put_back(self.stores, plan.uncovers)
@@ -337,7 +354,7 @@ class Custody(CustodySweep):
         added = await self.run(restored_meanwhile, self.ledger, plan.fact)
         external = {**(plan.fact.external or {}), **added}
         fact = await self.run(locate, self.ledger, plan.fact, external) if added else plan.fact
-        owed += await self._owe(fact.with_(external=added), operation)
+        owed.extend(await self._owe(fact.with_(external=added), operation))
         if not fact.external:
             return Removal(event, RemovalReport(), restore)
         held_by = list(fact.external)
@@ -346,40 +363,6 @@ class Custody(CustodySweep):
         return Removal(event, report, restore, held_by=held_by)
 
     # -- the outbox ------------------------------------------------------------------------------
-
-    async def _owe(self, fact: Fact | None, operation: Operation) -> list[Owed]:
-        """Record the removals ``fact`` will be owed, before the ledger changes."""
-        if self.outbox is None or fact is None or not fact.external:
-            return []
-        owed: list[Owed] = await self.run(self.outbox.owe, [fact], operation, self.ledger.now())
-        return owed
-
-    async def _owe_cleanup(self, fact: Fact, exc: StoreWriteError) -> None:
-        """Record the cleanups a failed write left unfinished (``StoreWriteError.owed``), so
-        ``resume`` retries them; without an outbox, an ERROR for the operator. Never raises
-        over the write's own error."""
-        if not exc.owed:
-            return
-        why = "no outbox is configured"
-        if self.outbox is not None:
-            try:
-                await self.run(self.outbox.owe_puts, fact, exc.owed, self.ledger.now())
-            except Exception as error:
-                why = f"recording it in the outbox failed: {error_message(error)}"
-            else:
-                for name in exc.owed:
-                    exc.compensation[name] += "; owed in the outbox, retried at the next start"
-                return
-        for name in exc.owed:
-            log.error(
-                "store %s may still hold a copy of fact %s left by its failed put, and %s; "
-                "delete its copies whose custody metadata has factId %s",
-                name,
-                fact.fact_id,
-                why,
-                fact.fact_id,
-                extra={"store": name, "fact": fact.fact_id},
-            )
 
     async def resume(self) -> Resumed | None:
         """Finish the store removals a crash left owed in the outbox: removed by external id

@@ -138,21 +138,43 @@ class CertificateKeeping:
         stopped sweep whose own certificates could not be made: ``ledger.stopped``), then the
         intent removed, but kept when an issued one was not
         (a full disk: the next start issues it into the folder); dropped when all were kept.
-        ``mine``: the forget event ids the flow committed, when known (``intents.settle``)."""
-        if intent is None or self.certificates is None or options is None:
+        ``mine``: the forget event ids the flow committed, when known (``intents.settle``).
+        However it ends, the intent is no longer this process's (``intents.release``): one
+        this raised over is left to the next ``resume``, in this process too."""
+        if intent is None:
             return
-        if all(issued.get(fact_id) for fact_id in intent.facts):
-            await self.run(intents.drop, intent)
-            return
-        final = all(issued.values())
-        await self.run(
-            partial(intents.settle, final=final, mine=mine),
-            self.certificates,
-            self.ledger,
-            intent,
-            options,
-            list(issued),
-        )
+        try:
+            if self.certificates is None or options is None:
+                return
+            if all(issued.get(fact_id) for fact_id in intent.facts):
+                await self.run(intents.drop, intent)
+                return
+            final = all(issued.values())
+            await self.run(
+                partial(intents.settle, final=final, mine=mine),
+                self.certificates,
+                self.ledger,
+                intent,
+                options,
+                list(issued),
+            )
+        finally:
+            intents.release(intent)
+
+    async def _close_failed(
+        self,
+        intent: intents.Intent | None,
+        options: CertificateOptions | None,
+        issued: Mapping[str, bool],
+        mine: Collection[str] | None = None,
+    ) -> None:
+        """``_close_intent`` for a flow that is raising: a failure here is logged, never
+        raised over the flow's own error (which says what happened to the erasure)."""
+        try:
+            await self._close_intent(intent, options, issued, mine)
+        except Exception as exc:
+            path = intent.path if intent is not None else None
+            log.error("erasure intent %s left for the next start, not finished: %s", path, exc)
 
     async def finish_intents(self) -> list[Path]:
         """At start: finish the intents a killed process left in the archive (the files

@@ -18,12 +18,22 @@ sweep (also when it failed part-way): one whose record is not there (the head wa
 forgotten or retracted meanwhile, the fact put back was retracted or forgotten meanwhile, or the
 sweep stopped first) is compensated (removed); a put-back of a fact some other call erased
 after it was recorded is removed too (``drop_erased_restore``).
+
+A sweep its caller stopped (Ctrl-C, ``stop``) does not wait on the stores for this: they get
+``STOPPED_SECONDS`` at most. A put-back not recorded and not removed by then is owed in the
+outbox, for the next start to remove (``orphan_resume``: the store's copies of the fact the
+ledger does not record), or, without an outbox, named in an ERROR with what to do; a recorded
+one whose fact may still be superseded is named in an ERROR.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from typing import Any
+
+import anyio
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact, ForgetEvent
@@ -36,6 +46,17 @@ from agent_custody_state.stores.mirror import (
     remove_put_back,
 )
 from agent_custody_state.stores.storeset import StoreSet
+
+log = logging.getLogger(__name__)
+
+#: How long a stopped sweep still tells the stores about its put-backs, at most.
+STOPPED_SECONDS = 2.0
+
+#: ``owe(fact, stores)``: record durably that ``stores`` hold a copy of ``fact`` the ledger
+#: does not record (``Outbox.owe_puts``); False when there is no outbox to record it in.
+Owe = Callable[[Fact, list[str]], Any]
+
+NOT_TOLD = "not recorded by the sweep, which was stopped before the store removed it again; "
 
 
 def uncovered_by_sweep(ledger: Ledger, passes: Iterable[tuple[str | None, Any]]) -> dict[str, Fact]:
@@ -93,27 +114,78 @@ async def settle_restores(
     uncovered: dict[str, Fact],
     restores: dict[str, Restore],
     recorded: set[str],
+    *,
+    stopped: bool = False,
+    owe: Owe | None = None,
 ) -> None:
     """After the ledger swept: compensate the put-backs not ``recorded`` on their head's forget
     event (``recorded_heads``), and remove those of facts erased since or still superseded
     (a sweep stopped before forgetting a link between the head and the fact put back).
-    ``ledger_get``: an awaitable ``Ledger.get``."""
+    ``ledger_get``: an awaitable ``Ledger.get``. ``stopped``: the caller stopped the sweep;
+    the stores get ``STOPPED_SECONDS``, and ``owe`` (awaitable, see ``Owe``) keeps what they
+    did not finish (the module docstring)."""
+    done: set[str] = set()
+    with anyio.move_on_after(STOPPED_SECONDS) if stopped else nullcontext():
+        for head, restore in restores.items():
+            if restore.external:
+                await _settle_one(ledger_get, stores, uncovered[head], restore, head in recorded)
+            done.add(head)
     for head, restore in restores.items():
-        if not restore.external:
-            continue
-        fact = uncovered[head]
-        if head not in recorded:
-            outcome = await stores.compensate(fact, restore.external)
-            for name in restore.external:
-                restore.failed[name] = (
-                    f"not recorded by the sweep; removed again: {outcome.get(name, 'unknown')}"
-                )
-            restore.external = {}
-            continue
-        now = await ledger_get(fact.fact_id)
-        if now is not None and now.forgotten is None and now.valid_to is not None:
-            # A link between it and the swept head stayed (the sweep stopped before forgetting
-            # it): the fact is not current, and a store must not recall it as if it were.
-            await remove_put_back(stores, fact, restore, "still superseded after the sweep")
-        else:
-            await drop_erased_restore(stores, now, restore)
+        if head not in done and restore.external:
+            await _left_by_stop(uncovered[head], restore, head in recorded, owe)
+
+
+async def _settle_one(
+    ledger_get: Any, stores: StoreSet, fact: Fact, restore: Restore, recorded: bool
+) -> None:
+    if not recorded:
+        outcome = await stores.compensate(fact, restore.external)
+        for name in restore.external:
+            restore.failed[name] = (
+                f"not recorded by the sweep; removed again: {outcome.get(name, 'unknown')}"
+            )
+        restore.external = {}
+        return
+    now = await ledger_get(fact.fact_id)
+    if now is not None and now.forgotten is None and now.valid_to is not None:
+        # A link between it and the swept head stayed (the sweep stopped before forgetting
+        # it): the fact is not current, and a store must not recall it as if it were.
+        await remove_put_back(stores, fact, restore, "still superseded after the sweep")
+    else:
+        await drop_erased_restore(stores, now, restore)
+
+
+async def _left_by_stop(fact: Fact, restore: Restore, recorded: bool, owe: Owe | None) -> None:
+    """A put-back the stores were not told about in time after a stop: kept for later."""
+    names = sorted(restore.external)
+    if recorded:
+        log.error(
+            "fact %s was put back into %s by a sweep that was stopped; if it is still "
+            "superseded, sweep again or retract its successor to remove it there",
+            fact.fact_id,
+            ", ".join(names),
+            extra={"fact": fact.fact_id},
+        )
+        return
+    why = "no outbox is configured"
+    try:
+        if owe is not None and await owe(fact, names):
+            why = ""
+    except Exception as exc:
+        why = f"recording it in the outbox failed: {exc}"
+    for name in names:
+        if why:
+            log.error(
+                "store %s holds a copy of fact %s put back by a sweep that was stopped, which "
+                "the ledger does not record, and %s; delete its copies whose custody metadata "
+                "has factId %s and no id the ledger records",
+                name,
+                fact.fact_id,
+                why,
+                fact.fact_id,
+                extra={"store": name, "fact": fact.fact_id},
+            )
+        restore.failed[name] = NOT_TOLD + (
+            f"not removed: {why}" if why else "owed in the outbox, removed at the next start"
+        )
+    restore.external = {}

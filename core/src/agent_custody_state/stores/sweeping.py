@@ -28,6 +28,7 @@ from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.intents import Intent
 from agent_custody_state.stores.keeping import CertificateKeeping
 from agent_custody_state.stores.outbox import Outbox, Owed
+from agent_custody_state.stores.owing import Owing
 from agent_custody_state.stores.reports import SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 from agent_custody_state.stores.sweep_interrupt import interrupt, keep_stopped, stop_check
@@ -49,7 +50,7 @@ from agent_custody_state.stores.where import locate
 SweepProgress = Callable[[str, int, int], None]
 
 
-class CustodySweep(SweepPlanning, CertificateKeeping):
+class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
     """``sweep`` and ``plan_sweep``; ``flows.Custody`` provides the rest."""
 
     ledger: Ledger
@@ -128,6 +129,7 @@ class CustodySweep(SweepPlanning, CertificateKeeping):
             uncovered = await self.run(uncovered_by_sweep, self.ledger, passes)
         restores = await put_back_all(self.stores, uncovered)
         intended: list[Intent] = []  # each pass's, recorded before its forgets
+        cut = False  # its caller stopped it: the stores get a bounded time (``sweep_restore``)
         try:
             forgotten, held, copies, certified, owed, stopped = await self.run(
                 self._sweep_ledger,
@@ -142,13 +144,23 @@ class CustodySweep(SweepPlanning, CertificateKeeping):
                 intended,
                 check,
             )
-        except BaseException:  # before any forget is known: the intents are for ``resume``
+            cut = stopped is not None and interrupt(stopped)
+        except BaseException as exc:  # before any forget is known: the intents are for ``resume``
+            cut = interrupt(exc)
             for intent in intended:
                 intents.release(intent)
             raise
         finally:  # what the ledger recorded, read back: also when the sweep failed
             recorded = await self.run(recorded_heads, self.ledger, restores) if restores else set()
-            await settle_restores(self._get, self.stores, uncovered, restores, recorded)
+            await settle_restores(
+                self._get,
+                self.stores,
+                uncovered,
+                restores,
+                recorded,
+                stopped=cut,
+                owe=self._owe_put,
+            )
         report = SweepReport(
             before=time_text(before),
             retention=self.retention if before is None else None,
@@ -181,6 +193,7 @@ class CustodySweep(SweepPlanning, CertificateKeeping):
                     kept = await self._keep(event.fact_id, swept.certificate)
                     issued[event.fact_id] = kept is not None
         except BaseException as exc:
+            self._release(o for entries in owed.values() for o in entries)  # for ``resume``
             if interrupt(exc):  # every forgotten fact's certificate, then what was done
                 await keep_stopped(self, report, forgotten, copies, certified, issued, intended)
                 exc.swept = report  # type: ignore[attr-defined]  # read by ``cli``
@@ -190,22 +203,16 @@ class CustodySweep(SweepPlanning, CertificateKeeping):
             raise
         if progress is not None and leaving:
             progress("stores", leaving, leaving)
-        for intent in intended:  # a fact that stopped the ledger part-way: its forgotten ones
-            await self._close_intent(intent, options, issued, {e.event_id for e in forgotten})
+        try:  # a fact that stopped the ledger part-way: its forgotten ones
+            for intent in intended:
+                await self._close_intent(intent, options, issued, {e.event_id for e in forgotten})
+        finally:  # one that raised: the rest are left to the next ``resume``, here too
+            for intent in intended:
+                intents.release(intent)
         if stopped is not None:  # what it forgot before has left the stores: now say why
             stopped.swept = report  # type: ignore[attr-defined]  # what it did before (``cli``)
             raise stopped
         return report
-
-    async def _settle(self, owed: list[Owed], report: RemovalReport | None = None) -> None:
-        """The removals are done or reported: settle their outbox entries, but for a copy left
-        where its store no longer writes (``where``): that one stays owed, for a store
-        configured at that place to finish at the next start."""
-        if self.outbox is None or not owed:
-            return
-        moved = report.moved if report is not None else []
-        await self.run(self.outbox.settle, [o for o in owed if o.store not in moved])
-        self.outbox.leave([o for o in owed if o.store in moved])
 
     async def _get(self, fact_id: str) -> Fact | None:
         fact: Fact | None = await self.run(self.ledger.get, fact_id)

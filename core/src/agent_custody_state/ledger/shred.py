@@ -13,9 +13,10 @@ The key hierarchy is one random AES-256 key per fact (decisions.md says why not 
   handed out once; one a crash left unused encrypts nothing and is harmless;
 * **forget**: inside the forget's transaction the key is *doomed* (an intent, durable), the
   backend rewrites the assert (value null, as in plain mode) and records the forget; after the
-  commit the key is destroyed. A crash in between is settled by ``recover`` at the next open: a
-  doomed key whose fact is forgotten is destroyed, any other is spared. ``recover`` runs inside
-  the backend's write section, so it never judges a forget another process has not finished;
+  commit the key is destroyed. A crash in between is settled by ``recover`` (``shredrecover``)
+  at the next open: a doomed key whose fact is forgotten is destroyed, any other is spared.
+  ``recover`` runs inside the backend's write section, so it never judges a forget another
+  process has not finished;
 * **read**: the keys of a result are fetched in one ``get`` and the envelopes opened; a value
   whose key is gone (an old copy of the events restored after the forget) reads as null.
 """
@@ -47,14 +48,8 @@ from agent_custody_state.ledger.keystore import KeyStore, KeyStoreError
 from agent_custody_state.ledger.locking import section
 from agent_custody_state.ledger.model import AssertEvent, Event, ForgetEvent, Forgotten
 from agent_custody_state.ledger.modemark import CRYPTO_SHRED, ModeMark
-from agent_custody_state.ledger.shredreads import (
-    ShreddedReads,
-    ValueOpener,
-    forgotten_among,
-    restored_keys,
-    sealing_live,
-    without_live,
-)
+from agent_custody_state.ledger.shredreads import ShreddedReads, ValueOpener
+from agent_custody_state.ledger.shredrecover import doomed_keys_settled, restored_keys_destroyed
 
 log = logging.getLogger(__name__)
 
@@ -275,48 +270,15 @@ class ShreddingBackend(ShreddedReads, EventBackend):
         self.inner.forget(fact_id, forgotten, event)
 
     def recover(self) -> list[str]:
-        """Settle what a crash (or a failed section) left between a forget and its key's
-        destruction; returns what was done (for ``repair``). One read when nothing is pending.
-        A read-only open (``readonly``) leaves it to the next writer: it may not write. A doomed
-        key whose fact this ledger does not hold is left alone: with a key store shared by two
-        ledgers it is the other's, whose forget may still be under way (destroying it here lost
-        a live fact's value when that forget then failed).
-        """
-        if self.inner.read_only or not self.keys.doomed():
-            return []
-        done: list[str] = []
-        with self.inner.transaction():  # no forget of another process is half-way now
-            kill: list[str] = []
-            spare: list[str] = []
-            for kid, fact_id in self.keys.doomed().items():
-                asserts = [
-                    e for e in self.inner.events_for([fact_id]) if isinstance(e, AssertEvent)
-                ]
-                if not asserts:  # another ledger's fact (a shared key store): its own to settle
-                    continue
-                live = any(a.fact.forgotten is None for a in asserts)
-                (spare if live else kill).append(kid)
-            if kill:
-                self.keys.destroy(kill)
-                done.append(f"destroyed {len(kill)} key(s) of forgotten facts")
-            if spare:
-                self.keys.spare(spare)
-                done.append(f"kept {len(spare)} key(s) of facts whose forget did not commit")
-        return done
+        """Settle the keys a crash (or a failed section) left doomed; returns what was done
+        (``shredrecover.doomed_keys_settled``, which says how)."""
+        return doomed_keys_settled(self.inner, self.keys)
 
     def destroy_restored_keys(self, *, dry_run: bool = False) -> dict[str, list[str]]:
         """Destroy the data keys the key store holds again of facts the ledger records forgotten
-        (a key store restored from before their forgets, found by its erasure log:
-        ``shredreads.restored_keys``); returns them by fact id. For ``repair`` and ``certificate
-        reapply``: it reads the whole erasure log, so no open does it."""
-        found = restored_keys(self.keys, forgotten_among(self.inner, self.keys.buried()))
-        found = without_live(
-            found, sealing_live(self.inner, {k for ks in found.values() for k in ks})
-        )
-        if found and not dry_run:
-            self.keys.destroy([k for kids in found.values() for k in kids])
-            self.keys.compact()
-        return found
+        (``shredrecover.restored_keys_destroyed``); returns them by fact id. For ``repair`` and
+        ``certificate reapply``: it reads the whole erasure log, so no open does it."""
+        return restored_keys_destroyed(self.inner, self.keys, dry_run=dry_run)
 
     def chain_head(self) -> ChainHead:
         """The inner backend's: the chain record is stored beside the sealed value and the leaf

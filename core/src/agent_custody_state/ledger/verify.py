@@ -18,66 +18,16 @@ from typing import TYPE_CHECKING, Any
 from agent_custody_state import fastjson
 from agent_custody_state.canonical import canonical_utf8
 from agent_custody_state.ledger import verdict
-from agent_custody_state.ledger.chain import (
-    CHAIN_KEY,
-    COMMITMENT_KEY,
-    SALT_KEY,
-    leaf_bytes,
-)
+from agent_custody_state.ledger.chain import CHAIN_KEY, COMMITMENT_KEY, SALT_KEY
 from agent_custody_state.ledger.checkpoints import Checkpoint
 from agent_custody_state.ledger.digests import hmac_sha256
 from agent_custody_state.ledger.envelope import kid_of
+from agent_custody_state.ledger.storedhashes import hex32, leaf_hash, loads
+from agent_custody_state.ledger.storedhashes import stored_head as stored_head
 from agent_custody_state.ledger.verdict import State, VerifyReport, signatures
 
 if TYPE_CHECKING:
     from agent_custody_state.ledger.checkpoints import VerifyKeys
-
-#: ``json.loads`` for text or UTF-8 bytes (invalid UTF-8 raises ``UnicodeDecodeError``), without
-#: ``NaN``/``Infinity``: an event the original cannot parse is not intact, whatever its hashes.
-_loads = fastjson.loads_strict
-
-
-def _hex32(value: Any) -> bytes | None:
-    """A hash written as the chain writes it (64 lowercase hex digits), else None: another
-    spelling of the same bytes is an edit too."""
-    if isinstance(value, str) and len(value) == 64:
-        try:
-            raw = bytes.fromhex(value)
-        except ValueError:
-            return None
-        return raw if raw.hex() == value else None
-    return None
-
-
-def stored_head(text: str | bytes) -> bytes | None:
-    """The head recorded on a stored event, if it has a well-formed one."""
-    try:
-        data = _loads(text)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    record = data.get(CHAIN_KEY) if isinstance(data, dict) else None
-    return _hex32(record.get("head")) if isinstance(record, dict) else None
-
-
-def _leaf(red: dict[str, Any], stored: Any) -> bytes:
-    """The leaf hash of a redacted form, ``SHA-256(0x00 || canonical(red))``.
-
-    First try: orjson's key-sorted bytes, without the checks that make them the canonical
-    bytes in general (``chain.leaf_bytes``), compared with the leaf the event records. A match
-    is as good as the canonical check: the recorded leaf hashes the canonical text of the event
-    as written, and equal hashes mean orjson wrote that very text for the event read now, so
-    both parse to the same JSON value (an edit that changes nothing a JSON reader sees, such as
-    a number spelt ``1.0`` for ``1``, escapes the canonical check as well). No match (an edited
-    event, or one whose canonical text orjson does not write: an odd number or key order) takes
-    the canonical path, so no leaf is ever reported wrong that the canonical check accepts."""
-    if type(stored) is str:
-        fast = fastjson.sorted_unchecked(red)
-        if fast is not None:
-            leaf = hashlib.sha256(b"\x00" + fast).digest()
-            if leaf.hex() == stored:
-                return leaf
-    return hashlib.sha256(b"\x00" + leaf_bytes(red)).digest()
-
 
 #: Opens a crypto-shred envelope: ``(fact id, envelope) -> value``, raising ``LookupError`` when
 #: its key is gone (a problem: only a fact not forgotten holds an envelope; a key store that is
@@ -117,7 +67,7 @@ class Verifier:
     def event(self, seq: int, text: str | bytes) -> None:
         report = self.report
         try:
-            data = _loads(text)
+            data = loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
             report.add(seq, f"not a valid JSON event ({exc})")
             self.running = bytes(32)
@@ -140,7 +90,7 @@ class Verifier:
             forgotten = fact.pop("forgotten", None)
             if forgotten is None:
                 self.forgets.holds(str(fact.get("factId")), seq)
-        leaf = _leaf(data, record.get("leaf") if type(record) is dict else None)
+        leaf = leaf_hash(data, record.get("leaf") if type(record) is dict else None)
         leaf_hex = leaf.hex()
         if twice:
             report.add(seq, verdict.TWICE_FORGOTTEN if forgotten is not None else verdict.TWICE)
@@ -198,8 +148,8 @@ class Verifier:
             report.add(seq, "the chain record is not an object")
             self._unknown_link = True
             return
-        stored_leaf = _hex32(record.get("leaf"))
-        stored_head = _hex32(record.get("head"))
+        stored_leaf = hex32(record.get("leaf"))
+        stored_head = hex32(record.get("head"))
         if type(record.get("seq")) is not int or record["seq"] != seq:
             report.add(
                 seq,
@@ -238,7 +188,7 @@ class Verifier:
 
     def _genesis(self, seq: int, genesis: Any) -> None:
         report = self.report
-        head = _hex32(genesis.get("head")) if isinstance(genesis, dict) else None
+        head = hex32(genesis.get("head")) if isinstance(genesis, dict) else None
         if head is None or not isinstance(genesis.get("size"), int):
             report.add(seq, "the genesis record is malformed")
             return
@@ -298,7 +248,7 @@ class Verifier:
             report.add(seq, "the value salt is not the base64 the chain writes")
             return
         stored = fact[COMMITMENT_KEY]
-        fast = fastjson.sorted_unchecked(value)  # first try: see ``_leaf``
+        fast = fastjson.sorted_unchecked(value)  # first try: see ``storedhashes.leaf_hash``
         if fast is not None and hmac_sha256(key, fast).hex() == stored:
             return
         if hmac_sha256(key, canonical_utf8(value)).hex() != stored:

@@ -5,7 +5,8 @@ for probes: ``health.py``; with OAuth the RFC 9728 metadata under
 ``/.well-known/oauth-protected-resource``; other paths 404); ``MemoryHttpServer`` runs it, in
 the caller's event loop (``await server.serve()``) or on a background thread
 (``serve_memory_http``, for embedding and tests). A non-loopback address is refused without a
-bearer token: an unauthenticated memory server on a network would let anyone read and erase it.
+bearer token (``binding.py``): an unauthenticated memory server on a network would let anyone
+read and erase it.
 
 ``stateless=True`` keeps no session between requests (the SDK's stateless session manager): any
 of several server processes on one ledger can answer any request, and resource subscriptions
@@ -19,7 +20,6 @@ open-file limit, and accept errors are logged at a bounded rate (``connections.p
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import socket
 import threading
@@ -34,9 +34,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agent_custody_state.ledger.arguments import bool_arg
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.server import drain, health
 from agent_custody_state.server.app import MemoryServer, create_memory_server
+from agent_custody_state.server.binding import allowed_host_names, listen
+from agent_custody_state.server.binding import check_bind as check_bind  # cli.serve
+from agent_custody_state.server.binding import is_loopback as is_loopback  # server.runtime
 from agent_custody_state.server.connections import (
     DEFAULT_BACKLOG,
     DEFAULT_HEADER_TIMEOUT,
@@ -48,13 +52,7 @@ from agent_custody_state.server.connections import (
 )
 from agent_custody_state.server.drain import DRAIN_SECONDS, DrainingServer, outlast
 from agent_custody_state.server.foreign import watched
-from agent_custody_state.server.guard import (
-    LOOPBACK_NAMES,
-    BearerToken,
-    HostPolicy,
-    HttpGuard,
-    normalize_tokens,
-)
+from agent_custody_state.server.guard import BearerToken, HostPolicy, HttpGuard, normalize_tokens
 from agent_custody_state.server.intake import DEFAULT_BODY_TIMEOUT
 from agent_custody_state.server.oauth import JwtVerifier, OAuthSettings
 from agent_custody_state.server.sessions import (
@@ -69,39 +67,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 8790
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 8  # past this, queueing costs more latency than a retry
-_WILDCARDS = ("0.0.0.0", "::", "")
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, *, has_tokens: bool) -> None:
-    """Refuse a non-loopback address without a token (``ValueError``)."""
-    if not has_tokens and not is_loopback(host):
-        raise ValueError(
-            f"refusing to serve on {host or '*'} without a bearer token: anyone on the network "
-            "could read and erase memory; give --token-env NAME (or [[server.tokens]]), or bind "
-            "127.0.0.1"
-        )
-
-
-def allowed_host_names(host: str, extra: Sequence[str] | None) -> list[str]:
-    """Loopback names, the bind address, and ``extra``; any name (``*``) for a wildcard bind
-    without ``extra``, since the names such a server is reached by cannot be known."""
-    names = ["127.0.0.1", "localhost", "[::1]"]
-    if host not in _WILDCARDS and host not in LOOPBACK_NAMES:
-        names.append(f"[{host}]" if ":" in host else host)
-    if extra:
-        names.extend(extra)
-    elif host in _WILDCARDS:
-        names.append("*")
-    return names
 
 
 async def _not_found(request: Request, exc: Exception) -> JSONResponse:
@@ -124,6 +89,7 @@ def build_http_app(
     stateless: bool = False,
 ) -> tuple[Starlette, HttpGuard]:
     """The ASGI app serving ``server`` at ``/mcp``, and the guard in front of it."""
+    bool_arg(stateless, "stateless")  # "no" would read as True
     check_bind(host, has_tokens=bool(tokens) or oauth is not None)
     if max_request_bytes <= 0 or max_concurrency <= 0:
         raise ValueError("max_request_bytes and max_concurrency must be positive")
@@ -182,23 +148,6 @@ def metadata_routes(oauth: OAuthSettings) -> list[Route]:
 
     paths = dict.fromkeys([oauth.metadata_path, "/.well-known/oauth-protected-resource"])
     return [Route(path, endpoint=metadata, methods=["GET"]) for path in paths]
-
-
-def listen(host: str, port: int, backlog: int = DEFAULT_BACKLOG) -> socket.socket:
-    """Bind and listen, so a taken port is a clear error and port 0 is known at once."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say they are
-    # TCP, and without it Nagle's algorithm meets delayed ACKs: 40 ms on every call.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(backlog)
-    except OSError as exc:
-        sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
 
 
 class MemoryHttpServer:
@@ -340,7 +289,9 @@ def create_memory_http_server(
     shutdown_delay: float = 0.0,
     **server_options: Any,
 ) -> MemoryHttpServer:
-    """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``."""
+    """Build (not start) the HTTP server; ``server_options`` go to ``create_memory_server``.
+    ``stateless`` is a bool (``LedgerError`` otherwise), checked before anything is built."""
+    bool_arg(stateless, "stateless")  # "no" would read as True: stateless, no subscriptions
     memory = create_memory_server(ledger, subscriptions=not stateless, **server_options)
     app, guard = build_http_app(
         memory,

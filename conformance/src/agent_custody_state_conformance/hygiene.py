@@ -161,8 +161,10 @@ class PluginHygiene(ConformanceSuite):
         Troubleshooting: give each field ``Field(description=...)``, or write a docstring under
         it and set ``use_attribute_docstrings=True`` in the model's ``model_config``.
         """
+        from agent_custody_state.config import setting_key  # the key plugins shows
+
         bare = [
-            f"{spec.name}.{field}"
+            f"{spec.name}.{setting_key(field, info)}"
             for spec in self._loaded().stores.values()
             if spec.plugin == self.entry_point and spec.settings is not None
             for field, info in resolve_ref(spec.settings).model_fields.items()

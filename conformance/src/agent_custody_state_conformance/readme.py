@@ -14,5 +14,5 @@ from typing import Any
 
 def readme_store_tables(readme: Path) -> list[dict[str, Any]]:
     """Every ``[[stores]]`` table of every ```` ```toml ```` block in ``readme``, in order."""
-    blocks = re.findall(r"```toml\n(.*?)```", readme.read_text(), flags=re.S)
+    blocks = re.findall(r"```toml\n(.*?)```", readme.read_text(encoding="utf-8"), flags=re.S)
     return [dict(table) for block in blocks for table in tomllib.loads(block).get("stores", [])]

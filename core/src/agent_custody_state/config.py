@@ -352,17 +352,37 @@ def is_path_setting(field: Any) -> bool:
     return any(m is PATH_SETTING for m in field.metadata) or marked(field.annotation)
 
 
+def setting_keys(name: str, field: Any) -> tuple[str, ...]:
+    """The keys a ``[[stores]]`` table may give the settings field ``name``: ``model_validate``
+    reads a field's alias, not its name (``api_token`` with alias ``api-token`` is written
+    ``api-token``); each string of an ``AliasChoices``; the name when there is no alias."""
+    alias = field.validation_alias
+    if isinstance(alias, str):
+        return (alias,)
+    choices = tuple(c for c in getattr(alias, "choices", ()) if isinstance(c, str))
+    return choices or (field.alias or name,)
+
+
+def setting_key(name: str, field: Any) -> str:
+    """The key ``plugins`` shows for the settings field ``name`` (``setting_keys``' first)."""
+    return setting_keys(name, field)[0]
+
+
 def _anchor_settings(raw: dict[str, Any], model: Any, folder: Path | None) -> dict[str, Any]:
-    """``raw`` with each relative path setting resolved against the config file's folder."""
+    """``raw`` with each relative path setting resolved against the config file's folder,
+    under whichever key the table gives it (``setting_keys``)."""
     if folder is None or model is None:
         return raw
     out = dict(raw)
     for name, field in model.model_fields.items():
-        value = out.get(name)
-        if not isinstance(value, str) or not value or _is_location_url(value):
+        if not is_path_setting(field):
             continue
-        if not Path(value).is_absolute() and is_path_setting(field):
-            out[name] = str(folder / value)
+        for key in setting_keys(name, field):
+            value = out.get(key)
+            if not isinstance(value, str) or not value or _is_location_url(value):
+                continue
+            if not Path(value).is_absolute():
+                out[key] = str(folder / value)
     return out
 
 

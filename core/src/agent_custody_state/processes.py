@@ -37,8 +37,10 @@ def process_start(pid: int) -> str | None:
     """``<boot id>:<start time in clock ticks>`` of process ``pid`` (Linux ``/proc``): the
     same only for the same process of the same boot; None where it cannot be read."""
     try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+        # Latin-1 maps every byte: the name may hold any bytes (a UTF-8 name cut at 15 bytes
+        # inside a character read as UTF-8 failed, and the process had no start at all).
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="latin-1")
         fields = stat[stat.rindex(")") + 2 :].split()  # the name may hold spaces and ")"
         return f"{boot}:{int(fields[19])}"  # field 22, starttime
     except (OSError, ValueError, IndexError):

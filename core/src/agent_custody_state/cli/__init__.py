@@ -29,6 +29,8 @@ from agent_custody_state.cli import (
     sweep,
 )
 from agent_custody_state.cli.common import CliError, UsageError
+from agent_custody_state.cli.textstreams import escape_unencodable
+from agent_custody_state.controltext import shown
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.plugins import PluginError
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _standard_streams()
+    escape_unencodable()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -100,13 +103,12 @@ def _run(command: Callable[[], Any]) -> int:
     try:
         return int(command() or 0)
     except (CliError, LedgerError, EventBackendError, PluginError) as exc:
-        print(f"error: {exc}{_hint(str(exc))}", file=sys.stderr)
+        _error(f"{exc}{_hint(str(exc))}")
         return 2 if isinstance(exc, UsageError) else 1
     except UnicodeDecodeError as exc:
-        print(
-            f"error: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}"
-            "); save the file as UTF-8",
-            file=sys.stderr,
+        _error(
+            f"not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r}"
+            "); save the file as UTF-8"
         )
         return 1
     except BrokenPipeError:
@@ -114,10 +116,16 @@ def _run(command: Callable[[], Any]) -> int:
         _silence_stdout()
         return 1
     except OSError as exc:
-        print(f"error: {describe_os_error(exc)}", file=sys.stderr)
+        _error(describe_os_error(exc))
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _error(message: str) -> None:
+    """``error: <message>`` on standard error, one line: a path or a value it names may hold
+    a newline (``--ledger $'a\\nb.jsonl'``), shown escaped as JSON escapes it."""
+    print(f"error: {shown(message)}", file=sys.stderr)
 
 
 #: What to do about a driver's message that says only what went wrong.
@@ -131,6 +139,13 @@ _HINTS = {
 
 
 def _hint(message: str) -> str:
+    if "lone surrogate" in message and sys.getfilesystemencoding() != "utf-8":
+        # Arguments decoded by a non-UTF-8 locale (LC_ALL=C, PYTHONCOERCECLOCALE=0): an
+        # argument's UTF-8 bytes became surrogates Python could not decode.
+        return (
+            f"; the locale reads arguments as {sys.getfilesystemencoding()}: run with "
+            "LC_ALL=C.UTF-8 (or PYTHONUTF8=1) to pass non-ASCII text"
+        )
     return next((f"; {fix}" for text, fix in _HINTS.items() if text in message), "")
 
 

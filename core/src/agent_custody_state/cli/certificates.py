@@ -29,6 +29,7 @@ from agent_custody_state.cli.common import (
     without_password,
     write_certificate,
 )
+from agent_custody_state.controltext import shown
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -93,7 +94,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
             line += f"; removed from {', '.join(done.removal.removed_from)}"
         if out is not None:
             line += f"; certificate in {out}"
-        print(line)
+        print(shown(line))  # one line, whatever the certificate's path holds
     if done.removal.still_held:
         from agent_custody_state.server.shapes import still_held_text
 
@@ -138,15 +139,17 @@ def cmd_verify_certificate(args: argparse.Namespace) -> int:
             with stored(args.ledger) as (lines, _notes):
                 check_against(statement, lines)
     except CertificateError as exc:
-        print(f"FAILED: {args.file}: {exc}{_key_hint(str(exc), list(keys.values()))}")
+        print(shown(f"FAILED: {args.file}: {exc}{_key_hint(str(exc), list(keys.values()))}"))
         return 1
     predicate = statement["predicate"]
     fact = statement["subject"][0]["name"]
     ledger = without_password(args.ledger) if args.ledger else None
     where = f"; in {ledger}: chain verifies, fact forgotten" if ledger else ""
     print(
-        f"ok: {args.file}: fact {fact} erased ({predicate['sanitization']['category']}), "
-        f"outcome {predicate['outcome']}, signed by {signer(envelope, refs)[:16]}{where}"
+        shown(
+            f"ok: {args.file}: fact {fact} erased ({predicate['sanitization']['category']}), "
+            f"outcome {predicate['outcome']}, signed by {signer(envelope, refs)[:16]}{where}"
+        )
     )
     return 0
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_custody_state.cli.common import CliError, UsageError, check_location, open_ledger
 from agent_custody_state.cli.output import check_not_input
+from agent_custody_state.controltext import shown
 from agent_custody_state.extras.jsview import parse, pretty
 from agent_custody_state.extras.verify import VerifyOptions
 from agent_custody_state.keys import KeyFileError, KeyPair, PublicKeyRef
@@ -282,7 +283,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             from agent_custody_state.extras.review_server import write_review
 
             written = write_review(options, args.out)
-            _say(f"wrote {written['receipts']} receipt page(s) and the index to {args.out}")
+            _say(shown(f"wrote {written['receipts']} receipt page(s) and the index to {args.out}"))
             return 0
         from agent_custody_state.cli.review_serve import serve_review
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from agent_custody_state.cli.common import CliError
+from agent_custody_state.controltext import shown
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -29,7 +30,10 @@ def cmd_keygen(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     try:
         print(
-            f"wrote {private} (private key, mode 0600) and {public} (public key, for the gateway)"
+            shown(
+                f"wrote {private} (private key, mode 0600) and {public} "
+                "(public key, for the gateway)"
+            )
         )
         print(f"key id {key_id}")
         sys.stdout.flush()

@@ -22,6 +22,7 @@ from agent_custody_state.cli.common import (
     open_ledger,
 )
 from agent_custody_state.cli.progress import progress_bars
+from agent_custody_state.controltext import shown
 from agent_custody_state.plugins import get_plugin_manager, resolve_ref
 
 
@@ -99,7 +100,7 @@ def _settings_schema(settings: Any) -> dict[str, Any]:
     if settings is None:
         return {"settings": []}
     try:
-        from agent_custody_state.config import is_path_setting
+        from agent_custody_state.config import is_path_setting, setting_key
 
         model = resolve_ref(settings)
         fields = []
@@ -108,7 +109,7 @@ def _settings_schema(settings: Any) -> dict[str, Any]:
             default = None if required or field.default_factory else field.default
             fields.append(
                 {
-                    "name": name,
+                    "name": setting_key(name, field),
                     "type": _type_name(field.annotation),
                     "required": required,
                     "default": default if _is_json(default) else repr(default),
@@ -151,7 +152,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             count += 1
             advance(1)
     where = "standard output" if target is None else args.out
-    print(f"exported {_events(count)} from {ledger.location} to {where}", file=sys.stderr)
+    print(shown(f"exported {_events(count)} from {ledger.location} to {where}"), file=sys.stderr)
     return 0
 
 

@@ -121,9 +121,10 @@ def configure_logging(level: str = "info", fmt: str = "text", stream: TextIO | N
 
 
 def console(line: str, fmt: str = "text", stream: TextIO | None = None) -> None:
-    """A line the server writes itself (its startup line, a warning, a note): as it is in text
-    format; in json one object like every log line, its level from a ``warning:``/``note:``
-    after the ``agent-custody-memory:`` prefix (which a JSON line does not need)."""
+    """A line the server writes itself (its startup line, a warning, a note): in text format
+    one line, control characters escaped (a ledger path may hold a newline); in json one
+    object like every log line, its level from a ``warning:``/``note:`` after the
+    ``agent-custody-memory:`` prefix (which a JSON line does not need)."""
     if fmt == "json":
         message = line.removeprefix(f"{_HANDLER_NAME}: ")
         level = logging.INFO
@@ -131,4 +132,6 @@ def console(line: str, fmt: str = "text", stream: TextIO | None = None) -> None:
             level, message = logging.WARNING, message.removeprefix("warning: ")
         record = logging.LogRecord(f"{_OURS}.serve", level, __file__, 0, message, None, None)
         line = JsonFormatter().format(record)
+    else:
+        line = shown(line)
     print(line, file=stream or sys.stderr, flush=True)

@@ -30,6 +30,7 @@ from agent_custody_state.cli.inputs import (
     signing_key,
 )
 from agent_custody_state.cli.verify_opener import value_opener
+from agent_custody_state.controltext import shown
 
 #: Problems listed after the first one.
 SHOWN = 10
@@ -311,7 +312,8 @@ def _print(location: str, report: Any, *, signed: bool) -> None:
         if report.checkpoints_checked:
             checked += " (signatures verified)" if signed else " (signatures not checked)"
         print(
-            f"ok: {location}: {report.events} events, chain {start}, head {report.head}, {checked}"
+            shown(f"ok: {location}: {report.events} events, chain {start}, head {report.head}, ")
+            + checked
         )
         return
     problems = sorted(report.problems)

@@ -2,7 +2,8 @@
 
 rich is imported when a table is drawn, never before (``--help`` stays fast). On a terminal the
 table fits the window; in a pipe or a file it is drawn without colour and wide enough that a row
-stays one line for ``grep`` (``COLUMNS`` overrides the width).
+stays one line for ``grep`` (``COLUMNS`` overrides the width). On a standard output that is not
+UTF-8 (``textstreams``) lines are drawn in ASCII and a cut value ends in ``...``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agent_custody_state.cli.progress import is_terminal
+from agent_custody_state.cli.textstreams import ascii_only, printable
 
 #: Width of a table written to a pipe or a file (a terminal uses its own).
 PIPE_WIDTH = 200
@@ -31,7 +33,23 @@ def print_json(data: Any) -> None:
 def value_text(value: Any, limit: int = 60) -> str:
     """A value as compact JSON, cut to ``limit`` characters with an ellipsis."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    ellipsis = "..." if ascii_only() else "…"
+    return text[: limit - len(ellipsis)] + ellipsis
+
+
+class _Captured(io.StringIO):
+    """A buffer that tells rich standard output's encoding: rich draws a table's lines in
+    ASCII when that encoding is not UTF-8 (escaped box characters would fill the table)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._encoding
 
 
 class _Out:
@@ -45,7 +63,7 @@ class _Out:
         if self.captured:
             width = int(os.environ.get("COLUMNS") or PIPE_WIDTH)
             self.console = Console(
-                file=io.StringIO(),
+                file=_Captured(),
                 width=width,
                 highlight=False,
                 no_color=True,
@@ -81,7 +99,8 @@ def print_table(
     from rich.markup import escape
     from rich.table import Table
 
-    rows = list(rows)
+    rows = [[printable(cell) for cell in row] for row in rows]
+    title, caption = (printable(text) if text else text for text in (title, caption))
     out = _Out()
     table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, title_justify="left")
     for name in columns:
@@ -142,10 +161,11 @@ def print_fields(pairs: Iterable[tuple[str, str]], *, title: str | None = None) 
     from rich.table import Table
 
     out = _Out()
+    title = printable(title) if title else title
     table = Table(title=title, box=box.SIMPLE, show_header=False, title_justify="left")
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("value", overflow="fold")
     for name, value in pairs:
-        table.add_row(name, escape(value))
+        table.add_row(name, escape(printable(value)))
     out.print(table)
     out.close()

@@ -127,12 +127,17 @@ class StopRequest:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopRequest]:
-        """The handlers, for the block's time (not off the main thread: left as they are)."""
+        """The handlers, for the block's time. Left as they are: off the main thread; a signal
+        the process was started ignoring (a shell's ``sweep &`` ignores Ctrl-C, a supervisor's
+        ``trap '' TERM``: a caught one stopped the sweep those meant to spare); and one whose
+        handler Python did not install (``getsignal`` None: it could not be put back)."""
         import signal
 
         previous: dict[signal.Signals, Any] = {}
         try:
             for sig in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(sig) in (signal.SIG_IGN, None):
+                    continue
                 previous[sig] = signal.signal(sig, self._handle)
         except ValueError:  # not the main thread
             pass

@@ -57,7 +57,10 @@ class Warmup:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            # UTF-8 both ways whatever the locale (the child's stdin was read as ASCII under
+            # PYTHONIOENCODING=ascii); surrogateescape carries a path's non-UTF-8 bytes.
+            encoding="utf-8",
+            errors="surrogateescape",
         )
         self._thread = threading.Thread(
             target=self._wait, args=(location,), name="acs-chain-head", daemon=True
@@ -100,7 +103,7 @@ def _main() -> int:
     # Run as ``-m``, the package was imported first, and with it the plugin host.
     from agent_custody_state.ledger.host import default_host
 
-    location = sys.stdin.read()
+    location = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
     with default_host().open_backend(location) as backend:
         last = backend.last_event()
         if last is None or chain_record(last) is not None:

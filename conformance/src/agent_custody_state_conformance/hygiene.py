@@ -161,13 +161,17 @@ class PluginHygiene(ConformanceSuite):
         Troubleshooting: give each field ``Field(description=...)``, or write a docstring under
         it and set ``use_attribute_docstrings=True`` in the model's ``model_config``.
         """
-        from agent_custody_state.config import setting_key  # the key plugins shows
+        from agent_custody_state.settingkeys import setting_key  # the key plugins shows
 
-        bare = [
-            f"{spec.name}.{setting_key(field, info)}"
+        models = {
+            spec.name: resolve_ref(spec.settings)
             for spec in self._loaded().stores.values()
             if spec.plugin == self.entry_point and spec.settings is not None
-            for field, info in resolve_ref(spec.settings).model_fields.items()
+        }
+        bare = [
+            f"{name}.{setting_key(field, info, model)}"
+            for name, model in models.items()
+            for field, info in model.model_fields.items()
             if not (info.description or "").strip()
         ]
         assert not bare, f"settings without a description: {', '.join(bare)}"

@@ -31,8 +31,8 @@ import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path, PurePath
-from typing import Annotated, Any, Literal, get_args, get_origin
+from pathlib import Path
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -56,6 +56,7 @@ from agent_custody_state.envnames import near_misses
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.maskedrepr import MaskedRepr
+from agent_custody_state.settingkeys import is_path_setting, setting_keys
 
 _CONFIG_FILE: ContextVar[Path | None] = ContextVar("agent_custody_config_file", default=None)
 
@@ -336,38 +337,6 @@ def _anchor_paths(config: MemoryConfig, raw: dict[str, Any], source: Path) -> No
                 store._folder, store._file = folder, source
 
 
-def is_path_setting(field: Any) -> bool:
-    """Whether a settings model field names a file or folder: typed ``ConfigPath`` (from
-    ``agent_custody_state.plugin``) or ``pathlib.Path``, optional or not."""
-    from agent_custody_state.stores.kit import PATH_SETTING
-
-    def marked(annotation: Any) -> bool:
-        if isinstance(annotation, type) and issubclass(annotation, PurePath):
-            return True
-        if get_origin(annotation) is Annotated:
-            metadata = annotation.__metadata__
-            return any(m is PATH_SETTING for m in metadata) or marked(get_args(annotation)[0])
-        return any(marked(arg) for arg in get_args(annotation))
-
-    return any(m is PATH_SETTING for m in field.metadata) or marked(field.annotation)
-
-
-def setting_keys(name: str, field: Any) -> tuple[str, ...]:
-    """The keys a ``[[stores]]`` table may give the settings field ``name``: ``model_validate``
-    reads a field's alias, not its name (``api_token`` with alias ``api-token`` is written
-    ``api-token``); each string of an ``AliasChoices``; the name when there is no alias."""
-    alias = field.validation_alias
-    if isinstance(alias, str):
-        return (alias,)
-    choices = tuple(c for c in getattr(alias, "choices", ()) if isinstance(c, str))
-    return choices or (field.alias or name,)
-
-
-def setting_key(name: str, field: Any) -> str:
-    """The key ``plugins`` shows for the settings field ``name`` (``setting_keys``' first)."""
-    return setting_keys(name, field)[0]
-
-
 def _anchor_settings(raw: dict[str, Any], model: Any, folder: Path | None) -> dict[str, Any]:
     """``raw`` with each relative path setting resolved against the config file's folder,
     under whichever key the table gives it (``setting_keys``)."""
@@ -377,7 +346,7 @@ def _anchor_settings(raw: dict[str, Any], model: Any, folder: Path | None) -> di
     for name, field in model.model_fields.items():
         if not is_path_setting(field):
             continue
-        for key in setting_keys(name, field):
+        for key in setting_keys(name, field, model):
             value = out.get(key)
             if not isinstance(value, str) or not value or _is_location_url(value):
                 continue

@@ -29,7 +29,7 @@ from agent_custody_state.cli import (
     sweep,
 )
 from agent_custody_state.cli.common import CliError, UsageError
-from agent_custody_state.cli.textstreams import escape_unencodable
+from agent_custody_state.cli.textstreams import escaped_streams
 from agent_custody_state.controltext import shown
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.errors import LedgerError
@@ -72,7 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _standard_streams()
-    escape_unencodable()
+    with escaped_streams():  # the caller's streams as they were after (an embedding program)
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -100,7 +100,7 @@ def _settings_schema(settings: Any) -> dict[str, Any]:
     if settings is None:
         return {"settings": []}
     try:
-        from agent_custody_state.config import is_path_setting, setting_key
+        from agent_custody_state.settingkeys import is_path_setting, setting_key
 
         model = resolve_ref(settings)
         fields = []
@@ -109,7 +109,7 @@ def _settings_schema(settings: Any) -> dict[str, Any]:
             default = None if required or field.default_factory else field.default
             fields.append(
                 {
-                    "name": setting_key(name, field),
+                    "name": setting_key(name, field, model),
                     "type": _type_name(field.annotation),
                     "required": required,
                     "default": default if _is_json(default) else repr(default),

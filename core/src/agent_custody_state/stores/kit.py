@@ -64,8 +64,10 @@ T = TypeVar("T")
 async def run_sync(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Run a blocking call in a worker thread and return its result (exceptions propagate).
 
-    The thread is not cancellable: a cancelled caller stops waiting, the call runs to its end.
-    Bound the call itself with the SDK's own timeout. The values the caller is sending
+    The thread is not cancellable, and a cancelled caller waits for it (the cancel is taken
+    once the call returns): no vendor call goes on unseen after its caller gave up, and no
+    deadline (``move_on_after``) is shorter than the call. Bound the call itself with the
+    SDK's own timeout. The values the caller is sending
     (``withholding``) stay masked in the logs until the call ends (``withheld.carried``).
     """
     return await anyio.to_thread.run_sync(carried(functools.partial(func, *args, **kwargs)))

@@ -51,8 +51,13 @@ class PendingAdds:
         self._lock = threading.Lock()
 
     def check(self) -> None:
-        """Read the sidecar once (at build): a damaged one stops startup, naming the file."""
-        self._read()
+        """At build: read the sidecar, under its lock (created now), so that a damaged file
+        or a folder this process cannot write stops startup rather than every put after its
+        add reached the platform."""
+        if self.path is None:
+            return
+        with self._locked():
+            self._read()
 
     def record(self, fact_id: str, event_id: str) -> None:
         """Remember ``event_id`` of ``fact_id``; with a path, durably before returning."""

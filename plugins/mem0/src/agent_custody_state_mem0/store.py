@@ -44,7 +44,7 @@ from agent_custody_state.plugin import (
 )
 
 from .backend import EventState, Mem0Backend, Record
-from .pending import PendingAdds
+from .pending import PendingAdds, PendingFileError
 from .sdk import guard_mem0_loggers, mem0_folder
 from .settings import Mem0Settings
 
@@ -296,6 +296,11 @@ def _pending_adds(settings: Mem0Settings, name: str) -> PendingAdds:
     pending = PendingAdds(path)
     try:
         pending.check()
-    except OSError as exc:
+    except PendingFileError as exc:
         raise StoreError(name, f"reading the pending add events failed: {exc}") from exc
+    except OSError as exc:
+        raise StoreError(
+            name, f"pending_file {where}: cannot be read and locked ({exc}); name a file in a "
+            "folder this process can write (a put records its add there before waiting)",
+        ) from exc  # fmt: skip
     return pending

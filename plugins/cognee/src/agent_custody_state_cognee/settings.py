@@ -34,6 +34,13 @@ class CogneeSettings(MaskedRepr, BaseModel):
     page_size: int = Field(
         default=100, ge=1, le=1000, description="Items per page when listing the dataset."
     )
+    add_settle_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="How long an add that ended without Cognee's answer (a timeout, a dropped "
+        "connection, a 5xx) may still land on the server: until then, or until its item turns "
+        "up, the lookup of that fact's copies says it cannot tell yet.",
+    )
 
     @field_validator("url")
     @classmethod

@@ -16,7 +16,10 @@ short-lived client per operation, so a store is not tied to one event loop).
   nothing (Cognee answers it for a dataset the credentials may not read, too), so the check
   raises and the removal is reported ``unverified``.
 * held_ids (the copies a failed put may have left): the same listing, by ``factId``; a dataset
-  configured by name and never answered for is found in ``GET /api/v1/datasets``.
+  configured by name and never answered for is found in ``GET /api/v1/datasets``. An add that
+  ended without Cognee's answer (a timeout, a dropped connection, a 5xx) may still be running
+  there, so for ``add_settle_seconds`` after it, or until a copy turns up, an empty listing
+  raises instead of answering "none" (``unanswered.py``): the cleanup is retried, not settled.
 
 The external id is ``<dataset id>/<data id>``, so removal finds the item even if the configured
 dataset changes later.
@@ -43,6 +46,7 @@ from agent_custody_state.plugin import (
 )
 
 from .settings import CogneeSettings
+from .unanswered import Unanswered, may_have_landed
 
 __all__ = ["CogneeStore", "build", "content_for", "split_external_id", "strip_marker"]
 
@@ -99,6 +103,7 @@ class CogneeStore:
         timeout: float = 30.0,
         page_size: int = 100,
         transport: httpx.AsyncBaseTransport | None = None,
+        add_settle_seconds: float = 600.0,
     ) -> None:
         if (dataset_id is None) == (dataset_name is None):
             raise ValueError("give exactly one of dataset_id and dataset_name")
@@ -110,6 +115,7 @@ class CogneeStore:
         self.timeout = timeout
         self.page_size = page_size
         self.transport = transport  # tests may inject one (httpx.MockTransport)
+        self.unanswered = Unanswered(add_settle_seconds)
         # Building an SSL context costs ~30 ms; build it once, not once per short-lived client.
         self._ssl = httpx.create_ssl_context()
 
@@ -166,10 +172,18 @@ class CogneeStore:
         else:
             form["datasetName"] = self.dataset_name or ""
         upload = (f"agent-custody-{fact.fact_id}.txt", content_for(fact).encode(), "text/plain")
-        response = await self._request(
-            what, "POST", "/api/v1/add", data=form, files={"data": upload}
-        )
+        sent = self.unanswered.now()
+        try:
+            response = await self._request(
+                what, "POST", "/api/v1/add", data=form, files={"data": upload}
+            )
+        except BaseException as exc:  # a cancel too: the server goes on with the add
+            if may_have_landed(exc.__cause__ or exc if isinstance(exc, StoreError) else exc):
+                self.unanswered.note(fact.fact_id, sent)
+            raise
         if response.status_code != 200:
+            if may_have_landed(status=response.status_code):
+                self.unanswered.note(fact.fact_id, sent)
             raise self._refused(what, response)
         try:
             reply = response.json()
@@ -186,6 +200,7 @@ class CogneeStore:
             items = await self._items(dataset_id, fact, what) or []
             data_id = items[0].get("id") if items else None
         if not isinstance(data_id, str) or not data_id:
+            self.unanswered.note(fact.fact_id, sent)  # accepted: a background run may store it
             raise StoreError(self.name, f"{what}: Cognee reported no data id for the item")
         return f"{dataset_id}/{data_id}"
 
@@ -216,6 +231,22 @@ class CogneeStore:
 
     async def held_ids(self, fact: Fact) -> list[str]:
         what = f"looking up fact {fact.fact_id} in dataset {self.dataset_id or self.dataset_name}"
+        held = await self._listed(fact, what)
+        if held:
+            self.unanswered.landed(fact.fact_id)
+            return held
+        age = self.unanswered.open_for(fact.fact_id)
+        if age is not None:
+            later = self.unanswered.settle_seconds - age
+            raise StoreError(
+                self.name,
+                f"{what}: an add of it ended {age:.0f}s ago without Cognee naming the item; the server "
+                "may still be ingesting it, and the listing shows the item only once it has, so "
+                f"its copies cannot be told yet: look again {later:.0f}s later",
+            )
+        return held
+
+    async def _listed(self, fact: Fact, what: str) -> list[str]:
         dataset_id = self.dataset_id or await self._dataset_named(what)
         if dataset_id is None:
             return []  # no dataset of that name: nothing was ever added to it
@@ -307,4 +338,5 @@ def build(settings: CogneeSettings, *, name: str) -> CogneeStore:
         headers=_auth_headers(settings, name),
         timeout=settings.timeout,
         page_size=settings.page_size,
+        add_settle_seconds=settings.add_settle_seconds,
     )

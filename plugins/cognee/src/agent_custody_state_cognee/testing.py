@@ -19,6 +19,9 @@ Identical content re-added to a dataset maps onto the existing ``data_id`` (the 
 label and metadata are updated in place); switch off with ``fake.dedupe = False``.
 A dataset id put in ``fake.unreadable`` answers 404 to every route while its items stay, as
 Cognee answers for a dataset the user has no permission on.
+``fake.store_later = N`` makes the next N adds answer 504 before their items are stored, as a
+gateway does that gave up while Cognee was still ingesting: the server finishes them anyway, when
+``fake.finish_adds()`` is called (a client timeout looks the same).
 Credentials: ``X-Api-Key: <api_key>`` and/or ``Authorization: Bearer <token>``, whichever
 are configured; with neither configured the fake is open, like a server run with
 ``ENABLE_BACKEND_ACCESS_CONTROL=false``.
@@ -80,6 +83,15 @@ class FakeCognee(FakeVendorServer):
         #: dataset ids these credentials may not read: listing and deleting answer 404, as
         #: Cognee does for a dataset without the user's permission, while the items stay
         self.unreadable: set[str] = set()
+        self.store_later = 0
+        self._unfinished: list[tuple[str, dict[str, Any], str | None, dict[str, Any] | None]] = []
+
+    def finish_adds(self) -> None:
+        """Ingest the items of the adds ``store_later`` answered 504 for (the server caught up)."""
+        with self.lock:
+            unfinished, self._unfinished = self._unfinished, []
+            for dataset_id, item, label, extra in unfinished:
+                self._ingest(dataset_id, item, label, extra)
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is not None:
@@ -190,6 +202,11 @@ class FakeCognee(FakeVendorServer):
         dataset = (
             self._dataset(dataset_id) if dataset_id else self._dataset_named(dataset_name or "")
         )
+        if self.store_later > 0:
+            self.store_later -= 1
+            entries = zip(items, labels, metadata, strict=True)
+            self._unfinished += [(dataset["id"], *entry) for entry in entries]
+            return self.error(504, "Gateway Timeout")
         run_id = str(uuid.uuid4())
         info = []
         for item, label, extra in zip(items, labels, metadata, strict=True):

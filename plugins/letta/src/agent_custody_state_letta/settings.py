@@ -45,6 +45,14 @@ class LettaSettings(MaskedRepr, BaseModel):
         "create: Letta takes no idempotency key, so a retry could write the passage twice).",
     )
 
+    write_settle_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="How long a passage write that ended without Letta's answer (a timeout, a "
+        "dropped connection, a 5xx) may still land on the server: until then, or until its "
+        "copy turns up, the lookup of that fact's copies says it cannot tell yet.",
+    )
+
     @field_validator("tags")
     @classmethod
     def _not_custody_tags(cls, tags: list[str]) -> list[str]:

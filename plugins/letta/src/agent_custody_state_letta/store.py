@@ -13,7 +13,10 @@ id is recorded; the external id is their comma-joined list, and removal deletes 
 idempotency key, so a retry after a timeout or a 5xx the server answered *after* writing (a
 gateway's 504) would write a second passage, and the put would record only the second one's id;
 the first would outlive every forget. Unretried, the put fails instead, and the core finds the
-copy it may have left by the ``fact:`` tag (``held_ids``) and removes it.
+copy it may have left by the ``fact:`` tag (``held_ids``) and removes it. A create that ended
+without the server's answer (a timeout, a dropped connection, a 5xx) may still be running there,
+so for ``write_settle_seconds`` after it, or until a copy turns up, ``held_ids`` raises instead of
+answering "none" (``unanswered.py``): the cleanup is then retried, not settled.
 
 ``letta-client`` is synchronous here (its httpx client is thread-safe and, unlike the async
 one, not bound to one event loop), so every call runs in a worker thread.
@@ -41,6 +44,7 @@ from agent_custody_state.plugin import (
 
 from .settings import LettaSettings
 from .tags import custody_tags, fact_tag
+from .unanswered import Unanswered, may_have_landed
 
 __all__ = ["LettaStore", "build", "split_ids"]
 
@@ -72,12 +76,19 @@ class LettaStore:
     """A write-through store over one Letta agent's archival memory."""
 
     def __init__(
-        self, name: str, client: Letta, agent_id: str, *, tags: Iterable[str] = ()
+        self,
+        name: str,
+        client: Letta,
+        agent_id: str,
+        *,
+        tags: Iterable[str] = (),
+        write_settle_seconds: float = 600.0,
     ) -> None:
         self.name = name
         self.client = client
         self.agent_id = agent_id
         self.tags = list(tags)
+        self.unanswered = Unanswered(write_settle_seconds)
 
     @property
     def where(self) -> str:
@@ -122,13 +133,19 @@ class LettaStore:
         return creator
 
     async def put(self, fact: Fact) -> str:
-        passages = await self._call(
-            f"writing fact {fact.fact_id} to agent {self.agent_id}",
-            self._creator().agents.passages.create,
-            self.agent_id,
-            text=fact_text(fact),
-            tags=custody_tags(fact, self.tags),
-        )
+        sent = self.unanswered.now()
+        try:
+            passages = await self._call(
+                f"writing fact {fact.fact_id} to agent {self.agent_id}",
+                self._creator().agents.passages.create,
+                self.agent_id,
+                text=fact_text(fact),
+                tags=custody_tags(fact, self.tags),
+            )
+        except BaseException as exc:  # a cancel too: the worker thread's request goes on
+            if may_have_landed(exc.__cause__ or exc if isinstance(exc, StoreError) else exc):
+                self.unanswered.note(fact.fact_id, sent)
+            raise
         ids = [p.id for p in passages if p.id]
         if not ids:
             raise StoreError(self.name, f"Letta created no passage for fact {fact.fact_id}")
@@ -164,7 +181,20 @@ class LettaStore:
             tags=[marker],
             top_k=LIST_PAGE,
         )
-        return [hit.id for hit in found.results if hit.id and marker in (hit.tags or [])]
+        held = [hit.id for hit in found.results if hit.id and marker in (hit.tags or [])]
+        if held:
+            self.unanswered.landed(fact.fact_id)
+            return held
+        age = self.unanswered.open_for(fact.fact_id)
+        if age is not None:
+            raise StoreError(
+                self.name,
+                f"a write of fact {fact.fact_id} to agent {self.agent_id} ended without Letta's "
+                f"answer {age:.0f}s ago; the server may still be storing its passage, which no "
+                f"search shows until it has, so its copies cannot be told yet: look again "
+                f"{self.unanswered.settle_seconds - age:.0f}s later",
+            )
+        return held
 
     async def verify_removed(self, external_id: str, fact: Fact) -> bool:
         """Gone when neither a tag search nor the text-filtered listing shows a passage of it.
@@ -219,4 +249,10 @@ def build(settings: LettaSettings, *, name: str) -> LettaStore:
     if api_key is None:
         # The SDK falls back to LETTA_API_KEY; "no key configured" must mean no credentials sent.
         client.api_key = None
-    return LettaStore(name, client, settings.agent_id, tags=settings.tags)
+    return LettaStore(
+        name,
+        client,
+        settings.agent_id,
+        tags=settings.tags,
+        write_settle_seconds=settings.write_settle_seconds,
+    )

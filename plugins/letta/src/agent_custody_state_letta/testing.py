@@ -21,6 +21,9 @@ every id.
 
 ``fake.store_then_fail = N`` makes the next N adds store their passages and then answer 504, as
 a gateway does that timed out while the server wrote: the client cannot tell that it did.
+``fake.store_later = N`` makes the next N adds answer 504 *before* their passages are stored, as
+a gateway does that gave up while the server was still embedding the text: the server finishes
+the insert anyway, when ``fake.finish_adds()`` is called (a client timeout looks the same).
 
 Agents must be registered first (``FakeLetta(agents=[...])`` or ``fake.add_agent()``); an
 unknown agent is a 404 and an id not shaped ``agent-<uuid>`` is a 422, as on the server.
@@ -90,6 +93,8 @@ class FakeLetta(FakeVendorServer):
         super().__init__(api_key=api_key)
         self.chunks = 1
         self.store_then_fail = 0
+        self.store_later = 0
+        self._unfinished: list[dict[str, Any]] = []
         self.agents: dict[str, dict[str, str]] = {}
         for agent_id in agents:
             self.add_agent(agent_id)
@@ -100,6 +105,13 @@ class FakeLetta(FakeVendorServer):
         with self.lock:
             self.agents[agent_id] = {"id": agent_id, "archive_id": f"archive-{uuid.uuid4()}"}
         return agent_id
+
+    def finish_adds(self) -> None:
+        """Store the passages of the adds ``store_later`` answered 504 for (the server caught up)."""
+        with self.lock:
+            unfinished, self._unfinished = self._unfinished, []
+            for passage in unfinished:
+                self._store(passage["id"], passage)
 
     def routes(self) -> Iterable[tuple[str, str, str, Handler]]:
         base = "/v1/agents/{agent_id}/archival-memory"
@@ -147,8 +159,13 @@ class FakeLetta(FakeVendorServer):
                 "embedding_config": None, "metadata": {}, "is_deleted": False, "file_id": None,
                 "file_name": None, "source_id": None,
             }  # fmt: skip
-            self._store(passage_id, passage)
             passages.append(passage)
+        if self.store_later > 0:
+            self.store_later -= 1
+            self._unfinished += passages
+            return self.error(504, "Gateway Timeout")
+        for passage in passages:
+            self._store(passage["id"], passage)
         if self.store_then_fail > 0:
             self.store_then_fail -= 1
             return self.error(504, "Gateway Timeout")

@@ -16,11 +16,20 @@ store works from any event loop; connections are reused through a small idle lis
 failures surface with the driver's own message (a pool's "timed out" would hide it), and an idle
 connection the server dropped is replaced once, transparently (every statement is idempotent).
 Each statement is bounded by ``statement_timeout`` (the call runs in a thread nobody can cancel).
+
+A put whose connection broke before the server answered may still commit: a backend waiting for
+a lock does not notice its client is gone, and inserts once the lock is free, up to
+``statement_timeout`` after the statement started. So ``held_ids`` for that fact first waits out
+that bound (in this process; ``_Landing``), then looks: the row is there or it never will be.
+Each session also sets ``client_connection_check_interval`` (PostgreSQL 14+), so a statement
+whose client closed its socket (the process ended) is cancelled rather than committed later, by
+the time a restarted store looks.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -56,6 +65,29 @@ _DISTANCES = {
     "inner_product": ("<#>", "vector_ip_ops"),
 }
 _MAX_IDLE = 4
+#: How often a running statement checks its client is still connected (PostgreSQL 14+).
+CLIENT_CHECK_INTERVAL = "1s"
+#: Slack past ``statement_timeout`` for the statement's way to the server and its commit.
+_LANDING_SLACK = 0.5
+
+
+class _Landing:
+    """When an INSERT sent without an answer may still commit, per fact id (this process)."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def note(self, fact_id: str, until: float) -> None:
+        with self._lock:
+            self._until[fact_id] = max(until, self._until.get(fact_id, until))
+
+    def wait(self, fact_id: str) -> None:
+        """Sleep until no INSERT of ``fact_id`` sent without an answer can still commit."""
+        with self._lock:
+            until = self._until.pop(fact_id, None)
+        if until is not None:
+            time.sleep(max(0.0, until - time.monotonic()))
 
 
 class _Connections:
@@ -144,6 +176,7 @@ class PgvectorStore:
         self._ident = sql.Identifier(*table.split("."))
         self._index = sql.Identifier(f"{table.replace('.', '_')}_embedding_hnsw")
         self._ready = False
+        self._landing = _Landing()
         self._setup_lock = threading.Lock()
         self._connections = _Connections(dsn, connect_timeout, self._prepare)
         self.where = place(dsn, table)
@@ -176,6 +209,13 @@ class PgvectorStore:
         # must fail the removal with a reason, not hang a forget that cannot be cancelled.
         timeout = f"{max(1, round(self.statement_timeout * 1000))}ms"
         conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+        # A statement whose client is gone (this process ended, its socket closed) is cancelled
+        # instead of committing once a lock frees up (PostgreSQL 14+; older servers lack it).
+        conn.execute(
+            "SELECT set_config(name, %s, false) FROM pg_settings "
+            "WHERE name = 'client_connection_check_interval'",
+            (CLIENT_CHECK_INTERVAL,),
+        )
         register_vector(conn)  # only after the extension exists
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
@@ -221,7 +261,18 @@ class PgvectorStore:
             "embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata"
         ).format(self._ident)
         params = (fact.fact_id, text, embedding, Jsonb(custody_metadata(fact)))
-        self._connections.run(lambda conn: conn.execute(statement, params))
+
+        def insert(conn: psycopg.Connection[Any]) -> None:
+            sent = time.monotonic()
+            try:
+                conn.execute(statement, params)
+            except psycopg.OperationalError as exc:
+                if exc.sqlstate is None:  # no answer: the server may still run the INSERT
+                    until = sent + self.statement_timeout + _LANDING_SLACK
+                    self._landing.note(fact.fact_id, until)
+                raise
+
+        self._connections.run(insert)
         return fact.fact_id
 
     def _remove(self, external_id: str) -> None:
@@ -246,6 +297,7 @@ class PgvectorStore:
         return external_id not in self.nearest(fact_text(fact))
 
     def _held_ids(self, fact: Fact) -> list[str]:
+        self._landing.wait(fact.fact_id)
         statement = sql.SQL("SELECT id FROM {} WHERE id = %s OR metadata->>'factId' = %s").format(
             self._ident
         )

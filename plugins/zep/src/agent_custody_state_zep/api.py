@@ -27,7 +27,12 @@ _PAGE = 50
 
 
 class ZepRequestError(Exception):
-    """A Zep API call failed (HTTP status, error code and message in one line)."""
+    """A Zep API call failed (HTTP status, error code and message in one line); ``status`` is
+    the HTTP status Zep answered, ``None`` when the failure was not Zep's answer."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -86,9 +91,9 @@ class ZepGraph:
         except self._not_found:
             if allow_404:
                 return None  # type: ignore[return-value]
-            raise ZepRequestError("HTTP 404 not_found") from None
+            raise ZepRequestError("HTTP 404 not_found", status=404) from None
         except self._api_error as exc:
-            raise ZepRequestError(describe(exc)) from exc
+            raise ZepRequestError(describe(exc), status=exc.status_code) from exc
 
     @property
     def graph_uuid(self) -> str:

@@ -40,6 +40,10 @@ class ZepSettings(MaskedRepr, BaseModel):
 
     wait_seconds: float = Field(default=30.0, ge=0)
     """Bound on awaiting a delete, which Zep runs as a background task."""
+    add_settle_seconds: float = Field(default=600.0, ge=0)
+    """How long an episode add that ended without Zep's answer (a timeout, a dropped connection,
+    a 5xx) may still create its episode: until then, or until it turns up, the lookup of that
+    fact's copies says it cannot tell yet."""
     timeout: float = Field(default=30.0, gt=0)
     """Seconds for one HTTP request."""
     max_retries: int = Field(default=2, ge=0)

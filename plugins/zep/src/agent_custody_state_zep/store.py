@@ -13,7 +13,10 @@ task that ends ``failed`` or ``partial`` is a failed removal; one still running 
 left to finish in the background, and verification reports the episode until it has.
 
 ``held_ids`` (the copies a failed put may have left) is the episode list filtered by the
-``factId`` metadata.
+``factId`` metadata. An add that ended without Zep's answer (a timeout, a dropped connection, a
+5xx, after the SDK's retries) may still create its episode, so for ``add_settle_seconds`` after
+it, or until a copy turns up, an empty list raises instead of answering "none"
+(``unanswered.py``): the cleanup is retried, not settled.
 
 ``verify_removed`` is true only when the episode reads as not found, the episode list filtered by
 the ``factId`` metadata is empty, and an edge search restricted to the episode finds no edge
@@ -43,6 +46,7 @@ from agent_custody_state.plugin import (
 
 from .api import TaskState, ZepGraph
 from .settings import ZepSettings
+from .unanswered import Unanswered, may_have_landed
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +83,13 @@ class ZepStore:
         *,
         wait_seconds: float = 30.0,
         max_episode_chars: int = 10_000,
+        add_settle_seconds: float = 600.0,
     ) -> None:
         self.name = name
         self.graph = graph
         self.wait_seconds = wait_seconds
         self.max_episode_chars = max_episode_chars
+        self.unanswered = Unanswered(add_settle_seconds)
 
     @property
     def where(self) -> str | None:
@@ -125,10 +131,16 @@ class ZepStore:
         problem = self._too_long(data, fact)
         if problem is not None:
             raise StoreError(self.name, problem)
-        return await self._call(
-            "episode add", self.graph.add_episode, data, episode_metadata(fact),
-            fact.valid_from or None,
-        )  # fmt: skip
+        sent = self.unanswered.now()
+        try:
+            return await self._call(
+                "episode add", self.graph.add_episode, data, episode_metadata(fact),
+                fact.valid_from or None,
+            )  # fmt: skip
+        except BaseException as exc:  # a cancel too: the worker thread's request goes on
+            if may_have_landed(exc.__cause__ or exc if isinstance(exc, StoreError) else exc):
+                self.unanswered.note(fact.fact_id, sent)
+            raise
 
     async def remove(self, external_id: str, fact: Fact) -> None:
         task_uuid = await self._call("episode delete", self.graph.delete_episode, external_id)
@@ -161,7 +173,20 @@ class ZepStore:
         episodes = await self._call(
             "episode list by factId", self.graph.episodes_for_fact, fact.fact_id
         )
-        return [str(e.uuid_) for e in episodes if getattr(e, "uuid_", None)]
+        held = [str(e.uuid_) for e in episodes if getattr(e, "uuid_", None)]
+        if held:
+            self.unanswered.landed(fact.fact_id)
+            return held
+        age = self.unanswered.open_for(fact.fact_id)
+        if age is not None:
+            raise StoreError(
+                self.name,
+                f"an add of fact {fact.fact_id} ended without Zep's answer {age:.0f}s ago; Zep "
+                "may still be creating its episode, which the episode list shows only once it "
+                "has, so its copies cannot be told yet: look again "
+                f"{self.unanswered.settle_seconds - age:.0f}s later",
+            )
+        return held
 
     async def verify_removed(self, external_id: str, fact: Fact) -> bool:
         if await self._call("episode get", self.graph.get_episode, external_id) is not None:
@@ -193,4 +218,5 @@ def build(settings: ZepSettings | Mapping[str, Any], *, name: str = "zep") -> Ze
         ZepGraph(settings, api_key),
         wait_seconds=settings.wait_seconds,
         max_episode_chars=settings.max_episode_chars,
+        add_settle_seconds=settings.add_settle_seconds,
     )

@@ -17,6 +17,9 @@ work is done at once, although the 202 reply still says ``pending`` as the real 
 only a succeeded task has an effect (the task machinery is in ``tasks.py``). Ingestion extracts
 one edge per episode whose ``episode_uuids`` cites it; edge search honours
 ``filters.episode_uuids``. Episode metadata is limited to 10 scalar (or scalar-array) values.
+``fake.store_later = N`` makes the next N adds answer 504 before the episode is created, as a
+gateway does that gave up while Zep was still handling the request; Zep creates it anyway, when
+``fake.finish_adds()`` is called (a client timeout looks the same).
 """
 
 from __future__ import annotations
@@ -73,6 +76,15 @@ class FakeZep(ZepTasks):
         self.graphs: dict[str, dict[str, Any]] = {}
         self.users: dict[str, dict[str, Any]] = {}
         self.edges: dict[str, dict[str, Any]] = {}
+        self.store_later = 0
+        self._unfinished: list[dict[str, Any]] = []
+
+    def finish_adds(self) -> None:
+        """Create the episodes of the adds ``store_later`` answered 504 for (Zep caught up)."""
+        with self.lock:
+            unfinished, self._unfinished = self._unfinished, []
+            for episode in unfinished:
+                self._accept(episode)
 
     def routes(self) -> Iterable[tuple[str, str, str, Handler]]:
         episode = "/graphs/{graph}/episodes/{episode}"
@@ -211,12 +223,21 @@ class FakeZep(ZepTasks):
             "reference_time": body.get("reference_time") or now,
             "document_id": body.get("document_id"), "created_at": now,
         }  # fmt: skip
-        self._store(episode_uuid, episode)
+        if self.store_later > 0:
+            self.store_later -= 1
+            self._unfinished.append(episode)
+            return self.error(504, "Gateway Timeout")
+        snapshot, task = self._accept(episode)
+        return json_reply(202, {"episode": snapshot, "task": task})
+
+    def _accept(self, episode: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Store the episode and queue its ingestion: the episode as created, and the task."""
+        self._store(episode["uuid"], episode)
         snapshot = dict(episode)
         task = self._new_task(
-            "add_episode", episode_uuid, self.ingest_polls_pending, lambda: self._ingest(episode)
+            "add_episode", episode["uuid"], self.ingest_polls_pending, lambda: self._ingest(episode)
         )
-        return json_reply(202, {"episode": snapshot, "task": task})
+        return snapshot, task
 
     def _checked_metadata(self, metadata: Any) -> dict[str, Any] | None:
         if metadata is None:

@@ -6,6 +6,7 @@
     backend = "postgres"              # memory | sqlite | postgres
     dsn_env = "LANGGRAPH_PG_URL"      # postgres: the variable holding the URL
     namespace = ["memories", "dana"]  # LangMem's ("memories", <user>); "{space}" = the fact's space
+    statement_timeout = 30            # postgres: seconds a statement may run or wait for a lock
 
 An optional vector index (``index_dimensions`` + ``index_embed``, a batch function
 ``texts -> list of vectors``) embeds each item's ``content`` as LangMem's search does; removal
@@ -43,6 +44,9 @@ class LangGraphSettings(MaskedRepr, BaseModel):
     index_dimensions: int | None = Field(None, ge=1, description="vector index dimensions")
     index_embed: str | None = Field(None, description='"module:function", texts -> vectors')
     top_k: int = Field(10, ge=1, le=1000, description="hits read by the verification search")
+    statement_timeout: float = Field(
+        30.0, gt=0, description="postgres: seconds one statement may run, lock waits included"
+    )
 
     @field_validator("namespace")
     @classmethod
@@ -75,6 +79,10 @@ class LangGraphSettings(MaskedRepr, BaseModel):
             raise ValueError(f'path is only for backend "sqlite", not "{self.backend}"')
         if self.backend != "postgres" and self.dsn_env:
             raise ValueError(f'dsn_env is only for backend "postgres", not "{self.backend}"')
+        if self.backend != "postgres" and "statement_timeout" in self.model_fields_set:
+            raise ValueError(
+                f'statement_timeout is only for backend "postgres", not "{self.backend}"'
+            )
         if (self.index_dimensions is None) != (self.index_embed is None):
             raise ValueError("give both index_dimensions and index_embed, or neither")
         return self

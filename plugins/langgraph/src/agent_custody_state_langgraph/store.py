@@ -23,7 +23,7 @@ configured) returns neither the key nor any item of the fact: an item written un
 Works with any BaseStore; :func:`build` opens LangGraph's own InMemoryStore, SqliteStore or
 PostgresStore from the settings. The sync API runs in worker threads (``storekit.call_sdk``): the
 SQLite store guards its connection with a lock of its own; the PostgreSQL store gets a small pool
-that checks each connection before use.
+that checks each connection before use and bounds every statement (``postgres``).
 """
 
 from __future__ import annotations
@@ -260,36 +260,9 @@ def open_backend(settings: LangGraphSettings, name: str) -> tuple[BaseStore, Cal
             sqlite_store.setup()
             _drop_orphan_vectors(conn)
             return sqlite_store, conn.close
-        from langgraph.store.postgres import PostgresStore
-        from psycopg import Connection
-        from psycopg.rows import dict_row
-        from psycopg_pool import ConnectionPool
+        from .postgres import open_postgres
 
-        dsn = secret_from_env(name, settings.dsn_env, what="PostgreSQL URL")
-        assert dsn is not None
-        # The connection options PostgresStore.from_conn_string uses.
-        options = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-        # One direct connection first: a wrong URL or password fails here with the driver's
-        # own message (a pool would only report a timeout).
-        Connection.connect(dsn, **options).close()  # type: ignore[arg-type]
-        # A pool that checks connections on checkout, so a server restart costs one failed
-        # call at most instead of a store that fails until the process restarts.
-        pool: ConnectionPool[Any] = ConnectionPool(
-            dsn,
-            min_size=1,
-            max_size=4,
-            kwargs=options,
-            check=ConnectionPool.check_connection,
-            open=False,
-        )
-        pool.open(wait=True, timeout=30)
-        pg_store = PostgresStore(pool, index=index)  # type: ignore[arg-type]
-        try:
-            pg_store.setup()
-        except BaseException:
-            pool.close()
-            raise
-        return pg_store, pool.close
+        return open_postgres(settings, name, index)
     except StoreError:
         raise
     except ImportError as exc:

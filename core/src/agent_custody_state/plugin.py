@@ -83,6 +83,7 @@ from agent_custody_state.stores.residual import (
     sqlite_file,
 )
 from agent_custody_state.stores.residual import window as residual_window
+from agent_custody_state.stores.unanswered import StatusOf, Unanswered, http_status, may_have_landed
 from agent_custody_state.stores.withheld import withholding
 from agent_custody_state.timeutil import wire_time_key
 
@@ -119,9 +120,11 @@ __all__ = [
     "RetractEvent",
     "SidecarKeys",
     "Source",
+    "StatusOf",
     "Store",
     "StoreError",
     "StoredChunk",
+    "Unanswered",
     "Verification",
     "call_sdk",
     "check_folder",
@@ -135,8 +138,10 @@ __all__ = [
     "guard_logger",
     "holdable_text",
     "hookimpl",
+    "http_status",
     "json_loads",
     "key_problem",
+    "may_have_landed",
     "open_private",
     "original_text",
     "poll",

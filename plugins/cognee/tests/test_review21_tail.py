@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_custody_state.plugin import Unanswered, may_have_landed
 from agent_custody_state.stores import StoreError, StoreSet, StoreWriteError
 from agent_custody_state_cognee.store import CogneeStore
 from agent_custody_state_cognee.testing import FakeCognee
-from agent_custody_state_cognee.unanswered import Unanswered, may_have_landed
 from agent_custody_state_conformance.fakeserver import json_reply
 from agent_custody_state_conformance.stores import make_fact
 

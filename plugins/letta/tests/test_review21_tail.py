@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
+from agent_custody_state.plugin import Unanswered
 from agent_custody_state.stores import StoreError, StoreSet, StoreWriteError
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_letta.store import LettaStore
 from agent_custody_state_letta.testing import FakeLetta
-from agent_custody_state_letta.unanswered import Unanswered
 
 pytestmark = pytest.mark.anyio
 

@@ -12,12 +12,13 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from agent_custody_state.plugin import Unanswered
 from agent_custody_state.stores import StoreError, StoreSet, StoreWriteError
 from agent_custody_state_conformance.stores import make_fact
 from agent_custody_state_zep.api import ZepRequestError
 from agent_custody_state_zep.store import ZepStore
 from agent_custody_state_zep.testing import FakeZep
-from agent_custody_state_zep.unanswered import Unanswered, may_have_landed
+from agent_custody_state_zep.unanswered import may_have_landed
 
 pytestmark = pytest.mark.anyio
 

@@ -170,6 +170,13 @@ class Store(Protocol):
     history, what it derived from the text, the embedding model's request logs; helpers in
     ``stores.residual``). An erasure certificate lists them beside the ledger's own; a store
     without them is listed as not having declared any. Never a secret.
+
+    ``settle_seconds: float`` (an attribute or property, optional, default 0): how long after
+    a ``put`` it did not see answered (a timeout, a dropped connection, a 5xx) the vendor may
+    still store that copy, so that ``held_ids`` cannot promise "none" before. In the process
+    that sent it the store itself raises from ``held_ids`` meanwhile (``stores.unanswered``);
+    across a restart ``resume`` keeps the outbox's cleanup of that put owed until this long
+    after the entry was written (``orphan_resume``), removing any copy it finds meanwhile.
     """
 
     name: str
@@ -223,6 +230,18 @@ def verifies_without_value(store: Store | None) -> bool:
     if store is None or getattr(store, "verify_without_value", False) is not True:
         return False
     return can_verify(store)
+
+
+def settle_seconds_of(store: Store) -> float:
+    """How long a ``put`` the store did not see answered may still land (``Store.settle_seconds``):
+    0 for a store that does not say, or says something other than a number > 0."""
+    try:
+        value = getattr(store, "settle_seconds", 0)
+    except Exception:  # a property that fails: as if it did not say
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if value > 0 else 0.0  # NaN too: not > 0
 
 
 def fact_text(fact: Fact) -> str:

@@ -8,6 +8,13 @@ hold none the ledger does not record. The entry stays (and is logged) when the s
 configured here, now writes elsewhere than when the put failed (``where``), has no
 ``held_ids`` any more, or fails again.
 
+A put the store did not see answered may still land at the vendor after the process that sent
+it ended, and a fresh store cannot know of it: an empty lookup then is no promise. A store that
+declares ``settle_seconds`` (``base.Store``) keeps its entry owed until that long after the
+entry was written (its ``at``, by the ledger's clock: after the put was sent, so the wait is
+never shorter): the lookup still runs and removes what it finds, but the entry settles only at
+a ``resume`` after that time (the next start; nothing resumes on a timer).
+
 The ledger never recorded the failed write, so the fact is usually unknown to it: the lookup
 gets a fact carrying only the id and space (``held_ids`` must need no more), and the removal is
 verified only by stores whose check needs no value (``verify_without_value``). When the ledger
@@ -21,11 +28,12 @@ import logging
 
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
-from agent_custody_state.stores.base import Store, verifies_without_value
+from agent_custody_state.stores.base import Store, settle_seconds_of, verifies_without_value
 from agent_custody_state.stores.orphans import NO_LOOKUP, Check, clear_failed_put
 from agent_custody_state.stores.outbox import Outbox, Owed, Resumed, Run
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 from agent_custody_state.stores.where import store_where
+from agent_custody_state.timeutil import TimeFormatError, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +70,7 @@ async def resume_failed_puts(
             log.error("outbox: fact %s: %s", owed.fact_id, why, extra={"fact": owed.fact_id})
             done.left[owed.entry] = why
             continue
+        wait = _still_landing(ledger, store, owed)
         fact, keep = await run(_lookup, ledger, owed)
         leftover = await clear_failed_put(store, fact, _checker(stores, store, fact), keep=keep)
         if leftover.owed or leftover.outcome == NO_LOOKUP:
@@ -78,7 +87,30 @@ async def resume_failed_puts(
             leftover.outcome,
             extra={"store": owed.store, "fact": owed.fact_id},
         )
+        if wait is not None:
+            why = (
+                f"{owed.store}: {leftover.outcome}, but the put it did not see answered may "
+                f"still land for {wait:.0f}s more (its settle_seconds after {owed.at}): "
+                "looked up again at a start after that"
+            )
+            log.warning("outbox: fact %s: %s", owed.fact_id, why, extra={"fact": owed.fact_id})
+            done.left[owed.entry] = why
+            continue
         await run(outbox.settle, [owed])
+
+
+def _still_landing(ledger: Ledger, store: Store, owed: Owed) -> float | None:
+    """The seconds the put ``owed`` is for may still land (``Store.settle_seconds`` after the
+    entry's ``at``, by the ledger's clock), while it may; None once it cannot, or when the
+    store does not say. An entry whose time cannot be read (edited by hand) is not waited for."""
+    wait = settle_seconds_of(store)
+    if wait <= 0:
+        return None
+    try:
+        age = (parse_time(ledger.now()) - parse_time(owed.at)).total_seconds()
+    except TimeFormatError:
+        return None
+    return wait - age if age < wait else None
 
 
 def _checker(stores: StoreSet, store: Store, fact: Fact) -> Check | None:

@@ -19,7 +19,9 @@ short-lived client per operation, so a store is not tied to one event loop).
   configured by name and never answered for is found in ``GET /api/v1/datasets``. An add that
   ended without Cognee's answer (a timeout, a dropped connection, a 5xx) may still be running
   there, so for ``add_settle_seconds`` after it, or until a copy turns up, an empty listing
-  raises instead of answering "none" (``unanswered.py``): the cleanup is retried, not settled.
+  raises instead of answering "none" (the core's ``Unanswered``): the cleanup is retried, not
+  settled. The store declares that time as ``settle_seconds``, so ``resume`` after a restart,
+  which no longer knows of the add, keeps the cleanup owed as long.
 
 The external id is ``<dataset id>/<data id>``, so removal finds the item even if the configured
 dataset changes later.
@@ -36,9 +38,11 @@ import httpx
 from agent_custody_state.plugin import (
     Fact,
     StoreError,
+    Unanswered,
     custody_metadata,
     embedding_provider,
     fact_text,
+    may_have_landed,
     public_url,
     residual_window,
     secret_from_env,
@@ -46,7 +50,6 @@ from agent_custody_state.plugin import (
 )
 
 from .settings import CogneeSettings
-from .unanswered import Unanswered, may_have_landed
 
 __all__ = ["CogneeStore", "build", "content_for", "split_external_id", "strip_marker"]
 
@@ -120,6 +123,12 @@ class CogneeStore:
         self._ssl = httpx.create_ssl_context()
 
     @property
+    def settle_seconds(self) -> float:
+        """How long an add this store did not see answered may still land
+        (``Store.settle_seconds``): ``add_settle_seconds``."""
+        return self.unanswered.settle_seconds
+
+    @property
     def where(self) -> str:
         """Where the items go (``Store.where``): the server, without userinfo, query or
         fragment. Not the dataset: each external id names its own (``<dataset>/<data>``), so a
@@ -172,15 +181,11 @@ class CogneeStore:
         else:
             form["datasetName"] = self.dataset_name or ""
         upload = (f"agent-custody-{fact.fact_id}.txt", content_for(fact).encode(), "text/plain")
-        sent = self.unanswered.now()
-        try:
+        # A cancel too is noted: the server goes on with the add.
+        with self.unanswered.sending(fact.fact_id) as sent:
             response = await self._request(
                 what, "POST", "/api/v1/add", data=form, files={"data": upload}
             )
-        except BaseException as exc:  # a cancel too: the server goes on with the add
-            if may_have_landed(exc.__cause__ or exc if isinstance(exc, StoreError) else exc):
-                self.unanswered.note(fact.fact_id, sent)
-            raise
         if response.status_code != 200:
             if may_have_landed(status=response.status_code):
                 self.unanswered.note(fact.fact_id, sent)
@@ -232,10 +237,7 @@ class CogneeStore:
     async def held_ids(self, fact: Fact) -> list[str]:
         what = f"looking up fact {fact.fact_id} in dataset {self.dataset_id or self.dataset_name}"
         held = await self._listed(fact, what)
-        if held:
-            self.unanswered.landed(fact.fact_id)
-            return held
-        age = self.unanswered.open_for(fact.fact_id)
+        age = self.unanswered.doubt(fact.fact_id, held)
         if age is not None:
             later = self.unanswered.settle_seconds - age
             raise StoreError(

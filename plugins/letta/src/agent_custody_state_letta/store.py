@@ -16,7 +16,9 @@ the first would outlive every forget. Unretried, the put fails instead, and the 
 copy it may have left by the ``fact:`` tag (``held_ids``) and removes it. A create that ended
 without the server's answer (a timeout, a dropped connection, a 5xx) may still be running there,
 so for ``write_settle_seconds`` after it, or until a copy turns up, ``held_ids`` raises instead of
-answering "none" (``unanswered.py``): the cleanup is then retried, not settled.
+answering "none" (the core's ``Unanswered``): the cleanup is then retried, not settled. The
+store declares that time as ``settle_seconds``, so ``resume`` after a restart, which no longer
+knows of the write, keeps the cleanup owed as long.
 
 ``letta-client`` is synchronous here (its httpx client is thread-safe and, unlike the async
 one, not bound to one event loop), so every call runs in a worker thread.
@@ -32,6 +34,7 @@ from letta_client import APIError, Letta, NotFoundError
 from agent_custody_state.plugin import (
     Fact,
     StoreError,
+    Unanswered,
     embedding_provider,
     fact_text,
     guard_logger,
@@ -44,7 +47,7 @@ from agent_custody_state.plugin import (
 
 from .settings import LettaSettings
 from .tags import custody_tags, fact_tag
-from .unanswered import Unanswered, may_have_landed
+from .unanswered import letta_status
 
 __all__ = ["LettaStore", "build", "split_ids"]
 
@@ -91,6 +94,12 @@ class LettaStore:
         self.unanswered = Unanswered(write_settle_seconds)
 
     @property
+    def settle_seconds(self) -> float:
+        """How long a create this store did not see answered may still land
+        (``Store.settle_seconds``): ``write_settle_seconds``."""
+        return self.unanswered.settle_seconds
+
+    @property
     def where(self) -> str:
         """Where the passages go (``Store.where``): the server (no userinfo, query or fragment)
         and the agent. No secret, no network call."""
@@ -133,8 +142,8 @@ class LettaStore:
         return creator
 
     async def put(self, fact: Fact) -> str:
-        sent = self.unanswered.now()
-        try:
+        # A cancel too is noted: the worker thread's request goes on.
+        with self.unanswered.sending(fact.fact_id, status_of=letta_status):
             passages = await self._call(
                 f"writing fact {fact.fact_id} to agent {self.agent_id}",
                 self._creator().agents.passages.create,
@@ -142,10 +151,6 @@ class LettaStore:
                 text=fact_text(fact),
                 tags=custody_tags(fact, self.tags),
             )
-        except BaseException as exc:  # a cancel too: the worker thread's request goes on
-            if may_have_landed(exc.__cause__ or exc if isinstance(exc, StoreError) else exc):
-                self.unanswered.note(fact.fact_id, sent)
-            raise
         ids = [p.id for p in passages if p.id]
         if not ids:
             raise StoreError(self.name, f"Letta created no passage for fact {fact.fact_id}")
@@ -182,10 +187,7 @@ class LettaStore:
             top_k=LIST_PAGE,
         )
         held = [hit.id for hit in found.results if hit.id and marker in (hit.tags or [])]
-        if held:
-            self.unanswered.landed(fact.fact_id)
-            return held
-        age = self.unanswered.open_for(fact.fact_id)
+        age = self.unanswered.doubt(fact.fact_id, held)
         if age is not None:
             raise StoreError(
                 self.name,

@@ -15,8 +15,10 @@ left to finish in the background, and verification reports the episode until it 
 ``held_ids`` (the copies a failed put may have left) is the episode list filtered by the
 ``factId`` metadata. An add that ended without Zep's answer (a timeout, a dropped connection, a
 5xx, after the SDK's retries) may still create its episode, so for ``add_settle_seconds`` after
-it, or until a copy turns up, an empty list raises instead of answering "none"
-(``unanswered.py``): the cleanup is retried, not settled.
+it, or until a copy turns up, an empty list raises instead of answering "none" (the core's
+``Unanswered``): the cleanup is retried, not settled. The store declares that time as
+``settle_seconds``, so ``resume`` after a restart, which no longer knows of the add, keeps the
+cleanup owed as long.
 
 ``verify_removed`` is true only when the episode reads as not found, the episode list filtered by
 the ``factId`` metadata is empty, and an edge search restricted to the episode finds no edge
@@ -34,6 +36,7 @@ from typing import Any, TypeVar
 from agent_custody_state.plugin import (
     Fact,
     StoreError,
+    Unanswered,
     call_sdk,
     custody_metadata,
     embedding_provider,
@@ -46,7 +49,7 @@ from agent_custody_state.plugin import (
 
 from .api import TaskState, ZepGraph
 from .settings import ZepSettings
-from .unanswered import Unanswered, may_have_landed
+from .unanswered import zep_status
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,12 @@ class ZepStore:
         self.unanswered = Unanswered(add_settle_seconds)
 
     @property
+    def settle_seconds(self) -> float:
+        """How long an add this store did not see answered may still land
+        (``Store.settle_seconds``): ``add_settle_seconds``."""
+        return self.unanswered.settle_seconds
+
+    @property
     def where(self) -> str | None:
         """Where the episodes go (``Store.where``), from the graph's settings."""
         settings = getattr(self.graph, "settings", None)
@@ -131,16 +140,12 @@ class ZepStore:
         problem = self._too_long(data, fact)
         if problem is not None:
             raise StoreError(self.name, problem)
-        sent = self.unanswered.now()
-        try:
+        # A cancel too is noted: the worker thread's request goes on.
+        with self.unanswered.sending(fact.fact_id, status_of=zep_status):
             return await self._call(
                 "episode add", self.graph.add_episode, data, episode_metadata(fact),
                 fact.valid_from or None,
             )  # fmt: skip
-        except BaseException as exc:  # a cancel too: the worker thread's request goes on
-            if may_have_landed(exc.__cause__ or exc if isinstance(exc, StoreError) else exc):
-                self.unanswered.note(fact.fact_id, sent)
-            raise
 
     async def remove(self, external_id: str, fact: Fact) -> None:
         task_uuid = await self._call("episode delete", self.graph.delete_episode, external_id)
@@ -174,10 +179,7 @@ class ZepStore:
             "episode list by factId", self.graph.episodes_for_fact, fact.fact_id
         )
         held = [str(e.uuid_) for e in episodes if getattr(e, "uuid_", None)]
-        if held:
-            self.unanswered.landed(fact.fact_id)
-            return held
-        age = self.unanswered.open_for(fact.fact_id)
+        age = self.unanswered.doubt(fact.fact_id, held)
         if age is not None:
             raise StoreError(
                 self.name,

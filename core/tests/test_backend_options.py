@@ -31,7 +31,7 @@ Register = Callable[..., None]
         ("on_tron", "(did you mean 'on_torn'?)"),
         ("forget_mod", "(did you mean the ledger's 'forget_mode'?)"),
         ("checkpoint_evry", "(did you mean the ledger's 'checkpoint_every'?)"),
-        ("colour", "; its options: max_mb, on_torn, read_only"),
+        ("colour", "; its options: lock_timeout, max_mb, on_torn, read_only"),
     ],
 )
 def test_a_misspelt_option_is_refused_and_nothing_is_created(

@@ -154,6 +154,6 @@ def test_the_options_the_backend_takes_are_named() -> None:
     """A misspelt option is refused before any connection (``backendoptions``)."""
     from agent_custody_state.backendoptions import check_options, taken_options
 
-    assert taken_options(PostgresBackend) == {"connect_timeout", "read_only"}
+    assert taken_options(PostgresBackend) == {"connect_timeout", "operation_timeout", "read_only"}
     with pytest.raises(TypeError, match=r"'connect_timout' \(did you mean 'connect_timeout'\?\)"):
         check_options("postgres", PostgresBackend, {"connect_timout": 3})

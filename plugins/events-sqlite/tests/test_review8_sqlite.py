@@ -323,9 +323,10 @@ def test_a_write_lock_held_past_the_busy_timeout_says_so(tmp_path: Path) -> None
         with pytest.raises(EventBackendError) as refused:
             ledger.assert_fact(**FACT, value="v")
         assert str(refused.value) == (
-            f"{path}: could not take the write lock: database is locked (another connection "
+            f"{path}: could not take the write lock: database is locked (process {holder.pid} "
             "kept it locked longer than the busy timeout, 0.2 s: try again, or open the ledger "
-            "with a longer busy_timeout)"
+            "with a longer busy_timeout; a holder that is stopped or stuck must be resumed or "
+            "ended)"
         )
     finally:
         holder.kill()

@@ -96,6 +96,12 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         """Whether the driver connection is dead (the dialect knows how to tell)."""
         return False
 
+    def _gave_up(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the driver giving up on a server that did not answer in time
+        (PostgreSQL's ``operation_timeout``): failed at once, never retried on a new connection
+        (which would wait as long again)."""
+        return False
+
     def _forsake(self, raw: Any) -> None:
         """Make the driver connection ``raw``, inherited from the parent process, harmless to
         the parent whatever happens to it here (PostgreSQL: ``forked.blind`` its socket)."""
@@ -131,7 +137,12 @@ class SqlConnection(ReentrantTransactions, EventBackend):
                     "or looked up; pass valid Unicode"
                 ) from None
             except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
-                if self._depth or self._in_read or not self._connection_lost():
+                if (
+                    self._depth
+                    or self._in_read
+                    or self._gave_up(exc)
+                    or not self._connection_lost()
+                ):
                     raise EventBackendError(f"{self.location}: {self._reason(exc)}") from None
             try:
                 self._reconnect()
@@ -318,8 +329,8 @@ class SqlConnection(ReentrantTransactions, EventBackend):
         try:
             try:
                 self._begin_write()
-            except (sa.exc.SQLAlchemyError, self._driver_error):
-                if not self._connection_lost():
+            except (sa.exc.SQLAlchemyError, self._driver_error) as exc:
+                if self._gave_up(exc) or not self._connection_lost():
                     raise
                 self._reconnect()  # nothing was written yet: safe to start again
                 self._begin_write()
@@ -374,6 +385,9 @@ class SqlConnection(ReentrantTransactions, EventBackend):
                 self._leave_inherited()
                 return
             try:
-                self._conn.close()
+                if self._connection_lost():  # a dead one (``_gave_up``): no ROLLBACK to send
+                    self._conn.invalidate()
+                else:
+                    self._conn.close()
             finally:
                 self._engine.dispose()

@@ -26,6 +26,8 @@ from agent_custody_state.backends.index import EventIndex
 from agent_custody_state.backends.jsonl_files import check_regular, replace_file, target_of
 from agent_custody_state.backends.jsonl_files import checkpoint_log as own_checkpoint_log
 from agent_custody_state.backends.jsonl_lines import HeldFile, replace_lines, shared_lines
+from agent_custody_state.backends.jsonl_lock import DEFAULT_LOCK_TIMEOUT, take
+from agent_custody_state.backends.jsonl_lock import lock_timeout as _bound
 from agent_custody_state.backends.jsonl_readonly import LockFile, refuse_section
 from agent_custody_state.backends.jsonl_recovery import Recovery, Rejected, ledger_files, write_all
 from agent_custody_state.backends.jsonl_recovery import fsync_dir as _fsync_dir  # tests patch it
@@ -66,13 +68,14 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         on_torn: str = "repair",
         max_mb: float | None = None,
         read_only: bool = False,
+        lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT,
     ):
         if on_torn not in ("repair", "raise"):
             raise ValueError('on_torn must be "repair" or "raise"')
         self.path, self.location, self.read_only = Path(location), str(location), read_only
         check_regular(self.path, self.location)  # a folder or FIFO is refused, not read
         check_size(self.path, self.location, max_mb)  # the index holds every event in memory
-        self._max_mb = max_mb
+        self._max_mb, self._lock_wait = max_mb, _bound(lock_timeout)  # ``jsonl_lock``
         # The lock and the batch journal sit beside the file the path names: through a symlink,
         # a process opening the link and one opening the file itself must share them.
         self._target = file = target_of(self.path)
@@ -84,7 +87,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         self._names = names_of(self)
         if not read_only:
             refuse_hard_links(self.path, self.location)
-        lock = file.with_name(file.name + ".lock")
+        self._lock_path = lock = file.with_name(file.name + ".lock")
         self._lock_file = LockFile(self.path, lock, self.location, read_only=read_only)
         self._init_transactions()
         self._index = EventIndex()
@@ -128,7 +131,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
             raise EventBackendError(f"ledger {self.location} is closed")
         fd = self._lock_file.fd()
         if fd is not None:  # a read-only open without a lock file reads without it
-            fcntl.flock(fd, op)
+            take(fd, op, timeout=self._lock_wait, lock=self._lock_path, location=self.location)
 
     def _reset(self) -> None:
         self._index = EventIndex()

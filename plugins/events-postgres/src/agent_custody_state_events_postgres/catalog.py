@@ -7,12 +7,15 @@ another schema's table (``lockname.resolve`` gives its schema, where the side ta
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-__all__ = ["FLUSH_GRANTED", "json_is_jsonb"]
+__all__ = ["FLUSH_GRANTED", "flush_granted", "json_is_jsonb"]
+
+log = logging.getLogger(__name__)
 
 #: Whether this role may run the durability wait's function (``store.FLUSH``): the text
 #: variant, 3 arguments before PostgreSQL 17, 4 (flush) since.
@@ -32,3 +35,17 @@ def json_is_jsonb(conn: Connection, quoted: str) -> bool:
     """Whether the ``json`` column of the table ``quoted`` is ``jsonb`` (older writers)."""
     row: Any = conn.execute(_JSONB, {"table": quoted}).first()
     return row is not None and bool(row[0])
+
+
+def flush_granted(raw: Any, location: str) -> bool:
+    """Whether this role may run ``store.FLUSH``; if not (an operator revoked it), sections
+    commit synchronously: a flush refused after the commit would leave the write unconfirmed."""
+    row = raw.execute(FLUSH_GRANTED).fetchone()
+    if row is not None and row[0]:
+        return True
+    log.warning(
+        "%s: pg_logical_emit_message is not granted to this role; write sections commit "
+        "synchronously (one WAL flush per write under the order lock)",
+        location,
+    )
+    return False

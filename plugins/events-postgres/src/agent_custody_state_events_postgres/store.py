@@ -64,7 +64,9 @@ from agent_custody_state.plugin import (
 )
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
-from .catalog import FLUSH_GRANTED, json_is_jsonb
+from .catalog import flush_granted, json_is_jsonb
+from .deadline import DEFAULT_OPERATION_TIMEOUT, Bounded, connect_args, install
+from .deadline import operation_timeout as operation_timeout_
 from .held import HoldingBackend
 from .limits import hinted
 from .location import LocationError, fits, parse_location, reader
@@ -105,7 +107,7 @@ FLUSH = "SELECT pg_logical_emit_message(true, 'agent-custody-state', '')"
 _KEYS = tuple(c for c in ROW_COLUMNS if c not in ("json", "event_id"))
 
 
-class PostgresBackend(ForgetResidue, HoldingBackend):
+class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
     """Events in a PostgreSQL table; ``location`` is a ``postgres[ql]://`` URL."""
 
     kind = "postgres"
@@ -119,7 +121,12 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
     locks_keys = True
 
     def __init__(
-        self, location: str, *, connect_timeout: int = 10, read_only: bool = False
+        self,
+        location: str,
+        *,
+        connect_timeout: int = 10,
+        read_only: bool = False,
+        operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
     ) -> None:
         try:
             where = fits(parse_location(str(location)))
@@ -127,7 +134,7 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
             raise EventBackendError(str(exc)) from None
         self.vacuum, self.where = where.vacuum, where
         self.read_only = read_only is True  # no DDL, READ ONLY (``readonly``)
-        self._connect_timeout = connect_timeout
+        self._connect_timeout, bounded = connect_timeout, operation_timeout_(operation_timeout)
         try:
             engine = sa.create_engine(
                 where.connect_url,
@@ -135,8 +142,9 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
                 # block VACUUM FULL); write sections are explicit BEGIN ... COMMIT.
                 isolation_level="AUTOCOMMIT",
                 poolclass=sa.pool.NullPool,
-                connect_args={"connect_timeout": connect_timeout},
+                connect_args=connect_args(where.connect_url, connect_timeout),  # ``deadline``
             )
+            install(engine, bounded)
         except (sa.exc.ArgumentError, ValueError) as exc:  # a URL the driver cannot read
             # No host part, so no password: the location as given, without its options.
             shown = where.display if "//" in where.display else str(location).split("?")[0]
@@ -163,7 +171,7 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
             self._write_key = advisory_key(self._lock_name, "write")
             self._order_key = advisory_key(self._lock_name, "order")
             if where.commit == "grouped" and where.lock == "keys":
-                self._grouped = self._flush_granted()
+                self._grouped = self._run(lambda: flush_granted(self._raw, self.location))
             if self.vacuum and not self.read_only:  # a forget cut off before its VACUUM FULL
                 flag = ErasureFlag.beside(self, self._lock_name, self._home)
                 self._run(lambda: self.settle_erasure(self._raw, self._qualified, flag))
@@ -174,19 +182,6 @@ class PostgresBackend(ForgetResidue, HoldingBackend):
 
     def _reader(self) -> Callable[[], Any]:
         return reader(self.where, self._connect_timeout)
-
-    def _flush_granted(self) -> bool:
-        """Whether this role may run ``FLUSH``; if not (an operator revoked it), sections commit
-        synchronously: a flush refused after the commit would leave the write unconfirmed."""
-        row = self._run(lambda: self._raw.execute(FLUSH_GRANTED).fetchone())
-        if row is not None and row[0]:
-            return True
-        log.warning(
-            "%s: pg_logical_emit_message is not granted to this role; write sections commit "
-            "synchronously (one WAL flush per write under the order lock)",
-            self.location,
-        )
-        return False
 
     # -- dialect hooks -----------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ no file: the database, its ``-wal``, ``-shm`` and ``-journal`` and the folder th
 all count, and the usual causes (a ``-wal`` or ``-shm`` left by a process of another user, a
 folder mounted read-only, a rollback journal a crashed writer left) look alike. ``explain`` adds
 what this process can see of the cause, from the file system, only once SQLite has refused.
-"database is locked" is told what it means here: the busy timeout ran out.
+"database is locked" is told what it means here: the busy timeout ran out, and which process
+holds the write lock when ``/proc/locks`` tells it (``holder``): in WAL mode, SQLite's write lock
+is a POSIX lock on byte ``WAL_WRITE_LOCK`` of the ``-shm`` file.
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+
+#: The byte of the ``-shm`` file SQLite locks for a WAL writer (``WALINDEX_LOCK_OFFSET``, 120,
+#: plus ``WAL_WRITE_LOCK``, 0).
+WAL_WRITE_LOCK = 120
+
+_LOCKS = Path("/proc/locks")
 
 #: SQLite's messages of a refused open, read or write of a file (``SQLITE_CANTOPEN``,
 #: ``SQLITE_READONLY`` and its extended codes).
@@ -27,9 +35,12 @@ def explain(real: Path, text: str, *, read_only: bool, busy_timeout: float) -> s
     """``text`` (SQLite's message about the database ``real``, a resolved path), with the causes
     found added in parentheses; unchanged when it is not a refused file or none is found."""
     if "database is locked" in text:
+        pid = holder(real)
+        by = "another connection" if pid is None else _process(pid)
         return (
-            f"{text} (another connection kept it locked longer than the busy timeout, "
-            f"{busy_timeout:g} s: try again, or open the ledger with a longer busy_timeout)"
+            f"{text} ({by} kept it locked longer than the busy timeout, {busy_timeout:g} s: "
+            "try again, or open the ledger with a longer busy_timeout; a holder that is stopped "
+            "or stuck must be resumed or ended)"
         )
     if not any(r in text for r in _REFUSALS):
         return text
@@ -62,3 +73,32 @@ def explain(real: Path, text: str, *, read_only: bool, busy_timeout: float) -> s
 
 def _verb(read_only: bool) -> str:
     return "read" if read_only else "read and write"
+
+
+def holder(real: Path) -> int | None:
+    """The process holding the WAL write lock of the database ``real``, as ``/proc/locks``
+    lists it (Linux): a POSIX write lock on the ``-shm`` file over ``WAL_WRITE_LOCK``; None when
+    it cannot be told."""
+    try:
+        st = Path(f"{real}-shm").stat()
+        lines = _LOCKS.read_text().splitlines()
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        # "1: POSIX  ADVISORY  WRITE 1234 fe:00:5678 120 120" (a waiter's line has "->")
+        fields = line.split()
+        if len(fields) < 8 or fields[1:4] != ["POSIX", "ADVISORY", "WRITE"] or fields[5] != dev:
+            continue
+        start, end = fields[6], fields[7]
+        if (
+            start.isdigit()
+            and int(start) <= WAL_WRITE_LOCK
+            and (end == "EOF" or (end.isdigit() and int(end) >= WAL_WRITE_LOCK))
+        ):
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None
+
+
+def _process(pid: int) -> str:
+    return "another connection of this process" if pid == os.getpid() else f"process {pid}"

@@ -1,0 +1,91 @@
+"""A bounded wait for the JSONL ledger's lock file (``<file>.lock``).
+
+Writes hold an exclusive ``flock`` on the lock file and reads a shared one (``jsonl``). A process
+that holds it and stops answering (stopped by a debugger or ``SIGSTOP``, swapped out, stuck on a
+hung network mount) made every other process's open, read and write wait forever. The wait is
+now bounded by the backend option ``lock_timeout`` (seconds, default ``DEFAULT_LOCK_TIMEOUT``;
+``None`` waits without a bound, as before): past it, the call is refused with an
+``EventBackendError`` naming the lock file, the bound, the process holding the lock when
+``/proc/locks`` tells it, and what to do. Nothing was written: the lock is taken before anything.
+
+The lock keeps its semantics (exclusive for writers, shared for readers, the same file). The wait
+tries a non-blocking lock, then tries again after a pause that doubles up to ``MAX_PAUSE``; an
+uncontended lock costs one system call, as a blocking one did.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import time
+from pathlib import Path
+
+from agent_custody_state.ledger.backend import EventBackendError
+
+#: Seconds a lock is waited for by default: generous (a forget rewriting a large ledger holds
+#: the exclusive lock for its rewrite and fsyncs), yet not forever.
+DEFAULT_LOCK_TIMEOUT = 60.0
+
+#: The longest pause between two tries (seconds): how late a waiter may notice a released lock.
+MAX_PAUSE = 0.01
+
+_LOCKS = Path("/proc/locks")
+
+
+def lock_timeout(value: object) -> float | None:
+    """``value`` as a lock wait bound: a number of seconds (0: try once), or None: no bound."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"lock_timeout must be a number of seconds or None; got {value!r}")
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"lock_timeout must be 0 or more seconds (or None); got {value!r}")
+    return float(value)
+
+
+def holder(fd: int) -> int | None:
+    """The process (other than this one) holding a ``flock`` on the file open as ``fd``, as
+    ``/proc/locks`` lists it (Linux); None when it cannot be told."""
+    try:
+        st = os.fstat(fd)
+        lines = _LOCKS.read_text().splitlines()
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a waiter's line starts "1: ->")
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == dev:
+            pid = int(fields[4]) if fields[4].isdigit() else None
+            if pid is not None and pid != os.getpid():
+                return pid
+    return None
+
+
+def take(fd: int, op: int, *, timeout: float | None, lock: Path, location: str) -> None:
+    """``flock(fd, op)``, waiting at most ``timeout`` seconds for a lock (``LOCK_SH`` or
+    ``LOCK_EX``); an unlock, or no bound, is the plain call."""
+    if op == fcntl.LOCK_UN or timeout is None:
+        fcntl.flock(fd, op)
+        return
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, MAX_PAUSE)
+    pid = holder(fd)
+    by = f"process {pid}" if pid is not None else "another process"
+    raise EventBackendError(
+        f"{location}: the ledger's lock file {lock} is held by {by}, which did not release it "
+        f"within lock_timeout={timeout:g}s; nothing was changed. If that process is stuck "
+        f"(stopped, hung on a mount), resume or end it; if its work is long, open with a larger "
+        f"lock_timeout (seconds; None waits without a bound) and retry"
+    )

@@ -317,15 +317,48 @@ async def history(svc: Services, call: CallContext, args: Args) -> ToolResult:
     return await rendered({"events": shown})
 
 
+#: The ledger's Python parameter names that a tool argument carries under another (wire) name.
+_WIRE_NAMES = {
+    "fact_id": "factId",
+    "valid_from": "validFrom",
+    "valid_at": "validAt",
+    "tx_at": "txAt",
+    "keep_digest": "keepDigest",
+}
+
+
+def _wire_named(handler: Handler) -> Handler:
+    """``handler``, its ledger refusals naming the argument as the caller sent it: the ledger
+    names its Python parameter (``fact_id is too long: ...``), which no tool argument is called
+    (``factId``). The text is otherwise the ledger's, and the error's ``code`` is kept."""
+
+    async def named(svc: Services, call: CallContext, args: Args) -> ToolResult:
+        try:
+            return await handler(svc, call, args)
+        except LedgerError as exc:
+            wire = _WIRE_NAMES.get(exc.field or "")
+            text = str(exc)
+            if wire is None or not text.startswith(f"{exc.field} "):
+                raise
+            renamed = LedgerError(wire + text[len(exc.field or "") :], field=exc.field)
+            renamed.code = exc.code
+            raise renamed from None
+
+    return named
+
+
 HANDLERS: dict[str, Handler] = {
-    "memory.write": write,
-    "memory.read": read,
-    "memory.confirm": confirm,
-    "memory.retract": retract,
-    "memory.forget": forget,
-    "memory.hold": hold,
-    "memory.release": release,
-    "memory.sweep": sweep,
-    "memory.get": get,
-    "memory.history": history,
+    name: _wire_named(handler)
+    for name, handler in (
+        ("memory.write", write),
+        ("memory.read", read),
+        ("memory.confirm", confirm),
+        ("memory.retract", retract),
+        ("memory.forget", forget),
+        ("memory.hold", hold),
+        ("memory.release", release),
+        ("memory.sweep", sweep),
+        ("memory.get", get),
+        ("memory.history", history),
+    )
 }

@@ -2,13 +2,17 @@
 
 The schemas are the single source of truth for argument checking: ``validation.py`` walks them to
 produce ``invalid arguments: <field path>: <message>`` refusals, so what ``tools/list`` promises
-and what a call is held to cannot drift apart. Wire names are camelCase, as the TypeScript server
+and what a call is held to cannot drift apart; every string argument without a limit of its own
+lists ``maxLength`` 4,096 (``validation.MAX_TEXT``), the length a call is held to. Wire names are camelCase, as the TypeScript server
 and the receipts gateway expect.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from agent_custody_state.server.validation import MAX_TEXT
 
 _FACT_ID = {"type": "string", "minLength": 1, "description": "The fact's id (factId)."}
 _REASON = {
@@ -138,6 +142,18 @@ SWEEP_SCHEMA: dict[str, Any] = {
     "required": ["reason"],
 }
 
+
+def _bounded(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with ``maxLength: MAX_TEXT`` on every string property that has no limit of its
+    own (nested objects included): what ``validation.py`` holds such an argument to."""
+    out = dict(schema)
+    if out.get("type") == "string":
+        out.setdefault("maxLength", MAX_TEXT)
+    if "properties" in out:
+        out["properties"] = {name: _bounded(sub) for name, sub in out["properties"].items()}
+    return out
+
+
 #: (name, description, input schema) in the order ``tools/list`` returns them (SPEC 4).
 TOOLS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     (
@@ -146,56 +162,56 @@ TOOLS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "grant's agent is the actor); with evidence equal to a fact the gateway fetched it is "
         "verified; a direct write is claimed and quarantined. supersedes names the fact this one "
         "replaces. Returns {fact, eventId, txTime, supersedes}.",
-        WRITE_SCHEMA,
+        _bounded(WRITE_SCHEMA),
     ),
     (
         "memory.read",
         "Read what is believed: at validAt (what was true then) as the ledger knew it at txAt "
         "(both default to now). Quarantined facts are left out unless includeClaimed; "
         "requireVerified returns only verified ones. Returns {facts}.",
-        READ_SCHEMA,
+        _bounded(READ_SCHEMA),
     ),
     (
         "memory.confirm",
         "Lift a quarantined (claimed) fact to attested. Only through the receipts gateway.",
-        _FACT_ONLY,
+        _bounded(_FACT_ONLY),
     ),
     (
         "memory.retract",
         "Retract a fact: it leaves the present, stays visible to questions about the past, and "
         "whatever it superseded is believed again. The ledger first, then every store.",
-        RETRACT_SCHEMA,
+        _bounded(RETRACT_SCHEMA),
     ),
     (
         "memory.forget",
         "Erase a fact's value from the ledger (keeping its digest unless keepDigest is false) and "
         "from every store. Refused while a legal hold stands. The receipt of this call is the "
         "certificate.",
-        FORGET_SCHEMA,
+        _bounded(FORGET_SCHEMA),
     ),
     (
         "memory.hold",
         "Place a legal hold on a fact: forget and sweep are refused until it is released.",
-        _FACT_AND_REASON,
+        _bounded(_FACT_AND_REASON),
     ),
-    ("memory.release", "Release a legal hold.", _FACT_AND_REASON),
+    ("memory.release", "Release a legal hold.", _bounded(_FACT_AND_REASON)),
     (
         "memory.sweep",
         "Retention: forget every fact the ledger learned before an instant, in one space or all, "
         "skipping held facts. Without before, the server's retention windows decide per space.",
-        SWEEP_SCHEMA,
+        _bounded(SWEEP_SCHEMA),
     ),
     (
         "memory.get",
         "One fact in any state, shaped for policy: source as the receipt id, retracted added, "
         "null fields omitted.",
-        _FACT_ONLY,
+        _bounded(_FACT_ONLY),
     ),
     (
         "memory.history",
         "Every event of a fact, oldest first: its assert, the asserts superseding it, confirms, "
         "retracts, forgets, holds and releases.",
-        _FACT_ONLY,
+        _bounded(_FACT_ONLY),
     ),
 )
 

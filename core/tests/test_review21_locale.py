@@ -57,6 +57,20 @@ def seeded(tmp_path: Path) -> tuple[Path, str]:
     return path, fact.fact_id
 
 
+def _dry_sweep(path: Path) -> tuple[str | Path, ...]:
+    """``sweep --dry-run`` of everything learned before 2099 on the ledger at ``path``."""
+    return (
+        "sweep",
+        "--ledger",
+        path,
+        "--before",
+        "2099-01-01T00:00:00Z",
+        "--reason",
+        "r",
+        "--dry-run",
+    )
+
+
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_json_output_is_valid_json_with_the_same_values(
     seeded: tuple[Path, str], encoding: str
@@ -65,17 +79,7 @@ def test_json_output_is_valid_json_with_the_same_values(
     for argv in (
         ("facts", "--ledger", path, "--json"),
         ("history", fact_id, "--ledger", path, "--json"),
-        (
-            "sweep",
-            "--ledger",
-            path,
-            "--before",
-            "2099-01-01T00:00:00Z",
-            "--reason",
-            "r",
-            "--dry-run",
-            "--json",
-        ),
+        (*_dry_sweep(path), "--json"),
     ):
         done = run(encoding, *argv)
         assert done.returncode == 0, done.stderr
@@ -105,17 +109,7 @@ def test_tables_and_lines_show_escapes_aligned(seeded: tuple[Path, str], encodin
     assert bars[0] == bars[1], lines
     history = run(encoding, "history", fact_id, "--ledger", path)
     assert history.returncode == 0 and fact_id in history.stdout.decode(encoding)
-    dry = run(
-        encoding,
-        "sweep",
-        "--ledger",
-        path,
-        "--before",
-        "2099-01-01T00:00:00Z",
-        "--reason",
-        "r",
-        "--dry-run",
-    )
+    dry = run(encoding, *_dry_sweep(path))
     assert dry.returncode == 0 and f"would forget {fact_id}" in dry.stdout.decode(encoding)
 
 

@@ -212,6 +212,23 @@ def test_a_plugin_name_used_twice_names_both_distributions_at_serve_start(
     assert "plugin name 'acme' is used twice (acme-one and acme-two)" in problem
 
 
+def _pytest(folder: Path, name: str, source: str) -> str:
+    """pytest's report on the test file ``name`` (``source``) run in ``folder``, with the
+    distributions ``_dist`` installed in ``folder / "site"`` and no ``AGENT_CUSTODY_*``."""
+    (folder / name).write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CUSTODY_")}
+    env["PYTHONPATH"] = str(folder / "site")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", name],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=folder,
+        timeout=120,
+    )
+    return out.stdout
+
+
 HYGIENE_TEST = """
 from agent_custody_state_conformance import PluginHygiene
 
@@ -246,18 +263,7 @@ def test_hygiene_catches_an_unloadable_settings_model_and_a_factory_returning_no
     site = tmp_path / "site"
     _dist(site, "acme-notes", "acme_notes", BROKEN_STORE)
     _dist(site, "acme-broken", "acme_broken", "import acme_sdk_not_installed\n")
-    (tmp_path / "test_hygiene.py").write_text(HYGIENE_TEST)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CUSTODY_")}
-    env["PYTHONPATH"] = str(site)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "test_hygiene.py"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    report = out.stdout
+    report = _pytest(tmp_path, "test_hygiene.py", HYGIENE_TEST)
     assert "7 failed, 4 passed, 1 skipped" in report, report
     assert "importing acme_broken failed: ModuleNotFoundError: No module named 'acme_sdk_not" in (
         report
@@ -290,22 +296,14 @@ def test_hygiene_names_each_setting_without_a_description(tmp_path: Path) -> Non
     bundled stores; the rule now fails a settings model with an undescribed key, naming it."""
     site = tmp_path / "site"
     _dist(site, "acme-bare", "acme_bare", BARE_SETTINGS)
-    (tmp_path / "test_bare.py").write_text(
+    report = _pytest(
+        tmp_path,
+        "test_bare.py",
         "from agent_custody_state_conformance import PluginHygiene\n"
         "class TestBare(PluginHygiene):\n"
         "    entry_point = 'acme-bare'\n"
-        "    registers = frozenset({'store acme-bare'})\n"
+        "    registers = frozenset({'store acme-bare'})\n",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_CUSTODY_")}
-    env["PYTHONPATH"] = str(site)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "test_bare.py"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert "FAILED test_bare.py::TestBare::test_settings_are_described" in out.stdout, out.stdout
-    assert "settings without a description: acme-bare.token_env" in out.stdout
-    assert "acme-bare.path" not in out.stdout
+    assert "FAILED test_bare.py::TestBare::test_settings_are_described" in report, report
+    assert "settings without a description: acme-bare.token_env" in report
+    assert "acme-bare.path" not in report

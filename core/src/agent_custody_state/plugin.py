@@ -57,6 +57,7 @@ from agent_custody_state.ledger.sections import ReentrantTransactions
 from agent_custody_state.ledger.stored import ChunkRead, LedgerChanged, StoredChunk
 from agent_custody_state.maskedrepr import MaskedRepr
 from agent_custody_state.plugins import resolve_ref
+from agent_custody_state.processes import HeldLock, locks_on
 from agent_custody_state.stores.base import (
     Store,
     StoreError,
@@ -105,6 +106,7 @@ __all__ = [
     "FileKeyStore",
     "ForgetEvent",
     "Forgotten",
+    "HeldLock",
     "HoldEvent",
     "KeyName",
     "KeyStore",
@@ -141,6 +143,7 @@ __all__ = [
     "http_status",
     "json_loads",
     "key_problem",
+    "locks_on",
     "may_have_landed",
     "open_private",
     "original_text",

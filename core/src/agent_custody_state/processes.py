@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 
 def alive(pid: int, started: str | None = None) -> bool:
@@ -56,3 +57,37 @@ def own_start() -> str | None:
     if pid not in _OWN:
         _OWN[pid] = process_start(pid)
     return _OWN[pid]
+
+
+class HeldLock(NamedTuple):
+    """A lock ``/proc/locks`` lists on a file: ``kind`` ``FLOCK`` or ``POSIX``, ``mode``
+    ``READ`` or ``WRITE``, the holder's ``pid`` and, for a POSIX lock, its byte range
+    (``end`` None: to the end of the file)."""
+
+    kind: str
+    mode: str
+    pid: int
+    start: int
+    end: int | None
+
+
+def locks_on(st: os.stat_result) -> list[HeldLock]:
+    """The locks held on the file ``st`` describes (Linux ``/proc/locks``; waiters left out),
+    so an error about a lock held too long can name the process holding it. Empty when it
+    cannot be told."""
+    try:
+        lines = Path("/proc/locks").read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return []
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    held = []
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a waiter's line: "1: -> FLOCK ...")
+        fields = line.split()
+        if len(fields) < 8 or fields[5] != dev or not fields[4].isdigit():
+            continue
+        if not fields[6].isdigit() or not (fields[7] == "EOF" or fields[7].isdigit()):
+            continue
+        end = None if fields[7] == "EOF" else int(fields[7])
+        held.append(HeldLock(fields[1], fields[3], int(fields[4]), int(fields[6]), end))
+    return held

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from agent_custody_state.ledger.backend import EventBackendError
+from agent_custody_state.processes import locks_on
 
 #: Seconds a lock is waited for by default: generous (a forget rewriting a large ledger holds
 #: the exclusive lock for its rewrite and fsyncs), yet not forever.
@@ -29,8 +30,6 @@ DEFAULT_LOCK_TIMEOUT = 60.0
 
 #: The longest pause between two tries (seconds): how late a waiter may notice a released lock.
 MAX_PAUSE = 0.01
-
-_LOCKS = Path("/proc/locks")
 
 
 def lock_timeout(value: object) -> float | None:
@@ -49,18 +48,10 @@ def holder(fd: int) -> int | None:
     ``/proc/locks`` lists it (Linux); None when it cannot be told."""
     try:
         st = os.fstat(fd)
-        lines = _LOCKS.read_text().splitlines()
     except OSError:
         return None
-    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in lines:
-        fields = line.split()
-        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a waiter's line starts "1: ->")
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == dev:
-            pid = int(fields[4]) if fields[4].isdigit() else None
-            if pid is not None and pid != os.getpid():
-                return pid
-    return None
+    others = [h.pid for h in locks_on(st) if h.kind == "FLOCK" and h.pid != os.getpid()]
+    return others[0] if others else None
 
 
 def take(fd: int, op: int, *, timeout: float | None, lock: Path, location: str) -> None:

@@ -16,11 +16,12 @@ import os
 import stat
 from pathlib import Path
 
+from agent_custody_state.plugin import locks_on
+
 #: The byte of the ``-shm`` file SQLite locks for a WAL writer (``WALINDEX_LOCK_OFFSET``, 120,
 #: plus ``WAL_WRITE_LOCK``, 0).
 WAL_WRITE_LOCK = 120
 
-_LOCKS = Path("/proc/locks")
 
 #: SQLite's messages of a refused open, read or write of a file (``SQLITE_CANTOPEN``,
 #: ``SQLITE_READONLY`` and its extended codes).
@@ -81,22 +82,12 @@ def holder(real: Path) -> int | None:
     it cannot be told."""
     try:
         st = Path(f"{real}-shm").stat()
-        lines = _LOCKS.read_text().splitlines()
     except OSError:
         return None
-    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in lines:
-        # "1: POSIX  ADVISORY  WRITE 1234 fe:00:5678 120 120" (a waiter's line has "->")
-        fields = line.split()
-        if len(fields) < 8 or fields[1:4] != ["POSIX", "ADVISORY", "WRITE"] or fields[5] != dev:
-            continue
-        start, end = fields[6], fields[7]
-        if (
-            start.isdigit()
-            and int(start) <= WAL_WRITE_LOCK
-            and (end == "EOF" or (end.isdigit() and int(end) >= WAL_WRITE_LOCK))
-        ):
-            return int(fields[4]) if fields[4].isdigit() else None
+    for lock in locks_on(st):
+        covers = lock.start <= WAL_WRITE_LOCK and (lock.end is None or lock.end >= WAL_WRITE_LOCK)
+        if lock.kind == "POSIX" and lock.mode == "WRITE" and covers:
+            return lock.pid
     return None
 
 

@@ -60,6 +60,7 @@ def test_every_rule_group_is_covered() -> None:
         "agent_custody_state_conformance.stores.removal",
         "agent_custody_state_conformance.stores.verification",
         "agent_custody_state_conformance.stores.orphans",
+        "agent_custody_state_conformance.stores.late",
         "agent_custody_state_conformance.hygiene",
     }
     # Every rule the catalogue (docs/conformance.md) lists is one of these tests.

@@ -11,13 +11,13 @@ from agent_custody_state.stores import Store
 from agent_custody_state_cognee.store import CogneeStore
 from agent_custody_state_cognee.testing import FakeCognee
 from agent_custody_state_conformance.hygiene import PluginHygiene
-from agent_custody_state_conformance.stores import StoreConformance
+from agent_custody_state_conformance.stores import LateWrite, StoreConformance
 
 
 class TestCogneeConformance(StoreConformance):
     """X-Api-Key auth, a dataset named in the settings (created by the first write)."""
 
-    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate"})
+    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate", "late"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., CogneeStore]) -> Store:
@@ -42,6 +42,11 @@ class TestCogneeConformance(StoreConformance):
     def failing_store(self, fake: FakeCognee, make_store: Callable[..., CogneeStore]) -> Store:
         fake.fail = True
         return make_store(dataset_id="7d1c1f7e-3b0a-4c39-9a51-1f0e7a8b9c2d")
+
+    @pytest.fixture
+    def late_write(self, fake: FakeCognee, store: Store) -> LateWrite:
+        # store_later: a gateway answers 504 while Cognee is still ingesting the item.
+        return LateWrite.on_fake(fake, store, doubt="without Cognee naming the item")
 
 
 class TestCogneeByIdWithTokenConformance(TestCogneeConformance):

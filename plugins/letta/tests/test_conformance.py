@@ -9,13 +9,13 @@ import pytest
 
 from agent_custody_state.stores import Store
 from agent_custody_state_conformance.hygiene import PluginHygiene
-from agent_custody_state_conformance.stores import StoreConformance
+from agent_custody_state_conformance.stores import LateWrite, StoreConformance
 from agent_custody_state_letta.store import LettaStore
 from agent_custody_state_letta.testing import FakeLetta
 
 
 class TestLettaConformance(StoreConformance):
-    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate"})
+    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate", "late"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., LettaStore]) -> Store:
@@ -38,6 +38,11 @@ class TestLettaConformance(StoreConformance):
     def failing_store(self, fake: FakeLetta, make_store: Callable[..., LettaStore]) -> Store:
         fake.fail = True
         return make_store()
+
+    @pytest.fixture
+    def late_write(self, fake: FakeLetta, store: Store) -> LateWrite:
+        # store_later: a gateway answers 504 while Letta is still embedding the passage.
+        return LateWrite.on_fake(fake, store, doubt="ended without Letta's answer")
 
 
 class TestLettaChunkedConformance(TestLettaConformance):

@@ -14,7 +14,7 @@ from zep_cloud import Zep
 
 from agent_custody_state.stores import StoreError
 from agent_custody_state_conformance.hygiene import PluginHygiene
-from agent_custody_state_conformance.stores import StoreConformance
+from agent_custody_state_conformance.stores import LateWrite, StoreConformance
 from agent_custody_state_zep.store import ZepStore
 from agent_custody_state_zep.testing import FakeZep
 
@@ -49,7 +49,7 @@ class FakeBackdoor:
 class TestZepGraph(StoreConformance):
     """A named graph given by its UUID; tasks complete at once."""
 
-    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate"})
+    capabilities = frozenset({"verify", "held", "lag", "fail", "relocate", "late"})
 
     @pytest.fixture
     def store(self, make_store: Callable[..., ZepStore]) -> ZepStore:
@@ -72,6 +72,13 @@ class TestZepGraph(StoreConformance):
     def failing_store(self, fake: FakeZep, make_store: Callable[..., ZepStore]) -> ZepStore:
         fake.fail = True
         return make_store(max_retries=0)  # the SDK would retry every 500 twice, with back-off
+
+    @pytest.fixture
+    def late_write(self, fake: FakeZep, make_store: Callable[..., ZepStore]) -> LateWrite:
+        # store_later: a gateway answers 504 while Zep is still creating the episode; the SDK
+        # must not retry it (a retry would create a second episode at once).
+        store = make_store(max_retries=0)
+        return LateWrite.on_fake(fake, store, doubt="ended without Zep's answer")
 
     @pytest.mark.xfail(
         reason="Zep caps episode data at 10,000 characters; the ~16 KB fact is refused with a "

@@ -47,6 +47,9 @@ reason saying so (SQLAlchemy's requirement style):
 - ``"relocate"``: a ``relocated_store`` fixture: the store built with another container
   setting (another graph, agent, table, user, namespace or server); both declare ``where``
   and the two texts differ.
+- ``"late"``: a ``late_write`` fixture returning a ``LateWrite``: the vendor stores a write
+  only after the store stopped waiting (``hold``, ``finish``); the store's ``held_ids``
+  raises meanwhile (``LateWrite.on_fake`` builds one for a loopback fake).
 
 A store that declares ``where`` (the container its copies go into, ``Store``) is held to a
 secret-free, stable, one-line text whatever its capabilities.
@@ -61,14 +64,15 @@ second paragraph says what to look at when it fails. A plugin may deviate from a
 overriding its test with ``@pytest.mark.xfail(reason=...)``.
 
 The rules come in groups, one module each: ``writes`` (put), ``removal`` (remove, compensation,
-the mirror flows), ``verification`` (verify, lag, vendor errors) and ``orphans`` (a failed put
-that kept the fact); ``base`` holds the fixtures,
+the mirror flows), ``verification`` (verify, lag, vendor errors), ``orphans`` (a failed put
+that kept the fact) and ``late`` (a write the vendor finishes late); ``base`` holds the fixtures,
 helpers and test data they share.
 """
 
 from __future__ import annotations
 
 from .base import AWKWARD_VALUE, CAPABILITIES, StoreRules, make_fact
+from .late import LateRules, LateWrite
 from .orphans import OrphanRules, TimesOutAfterStoring
 from .removal import RemovalRules
 from .verification import VerificationRules
@@ -77,6 +81,7 @@ from .writes import WriteRules
 __all__ = [
     "AWKWARD_VALUE",
     "CAPABILITIES",
+    "LateWrite",
     "StoreConformance",
     "StoreRules",
     "TimesOutAfterStoring",
@@ -84,7 +89,7 @@ __all__ = [
 ]
 
 
-class StoreConformance(WriteRules, RemovalRules, VerificationRules, OrphanRules):
+class StoreConformance(WriteRules, RemovalRules, VerificationRules, OrphanRules, LateRules):
     """The write-through store suite. Provide ``store`` and ``backdoor``; see the module doc."""
 
     __suite_root__ = True

@@ -1,7 +1,7 @@
 """What every group of store rules shares: the fixtures a plugin provides, helpers, test data.
 
 ``StoreRules`` declares the fixtures (``store``, ``backdoor``, ``lagging_store``,
-``failing_store``, ``relocated_store``) and the ``capabilities`` a plugin sets, and the helpers the rules use
+``failing_store``, ``relocated_store``, ``late_write``) and the ``capabilities`` a plugin sets, and the helpers the rules use
 (``require``, ``find``, ``put``); ``make_fact`` and ``AWKWARD_VALUE`` are the facts they store.
 """
 
@@ -22,7 +22,7 @@ from ..rules import ConformanceSuite
 __all__ = ["AWKWARD_VALUE", "CAPABILITIES", "StoreRules", "make_fact"]
 
 #: Every capability a suite subclass may declare.
-CAPABILITIES = frozenset({"verify", "lag", "fail", "held", "relocate"})
+CAPABILITIES = frozenset({"verify", "lag", "fail", "held", "relocate", "late"})
 
 
 def make_fact(**changes: Any) -> Fact:
@@ -100,6 +100,12 @@ class StoreRules(ConformanceSuite):
         raise NotImplementedError(
             'capability "relocate" needs a `relocated_store` fixture: the store built with '
             "another container setting (graph, agent, table, user, namespace, server)"
+        )
+
+    @pytest.fixture
+    def late_write(self) -> Any:
+        raise NotImplementedError(
+            'capability "late" needs a `late_write` fixture returning a stores.LateWrite'
         )
 
     # -- helpers -------------------------------------------------------------------------------

@@ -11,11 +11,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from .settings import ZepSettings
+
+if TYPE_CHECKING:  # the SDK is imported on first use (conformance PH-2)
+    from zep_cloud.core.request_options import RequestOptions
 
 T = TypeVar("T")
 
@@ -24,6 +27,8 @@ TERMINAL = frozenset({"succeeded", "failed", "partial"})
 # Search queries are the fact text; a long one adds nothing to finding edges of one episode.
 _QUERY_CHARS = 400
 _PAGE = 50
+#: ``request_options`` of a call the SDK must send once (its retries would repeat a write).
+_ONE_ATTEMPT: RequestOptions = {"max_retries": 0}
 
 
 class ZepRequestError(Exception):
@@ -120,6 +125,9 @@ class ZepGraph:
     # -- episodes -------------------------------------------------------------------------
 
     def add_episode(self, data: str, metadata: dict[str, Any], reference_time: str | None) -> str:
+        """Send one episode add, without the SDK's retries: a 5xx, a timeout or a dropped
+        connection may still create the episode, and a retry would then create a second one
+        that no ledger event records. The store retries what proved nothing was stored."""
         graph = self.graph_uuid
         extra = {"reference_time": reference_time} if reference_time else {}
         result = self._sdk(
@@ -129,6 +137,7 @@ class ZepGraph:
                 type="json",
                 metadata=metadata,
                 source_description=self.settings.source_description,
+                request_options=_ONE_ATTEMPT,
                 **extra,
             )
         )

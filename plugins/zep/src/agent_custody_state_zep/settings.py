@@ -47,7 +47,9 @@ class ZepSettings(MaskedRepr, BaseModel):
     timeout: float = Field(default=30.0, gt=0)
     """Seconds for one HTTP request."""
     max_retries: int = Field(default=2, ge=0)
-    """The SDK's retries on 408/409/429/5xx (each with back-off)."""
+    """Retries on 408/409/429/5xx, each with back-off: the SDK's, except for an episode add,
+    which the store sends again itself only when the failure proves nothing was stored (a
+    408/409/429, a connection never made): a 5xx or a timeout may have created the episode."""
     source_description: str = "agent-custody"
     """``source_description`` of every episode."""
     max_episode_chars: int = Field(default=10_000, gt=0)

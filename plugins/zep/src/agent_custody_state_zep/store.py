@@ -6,7 +6,10 @@ data is longer than Zep's cap (``max_episode_chars``, 10,000 characters).
 ``put`` adds an episode of type ``json`` whose data is the fact's subject, predicate and value
 with the custody metadata, and puts the custody metadata on the episode itself, within Zep's
 limits (at most 10 keys, scalar values: ``None`` values are dropped). The episode uuid is the
-external id. Zep does not de-duplicate episodes, so equal facts are separate episodes.
+external id. Zep does not de-duplicate episodes, so equal facts are separate episodes, and an
+add is sent once by the SDK: an add that failed is sent again (up to ``max_retries`` times, with
+back-off) only when the failure proves nothing was stored (a 408, 409 or 429, a connection never
+made); one that may have created its episode (a 5xx, a timeout) raises at once.
 
 ``remove`` starts the delete (``202`` with a task) and polls the task within ``wait_seconds``: a
 task that ends ``failed`` or ``partial`` is a failed removal; one still running at the bound is
@@ -14,9 +17,9 @@ left to finish in the background, and verification reports the episode until it 
 
 ``held_ids`` (the copies a failed put may have left) is the episode list filtered by the
 ``factId`` metadata. An add that ended without Zep's answer (a timeout, a dropped connection, a
-5xx, after the SDK's retries) may still create its episode, so for ``add_settle_seconds`` after
-it, or until a copy turns up, an empty list raises instead of answering "none" (the core's
-``Unanswered``): the cleanup is retried, not settled. The store declares that time as
+5xx) may still create its episode, so for ``add_settle_seconds`` after it, or until a copy
+turns up, an empty list raises instead of answering "none" (the core's ``Unanswered``): the
+cleanup is retried, not settled. The store declares that time as
 ``settle_seconds``, so ``resume`` after a restart, which no longer knows of the add, keeps the
 cleanup owed as long.
 
@@ -32,6 +35,8 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
+
+import anyio
 
 from agent_custody_state.plugin import (
     Fact,
@@ -49,12 +54,13 @@ from agent_custody_state.plugin import (
 
 from .api import TaskState, ZepGraph
 from .settings import ZepSettings
-from .unanswered import zep_status
+from .unanswered import retry_add, zep_status
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MAX_METADATA_KEYS = 10
+_MAX_DELAY = 8.0  # seconds, the longest wait before an add is sent again
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -87,11 +93,17 @@ class ZepStore:
         wait_seconds: float = 30.0,
         max_episode_chars: int = 10_000,
         add_settle_seconds: float = 600.0,
+        add_retries: int = 2,
+        add_retry_delay: float = 1.0,
     ) -> None:
         self.name = name
         self.graph = graph
         self.wait_seconds = wait_seconds
         self.max_episode_chars = max_episode_chars
+        #: Times an add refused without storing anything (``retry_add``) is sent again, the
+        #: first after ``add_retry_delay`` seconds, then twice as long each time.
+        self.add_retries = add_retries
+        self.add_retry_delay = add_retry_delay
         self.unanswered = Unanswered(add_settle_seconds)
 
     @property
@@ -140,12 +152,22 @@ class ZepStore:
         problem = self._too_long(data, fact)
         if problem is not None:
             raise StoreError(self.name, problem)
-        # A cancel too is noted: the worker thread's request goes on.
-        with self.unanswered.sending(fact.fact_id, status_of=zep_status):
-            return await self._call(
-                "episode add", self.graph.add_episode, data, episode_metadata(fact),
-                fact.valid_from or None,
-            )  # fmt: skip
+        metadata, reference_time = episode_metadata(fact), fact.valid_from or None
+        retries = 0
+        while True:
+            try:
+                # A cancel too is noted: the worker thread's request goes on.
+                with self.unanswered.sending(fact.fact_id, status_of=zep_status):
+                    return await self._call(
+                        "episode add", self.graph.add_episode, data, metadata, reference_time
+                    )
+            except StoreError as exc:
+                # Sent again only when nothing was stored: a second episode would be a copy of
+                # the fact that no ledger event records (the SDK's own retries are off).
+                if retries >= self.add_retries or not retry_add(exc):
+                    raise
+            await anyio.sleep(min(self.add_retry_delay * 2**retries, _MAX_DELAY))
+            retries += 1
 
     async def remove(self, external_id: str, fact: Fact) -> None:
         task_uuid = await self._call("episode delete", self.graph.delete_episode, external_id)
@@ -221,4 +243,5 @@ def build(settings: ZepSettings | Mapping[str, Any], *, name: str = "zep") -> Ze
         wait_seconds=settings.wait_seconds,
         max_episode_chars=settings.max_episode_chars,
         add_settle_seconds=settings.add_settle_seconds,
+        add_retries=settings.max_retries,
     )

@@ -3,8 +3,8 @@
 An add the client stopped waiting for may still create its episode in Zep: the store keeps the
 core's record of such adds (``agent_custody_state.plugin.Unanswered``) and declares
 ``settle_seconds`` so that a restart keeps the cleanup owed too. The core reads ``httpx``
-errors and causes; this module only says that ``ZepRequestError.status`` is the HTTP status
-Zep answered.
+errors and causes; this module says that ``ZepRequestError.status`` is the HTTP status Zep
+answered, and which failed adds the store may send again (``retry_add``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from agent_custody_state.plugin import may_have_landed as landed
 
 from .api import ZepRequestError
 
-__all__ = ["may_have_landed", "zep_status"]
+__all__ = ["RETRIED_STATUSES", "may_have_landed", "retry_add", "zep_status"]
+
+#: The answers to an add that are worth sending it again for (the SDK's own retry set, less
+#: the 5xx, which may have stored the episode): the request was not taken, nothing is stored.
+RETRIED_STATUSES = frozenset({408, 409, 429})
 
 
 def zep_status(exc: BaseException) -> int | None:
@@ -25,3 +29,25 @@ def may_have_landed(exc: BaseException) -> bool:
     """Whether a failed add may still have created its episode (the core's rule, with
     ``zep_status``): a 4xx or a connection never made did not; anything else may have."""
     return landed(exc, status_of=zep_status)
+
+
+def retry_add(exc: BaseException) -> bool:
+    """Whether a failed add may be sent again: its failure proves no episode was stored
+    (``may_have_landed`` is false) and may pass (a ``RETRIED_STATUSES`` answer, or a connection
+    never made). A 5xx, a timeout or a dropped connection may have stored it: a second add
+    would be a second episode, so the add is not repeated; nor is a refusal such as a 400."""
+    if may_have_landed(exc):
+        return False
+    # Not landed: the first status in the chain is a 4xx, or a connection was never made.
+    status = next(filter(None, map(zep_status, _chain(exc))), None)
+    return status is None or status in RETRIED_STATUSES
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes (``raise ... from``), each once."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and all(link is not seen for seen in chain):
+        chain.append(link)
+        link = link.__cause__
+    return chain

@@ -19,7 +19,8 @@ one edge per episode whose ``episode_uuids`` cites it; edge search honours
 ``filters.episode_uuids``. Episode metadata is limited to 10 scalar (or scalar-array) values.
 ``fake.store_later = N`` makes the next N adds answer 504 before the episode is created, as a
 gateway does that gave up while Zep was still handling the request; Zep creates it anyway, when
-``fake.finish_adds()`` is called (a client timeout looks the same).
+``fake.finish_adds()`` is called (a client timeout looks the same). ``fake.throttle_adds = N``
+makes the next N adds answer 429 (rate limited) with nothing created.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class FakeZep(ZepTasks):
         self.users: dict[str, dict[str, Any]] = {}
         self.edges: dict[str, dict[str, Any]] = {}
         self.store_later = 0
+        self.throttle_adds = 0
         self._unfinished: list[dict[str, Any]] = []
 
     def finish_adds(self) -> None:
@@ -200,6 +202,9 @@ class FakeZep(ZepTasks):
 
     def _add(self, request: Request, params: dict[str, str]) -> Reply:
         graph_uuid, user_uuid = self._resolve(params["graph"])
+        if self.throttle_adds > 0:
+            self.throttle_adds -= 1
+            return self.error(429, "Too Many Requests", code="rate_limited")
         body = self._body(request)
         data, kind = body.get("data"), body.get("type") or "text"
         if not isinstance(data, str) or not data.strip():

@@ -105,6 +105,8 @@ class ServerConfig(MaskedRepr, BaseModel):
     backlog: int = Field(default=256, ge=1)
     #: seconds a SIGTERM keeps the server serving, ``/readyz`` answering draining (HTTP only)
     shutdown_delay: float = 0.0
+    #: seconds between the resumes of owed store work while serving (``server/resumer.py``)
+    resume_every: float = Field(default=300, ge=0, allow_inf_nan=False)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
 

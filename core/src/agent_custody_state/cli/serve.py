@@ -16,7 +16,13 @@ from typing import Any
 from agent_custody_state.cli.common import LEDGER_KINDS, CliError, add_forget_mode_flags
 from agent_custody_state.cli.keygen import cmd_keygen
 from agent_custody_state.cli.logs import FORMATS, LEVELS
-from agent_custody_state.cli.serve_setup import at_least_one, delay_seconds, port_number, seconds
+from agent_custody_state.cli.serve_setup import (
+    at_least_one,
+    delay_seconds,
+    every_seconds,
+    port_number,
+    seconds,
+)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -92,11 +98,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
             async def serve_over_stdio() -> None:
                 await resume_outbox(server.memory, fmt)
-                await serve_stdio(
-                    server,
-                    max_message_bytes=config.server.max_request_bytes,
-                    stop_requested=stopping,
-                )
+                async with server.resuming():  # owed work, while serving
+                    await serve_stdio(
+                        server,
+                        max_message_bytes=config.server.max_request_bytes,
+                        stop_requested=stopping,
+                    )
 
             with _graceful_stop(stopping):
                 announce(runtime, "stdio", fmt)
@@ -356,6 +363,13 @@ def add_commands(sub: Any) -> None:
         type=delay_seconds,
         metavar="SECONDS",
         help="on SIGTERM, keep serving this long with /readyz draining, then stop (default 0)",
+    )
+    p.add_argument(
+        "--resume-every",
+        type=every_seconds,
+        metavar="SECONDS",
+        help="finish owed store removals and cleanups this often while serving (default 300; "
+        "0: only at start)",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -27,6 +27,7 @@ LIMIT_FLAGS = (
     "max_connections",
     "backlog",
     "shutdown_delay",
+    "resume_every",
 )
 
 
@@ -62,6 +63,17 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not number > 0:  # NaN too
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text!r}")
+    return number
+
+
+def every_seconds(text: str) -> float:
+    """``--resume-every``: seconds, 0 (never) or more."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= number < float("inf"):  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 (never) or more seconds, not {text!r}")
     return number
 
 

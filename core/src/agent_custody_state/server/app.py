@@ -20,7 +20,7 @@ request's ``_meta``, unless ``--allow-direct``); only ``tools/list`` and
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -37,6 +37,7 @@ from agent_custody_state.server.limits import ValueLimits
 from agent_custody_state.server.notify import Notifier
 from agent_custody_state.server.outputs import output_schema, titled, tool_annotations
 from agent_custody_state.server.progress import progress_for, with_progress
+from agent_custody_state.server.resumer import resuming
 from agent_custody_state.server.scopes import SpaceScope, scope_arg
 from agent_custody_state.server.service import MemoryService
 from agent_custody_state.server.session_log import SessionLog, install_collector
@@ -89,6 +90,14 @@ class MemoryServer(Server[Any]):
     notifier: Notifier
     session_log: SessionLog
 
+    #: seconds between the background resumes of owed work while serving (0: none)
+    resume_every: float = 0.0
+
+    def resuming(self, stopping: Callable[[], bool] | None = None) -> Any:
+        """An async context manager: resume owed work every ``resume_every`` seconds while it
+        runs (``resumer.py``); the transports serve inside it."""
+        return resuming(self.memory.custody, self.resume_every, stopping=stopping)
+
     def close(self) -> None:
         """Stop hearing the ledger and end the worker (the ledger stays open: it is the
         caller's)."""
@@ -111,6 +120,7 @@ def create_memory_server(
     subscriptions: bool = True,
     outbox: Outbox | str | os.PathLike[str] | None = None,
     certificates: CertificateArchive | str | os.PathLike[str] | None = None,
+    resume_every: float = 0.0,
 ) -> MemoryServer:
     """Build the memory server.
 
@@ -135,9 +145,15 @@ def create_memory_server(
     - ``certificates``: a folder (or ``CertificateArchive``) where every forget and sweep keeps
       a signed erasure certificate, asked for or not, before answering; a cancelled call's is
       kept too (``stores.archive``). Needs ``identity``. None: certificates only in answers.
+    - ``resume_every``: while a transport serves, finish owed work (``custody.resume()``: the
+      outbox, erasure intents) every this many seconds in the background (``resumer.py``);
+      0 (the default here; ``serve``'s is 300): only when the caller resumes.
     """
     bool_arg(require_gateway, "require_gateway")  # "" would read as --allow-direct
     bool_arg(subscriptions, "subscriptions")
+    number = isinstance(resume_every, int | float) and not isinstance(resume_every, bool)
+    if not (number and 0 <= resume_every < float("inf")):
+        raise ValueError(f"resume_every must be 0 or more seconds, not {resume_every!r}")
     service = MemoryService.build(
         ledger,
         require_gateway=require_gateway,
@@ -256,4 +272,5 @@ def create_memory_server(
     server.memory = service
     server.notifier = notifier
     server.session_log = session_log
+    server.resume_every = float(resume_every)
     return server

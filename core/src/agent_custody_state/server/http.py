@@ -221,8 +221,10 @@ class MemoryHttpServer:
         self._uvicorn.should_exit = self._stop_requested
         if on_bound is not None:
             on_bound(self)
+        draining = self.readiness.draining if self.readiness is not None else None
         try:
-            await self._uvicorn.serve(sockets=[sock])
+            async with self.memory.resuming(draining):  # owed work, while serving
+                await self._uvicorn.serve(sockets=[sock])
         finally:
             sock.close()
         # A call uvicorn cancelled still finishes its flow (drain.py): not cut by the loop's end.

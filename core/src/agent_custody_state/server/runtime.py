@@ -74,6 +74,7 @@ class Runtime:
             "stream_spaces": self.config.server.spaces,
             "outbox": self.outbox,
             "certificates": self.config.certificates,
+            "resume_every": self.config.server.resume_every,
         }
 
     @property

@@ -368,7 +368,8 @@ class Custody(CustodySweep):
         """Finish the store removals a crash left owed in the outbox: removed by external id
         and verified where the ledger change committed, dropped where it never did (see
         ``stores.outbox``), and first the certificates a kill lost (``finish_intents``). None
-        without an outbox. The server, ``forget`` and ``sweep`` call it at start."""
+        without an outbox. The server, ``forget`` and ``sweep`` call it at start; the server also
+        every ``resume_every`` seconds (``server/resumer.py``)."""
         with anyio.CancelScope(shield=True):
             await self.finish_intents()  # certificates a kill lost after their forget
         if self.outbox is None:

@@ -13,7 +13,7 @@ it ended, and a fresh store cannot know of it: an empty lookup then is no promis
 declares ``settle_seconds`` (``base.Store``) keeps its entry owed until that long after the
 entry was written (its ``at``, by the ledger's clock: after the put was sent, so the wait is
 never shorter): the lookup still runs and removes what it finds, but the entry settles only at
-a ``resume`` after that time (the next start; nothing resumes on a timer).
+a ``resume`` after that time (the next start, or a server's next pass: ``resume_every``).
 
 The ledger never recorded the failed write, so the fact is usually unknown to it: the lookup
 gets a fact carrying only the id and space (``held_ids`` must need no more), and the removal is

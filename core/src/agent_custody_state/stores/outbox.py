@@ -193,17 +193,17 @@ class Outbox:
         entries = [o.entry for o in owed]
         if not entries:
             return
-        with self._lock:
-            self._inflight.difference_update(entries)
-            idle = not self._inflight
-        try:
+        try:  # settled, then not in flight, in one hold of the lock (``pending``'s ``flying``)
             with self._open(create=False) as fd:
-                if fd is None:
-                    return
-                append_lines(fd, [{"settled": entries}], sync=False)
-                if idle and not pending_of(read_records(fd)):
-                    os.unlink(self.path)  # nothing owed: no file beside the ledger
+                if fd is not None:
+                    append_lines(fd, [{"settled": entries}], sync=False)
+                    idle = not self._inflight.difference(entries)
+                    if idle and not pending_of(read_records(fd)):
+                        os.unlink(self.path)  # nothing owed: no file beside the ledger
+                self._inflight.difference_update(entries)
         except OSError as exc:
+            with self._lock:
+                self._inflight.difference_update(entries)
             # As a settle lost in a crash (they are not fsynced): the change and the removals
             # are done, so the caller is not told they failed; the next start repeats them.
             after = (
@@ -217,19 +217,22 @@ class Outbox:
         with self._lock:
             self._inflight.difference_update(o.entry for o in owed)
 
-    def pending(self) -> list[Owed]:
-        """Every entry owed and not settled, in the order written."""
+    def pending(self, flying: set[str] | None = None) -> list[Owed]:
+        """Every entry owed and not settled, in the order written; ``flying`` gets those this
+        process's flows had in flight then, read under the same lock (``in_flight``)."""
         try:
             with self._open(create=False) as fd:
+                if flying is not None:
+                    flying.update(self._inflight)
                 return [] if fd is None else pending_of(read_records(fd))
         except OSError as exc:
             raise outbox_error("read the outbox", self.path, exc, "nothing was changed") from exc
 
-    def in_flight(self, owed: Owed) -> bool:
-        """Whether a flow of this process, or a process still running, wrote ``owed`` and has
-        not settled it yet (``resume`` leaves such entries to their writer)."""
+    def in_flight(self, owed: Owed, flying: set[str] | None = None) -> bool:
+        """Whether a flow of this process (as ``flying`` read it, else now), or a process still
+        running, wrote ``owed`` and has not settled it yet (``resume`` leaves these alone)."""
         with self._lock:
-            if owed.entry in self._inflight:
+            if owed.entry in (self._inflight if flying is None else flying):
                 return True
         return owed.pid != os.getpid() and alive(owed.pid, owed.started)
 
@@ -295,10 +298,11 @@ async def resume(outbox: Outbox, ledger: Ledger, stores: StoreSet, run: Run) -> 
     """Finish the removals a crash left owed (see the module docstring)."""
     done = Resumed()
     by_fact: dict[str, list[Owed]] = {}
-    for owed in await run(outbox.pending):
+    flying: set[str] = set()  # read with the entries: a flow may settle one since
+    for owed in await run(outbox.pending, flying):
         if owed.operation == "put":
             continue  # no ledger change to check: ``orphan_resume`` finishes these
-        if outbox.in_flight(owed):
+        if outbox.in_flight(owed, flying):
             done.left[owed.entry] = f"in flight in process {owed.pid}"
             continue
         by_fact.setdefault(owed.fact_id, []).append(owed)

@@ -66,6 +66,8 @@ class SqlChunk:
             rows = _fetch(conn, self.statements.flagged, bounds)
             exact = any(row[2] for row in rows)
         except Exception:  # the driver's error at a row whose JSON does not parse
+            if getattr(conn, "closed", False):  # the driver gave up on it (operation_timeout)
+                raise
             rows, exact = [], True  # the exact read names it
         if exact:  # rare: an edited row, or one that is not JSON
             full = _fetch(conn, self.statements.exact, bounds)

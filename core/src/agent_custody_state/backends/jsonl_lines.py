@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from agent_custody_state.backends import jsonl_lock
 from agent_custody_state.ledger.backend import EventBackendError
 
 CHUNK = 1 << 20
@@ -88,16 +89,19 @@ def stored_lines(path: Path, lock_fd: int | None) -> Iterator[bytes]:
     """The non-blank lines of ``path`` (without their newline), a final line without one
     included (a torn or hand-written last line: the verifier judges it). ``lock_fd`` is the
     ledger's lock file, if it has one."""
-    return shared_lines(path, lambda: flocked(lock_fd))
+    return shared_lines(path, lambda: flocked(lock_fd, path))
 
 
 @contextmanager
-def flocked(lock_fd: int | None) -> Iterator[None]:
-    """The shared ``flock`` on the lock file ``lock_fd`` (none: nothing), for a read."""
+def flocked(lock_fd: int | None, path: Path) -> Iterator[None]:
+    """The shared ``flock`` on the lock file ``lock_fd`` (none: nothing) of the ledger ``path``,
+    for a read, waited for at most ``jsonl_lock.DEFAULT_LOCK_TIMEOUT`` as a backend's is."""
     if lock_fd is None:
         yield
         return
-    fcntl.flock(lock_fd, fcntl.LOCK_SH)
+    lock = Path(f"{path}.lock")
+    timeout = jsonl_lock.DEFAULT_LOCK_TIMEOUT
+    jsonl_lock.take(lock_fd, fcntl.LOCK_SH, timeout=timeout, lock=lock, location=str(path))
     try:
         yield
     finally:

@@ -12,6 +12,9 @@ every other thread of the process waited too): only the connect was bounded
   A write section cut off before its ``COMMIT`` was sent wrote nothing (the server rolls back a
   transaction whose client went away); one cut off at its ``COMMIT`` says it may or may not have
   been recorded (``SqlConnection._finish``). The next call opens a new connection.
+* ``verify``'s own connections (``BoundedReader``, opened in its worker processes or in this
+  one) have the same bound and keepalives: a server that stops answering fails ``verify``
+  instead of leaving it waiting forever on a chunk.
 * TCP keepalives and ``tcp_user_timeout`` on by default (``KEEPALIVES``), so a dead peer or a
   partition is noticed by the kernel even inside a long statement; a parameter of the same name
   in the location's URL wins. (They do not apply to a Unix socket, nor notice a stopped server
@@ -24,12 +27,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
 import sqlalchemy as sa
 from psycopg import errors
+
+from .location import Reader
 
 #: Seconds one wait for the server may last by default: far above any statement of a ledger's
 #: (an indexed lookup, an append), above a ``VACUUM FULL`` of a large table on most servers.
@@ -95,6 +101,24 @@ def bound(raw: Any, seconds: float) -> None:
 def install(engine: sa.Engine, seconds: float) -> None:
     """``bound`` every connection ``engine`` opens (the first, and every reconnect)."""
     sa.event.listen(engine, "connect", lambda raw, _record: bound(raw, seconds))
+
+
+@dataclass(frozen=True)
+class BoundedReader:
+    """The location's ``Reader`` (``verify``'s chunk connections), its connections opened with
+    the keepalive defaults (``connect_args``) and ``bound`` by ``seconds``; picklable, and shown
+    as the ``Reader`` is (its password masked)."""
+
+    reader: Reader
+    seconds: float
+
+    def __call__(self) -> Any:
+        given = self.reader
+        raw = psycopg.connect(
+            given.url, autocommit=True, **connect_args(given.url, given.connect_timeout)
+        )
+        bound(raw, self.seconds)
+        return raw
 
 
 class Bounded:

@@ -11,7 +11,6 @@ becomes ``host=``. ``fits`` refuses table names PostgreSQL would cut to 63 bytes
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
@@ -81,7 +80,7 @@ class Reader:
         return psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
 
 
-def reader(where: PostgresLocation, connect_timeout: int) -> Callable[[], Any]:
+def reader(where: PostgresLocation, connect_timeout: int) -> Reader:
     """The ``Reader`` of the ledger at ``where``."""
     return Reader(libpq_url(where.connect_url), where.display, connect_timeout)
 

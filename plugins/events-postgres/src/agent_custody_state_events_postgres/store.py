@@ -65,7 +65,7 @@ from agent_custody_state.plugin import (
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
 from .catalog import flush_granted, json_is_jsonb
-from .deadline import DEFAULT_OPERATION_TIMEOUT, Bounded, connect_args, install
+from .deadline import DEFAULT_OPERATION_TIMEOUT, Bounded, BoundedReader, connect_args, install
 from .deadline import operation_timeout as operation_timeout_
 from .held import HoldingBackend
 from .limits import hinted
@@ -134,7 +134,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
             raise EventBackendError(str(exc)) from None
         self.vacuum, self.where = where.vacuum, where
         self.read_only = read_only is True  # no DDL, READ ONLY (``readonly``)
-        self._connect_timeout, bounded = connect_timeout, operation_timeout_(operation_timeout)
+        self._connect_timeout, self._bound = connect_timeout, operation_timeout_(operation_timeout)
         try:
             engine = sa.create_engine(
                 where.connect_url,
@@ -144,7 +144,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
                 poolclass=sa.pool.NullPool,
                 connect_args=connect_args(where.connect_url, connect_timeout),  # ``deadline``
             )
-            install(engine, bounded)
+            install(engine, self._bound)
         except (sa.exc.ArgumentError, ValueError) as exc:  # a URL the driver cannot read
             # No host part, so no password: the location as given, without its options.
             shown = where.display if "//" in where.display else str(location).split("?")[0]
@@ -181,7 +181,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
         self._growth = Growth(lambda: self._run(lambda: rows_known(self._raw, self._qualified)))
 
     def _reader(self) -> Callable[[], Any]:
-        return reader(self.where, self._connect_timeout)
+        return BoundedReader(reader(self.where, self._connect_timeout), self._bound)
 
     # -- dialect hooks -----------------------------------------------------------------------
 

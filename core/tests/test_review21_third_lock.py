@@ -1,0 +1,132 @@
+"""Twenty-first review, third wave: ``verify`` of a JSONL file waits a bounded time for its lock.
+
+``agent-custody-memory verify <file>.jsonl`` (and the proof commands) read the file directly
+under a shared ``flock`` of ``<file>.lock`` (``jsonl_lines.stored_lines``). That lock was taken
+with a plain blocking ``flock``, outside the backend's ``lock_timeout``: a writer stopped while
+holding the lock left ``verify`` waiting forever. It is now waited for as a backend's is.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from agent_custody_state import Ledger
+from agent_custody_state.backends import jsonl_lock
+from agent_custody_state.backends.jsonl_lines import stored_lines
+from agent_custody_state.ledger.backend import EventBackendError
+
+FACT = {"space": "o", "subject": "s", "predicate": "p", "actor": "a"}
+_HOLD = (
+    "import fcntl, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "print('held', flush=True)\n"
+    "sys.stdin.read()\n"  # until the test closes stdin
+)
+
+
+def test_stored_lines_waits_at_most_the_lock_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonl_lock, "DEFAULT_LOCK_TIMEOUT", 0.3)
+    path = tmp_path / "ledger.jsonl"
+    with Ledger(path) as led:
+        led.assert_fact(**FACT, value="v")
+    lock = Path(f"{path}.lock")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    fd = os.open(lock, os.O_RDONLY)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            list(stored_lines(path, fd))
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"held\n"
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        thread.join(5)
+        assert outcome, "the read still waits for a lock holder that does not release it"
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()  # the holder ends, releasing the lock: a waiting read goes on
+        child.wait(10)
+    err = outcome[0]
+    assert isinstance(err, EventBackendError), err
+    assert f"process {child.pid}" in str(err) and "lock_timeout=0.3s" in str(err)
+    assert str(lock) in str(err)
+    assert len(list(stored_lines(path, fd))) == 1  # released: read as before
+    os.close(fd)
+
+
+_BUSY = (
+    "import fcntl, os, sys, time\n"
+    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+    "stop = time.monotonic() + 30\n"
+    "while time.monotonic() < stop:\n"  # a healthy writer: 10 ms sections, back to back
+    "    fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "    if sys.stdout:\n"
+    "        print('busy', flush=True)\n"
+    "        sys.stdout = None\n"
+    "    held = time.monotonic()\n"
+    "    while time.monotonic() - held < 0.01:\n"
+    "        pass\n"
+    "    fcntl.flock(fd, fcntl.LOCK_UN)\n"
+)
+
+
+def test_a_busy_healthy_writer_does_not_starve_a_waiter(tmp_path: Path) -> None:
+    """A writer in another process that releases the lock for microseconds between sections:
+    polling every few milliseconds never found it free and refused after the bound, naming
+    the healthy writer as stuck; waiting in the kernel's queue is woken at the release."""
+    lock = tmp_path / "ledger.jsonl.lock"
+    lock.touch()
+    child = subprocess.Popen([sys.executable, "-c", _BUSY, str(lock)], stdout=subprocess.PIPE)
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"busy\n"
+        for op in (fcntl.LOCK_EX, fcntl.LOCK_SH) * 5:
+            jsonl_lock.take(fd, op, timeout=3, lock=lock, location="busy")
+            jsonl_lock.take(fd, fcntl.LOCK_UN, timeout=3, lock=lock, location="busy")
+    finally:
+        child.kill()
+        child.wait(10)
+        os.close(fd)
+
+
+def test_the_lock_granted_after_a_wait_is_on_the_same_descriptor(tmp_path: Path) -> None:
+    """The lock a queued wait got is held by ``fd`` itself (another process cannot take it)
+    and is released by unlocking ``fd``."""
+    lock = tmp_path / "ledger.jsonl.lock"
+    lock.touch()
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"held\n"
+        threading.Timer(0.3, child.stdin.close).start()  # type: ignore[union-attr]
+        jsonl_lock.take(fd, fcntl.LOCK_EX, timeout=10, lock=lock, location="x")
+        child.wait(10)
+        other = os.open(lock, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            jsonl_lock.take(fd, fcntl.LOCK_UN, timeout=10, lock=lock, location="x")
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    finally:
+        os.close(fd)

@@ -37,7 +37,9 @@ CLEAR = re.compile(
     # A value JSON cannot keep exactly (I-JSON), named by its place: "value.seats[1]: NaN is ...".
     r"|value\S*: (.* is outside the integers JSON keeps exactly \(.*\); send it as a string"
     r"|NaN is not JSON|-?Infinity is not JSON)"
-    r"|(subject|predicate|space|actor|reason|fact_id|supersedes|valid_from|before|value) .*"
+    # The tools name an argument as sent (factId); the Python API by its parameter (fact_id).
+    r"|(subject|predicate|space|actor|reason|fact_id|factId|supersedes|valid_from|validFrom"
+    r"|validAt|txAt|before|value) .*"
     r"|\S+: text with a lone surrogate \(.*\) cannot be stored or looked up; pass valid Unicode)$",
     re.S,
 )

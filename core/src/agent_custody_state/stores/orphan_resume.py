@@ -91,7 +91,7 @@ async def resume_failed_puts(
             why = (
                 f"{owed.store}: {leftover.outcome}, but the put it did not see answered may "
                 f"still land for {wait:.0f}s more (its settle_seconds after {owed.at}): "
-                "looked up again at a start after that"
+                "looked up again by a resume after that"
             )
             log.warning("outbox: fact %s: %s", owed.fact_id, why, extra={"fact": owed.fact_id})
             done.left[owed.entry] = why

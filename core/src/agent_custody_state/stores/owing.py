@@ -55,7 +55,7 @@ class Owing:
                 why = f"recording it in the outbox failed: {error_message(error)}"
             else:
                 for name in exc.owed:
-                    exc.compensation[name] += "; owed in the outbox, retried at the next start"
+                    exc.compensation[name] += "; owed in the outbox, retried by the next resume"
                 return
         for name in exc.owed:
             log.error(

@@ -71,41 +71,6 @@ def test_stored_lines_waits_at_most_the_lock_timeout(
     os.close(fd)
 
 
-_BUSY = (
-    "import fcntl, os, sys, time\n"
-    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-    "stop = time.monotonic() + 30\n"
-    "while time.monotonic() < stop:\n"  # a healthy writer: 10 ms sections, back to back
-    "    fcntl.flock(fd, fcntl.LOCK_EX)\n"
-    "    if sys.stdout:\n"
-    "        print('busy', flush=True)\n"
-    "        sys.stdout = None\n"
-    "    held = time.monotonic()\n"
-    "    while time.monotonic() - held < 0.01:\n"
-    "        pass\n"
-    "    fcntl.flock(fd, fcntl.LOCK_UN)\n"
-)
-
-
-def test_a_busy_healthy_writer_does_not_starve_a_waiter(tmp_path: Path) -> None:
-    """A writer in another process that releases the lock for microseconds between sections:
-    polling every few milliseconds never found it free and refused after the bound, naming
-    the healthy writer as stuck; waiting in the kernel's queue is woken at the release."""
-    lock = tmp_path / "ledger.jsonl.lock"
-    lock.touch()
-    child = subprocess.Popen([sys.executable, "-c", _BUSY, str(lock)], stdout=subprocess.PIPE)
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"busy\n"
-        for op in (fcntl.LOCK_EX, fcntl.LOCK_SH) * 5:
-            jsonl_lock.take(fd, op, timeout=3, lock=lock, location="busy")
-            jsonl_lock.take(fd, fcntl.LOCK_UN, timeout=3, lock=lock, location="busy")
-    finally:
-        child.kill()
-        child.wait(10)
-        os.close(fd)
-
-
 def test_the_lock_granted_after_a_wait_is_on_the_same_descriptor(tmp_path: Path) -> None:
     """The lock a queued wait got is held by ``fd`` itself (another process cannot take it)
     and is released by unlocking ``fd``."""

@@ -8,29 +8,18 @@ released, the same ledger works again.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lockholder import holding
 
 from agent_custody_state import Ledger
 from agent_custody_state.backends.jsonl_lock import DEFAULT_LOCK_TIMEOUT
 from agent_custody_state.ledger.backend import EventBackendError
 
 FACT = {"space": "o", "subject": "s", "predicate": "p", "actor": "a"}
-
-_HOLD = (
-    "import fcntl, os, sys\n"
-    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-    "print('held', flush=True)\n"
-    "sys.stdin.read()\n"  # until the test closes stdin
-)
 
 
 @pytest.fixture
@@ -39,20 +28,8 @@ def stopped_holder(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     path = tmp_path / "ledger.jsonl"
     with Ledger(path) as led:
         led.assert_fact(**FACT, value="before")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(path) + ".lock"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"held\n"
-        os.kill(child.pid, signal.SIGSTOP)
-        yield path, child.pid
-    finally:
-        os.kill(child.pid, signal.SIGCONT)
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(timeout=10)
+    with holding(Path(f"{path}.lock"), stopped=True) as pid:
+        yield path, pid
 
 
 def _refused(call: object, path: Path, pid: int) -> None:
@@ -76,21 +53,9 @@ def test_write_and_read_wait_a_bounded_time(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
     led = Ledger(path, lock_timeout=0.2)
     fact = led.assert_fact(**FACT, value="before")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(path) + ".lock"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"held\n"
-        os.kill(child.pid, signal.SIGSTOP)
-        _refused(lambda: led.assert_fact(**FACT, value="during"), path, child.pid)
-        _refused(lambda: led.get(fact.fact_id), path, child.pid)
-    finally:
-        os.kill(child.pid, signal.SIGCONT)
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(timeout=10)
+    with holding(Path(f"{path}.lock"), stopped=True) as pid:
+        _refused(lambda: led.assert_fact(**FACT, value="during"), path, pid)
+        _refused(lambda: led.get(fact.fact_id), path, pid)
     # Released: the same ledger writes again, and the refused write left nothing behind.
     led.assert_fact(**FACT, value="after", supersedes=fact.fact_id)
     led.close()

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from lockholder import HOLD, holding
 
 from agent_custody_state import Ledger
 from agent_custody_state.backends import jsonl_lock
@@ -23,13 +24,6 @@ from agent_custody_state.backends.jsonl_lines import stored_lines
 from agent_custody_state.ledger.backend import EventBackendError
 
 FACT = {"space": "o", "subject": "s", "predicate": "p", "actor": "a"}
-_HOLD = (
-    "import fcntl, os, sys\n"
-    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-    "print('held', flush=True)\n"
-    "sys.stdin.read()\n"  # until the test closes stdin
-)
 
 
 def test_stored_lines_waits_at_most_the_lock_timeout(
@@ -40,9 +34,6 @@ def test_stored_lines_waits_at_most_the_lock_timeout(
     with Ledger(path) as led:
         led.assert_fact(**FACT, value="v")
     lock = Path(f"{path}.lock")
-    child = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
     fd = os.open(lock, os.O_RDONLY)
     outcome: list[BaseException | None] = []
 
@@ -53,19 +44,14 @@ def test_stored_lines_waits_at_most_the_lock_timeout(
         except BaseException as exc:
             outcome.append(exc)
 
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"held\n"
+    with holding(lock) as pid:  # released at the end: a waiting read goes on
         thread = threading.Thread(target=read, daemon=True)
         thread.start()
         thread.join(5)
         assert outcome, "the read still waits for a lock holder that does not release it"
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()  # the holder ends, releasing the lock: a waiting read goes on
-        child.wait(10)
     err = outcome[0]
     assert isinstance(err, EventBackendError), err
-    assert f"process {child.pid}" in str(err) and "lock_timeout=0.3s" in str(err)
+    assert f"process {pid}" in str(err) and "lock_timeout=0.3s" in str(err)
     assert str(lock) in str(err)
     assert len(list(stored_lines(path, fd))) == 1  # released: read as before
     os.close(fd)
@@ -77,7 +63,7 @@ def test_the_lock_granted_after_a_wait_is_on_the_same_descriptor(tmp_path: Path)
     lock = tmp_path / "ledger.jsonl.lock"
     lock.touch()
     child = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [sys.executable, "-c", HOLD, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     fd = os.open(lock, os.O_RDONLY)
     try:

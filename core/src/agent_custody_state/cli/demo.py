@@ -299,7 +299,8 @@ def run_demo(*, keep: bool = False, color: str = "auto") -> int:
             except Exception as exc:
                 errlog.flush()
                 with open(log_path, encoding="utf-8") as fh:
-                    sys.stderr.write(log := fh.read())
+                    log = fh.read()  # the server's own lines, without the blank ones
+                    sys.stderr.write("".join(s for s in log.splitlines(True) if s.strip()))
                 raise server_stopped(exc, log) from exc
         tour.title("The ledger is tamper-evident: its hash chain verifies after the forget")
         demo_checks.check_chain(ledger, tour)

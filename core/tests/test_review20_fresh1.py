@@ -28,7 +28,8 @@ from agent_custody_state.stores.withheld import MASK, withheld, withholding, wit
 SECRET = "diagnosis HIV positive, SSN 123-45-6789"
 #: Strings of four characters or more that the mask itself contains.
 MASK_WORDS = sorted(
-    {MASK[i:j] for i in range(len(MASK)) for j in range(i + 4, len(MASK) + 1)}, key=len
+    {MASK[i:j] for i in range(len(MASK)) for j in range(i + 4, len(MASK) + 1)},
+    key=lambda word: (len(word), word),
 )
 
 

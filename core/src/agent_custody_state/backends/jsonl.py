@@ -389,7 +389,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
     def checkpoint_log(self) -> FileCheckpointLog:
         """``<file>.checkpoints``: signed notes beside the ledger file itself, and those an older
         version kept beside a symlink to it (``ledger.checkpoints``)."""
-        return own_checkpoint_log(self.path, self._names)
+        return own_checkpoint_log(self.path, self._names, self._lock_wait)
 
     def close(self) -> None:
         if not self._closed:

@@ -27,6 +27,7 @@ from agent_custody_state.backends.jsonl_recovery import keep_mode, remove_stale_
 from agent_custody_state.ledger.backend import EventBackendError
 from agent_custody_state.ledger.checkpoints import FileCheckpointLog
 from agent_custody_state.ledger.files import FileNames, open_private, refuse_hard_links
+from agent_custody_state.lockwait import DEFAULT_LOCK_TIMEOUT
 
 
 def check_regular(path: Path, location: str) -> None:
@@ -50,11 +51,16 @@ def check_regular(path: Path, location: str) -> None:
         )
 
 
-def checkpoint_log(path: Path, names: FileNames | None = None) -> FileCheckpointLog:
+def checkpoint_log(
+    path: Path, names: FileNames | None = None, lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT
+) -> FileCheckpointLog:
     """A JSONL ledger's own checkpoints: ``<file>.checkpoints`` beside the file itself, whatever
-    spelling ``path`` is, and those an older version kept beside a symlink to it (read only)."""
+    spelling ``path`` is, and those an older version kept beside a symlink to it (read only);
+    an add waits for the file's lock as the ledger's own ``lock_timeout`` says."""
     names = names if names is not None else FileNames.of(path)
-    return FileCheckpointLog(names.sidecar("checkpoints"), also=names.legacy("checkpoints"))
+    return FileCheckpointLog(
+        names.sidecar("checkpoints"), also=names.legacy("checkpoints"), lock_timeout=lock_timeout
+    )
 
 
 def target_of(path: Path) -> Path:

@@ -151,13 +151,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     )
                 )
             except KeyboardInterrupt as exc:  # exit 130 (143: SIGTERM), saying what stands
-                swept = getattr(exc, "swept", None)
+                stop.finishing()  # a second Ctrl-C raised outside the flow carries no report:
+                swept = getattr(exc, "swept", None) or stop.swept  # the flow handed it over
                 if args.json and swept is not None:  # what it did, marked as interrupted
                     _print_json(swept, folder is not None, interrupted=stop.signal or "SIGINT")
-                told = interrupted(exc, archive, outbox if stores else None, bool(stores))
+                told = interrupted(exc, swept, archive, outbox if stores else None, bool(stores))
                 print(f"agent-custody-memory: {told}", file=sys.stderr)
                 return stop.status()
             except Exception as exc:
+                stop.finishing()
                 swept = swept_before(exc)
                 if swept is None:
                     raise  # it forgot nothing: the error says it all

@@ -47,17 +47,19 @@ def stopped(exc: Exception, report: Any, archive: Any, *, printed: bool) -> str:
     return stopped_text(exc, report) + not_kept(report, archive, printed=printed)
 
 
-def interrupted(exc: KeyboardInterrupt, archive: Any, outbox: Any, stores: bool) -> str:
+def interrupted(
+    exc: KeyboardInterrupt, report: Any, archive: Any, outbox: Any, stores: bool
+) -> str:
     """What a sweep Ctrl-C (or SIGTERM) stopped had done: the facts forgotten before it (the
-    flow carries its report, ``stores.sweep_interrupt``; the ledger its own account otherwise:
-    ``ledger.stopped``), which stand, the certificates kept, and who finishes what is owed.
+    flow's ``report``, ``stores.sweep_interrupt``; the ledger's own account in ``exc``
+    otherwise: ``ledger.stopped``), which stand, the certificates kept, and who finishes what
+    is owed.
     The flow contacts no store after the stop: the removals not made wait in the outbox, the
     certificates not kept in the erasure intent, for the next start."""
     from agent_custody_state.ledger.stopped import stopped_result
     from agent_custody_state.stores.sweep_interrupt import NOT_ASKED
     from agent_custody_state.stores.sweep_stopped import some
 
-    report = getattr(exc, "swept", None)
     result = stopped_result(exc)
     if report is not None:
         done = [swept.event.fact_id for swept in report.forgotten]
@@ -105,11 +107,20 @@ class StopRequest:
     fact's certificate on its way out; a second stops it at once (``KeyboardInterrupt``).
     Before, the first Ctrl-C only cancelled the command's task: the flow ran on for up to 30
     seconds (``stores.finish``) and was then cut, its report and certificates dropped, and
-    SIGTERM killed the process outright."""
+    SIGTERM killed the process outright.
+
+    What the sweep did is kept here (``swept``) the moment it stops
+    (``stores.sweep_interrupt.StopCheck``): the second ``KeyboardInterrupt`` may be raised in
+    the event loop's own code, outside the flow, and then carries no report. Once the sweep has
+    ended (``finishing``), one more signal is noted, not raised, so it cannot cut the output
+    half-way; yet another raises (a write blocked on a full pipe can still be stopped)."""
 
     def __init__(self) -> None:
         #: the name of the signal that asked, once one has
         self.signal: str | None = None
+        #: the report of what the stopped sweep did (``SweepReport``), handed over by the flow
+        self.swept: Any = None
+        self._spare = 0  # signals still to be noted, not raised (``finishing``)
 
     def __call__(self) -> bool:
         return self.signal is not None
@@ -118,12 +129,20 @@ class StopRequest:
         import signal
 
         if self.signal is not None:
+            if self._spare:
+                self._spare -= 1
+                return
             raise KeyboardInterrupt
         self.signal = signal.Signals(signum).name
         sys.stderr.write(
             f"agent-custody-memory: {self.signal}: stopping the sweep after the current fact "
             "(again to stop at once)\n"
         )
+
+    def finishing(self) -> None:
+        """The sweep has ended and its output is being written: the next signal is noted only
+        (the exit status stays the first one's)."""
+        self._spare = 1
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopRequest]:

@@ -10,17 +10,21 @@ So ``append_or_undo`` writes every byte, fsyncs, and on any ``OSError`` cuts the
 length before the append (fsynced) and raises; ``failure`` words the error as every sidecar's
 error should: what could not be done, the file, and the cause as the system names it (``No space
 left on device``, ``File too large``, ``Too many open files``), never a bare ``[Errno 28]``.
+
+``append_locked`` waits a bounded time for the file's lock (``lockwait``): a process stopped
+while holding it made every later append wait forever; past the bound the append is refused,
+naming the holder and the bound, with nothing written.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
 from agent_custody_state.ledger.errors import EventBackendError
+from agent_custody_state.lockwait import DEFAULT_LOCK_TIMEOUT, exclusive
 
 
 def cause(exc: OSError) -> str:
@@ -53,11 +57,18 @@ def append_or_undo(fd: int, data: bytes, *, sync: bool = True) -> int:
 
 
 def append_locked(
-    path: Path, make: Callable[[int], bytes], *, what: str, mode: int = 0o644
+    path: Path,
+    make: Callable[[int], bytes],
+    *,
+    what: str,
+    mode: int = 0o644,
+    timeout: float | None = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Append ``make(length of the file now)`` to ``path`` (created with ``mode`` if missing)
-    under an exclusive ``flock``, fsynced, all or nothing (``append_or_undo``).
-    ``EventBackendError`` naming ``what``, the file and the cause if it cannot."""
+    under an exclusive ``flock``, waited for at most ``timeout`` seconds (``lockwait``; None: no
+    bound), fsynced, all or nothing (``append_or_undo``). ``EventBackendError`` naming ``what``,
+    the file and the cause (a full disk, the process holding the lock past the bound) if it
+    cannot."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
     except OSError as exc:
@@ -65,7 +76,7 @@ def append_locked(
             failure(f"add {what} to", path, exc, "nothing was written")
         ) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        exclusive(fd, timeout)
         append_or_undo(fd, make(os.fstat(fd).st_size))
     except OSError as exc:
         raise EventBackendError(

@@ -14,24 +14,26 @@ The hash line is the head of this ledger's hash chain (``chain``), not an RFC 69
 which the ``/chain/`` in the origin says. The key name is the origin; the key ID is
 ``SHA-256(name || 0x0A || 0x01 || 32-byte public key)[:4]`` as the signed-note spec recommends.
 
-Checkpoints are kept in a ``CheckpointLog``: a text file of notes separated by an empty line
-(``<ledger>.checkpoints`` beside a JSONL ledger, or any path given), a table beside a SQL
-ledger's events, or a list in memory; ``EventBackend.checkpoint_log`` says which.
+Checkpoints are kept in a ``CheckpointLog`` (``checkpoint_logs``): a text file of notes separated
+by an empty line (``<ledger>.checkpoints`` beside a JSONL ledger, or any path given), a table
+beside a SQL ledger's events, or a list in memory; ``EventBackend.checkpoint_log`` says which.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from agent_custody_state.ledger.appending import append_locked
 from agent_custody_state.ledger.chain import ChainHead, ChainWriter
+from agent_custody_state.ledger.checkpoint_logs import SIGNATURE as _DASH
+from agent_custody_state.ledger.checkpoint_logs import CheckpointLog as CheckpointLog
+from agent_custody_state.ledger.checkpoint_logs import FileCheckpointLog as FileCheckpointLog
+from agent_custody_state.ledger.checkpoint_logs import MemoryCheckpointLog as MemoryCheckpointLog
+from agent_custody_state.ledger.checkpoint_logs import split_notes as split_notes
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.timeutil import format_time, utc_now
 
@@ -52,7 +54,6 @@ if TYPE_CHECKING:
 ORIGIN_PREFIX = "agent-custody-state/chain/"
 #: The origin of a ledger without events (no first event names it).
 EMPTY_ORIGIN = ORIGIN_PREFIX + "-"
-_DASH = "\u2014 "
 ED25519 = b"\x01"
 #: tlog-checkpoint's tree size: ASCII decimal, no leading zero; at most 2**64 - 1, as every
 #: implementation of the format reads it (a uint64).
@@ -193,82 +194,8 @@ def parse_checkpoint(note: str) -> Checkpoint:
     return Checkpoint(origin, int(size_text), head.hex(), time, text, tuple(signatures))
 
 
-def split_notes(content: str) -> list[str]:
-    """The notes of a checkpoint file: each note's text, an empty line, its signature lines;
-    notes are separated by one empty line."""
-    notes: list[str] = []
-    current: list[str] = []
-    in_signatures = False
-    for line in content.split("\n"):
-        if in_signatures and not line.startswith(_DASH):
-            notes.append("\n".join(current) + "\n")
-            current, in_signatures = [], False
-            if not line:
-                continue
-        if not in_signatures and not line and current:
-            in_signatures = True
-        current.append(line)
-    if any(current):
-        notes.append("\n".join(current).rstrip("\n") + "\n")
-    return notes
-
-
 def read_checkpoints(content: str) -> list[Checkpoint]:
     return [parse_checkpoint(note) for note in split_notes(content)]
-
-
-@runtime_checkable
-class CheckpointLog(Protocol):
-    """Where a ledger's checkpoints are kept."""
-
-    location: str
-
-    def add(self, note: str) -> None:
-        """Keep one signed note (durably, when the log is persistent)."""
-
-    def notes(self) -> list[str]:
-        """Every note kept, oldest first."""
-
-
-class FileCheckpointLog:
-    """Notes appended to a text file under an exclusive ``flock``, fsynced. ``also``: older
-    files of the same log, read but no longer written (a JSONL ledger's checkpoints an older
-    version kept beside a symlink to it)."""
-
-    def __init__(
-        self, path: str | os.PathLike[str], *, also: Sequence[str | os.PathLike[str]] = ()
-    ) -> None:
-        self.path = Path(path)
-        self.location = str(path)
-        self.also = [Path(p) for p in also]
-
-    def add(self, note: str) -> None:
-        """All or nothing (``appending``): a half note failed every later ``verify``."""
-        data = note.encode("utf-8")
-        append_locked(self.path, lambda size: b"\n" + data if size else data, what="a checkpoint")
-
-    def notes(self) -> list[str]:
-        found: list[str] = []
-        for path in [*self.also, self.path]:
-            try:
-                found += split_notes(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                continue
-        return list(dict.fromkeys(found))
-
-
-class MemoryCheckpointLog:
-    """Notes in a list (the in-memory backend's)."""
-
-    def __init__(self) -> None:
-        self.location = "memory:"
-        self._notes: list[str] = []
-
-    def add(self, note: str) -> None:
-        self._notes.append(note)
-
-    def notes(self) -> list[str]:
-        return list(self._notes)
 
 
 class Checkpointer:

@@ -27,7 +27,8 @@ a store that now writes elsewhere is refused and the entry stays owed (``where``
 A disk that refuses the outbox (full, a file size limit, no descriptor left): an owe is
 refused whole, naming the file and the cause (``OutboxError``, an ``EventBackendError``), before
 the ledger or any store changes, and leaves no half line and no new empty file; a settle that
-cannot be written is logged and treated as a settle lost in a crash (``outbox_file``).
+cannot be written is logged and treated as a settle lost in a crash (``outbox_file``). So is a
+file lock another process holds past ``lock_timeout`` seconds (default 60; ``outbox_lock``).
 
 The outbox never holds a value (an erased one would otherwise stay on disk): a removal finished
 from it after a forget is verified only by stores that declare their check needs no value
@@ -42,7 +43,6 @@ ledger's own files and rows are unchanged.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import re
@@ -54,11 +54,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.backends.jsonl_recovery import fsync_dir
 from agent_custody_state.ledger.appending import failure
-from agent_custody_state.ledger.files import FileNames, open_private
+from agent_custody_state.ledger.files import FileNames
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import Fact
+from agent_custody_state.lockwait import DEFAULT_LOCK_TIMEOUT
+from agent_custody_state.lockwait import lock_timeout as bounded
 from agent_custody_state.stores.base import verifies_without_value
 from agent_custody_state.stores.outbox_file import (
     alive,
@@ -67,6 +68,7 @@ from agent_custody_state.stores.outbox_file import (
     own_start,
     read_records,
 )
+from agent_custody_state.stores.outbox_lock import locked
 from agent_custody_state.stores.owed import Operation as Operation
 from agent_custody_state.stores.owed import Owed as Owed
 from agent_custody_state.stores.owed import pending_of
@@ -95,8 +97,12 @@ def outbox_path(ledger_location: str, configured: str | os.PathLike[str] | None)
 class Outbox:
     """The owed removals in one JSONL file, shared by threads and processes (``flock``)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, lock_timeout: float | None = DEFAULT_LOCK_TIMEOUT
+    ) -> None:
         self.path = Path(path)
+        #: seconds a call waits for the file's lock another process holds (None: no bound)
+        self.lock_timeout = bounded(lock_timeout)
         if not self.path.parent.is_dir():
             raise ValueError(
                 f"outbox {self.path}: the folder {self.path.parent} does not exist; create it "
@@ -108,34 +114,10 @@ class Outbox:
 
     @contextmanager
     def _open(self, create: bool) -> Iterator[int | None]:
-        """The file, locked; None when it does not exist and ``create`` is false. Reopened
-        when another process removed it while this one waited for the lock."""
-        with self._lock:
-            while True:
-                try:
-                    if create:
-                        fd, created = open_private(self.path, os.O_RDWR | os.O_APPEND)
-                    else:
-                        fd, created = os.open(self.path, os.O_RDWR | os.O_APPEND), False
-                except FileNotFoundError:
-                    if create:
-                        raise
-                    yield None
-                    return
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                    try:
-                        same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-                    except FileNotFoundError:
-                        same = False
-                    if not same:
-                        continue  # removed (emptied) by another process: open it again
-                    if created:
-                        fsync_dir(self.path.parent)  # the entry must survive a power cut
-                    yield fd
-                    return
-                finally:
-                    os.close(fd)
+        """The file, locked (``outbox_lock``); None when it does not exist and ``create`` is
+        false."""
+        with self._lock, locked(self.path, create, self.lock_timeout) as fd:
+            yield fd
 
     def owe(self, facts: Iterable[Fact], operation: Operation, at: str) -> list[Owed]:
         """Record, durably (one fsync), a removal owed to each store each fact's ``external``

@@ -10,7 +10,10 @@ the stop) names each such store ``unknown``, with why and who finishes the remov
 at the next start). Writing them is bounded (``KEEP_SECONDS``): those not kept by then, and
 the fact whose forget the stop may have cut after its commit, are left to the erasure intent,
 which the next start finishes (``stores.intents``). The exception then carries the report of
-what was done (``swept``), as a sweep a fact stopped does (``sweep_stopped``).
+what was done (``swept``), as a sweep a fact stopped does (``sweep_stopped``); so does the
+caller's ``stop`` (its ``swept``, ``StopCheck.stopped``), from the moment the sweep stops: a
+second Ctrl-C raised outside the flow (in the event loop's own code, or while the certificates
+are written) carries no report, and its caller still has one to print.
 """
 
 from __future__ import annotations
@@ -47,14 +50,28 @@ class SweepInterrupted(KeyboardInterrupt):
         self.signal = signal
 
 
-def stop_check(stop: Callable[[], bool] | None) -> Callable[[], None]:
-    """A function that raises ``SweepInterrupted`` once ``stop()`` is true (never without one)."""
+class StopCheck:
+    """``Custody.sweep``'s ``stop`` as the flow asks it: called before each fact, it raises
+    ``SweepInterrupted`` once ``stop()`` is true (never without one); ``stopped`` hands the
+    report of a stopped sweep to ``stop`` when it has a ``swept`` attribute."""
 
-    def check() -> None:
-        if stop is not None and stop():
-            raise SweepInterrupted(getattr(stop, "signal", None))
+    def __init__(self, stop: Callable[[], bool] | None) -> None:
+        self.stop = stop
 
-    return check
+    def __call__(self) -> None:
+        if self.stop is not None and self.stop():
+            raise SweepInterrupted(getattr(self.stop, "signal", None))
+
+    def stopped(self, report: SweepReport) -> None:
+        """``report`` (completed in place as the stop proceeds) to ``stop.swept``."""
+        stop: Any = self.stop
+        if hasattr(stop, "swept"):
+            stop.swept = report
+
+
+def stop_check(stop: Callable[[], bool] | None) -> StopCheck:
+    """The flow's check of ``stop`` (``StopCheck``)."""
+    return StopCheck(stop)
 
 
 def interrupt(exc: BaseException) -> bool:
@@ -92,26 +109,33 @@ async def keep_stopped(
     certified: Mapping[str, CertifiedForget],
     issued: dict[str, bool],
     intended: list[intents.Intent],
+    check: Callable[[], None] | None = None,
 ) -> None:
-    """On a stop: complete ``report`` with the facts forgotten and not reached in the stores,
-    keep the certificates not kept yet (until ``KEEP_SECONDS`` have passed), then drop each
-    intent all of whose facts are kept and leave the others for the next start, this
-    process's included (``intents.release``). A second interrupt while they are written stops
-    the writing only; the intents are left as they are."""
+    """On a stop: hand ``report`` to the caller's stop (``check``, a ``StopCheck``), complete
+    it with the facts forgotten and not reached in the stores, keep the certificates not kept
+    yet (until ``KEEP_SECONDS`` have passed), then drop each intent all of whose facts are kept
+    and leave the others for the next start, this process's included (``intents.release``). A
+    second interrupt while they are written stops the writing only; the intents are left as
+    they are, and the caller's stop has the report as far as it got."""
+    if isinstance(check, StopCheck):
+        check.stopped(report)
     done = {swept.event.fact_id: swept for swept in report.forgotten}
+    unreached = {event.fact_id for event in forgotten} - set(done)
+    for event in forgotten:  # first, at once: what was done, before any certificate
+        if event.fact_id in unreached:
+            done[event.fact_id] = SweptFact(event, unasked(copies.get(event.fact_id)))
+            report.forgotten.append(done[event.fact_id])
     deadline = time.monotonic() + KEEP_SECONDS
     try:
         for event in forgotten:
-            swept = done.get(event.fact_id)
+            swept = done[event.fact_id]
             fact = copies.get(event.fact_id)
             held_by = sorted(fact.external or {}) if fact is not None else []
-            if swept is None:  # its stores not asked (or their removal cut short): unknown
-                swept = SweptFact(event, unasked(fact))
-                report.forgotten.append(swept)
-                if event.fact_id in certified and held_by:
-                    swept.certificate = certify_unasked(
-                        certified[event.fact_id], held_by, custody.stores.by_name
-                    )
+            # its stores not asked (or their removal cut short): each unknown
+            if event.fact_id in unreached and event.fact_id in certified and held_by:
+                swept.certificate = certify_unasked(
+                    certified[event.fact_id], held_by, custody.stores.by_name
+                )
             if issued.get(event.fact_id) or event.fact_id not in certified:
                 continue
             if swept.certificate is None:  # held by no store, or its removal reported

@@ -195,7 +195,9 @@ class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
         except BaseException as exc:
             self._release(o for entries in owed.values() for o in entries)  # for ``resume``
             if interrupt(exc):  # every forgotten fact's certificate, then what was done
-                await keep_stopped(self, report, forgotten, copies, certified, issued, intended)
+                await keep_stopped(
+                    self, report, forgotten, copies, certified, issued, intended, check
+                )
                 exc.swept = report  # type: ignore[attr-defined]  # read by ``cli``
             else:  # failed after its forgets: the intents are for the next ``resume``
                 for intent in intended:

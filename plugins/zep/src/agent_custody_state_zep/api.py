@@ -33,11 +33,15 @@ _ONE_ATTEMPT: RequestOptions = {"max_retries": 0}
 
 class ZepRequestError(Exception):
     """A Zep API call failed (HTTP status, error code and message in one line); ``status`` is
-    the HTTP status Zep answered, ``None`` when the failure was not Zep's answer."""
+    the HTTP status Zep answered, ``None`` when the failure was not Zep's answer;
+    ``retry_after`` its ``Retry-After`` header as sent (seconds or an HTTP date), if any."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,12 @@ def describe(exc: Any) -> str:
             code, message = error.get("code"), error.get("message")
             detail = f"{code}: {message}" if code else message
     return f"HTTP {exc.status_code} {detail}".rstrip()
+
+
+def header(exc: Any, name: str) -> str | None:
+    """The response header ``name`` (lower case) of an SDK ``ApiError``, in any case."""
+    headers = getattr(exc, "headers", None) or {}
+    return next((str(v) for k, v in headers.items() if str(k).lower() == name), None)
 
 
 class ZepGraph:
@@ -98,7 +108,9 @@ class ZepGraph:
                 return None  # type: ignore[return-value]
             raise ZepRequestError("HTTP 404 not_found", status=404) from None
         except self._api_error as exc:
-            raise ZepRequestError(describe(exc), status=exc.status_code) from exc
+            raise ZepRequestError(
+                describe(exc), status=exc.status_code, retry_after=header(exc, "retry-after")
+            ) from exc
 
     @property
     def graph_uuid(self) -> str:

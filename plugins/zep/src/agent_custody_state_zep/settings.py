@@ -50,6 +50,10 @@ class ZepSettings(MaskedRepr, BaseModel):
     """Retries on 408/409/429/5xx, each with back-off: the SDK's, except for an episode add,
     which the store sends again itself only when the failure proves nothing was stored (a
     408/409/429, a connection never made): a 5xx or a timeout may have created the episode."""
+    max_retry_after: float = Field(default=30.0, ge=0)
+    """The longest wait an episode add answered ``Retry-After`` (a 408/409/429 the store sends
+    again) honours before it is sent again; an answer asking for longer fails the add at once,
+    saying how long Zep asked to wait, rather than holding the write."""
     source_description: str = "agent-custody"
     """``source_description`` of every episode."""
     max_episode_chars: int = Field(default=10_000, gt=0)

@@ -9,7 +9,9 @@ limits (at most 10 keys, scalar values: ``None`` values are dropped). The episod
 external id. Zep does not de-duplicate episodes, so equal facts are separate episodes, and an
 add is sent once by the SDK: an add that failed is sent again (up to ``max_retries`` times, with
 back-off) only when the failure proves nothing was stored (a 408, 409 or 429, a connection never
-made); one that may have created its episode (a 5xx, a timeout) raises at once.
+made); one that may have created its episode (a 5xx, a timeout) raises at once. An answer with
+``Retry-After`` is waited out (when longer than the back-off), up to ``max_retry_after``; one
+asking for longer fails the add at once, saying so, rather than holding the write.
 
 ``remove`` starts the delete (``202`` with a task) and polls the task within ``wait_seconds``: a
 task that ends ``failed`` or ``partial`` is a failed removal; one still running at the bound is
@@ -54,7 +56,7 @@ from agent_custody_state.plugin import (
 
 from .api import TaskState, ZepGraph
 from .settings import ZepSettings
-from .unanswered import retry_add, zep_status
+from .unanswered import retry_add, retry_after, zep_status
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,7 @@ class ZepStore:
         add_settle_seconds: float = 600.0,
         add_retries: int = 2,
         add_retry_delay: float = 1.0,
+        max_retry_after: float = 30.0,
     ) -> None:
         self.name = name
         self.graph = graph
@@ -104,6 +107,8 @@ class ZepStore:
         #: first after ``add_retry_delay`` seconds, then twice as long each time.
         self.add_retries = add_retries
         self.add_retry_delay = add_retry_delay
+        #: The longest ``Retry-After`` an add waits out before it is sent again.
+        self.max_retry_after = max_retry_after
         self.unanswered = Unanswered(add_settle_seconds)
 
     @property
@@ -166,8 +171,24 @@ class ZepStore:
                 # the fact that no ledger event records (the SDK's own retries are off).
                 if retries >= self.add_retries or not retry_add(exc):
                     raise
-            await anyio.sleep(min(self.add_retry_delay * 2**retries, _MAX_DELAY))
+                delay = self._retry_delay(exc, retries)
+            await anyio.sleep(delay)
             retries += 1
+
+    def _retry_delay(self, exc: StoreError, retries: int) -> float:
+        """How long to wait before a refused add is sent again: the back-off, or as long as
+        Zep's answer asked (``Retry-After``) when longer; past ``max_retry_after``, the add
+        fails now (with ``exc`` as its cause) instead of holding the write that long."""
+        asked = retry_after(exc)
+        if asked is not None and asked > self.max_retry_after:
+            raise StoreError(
+                self.name,
+                f"{exc.message}; Zep asked to wait {asked:.0f}s before the add is sent again, "
+                f"longer than max_retry_after ({self.max_retry_after:g}s): nothing was stored, "
+                "write the fact again later (or raise max_retry_after)",
+            ) from exc
+        backoff = min(self.add_retry_delay * 2.0**retries, _MAX_DELAY)
+        return max(backoff, asked or 0.0)
 
     async def remove(self, external_id: str, fact: Fact) -> None:
         task_uuid = await self._call("episode delete", self.graph.delete_episode, external_id)
@@ -244,4 +265,5 @@ def build(settings: ZepSettings | Mapping[str, Any], *, name: str = "zep") -> Ze
         max_episode_chars=settings.max_episode_chars,
         add_settle_seconds=settings.add_settle_seconds,
         add_retries=settings.max_retries,
+        max_retry_after=settings.max_retry_after,
     )

@@ -20,7 +20,8 @@ one edge per episode whose ``episode_uuids`` cites it; edge search honours
 ``fake.store_later = N`` makes the next N adds answer 504 before the episode is created, as a
 gateway does that gave up while Zep was still handling the request; Zep creates it anyway, when
 ``fake.finish_adds()`` is called (a client timeout looks the same). ``fake.throttle_adds = N``
-makes the next N adds answer 429 (rate limited) with nothing created.
+makes the next N adds answer 429 (rate limited) with nothing created, with the header
+``Retry-After: <fake.retry_after>`` when that is set (seconds or an HTTP date, as text).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class FakeZep(ZepTasks):
         self.edges: dict[str, dict[str, Any]] = {}
         self.store_later = 0
         self.throttle_adds = 0
+        self.retry_after: str | None = None
         self._unfinished: list[dict[str, Any]] = []
 
     def finish_adds(self) -> None:
@@ -204,7 +206,10 @@ class FakeZep(ZepTasks):
         graph_uuid, user_uuid = self._resolve(params["graph"])
         if self.throttle_adds > 0:
             self.throttle_adds -= 1
-            return self.error(429, "Too Many Requests", code="rate_limited")
+            throttled = self.error(429, "Too Many Requests", code="rate_limited")
+            if self.retry_after is not None:
+                throttled.headers["Retry-After"] = self.retry_after
+            return throttled
         body = self._body(request)
         data, kind = body.get("data"), body.get("type") or "text"
         if not isinstance(data, str) or not data.strip():

@@ -50,8 +50,13 @@ def test_a_supersession_is_three_round_trips(
     write = sent[:3]
     assert write[0].startswith("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan;")
     assert "; EXECUTE acs_" in write[0] and first.fact_id in write[0]  # the walk
-    assert write[1].startswith("SELECT pg_advisory_xact_lock(")  # the order lock, the head
-    assert write[2].startswith("INSERT INTO") and "; COMMIT; SELECT pg_logical_emit" in write[2]
+    assert write[1].startswith(
+        "SELECT pg_catalog.pg_advisory_xact_lock("
+    )  # the order lock, the head
+    assert (
+        write[2].startswith("INSERT INTO")
+        and "; COMMIT; SELECT pg_catalog.pg_logical_emit" in write[2]
+    )
     assert second.event_id in write[2]  # the row's values written in as literals
     assert not any(s.startswith(("BEGIN", "INSERT", "COMMIT", "PREPARE")) for s in sent[3:])
 
@@ -75,7 +80,9 @@ def test_a_plain_assert_is_two_round_trips(
         *("PREPARE", "BEGIN", "SELECT", "INSERT"),
         *("BEGIN", "SELECT", "INSERT"),
     ], sent
-    assert "; SELECT pg_advisory_xact_lock(" in sent[0]  # the order lock, with the head read
+    assert (
+        "; SELECT pg_catalog.pg_advisory_xact_lock(" in sent[0]
+    )  # the order lock, with the head read
     assert drawn.event_id in sent[1] and given.event_id in sent[5] and again.event_id in sent[8]
     assert "WHERE public.plain_trips.fact_id = $1" in sent[2]  # the given id's assert
     assert sent[3].endswith("'given-1', 'assert', 1)") and "'given-2'" in sent[6], sent

@@ -13,22 +13,34 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-__all__ = ["FLUSH_GRANTED", "flush_granted", "json_is_jsonb"]
+__all__ = ["FLUSH_GRANTED", "flush_granted", "json_is_jsonb", "qualify_dialect"]
 
 log = logging.getLogger(__name__)
 
 #: Whether this role may run the durability wait's function (``store.FLUSH``): the text
 #: variant, 3 arguments before PostgreSQL 17, 4 (flush) since.
 FLUSH_GRANTED = (
-    "SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_proc "
+    "SELECT coalesce(pg_catalog.bool_or(pg_catalog.has_function_privilege(oid, 'EXECUTE')), "
+    "false) FROM pg_catalog.pg_proc "
     "WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace "
     "AND proargtypes[2] = 'text'::regtype"
 )
 
 _JSONB = sa.text(
-    "SELECT atttypid = 'jsonb'::regtype FROM pg_attribute "
-    "WHERE attrelid = to_regclass(:table) AND attname = 'json'"
+    "SELECT atttypid = 'jsonb'::regtype FROM pg_catalog.pg_attribute "
+    "WHERE attrelid = pg_catalog.to_regclass(:table) AND attname = 'json'"
 )
+
+
+def qualify_dialect(engine: sa.Engine) -> None:
+    """SQLAlchemy's first connection of ``engine`` asks ``select current_schema()`` (its
+    dialect's default schema), the function by its bare name: a function of the name in a
+    schema earlier on the ``search_path`` ran instead. Asked of ``pg_catalog``'s."""
+    engine.dialect._get_default_schema_name = _default_schema  # type: ignore[method-assign,assignment]
+
+
+def _default_schema(conn: Connection) -> str:
+    return str(conn.exec_driver_sql("SELECT pg_catalog.current_schema()").scalar())
 
 
 def json_is_jsonb(conn: Connection, quoted: str) -> bool:

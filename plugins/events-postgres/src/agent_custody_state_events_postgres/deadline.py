@@ -15,6 +15,9 @@ every other thread of the process waited too): only the connect was bounded
 * ``verify``'s own connections (``BoundedReader``, opened in its worker processes or in this
   one) have the same bound and keepalives: a server that stops answering fails ``verify``
   instead of leaving it waiting forever on a chunk.
+* The crypto-shred key store's connection (``keystore``) and the erasure log's own one
+  (``erasurelog``) are opened by ``open_bounded`` with the backend's ``bounds``: the same
+  ``connect_timeout``, keepalives and bound, the connection replaced by the next call.
 * TCP keepalives and ``tcp_user_timeout`` on by default (``KEEPALIVES``), so a dead peer or a
   partition is noticed by the kernel even inside a long statement; a parameter of the same name
   in the location's URL wins. (They do not apply to a Unix socket, nor notice a stopped server
@@ -28,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import parse_qsl, urlsplit
 
 import psycopg
@@ -98,6 +101,14 @@ def bound(raw: Any, seconds: float) -> None:
     raw.wait = wait
 
 
+def open_bounded(url: str, connect_timeout: int, seconds: float) -> psycopg.Connection[Any]:
+    """A psycopg connection to the libpq ``url`` in autocommit mode, with ``connect_timeout``,
+    the keepalive defaults (``connect_args``) and every wait ``bound`` by ``seconds``."""
+    raw = psycopg.connect(url, autocommit=True, **connect_args(url, connect_timeout))
+    bound(raw, seconds)
+    return raw
+
+
 def install(engine: sa.Engine, seconds: float) -> None:
     """``bound`` every connection ``engine`` opens (the first, and every reconnect)."""
     sa.event.listen(engine, "connect", lambda raw, _record: bound(raw, seconds))
@@ -113,17 +124,26 @@ class BoundedReader:
     seconds: float
 
     def __call__(self) -> Any:
-        given = self.reader
-        raw = psycopg.connect(
-            given.url, autocommit=True, **connect_args(given.url, given.connect_timeout)
-        )
-        bound(raw, self.seconds)
-        return raw
+        return open_bounded(self.reader.url, self.reader.connect_timeout, self.seconds)
+
+
+class Bounds(TypedDict):
+    """A backend's bounds, for the other connections it makes (key store, erasure log)."""
+
+    connect_timeout: int
+    operation_timeout: float
 
 
 class Bounded:
     """The backend's side: a ``NoAnswer`` is failed at once, never retried on a new connection
-    (``SqlConnection._gave_up``)."""
+    (``SqlConnection._gave_up``); ``bounds`` are its own, for the connections of its key store
+    and erasure log."""
+
+    _connect_timeout: int
+    _bound: float
+
+    def bounds(self) -> Bounds:
+        return {"connect_timeout": self._connect_timeout, "operation_timeout": self._bound}
 
     def _gave_up(self, exc: BaseException) -> bool:
         return isinstance(exc, NoAnswer) or isinstance(getattr(exc, "orig", None), NoAnswer)

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from agent_custody_state.plugin import EventBackendError, FileKeyStore, KeyStoreError
 from agent_custody_state_sql.schema import Prepared, SideTable
 
+from .deadline import open_bounded
 from .location import MAX_IDENTIFIER, libpq_url
 
 log = logging.getLogger(__name__)
@@ -44,10 +45,11 @@ log = logging.getLogger(__name__)
 #: create it (``CREATE`` on the schema it would be created in).
 _PROBE = """
 SELECT t IS NOT NULL,
-  t IS NOT NULL AND has_table_privilege(t, 'SELECT'),
-  t IS NOT NULL AND has_table_privilege(t, 'INSERT'),
-  coalesce(has_schema_privilege(coalesce(:schema, current_schema()), 'CREATE'), false)
-FROM (SELECT to_regclass(:table)::oid AS t) AS shredded
+  t IS NOT NULL AND pg_catalog.has_table_privilege(t, 'SELECT'),
+  t IS NOT NULL AND pg_catalog.has_table_privilege(t, 'INSERT'),
+  coalesce(pg_catalog.has_schema_privilege(coalesce(:schema, pg_catalog.current_schema()),
+    'CREATE'), false)
+FROM (SELECT pg_catalog.to_regclass(:table)::oid AS t) AS shredded
 """
 
 
@@ -94,9 +96,9 @@ class ErasureLog:
                 backend._many(q, [params])
                 return []
             return list(backend._rows(q, params))
-        url = libpq_url(backend.where.connect_url)
-        try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        url, bounds = libpq_url(backend.where.connect_url), backend.bounds()
+        try:  # bounded as the backend's connection was (``deadline``)
+            with open_bounded(url, bounds["connect_timeout"], bounds["operation_timeout"]) as conn:
                 cur = conn.execute(q.sql, q.args(params))
                 return cur.fetchall() if cur.description else []
         except psycopg.Error as exc:

@@ -42,6 +42,8 @@ from psycopg import sql
 from agent_custody_state.plugin import EventBackendError, KeyStore, KeyStoreError, watch_forks
 from agent_custody_state_sql import forked
 
+from .deadline import DEFAULT_OPERATION_TIMEOUT, NoAnswer, open_bounded
+from .deadline import operation_timeout as operation_timeout_
 from .erasurelog import ErasureLog
 from .keytables import KeyTables
 from .limits import hinted
@@ -77,6 +79,7 @@ class PostgresKeyStore(KeyStore):
         *,
         creator_url: str | None = None,
         connect_timeout: int = 10,
+        operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
         settle: bool = True,
         erasures: ErasureLog | None = None,
     ) -> None:
@@ -86,7 +89,7 @@ class PostgresKeyStore(KeyStore):
             raise KeyStoreError(str(exc)) from None
         self.location = where.display
         self._url = libpq_url(where.connect_url)
-        self._timeout = connect_timeout
+        self._timeout, self._bound = connect_timeout, operation_timeout_(operation_timeout)
         self._names = KeyTables(where.qualified, self.location)  # in one schema (``setup``)
         self._keys, self._doomed = self._names.keys, self._names.doomed
         self._lock = threading.Lock()
@@ -108,16 +111,20 @@ class PostgresKeyStore(KeyStore):
             self.close()
             raise
 
+    def _open(self, url: str) -> psycopg.Connection[Any]:
+        """A connection to ``url`` bounded as the ledger's (``deadline``)."""
+        return open_bounded(url, self._timeout, self._bound)
+
     def _connect(self, creator_url: str | None = None) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
+            return self._open(self._url)
         except psycopg.OperationalError as exc:
             # Whether the database is missing is asked of the server's catalog, not read from
             # the message (a server's messages may be translated: ``lc_messages``).
             if creator_url is None or not self._create_database(creator_url):
                 raise KeyStoreError(f"key store {self.location}: {_reason(exc)}") from None
         try:
-            return psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
+            return self._open(self._url)
         except psycopg.Error as exc:
             raise KeyStoreError(f"key store {self.location}: {_reason(exc)}") from None
 
@@ -127,14 +134,12 @@ class PostgresKeyStore(KeyStore):
         first connection's error then stands)."""
         database = unquote(urlsplit(self._url).path.lstrip("/"))
         try:
-            conn = psycopg.connect(
-                libpq_url(creator_url), autocommit=True, connect_timeout=self._timeout
-            )
+            conn = self._open(libpq_url(creator_url))
         except psycopg.Error:
             return False
         with conn:
             try:
-                known = "SELECT 1 FROM pg_database WHERE datname = %s"
+                known = "SELECT 1 FROM pg_catalog.pg_database WHERE datname = %s"
                 if conn.execute(known, (database,)).fetchone() is not None:
                     return False
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
@@ -158,7 +163,9 @@ class PostgresKeyStore(KeyStore):
 
     def _run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` under the lock; a connection the server dropped is replaced once (every
-        method is one statement or one transaction, so a retry cannot apply twice)."""
+        method is one statement or one transaction, so a retry cannot apply twice). A server
+        that did not answer within ``operation_timeout`` fails the call at once (a retry would
+        wait as long again); its connection, closed (``deadline``), is replaced by the next."""
         with self._lock:
             if self._closed:
                 raise KeyStoreError(f"key store {self.location} is closed")
@@ -166,10 +173,12 @@ class PostgresKeyStore(KeyStore):
                 self._leave_inherited()
                 self._conn = self._connect()
                 self._pid = os.getpid()
+            elif self._conn.closed:  # closed by a call that had no answer in time
+                self._conn = self._connect()
             try:
                 return fn()
             except psycopg.Error as exc:
-                if not (self._conn.closed or self._conn.broken):
+                if _unanswered(exc) or not (self._conn.closed or self._conn.broken):
                     raise KeyStoreError(f"key store {self.location}: {_reason(exc)}") from None
             with suppress(psycopg.Error):
                 self._conn.close()
@@ -331,7 +340,7 @@ class PostgresKeyStore(KeyStore):
 
 #: A destroy's intents deleted, and how many there were.
 _UNDOOM = sql.SQL(
-    "WITH gone AS (DELETE FROM {} WHERE kid = ANY(%s) RETURNING 1) SELECT count(*) FROM gone"
+    "WITH gone AS (DELETE FROM {} WHERE kid = ANY(%s) RETURNING 1) SELECT pg_catalog.count(*) FROM gone"
 )
 
 _STATISTICS_LEFT = (
@@ -340,6 +349,12 @@ _STATISTICS_LEFT = (
 )
 
 
+def _unanswered(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or was raised while ending a transaction cut off by) ``NoAnswer``."""
+    return isinstance(exc, NoAnswer) or isinstance(exc.__context__, NoAnswer)
+
+
 def _reason(exc: BaseException) -> str:
+    exc = exc.__context__ if isinstance(exc.__context__, NoAnswer) else exc
     text = str(exc).strip()
     return hinted(text.splitlines()[0] if text else type(exc).__name__, exc)

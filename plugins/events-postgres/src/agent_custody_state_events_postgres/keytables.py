@@ -22,7 +22,7 @@ from psycopg import sql
 from agent_custody_state.plugin import KeyStoreError
 
 from .location import MAX_IDENTIFIER
-from .lockname import advisory_key, lock_name, resolve
+from .lockname import XACT_LOCK, advisory_key, lock_name, resolve
 from .pending import ErasureFlag
 
 
@@ -60,7 +60,7 @@ class KeyTables:
         digest = hashlib.sha256(f"agent-custody-state:keys:{self.written}".encode()).digest()
         with conn.transaction():
             conn.execute(
-                "SELECT pg_advisory_xact_lock(%s)",
+                f"SELECT {XACT_LOCK}(%s)",
                 (int.from_bytes(digest[:8], "big", signed=True),),
             )
             found = resolve(conn, self.relations[0])
@@ -70,7 +70,7 @@ class KeyTables:
             if found is None:  # made in this transaction: always found
                 raise KeyStoreError(f"key store {self.location}: the key table was not created")
             self._name(found[0])
-            if conn.execute("SELECT to_regclass(%s)", (self.relations[1],)).fetchone()[0] is None:
+            if conn.execute(_FIND, (self.relations[1],)).fetchone()[0] is None:
                 conn.execute(_INTENTS.format(self.doomed))
             flag = ErasureFlag(
                 self._erasure,
@@ -96,6 +96,8 @@ class KeyTables:
             ).format(self.keys)
         )
 
+
+_FIND = "SELECT pg_catalog.to_regclass(%s)"
 
 #: The intents table (a forget's keys, doomed before its commit).
 _INTENTS = sql.SQL("CREATE TABLE IF NOT EXISTS {} (kid TEXT PRIMARY KEY, fact_id TEXT NOT NULL)")

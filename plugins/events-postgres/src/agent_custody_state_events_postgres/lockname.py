@@ -14,9 +14,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+#: The transaction-scoped advisory lock, named in ``pg_catalog``: a function of the name in a
+#: schema earlier on the ``search_path`` is never run in its place (so for every built-in the
+#: plugin's SQL calls, but the multi-argument ``unnest`` of a ``FROM``, which PostgreSQL expands
+#: to ``pg_catalog.unnest`` itself).
+XACT_LOCK = "pg_catalog.pg_advisory_xact_lock"
+
 _RESOLVE = (
-    "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE c.oid = to_regclass(%s)"
+    "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.oid = pg_catalog.to_regclass(%s)"
 )
 
 

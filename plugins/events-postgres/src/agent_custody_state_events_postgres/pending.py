@@ -57,10 +57,13 @@ LOCK_TIMEOUT = "2s"
 #: and whether it may create the table (``CREATE`` on the schema it would be created in).
 _PROBE = """
 SELECT t IS NOT NULL,
-  t IS NOT NULL AND has_table_privilege(t, 'SELECT') AND has_table_privilege(t, 'INSERT')
-    AND has_table_privilege(t, 'UPDATE') AND has_table_privilege(t, 'DELETE'),
-  coalesce(has_schema_privilege(coalesce(%(schema)s, current_schema()), 'CREATE'), false)
-FROM (SELECT to_regclass(%(table)s)::oid AS t) AS erasure
+  t IS NOT NULL AND pg_catalog.has_table_privilege(t, 'SELECT')
+    AND pg_catalog.has_table_privilege(t, 'INSERT')
+    AND pg_catalog.has_table_privilege(t, 'UPDATE')
+    AND pg_catalog.has_table_privilege(t, 'DELETE'),
+  coalesce(pg_catalog.has_schema_privilege(coalesce(%(schema)s, pg_catalog.current_schema()),
+    'CREATE'), false)
+FROM (SELECT pg_catalog.to_regclass(%(table)s)::oid AS t) AS erasure
 """
 
 
@@ -113,7 +116,7 @@ class ErasureFlag:
         fails for want of it."""
         upsert = (
             f"INSERT INTO {self.table} (name, value) VALUES ('{SETTING}', "
-            "txid_current()::text) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
+            "pg_catalog.txid_current()::text) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
         )
         if self._exists and self._usable:
             return upsert
@@ -168,7 +171,9 @@ class ErasureFlag:
         try:
             if self.read(raw) is None:
                 return
-            got = raw.execute("SELECT pg_try_advisory_lock(%s)", (self.settle_key,)).fetchone()
+            got = raw.execute(
+                "SELECT pg_catalog.pg_try_advisory_lock(%s)", (self.settle_key,)
+            ).fetchone()
         except psycopg.Error as exc:  # the connection dropped: the open goes on, without it
             log.warning("%s: pending erasure not checked (%s)", self.location, exc)
             return
@@ -186,7 +191,7 @@ class ErasureFlag:
             )
         finally:
             with suppress(psycopg.Error):
-                raw.execute("SELECT pg_advisory_unlock(%s)", (self.settle_key,))
+                raw.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (self.settle_key,))
 
     def _settle(
         self, raw: Any, vacuum: Callable[[], bool], remember: Callable[[str], None]

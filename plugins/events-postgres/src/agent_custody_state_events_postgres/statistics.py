@@ -32,7 +32,7 @@ QUICK_TARGET = 10
 
 
 #: The row count the planner statistics of a table describe (``rows_known``).
-_RELTUPLES = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)"
+_RELTUPLES = "SELECT reltuples FROM pg_catalog.pg_class WHERE oid = pg_catalog.to_regclass(%s)"
 
 #: The SQLSTATE of ``SKIP_LOCKED``'s notice: another process holds a conflicting lock.
 LOCK_NOT_AVAILABLE = "55P03"

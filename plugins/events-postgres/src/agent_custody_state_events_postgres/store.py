@@ -64,13 +64,13 @@ from agent_custody_state.plugin import (
 )
 from agent_custody_state_sql.schema import ROW_COLUMNS, event_values
 
-from .catalog import flush_granted, json_is_jsonb
+from .catalog import flush_granted, json_is_jsonb, qualify_dialect
 from .deadline import DEFAULT_OPERATION_TIMEOUT, Bounded, BoundedReader, connect_args, install
 from .deadline import operation_timeout as operation_timeout_
 from .held import HoldingBackend
 from .limits import hinted
 from .location import LocationError, fits, parse_location, reader
-from .lockname import advisory_key, lock_name, resolve
+from .lockname import XACT_LOCK, advisory_key, lock_name, resolve
 from .pending import ErasureFlag
 from .relfiles import find_relations, relation_files
 from .statistics import Growth, quick_analyze, rows_known
@@ -102,7 +102,7 @@ GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 #: table; EXECUTE is granted to PUBLIC; any ``wal_level``). Having written WAL with a
 #: transaction id, it commits with the session's ``synchronous_commit`` and so returns once WAL
 #: up to its commit record, which comes after the section's, is flushed (and replicated).
-FLUSH = "SELECT pg_logical_emit_message(true, 'agent-custody-state', '')"
+FLUSH = "SELECT pg_catalog.pg_logical_emit_message(true, 'agent-custody-state', '')"
 #: The columns reads filter and join on (not the wide ``json`` text).
 _KEYS = tuple(c for c in ROW_COLUMNS if c not in ("json", "event_id"))
 
@@ -145,6 +145,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
                 connect_args=connect_args(where.connect_url, connect_timeout),  # ``deadline``
             )
             install(engine, self._bound)
+            qualify_dialect(engine)  # no built-in called by its bare name
         except (sa.exc.ArgumentError, ValueError) as exc:  # a URL the driver cannot read
             # No host part, so no password: the location as given, without its options.
             shown = where.display if "//" in where.display else str(location).split("?")[0]
@@ -197,14 +198,12 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
                 f"BEGIN; {GENERIC_PLANS}; LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE"
             )
         elif self._section_keys is None or len(self._section_keys) > MAX_KEYS:
-            self._hold_opening(
-                f"BEGIN; {GENERIC_PLANS}; SELECT pg_advisory_xact_lock({self._write_key})"
-            )
+            self._hold_opening(f"BEGIN; {GENERIC_PLANS}; SELECT {XACT_LOCK}({self._write_key})")
         else:
             # The order lock waits for ``ordered`` (the ledger's stamp): the reads and checks
             # before it run under the key locks alone.
             self._hold_opening(
-                f"BEGIN; {GENERIC_PLANS}; SELECT pg_advisory_xact_lock_shared({self._write_key})"
+                f"BEGIN; {GENERIC_PLANS}; SELECT {XACT_LOCK}_shared({self._write_key})"
                 + self._key_locks(self._section_keys)
                 + ("; SET LOCAL synchronous_commit = off" if self._grouped else "")
             )
@@ -238,7 +237,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
         ints = sorted({advisory_key(self._lock_name, "key", k) for k in keys})
         if not ints:
             return ""
-        return "; SELECT " + ", ".join(f"pg_advisory_xact_lock({k})" for k in ints)
+        return "; SELECT " + ", ".join(f"{XACT_LOCK}({k})" for k in ints)
 
     def _widen(self, keys: frozenset[str] | None) -> None:
         if self.where.lock == "table":
@@ -258,7 +257,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
         self._require_transaction()
         if self._section_keys is None or self._ordered or self.where.lock == "table":
             return  # an exclusive section, or the order lock is held already
-        lock = f"SELECT pg_advisory_xact_lock({self._order_key}); {self._q.last.sql}"
+        lock = f"SELECT {XACT_LOCK}({self._order_key}); {self._q.last.sql}"
 
         # One round trip (simple query protocol): the lock, then the last row, the head this
         # section will extend (the next thing every ordered phase reads); both are under the
@@ -322,7 +321,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
     def _schema_lock(self, conn: Connection) -> Iterator[None]:
         conn.exec_driver_sql("BEGIN")
         try:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": self._advisory_key})
+            conn.execute(sa.text(f"SELECT {XACT_LOCK}(:k)"), {"k": self._advisory_key})
             if self.where.schema:
                 conn.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{self.where.schema}"')
             yield
@@ -335,7 +334,7 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
         return f"(json::jsonb #>> '{{{','.join(path)}}}')"
 
     def _ids_select(self, name: str) -> sa.Select[Any]:
-        return sa.select(sa.func.unnest(sa.bindparam(name, type_=ARRAY(sa.Text))))
+        return sa.select(sa.func.pg_catalog.unnest(sa.bindparam(name, type_=ARRAY(sa.Text))))
 
     def _in_ids(self, column: sa.ColumnElement[Any], name: str) -> sa.ColumnElement[bool]:
         # One array parameter for any number of ids; the planner probes the index per element.
@@ -371,7 +370,9 @@ class PostgresBackend(Bounded, ForgetResidue, HoldingBackend):
             return LoggedFileKeys(location, log, create=settle)
         where = default_keys_location(self.where) if location is None else location
         creator = self.where.connect_url if location is None else None  # given: it must exist
-        return PostgresKeyStore(where, creator_url=creator, settle=settle, erasures=log)
+        return PostgresKeyStore(
+            where, creator_url=creator, settle=settle, erasures=log, **self.bounds()
+        )
 
     def local_files(self) -> list[str] | None:
         """The relation files of the table, its TOAST table and their indexes, when the server's

@@ -35,27 +35,29 @@ from .statistics import warned
 log = logging.getLogger(__name__)
 
 #: The forget's transaction id, as ``xid`` (``txid_current``: every supported version).
-CURRENT_XID = "SELECT (txid_current() % 4294967296)::text"
+CURRENT_XID = "SELECT (pg_catalog.txid_current() % 4294967296)::text"
 
 #: How many holders of the database's horizon (pairs, with each of ``%(xids)s`` they are as
 #: old as or older than): a dead row version deleted by such a transaction may be kept by
 #: ``VACUUM FULL``. Backends of another database do not hold this database's horizon;
 #: walsenders (no database: a standby's feedback) may.
 HOLDERS = """
-SELECT count(*) FROM (
-  SELECT backend_xmin AS x FROM pg_stat_activity
-   WHERE pid <> pg_backend_pid() AND (datname = current_database() OR datname IS NULL)
-  UNION ALL SELECT backend_xid FROM pg_stat_activity
-   WHERE pid <> pg_backend_pid() AND (datname = current_database() OR datname IS NULL)
-  UNION ALL SELECT xmin FROM pg_replication_slots
-  UNION ALL SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()
-) h, unnest(%(xids)s::text[]) f WHERE h.x IS NOT NULL AND age(h.x) >= age(f::xid)
+SELECT pg_catalog.count(*) FROM (
+  SELECT backend_xmin AS x FROM pg_catalog.pg_stat_activity WHERE pid <> pg_catalog.pg_backend_pid()
+   AND (datname = pg_catalog.current_database() OR datname IS NULL)
+  UNION ALL SELECT backend_xid FROM pg_catalog.pg_stat_activity WHERE pid <> pg_catalog.pg_backend_pid()
+   AND (datname = pg_catalog.current_database() OR datname IS NULL)
+  UNION ALL SELECT xmin FROM pg_catalog.pg_replication_slots
+  UNION ALL SELECT transaction FROM pg_catalog.pg_prepared_xacts
+   WHERE database = pg_catalog.current_database()
+) h, pg_catalog.unnest(%(xids)s::text[]) f
+WHERE h.x IS NOT NULL AND pg_catalog.age(h.x) >= pg_catalog.age(f::xid)
 """
 
 #: Whether the planner statistics hold a column of the table (``pg_stats``: the rows the role
 #: may see, every column of a table it may select from).
 HAS_STATS = (
-    "SELECT 1 FROM pg_stats WHERE schemaname = %(schema)s AND tablename = %(table)s "
+    "SELECT 1 FROM pg_catalog.pg_stats WHERE schemaname = %(schema)s AND tablename = %(table)s "
     "AND attname = %(column)s"
 )
 
@@ -63,14 +65,15 @@ HAS_STATS = (
 #: it has its owner's privileges (a superuser has every role's), or the database owner's (not
 #: a shared catalog), or from PostgreSQL 17 ``MAINTAIN`` on it (granted, or ``pg_maintain``).
 _MAY_ANALYZE = (
-    "SELECT pg_has_role(c.relowner, 'USAGE') OR (NOT c.relisshared AND pg_has_role(d.datdba, "
-    "'USAGE')){} FROM pg_class c, pg_database d WHERE c.oid = to_regclass(%(qualified)s) "
-    "AND d.datname = current_database()"
+    "SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE') OR (NOT c.relisshared AND "
+    "pg_catalog.pg_has_role(d.datdba, 'USAGE')){} FROM pg_catalog.pg_class c, pg_catalog.pg_database d "
+    "WHERE c.oid = pg_catalog.to_regclass(%(qualified)s) "
+    "AND d.datname = pg_catalog.current_database()"
 )
 
 _SCHEMA_TABLE = (
-    "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-    "WHERE c.oid = to_regclass(%(qualified)s)"
+    "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.oid = pg_catalog.to_regclass(%(qualified)s)"
 )
 
 #: Whether the server has ``pg_clear_attribute_stats`` (PostgreSQL 18), and its call: both in
@@ -78,9 +81,10 @@ _SCHEMA_TABLE = (
 #: role that may create there planted before PostgreSQL 18, or found first on a ``search_path``
 #: that names ``pg_catalog`` later) was found and run with this role's privileges.
 _HAS_CLEAR = (
-    "SELECT 1 FROM pg_proc WHERE proname = 'pg_clear_attribute_stats' "
+    "SELECT 1 FROM pg_catalog.pg_proc WHERE proname = 'pg_clear_attribute_stats' "
     "AND pronamespace = 'pg_catalog'::regnamespace"
 )
+_VERSION = "SELECT pg_catalog.current_setting('server_version_num')::int"
 _CLEAR = "SELECT pg_catalog.pg_clear_attribute_stats(%(schema)s, %(table)s, %(column)s, false)"
 
 KEPT_BY_TRANSACTIONS = {
@@ -164,8 +168,10 @@ def clear_statistics(conn: Any, qualified: str, column: str) -> bool:
 
 
 def _may_analyze(conn: Any, qualified: str) -> bool:
-    version = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
-    maintain = " OR has_table_privilege(c.oid, 'MAINTAIN')" if int(version[0]) >= 170000 else ""
+    version = conn.execute(_VERSION).fetchone()
+    maintain = (
+        " OR pg_catalog.has_table_privilege(c.oid, 'MAINTAIN')" if int(version[0]) >= 170000 else ""
+    )
     row = conn.execute(_MAY_ANALYZE.format(maintain), {"qualified": qualified}).fetchone()
     return row is not None and bool(row[0])
 

@@ -55,6 +55,9 @@ from agent_custody_state.ledger.model import (
 from agent_custody_state.ledger.modemark import ModeFile, ModeMark
 from agent_custody_state.ledger.sections import ReentrantTransactions
 from agent_custody_state.ledger.stored import ChunkRead, LedgerChanged, StoredChunk
+from agent_custody_state.lockwait import DEFAULT_LOCK_TIMEOUT, LockWaitTimeout, lock_timeout
+from agent_custody_state.lockwait import exclusive as lock_exclusive
+from agent_custody_state.lockwait import held_by as lock_held_by
 from agent_custody_state.maskedrepr import MaskedRepr
 from agent_custody_state.plugins import resolve_ref
 from agent_custody_state.processes import HeldLock, locks_on
@@ -89,6 +92,7 @@ from agent_custody_state.stores.withheld import withholding
 from agent_custody_state.timeutil import wire_time_key
 
 __all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
     "KEY_BYTES",
     "MAX_KEY_BYTES",
     "MAX_TOPIC_BYTES",
@@ -112,6 +116,7 @@ __all__ = [
     "KeyStore",
     "KeyStoreError",
     "LedgerChanged",
+    "LockWaitTimeout",
     "MaskedRepr",
     "ModeFile",
     "ModeMark",
@@ -143,6 +148,9 @@ __all__ = [
     "http_status",
     "json_loads",
     "key_problem",
+    "lock_exclusive",
+    "lock_held_by",
+    "lock_timeout",
     "locks_on",
     "may_have_landed",
     "open_private",

@@ -134,22 +134,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         resumed = anyio.run(custody.resume)
         if resumed is not None and resumed.summary():
             print(f"agent-custody-memory: {resumed.summary()}", file=sys.stderr)
-        with progress_bars() as bars, StopRequest().installed() as stop:
-            progress = bars.stages({"ledger": "forgetting", "stores": "removing from stores"})
+        with StopRequest().installed() as stop:  # until the output is written, also a success's
             try:
-                report = anyio.run(
-                    lambda: custody.sweep(
-                        before=before,
-                        space=args.space,
-                        actor=args.actor,
-                        reason=args.reason,
-                        keep_digest=not args.no_digest,
-                        progress=progress,
-                        certificates=folder is not None,
-                        at=at,
-                        stop=stop,
+                with progress_bars() as bars:
+                    progress = bars.stages(
+                        {"ledger": "forgetting", "stores": "removing from stores"}
                     )
-                )
+                    report = anyio.run(
+                        lambda: custody.sweep(
+                            before=before,
+                            space=args.space,
+                            actor=args.actor,
+                            reason=args.reason,
+                            keep_digest=not args.no_digest,
+                            progress=progress,
+                            certificates=folder is not None,
+                            at=at,
+                            stop=stop,
+                        )
+                    )
             except KeyboardInterrupt as exc:  # exit 130 (143: SIGTERM), saying what stands
                 stop.finishing()  # a second Ctrl-C raised outside the flow carries no report:
                 swept = getattr(exc, "swept", None) or stop.swept  # the flow handed it over
@@ -166,8 +169,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 if args.json:  # what it did, as memory.sweep's second text item says it
                     _print_json(swept, folder is not None)
                 raise CliError(stopped(exc, swept, archive, printed=args.json)) from None
+            stop.finishing()  # it ended: one more Ctrl-C is noted, it cannot cut the output
+            return _finished(report, args, bool(stores), archive, folder is not None)
+
+
+def _finished(
+    report: Any, args: argparse.Namespace, stores: bool, archive: Any, certified: bool
+) -> int:
+    """The output of a sweep that ran to its end: its line or ``--json``, then exit 1 (a
+    ``CliError``) if a store still holds a value or a certificate could not be kept."""
     if args.json:
-        _print_json(report, folder is not None)
+        _print_json(report, certified)
     else:
         removed = sum(1 for s in report.forgotten if s.removal.removed_from)
         line = f"forgot {plural(len(report.forgotten), 'fact')}; {len(report.held)} on hold, kept"

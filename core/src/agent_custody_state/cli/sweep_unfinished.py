@@ -57,17 +57,13 @@ def interrupted(
     The flow contacts no store after the stop: the removals not made wait in the outbox, the
     certificates not kept in the erasure intent, for the next start."""
     from agent_custody_state.ledger.stopped import stopped_result
-    from agent_custody_state.stores.sweep_interrupt import NOT_ASKED
+    from agent_custody_state.stores.sweep_interrupt import owed_by_stop
     from agent_custody_state.stores.sweep_stopped import some
 
     result = stopped_result(exc)
     if report is not None:
         done = [swept.event.fact_id for swept in report.forgotten]
-        unasked = [
-            swept.event.fact_id
-            for swept in report.forgotten
-            if NOT_ASKED in swept.removal.still_held.values()
-        ]
+        unasked = [s.event.fact_id for s in report.forgotten if owed_by_stop(s.removal)]
     elif result is not None:
         done = unasked = [event.fact_id for event in result.forgotten]
     else:  # before it began
@@ -86,8 +82,8 @@ def interrupted(
                 f"in {outbox.path}"
             )
         else:
-            text += f"; the stores were not told of {plural(len(unasked), 'fact')}, "
-            text += "and no outbox keeps what they are owed"
+            text += f"; the removals of {plural(len(unasked), 'fact')} from the stores were "
+            text += "not finished, and no outbox keeps what they are owed"
     if archive is not None:
         from agent_custody_state.stores.archive import file_name
 
@@ -113,7 +109,9 @@ class StopRequest:
     (``stores.sweep_interrupt.StopCheck``): the second ``KeyboardInterrupt`` may be raised in
     the event loop's own code, outside the flow, and then carries no report. Once the sweep has
     ended (``finishing``), one more signal is noted, not raised, so it cannot cut the output
-    half-way; yet another raises (a write blocked on a full pipe can still be stopped)."""
+    half-way; yet another raises (a write blocked on a full pipe can still be stopped). The
+    handlers stay until the output of a sweep that ran to its end is written, too: restored
+    before it, a Ctrl-C then cut the ``--json`` half-way."""
 
     def __init__(self) -> None:
         #: the name of the signal that asked, once one has
@@ -121,6 +119,7 @@ class StopRequest:
         #: the report of what the stopped sweep did (``SweepReport``), handed over by the flow
         self.swept: Any = None
         self._spare = 0  # signals still to be noted, not raised (``finishing``)
+        self._ended = False  # the sweep has ended (``finishing``): a signal no longer stops it
 
     def __call__(self) -> bool:
         return self.signal is not None
@@ -128,10 +127,15 @@ class StopRequest:
     def _handle(self, signum: int, frame: Any) -> None:
         import signal
 
-        if self.signal is not None:
-            if self._spare:
-                self._spare -= 1
-                return
+        if self._spare:  # the sweep has ended: noted, not raised
+            self._spare -= 1
+            if self.signal is None:  # it ran to its end: its exit status stands
+                sys.stderr.write(
+                    f"agent-custody-memory: {signal.Signals(signum).name}: the sweep has ended; "
+                    "writing what it did (again to stop at once)\n"
+                )
+            return
+        if self.signal is not None or self._ended:
             raise KeyboardInterrupt
         self.signal = signal.Signals(signum).name
         sys.stderr.write(
@@ -140,9 +144,11 @@ class StopRequest:
         )
 
     def finishing(self) -> None:
-        """The sweep has ended and its output is being written: the next signal is noted only
-        (the exit status stays the first one's)."""
+        """The sweep has ended (stopped, failed or done) and its output is being written: the
+        next signal is noted only (the exit status stays the first one's, or the sweep's own
+        when none stopped it); yet another raises."""
         self._spare = 1
+        self._ended = True
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[StopRequest]:

@@ -219,7 +219,11 @@ class StoreSet:
         return outcome
 
     async def remove_all(
-        self, fact: Fact, only: Collection[str] | None = None, blind: Collection[str] = ()
+        self,
+        fact: Fact,
+        only: Collection[str] | None = None,
+        blind: Collection[str] = (),
+        into: RemovalReport | None = None,
     ) -> RemovalReport:
         """Remove the fact from each store holding it (by ``fact.external``) and verify.
 
@@ -227,9 +231,10 @@ class StoreSet:
         Without ``only``, a store the fact is recorded in but that is not configured here is
         reported in ``still_held`` (with no verification): nothing removed it, so the erasure
         must not look complete. ``blind``: stores whose check is not asked (``unverified``);
-        the outbox names those whose check needs a value the ledger no longer has.
+        the outbox names those whose check needs a value the ledger no longer has. ``into``:
+        the report to fill, store by store (a sweep cut mid-way reads what was answered).
         """
-        report = RemovalReport()
+        report = into if into is not None else RemovalReport()
         for store in self.stores:
             if only is not None and store.name not in only:
                 continue

@@ -7,9 +7,11 @@ ledger's byte scan (made once for all, as a finished sweep's: ``ledger.stopped``
 before the stop as a finished sweep certifies it; a fact held by no store alike (there is
 nothing to remove); a fact whose stores were not asked yet (the flow contacts no store after
 the stop) names each such store ``unknown``, with why and who finishes the removal (the outbox,
-at the next start). Writing them is bounded (``KEEP_SECONDS``): those not kept by then, and
-the fact whose forget the stop may have cut after its commit, are left to the erasure intent,
-which the next start finishes (``stores.intents``). The exception then carries the report of
+at the next start); so does the fact whose stores the stop cut mid-call, saying which store
+was asked and not answered (``NO_ANSWER``, ``NOT_CHECKED``) and which not asked. Writing them
+is bounded (``KEEP_SECONDS``): those not kept by then, and the fact whose forget the stop may
+have cut after its commit, are left to the erasure intent, which the next start finishes
+(``stores.intents``). The exception then carries the report of
 what was done (``swept``), as a sweep a fact stopped does (``sweep_stopped``); so does the
 caller's ``stop`` (its ``swept``, ``StopCheck.stopped``), from the moment the sweep stops: a
 second Ctrl-C raised outside the flow (in the event loop's own code, or while the certificates
@@ -25,7 +27,7 @@ from typing import Any
 from agent_custody_state.ledger.certificate import CertifiedForget, sign, with_stores
 from agent_custody_state.ledger.model import Fact, ForgetEvent
 from agent_custody_state.stores import intents
-from agent_custody_state.stores.certificate import certify_removal, store_windows
+from agent_custody_state.stores.certificate import certify_removal, store_entries, store_windows
 from agent_custody_state.stores.reports import SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport
 from agent_custody_state.timeutil import format_time, utc_now
@@ -38,6 +40,20 @@ NOT_ASKED = (
     "not asked: the sweep was stopped before it reached this store; the outbox, when kept, "
     "finishes the removal at the next start (its log says how)"
 )
+#: the store the stop cut mid-call: its removal was sent, its answer never read
+NO_ANSWER = (
+    "asked, no answer before the stop: the sweep was stopped while this store removed the "
+    "fact, so whether it did is not known; the removal stays owed in the outbox, when kept, "
+    "which finishes it at the next start (its log says how)"
+)
+#: the store that answered its removal, whose check (``verify_removed``) the stop cut
+NOT_CHECKED = (
+    "removed, not checked: the store answered the removal, and the sweep was stopped while it "
+    "checked that the value is gone; the removal stays owed in the outbox, when kept, which "
+    "finishes it at the next start (its log says how)"
+)
+#: the words of a store whose removal a stop left owed (``owed_by_stop``)
+STOPPED = (NOT_ASKED, NO_ANSWER, NOT_CHECKED)
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -87,15 +103,46 @@ def unasked(fact: Fact | None) -> RemovalReport:
     return RemovalReport(still_held=dict.fromkeys(names, NOT_ASKED))
 
 
-def certify_unasked(
-    certified: CertifiedForget, held_by: Collection[str], store_named: Callable[[str], object]
+def cut_short(fact: Fact | None, partial: RemovalReport, order: list[str]) -> RemovalReport:
+    """The removal report of the fact whose stores the stop cut mid-way: what the stores
+    answered before it (``partial``, filled by ``StoreSet.remove_all`` store by store, asked in
+    ``order``), then the store it was waiting on (``NO_ANSWER``, or ``NOT_CHECKED`` when the
+    removal was answered and its check cut), then those after it (``NOT_ASKED``)."""
+    held = (fact.external or {}) if fact is not None else {}
+    report = RemovalReport(
+        list(partial.removed_from),
+        dict(partial.still_held),
+        dict(partial.verification),
+        list(partial.moved),
+    )
+    cut = False
+    for name in order:
+        if name not in held or name in report.still_held or name in report.verification:
+            continue  # not holding it, or answered (and checked) before the stop
+        answered = name in report.removed_from
+        report.still_held[name] = NOT_ASKED if cut else NOT_CHECKED if answered else NO_ANSWER
+        cut = True
+    return report
+
+
+def owed_by_stop(removal: RemovalReport) -> bool:
+    """Whether a stop left a removal of this fact owed (a store not asked or not answered)."""
+    return any(text in STOPPED for text in removal.still_held.values())
+
+
+def certify_stopped(
+    certified: CertifiedForget,
+    removal: RemovalReport,
+    held_by: Collection[str],
+    store_named: Callable[[str], object],
 ) -> dict[str, Any]:
-    """The certificate of a forget whose stores were not asked: the ledger's part as made, each
-    store ``unknown`` (the outcome is partial, nothing found), signed again."""
-    entries = [
-        {"name": name, "acknowledged": False, "verification": "unknown", "error": NOT_ASKED}
-        for name in held_by
-    ]
+    """The certificate of a forget whose stores a stop left unfinished: the ledger's part as
+    made, the stores as ``removal`` reports them (``store_entries``), each one the stop left
+    owed ``unknown`` with why (the outcome is partial, nothing found), signed again."""
+    entries = store_entries(removal, held_by)
+    for entry in entries:
+        if entry.get("error") in STOPPED:
+            entry["verification"] = "unknown"
     windows = store_windows(held_by, store_named)
     predicate = with_stores(certified.predicate, entries, format_time(utc_now()), windows)
     return sign(predicate, certified.forgetting, certified.key)
@@ -110,20 +157,26 @@ async def keep_stopped(
     issued: dict[str, bool],
     intended: list[intents.Intent],
     check: Callable[[], None] | None = None,
+    asking: tuple[str, RemovalReport] | None = None,
 ) -> None:
     """On a stop: hand ``report`` to the caller's stop (``check``, a ``StopCheck``), complete
     it with the facts forgotten and not reached in the stores, keep the certificates not kept
     yet (until ``KEEP_SECONDS`` have passed), then drop each intent all of whose facts are kept
     and leave the others for the next start, this process's included (``intents.release``). A
     second interrupt while they are written stops the writing only; the intents are left as
-    they are, and the caller's stop has the report as far as it got."""
+    they are, and the caller's stop has the report as far as it got. ``asking``: the fact whose
+    stores were being asked at the stop, and what they had answered (``cut_short``)."""
     if isinstance(check, StopCheck):
         check.stopped(report)
     done = {swept.event.fact_id: swept for swept in report.forgotten}
     unreached = {event.fact_id for event in forgotten} - set(done)
+    order = [store.name for store in custody.stores.stores]
     for event in forgotten:  # first, at once: what was done, before any certificate
         if event.fact_id in unreached:
-            done[event.fact_id] = SweptFact(event, unasked(copies.get(event.fact_id)))
+            fact = copies.get(event.fact_id)
+            partial = asking[1] if asking is not None and asking[0] == event.fact_id else None
+            removal = unasked(fact) if partial is None else cut_short(fact, partial, order)
+            done[event.fact_id] = SweptFact(event, removal)
             report.forgotten.append(done[event.fact_id])
     deadline = time.monotonic() + KEEP_SECONDS
     try:
@@ -131,10 +184,10 @@ async def keep_stopped(
             swept = done[event.fact_id]
             fact = copies.get(event.fact_id)
             held_by = sorted(fact.external or {}) if fact is not None else []
-            # its stores not asked (or their removal cut short): each unknown
+            # its stores not asked (or their removal cut short): each such one unknown
             if event.fact_id in unreached and event.fact_id in certified and held_by:
-                swept.certificate = certify_unasked(
-                    certified[event.fact_id], held_by, custody.stores.by_name
+                swept.certificate = certify_stopped(
+                    certified[event.fact_id], swept.removal, held_by, custody.stores.by_name
                 )
             if issued.get(event.fact_id) or event.fact_id not in certified:
                 continue

@@ -170,6 +170,7 @@ class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
         leaving = sum(1 for e in forgotten if e.fact_id in copies)
         done = 0
         issued: dict[str, bool] = {}  # fact id: its certificate kept
+        asking: tuple[str, RemovalReport] | None = None  # the fact whose stores are asked
         try:
             if stopped is not None and interrupt(stopped):
                 raise stopped  # Ctrl-C in the ledger's part: no store is contacted after it
@@ -180,7 +181,8 @@ class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
                     check()  # a stop asked: before this fact's stores, never half-way
                     if progress is not None:
                         progress("stores", done, leaving)
-                    removal = await self.stores.remove_all(fact)
+                    asking = (event.fact_id, removal)  # a stop now cuts it mid-call
+                    await self.stores.remove_all(fact, into=removal)
                     await self._settle(owed.get(event.fact_id, []), removal)
                     done += 1
                 swept = SweptFact(event, removal, restored=restores.get(event.fact_id))
@@ -196,7 +198,7 @@ class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
             self._release(o for entries in owed.values() for o in entries)  # for ``resume``
             if interrupt(exc):  # every forgotten fact's certificate, then what was done
                 await keep_stopped(
-                    self, report, forgotten, copies, certified, issued, intended, check
+                    self, report, forgotten, copies, certified, issued, intended, check, asking
                 )
                 exc.swept = report  # type: ignore[attr-defined]  # read by ``cli``
             else:  # failed after its forgets: the intents are for the next ``resume``

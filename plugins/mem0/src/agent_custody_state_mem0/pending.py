@@ -14,7 +14,13 @@ record is a small JSONL sidecar, one ``{"factId", "eventId", "since"}`` line per
 * read at every check (never cached), so a restarted server, or a ``sweep`` running beside a
   server on the same store, sees the events the other process started;
 * changed under an exclusive ``flock`` on ``<path>.lock``, so two processes never drop each
-  other's lines; the file is removed once nothing is pending.
+  other's lines; the file is removed once nothing is pending. The lock is waited for at
+  most ``timeout`` seconds (60 by default, the core's ``DEFAULT_LOCK_TIMEOUT``): another
+  process stopped while holding it (a debugger, ``SIGSTOP``, a hung mount) made every put of
+  this store in every other process wait forever. Past the bound the call is refused with
+  ``PendingLockTimeout`` (an ``OSError`` naming the file and the holder; the file unchanged),
+  which the store reports as its ``StoreError``, as it does a file it cannot write: the put
+  fails, its event counted in this process only; a start-up check fails naming the file.
 
 Without one (the local ``Memory``, which never answers ``PENDING``; a store built directly)
 the record is in-process only. Either way the in-process copy is kept too: an event whose
@@ -24,7 +30,7 @@ line could not be written still counts here until it settles.
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import errno
 import json
 import os
 import threading
@@ -33,7 +39,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_custody_state.plugin import PRIVATE_MODE, open_private
+from agent_custody_state.plugin import (
+    DEFAULT_LOCK_TIMEOUT,
+    PRIVATE_MODE,
+    LockWaitTimeout,
+    lock_exclusive,
+    lock_held_by,
+    lock_timeout,
+    open_private,
+)
 
 _KEYS = ("factId", "eventId")
 
@@ -42,11 +56,23 @@ class PendingFileError(OSError):
     """The sidecar cannot be read as pending add records (edited, or damaged on disk)."""
 
 
-class PendingAdds:
-    """Add events by fact id, in this process and (with ``path``) in the sidecar file."""
+class PendingLockTimeout(LockWaitTimeout):
+    """The sidecar's lock was not granted within the bound; the text names the file, the
+    holder and what to do."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class PendingAdds:
+    """Add events by fact id, in this process and (with ``path``) in the sidecar file.
+    ``timeout``: seconds its lock is waited for (None: no bound)."""
+
+    def __init__(
+        self, path: Path | None = None, timeout: float | None = DEFAULT_LOCK_TIMEOUT
+    ) -> None:
         self.path = path
+        self.lock_timeout = lock_timeout(timeout)  # a number of seconds, or None
         self._memory: dict[str, str] = {}  # event id -> fact id
         self._lock = threading.Lock()
 
@@ -99,7 +125,16 @@ class PendingAdds:
         assert self.path is not None
         fd, _ = open_private(Path(f"{self.path}.lock"), os.O_RDWR)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                lock_exclusive(fd, self.lock_timeout)
+            except LockWaitTimeout:
+                raise PendingLockTimeout(
+                    errno.ETIMEDOUT,
+                    f"the pending add events file {self.path} is locked ({self.path}.lock) by "
+                    f"{lock_held_by(fd)}, which did not release it within {self.lock_timeout:g}s; "
+                    "if that process is stuck (stopped, hung on a mount), resume or end it; "
+                    "the file is unchanged",
+                ) from None
             yield
         finally:
             os.close(fd)  # releases the lock

@@ -61,6 +61,8 @@ def test_the_key_values_query_orders_by_code_point_on_postgresql(
     try:
         for ranged in (False, True):
             sql = backend._q.key_values("subject", ranged).sql
-            assert 'ORDER BY events.subject COLLATE "C"' in sql.replace("public.ledger.", "events.")
+            assert 'ORDER BY events.subject COLLATE pg_catalog."C"' in sql.replace(
+                "public.ledger.", "events."
+            )
     finally:
         backend.close()

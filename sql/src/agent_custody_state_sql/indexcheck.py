@@ -137,7 +137,8 @@ def index_problems(backend: SqlEventBackend) -> list[tuple[int, str]]:
     ``verify``'s pass over the events on the backend's connection). When some row's JSON does
     not parse (the database's check stops at it), every row is compared here instead."""
     dialect = backend._engine.dialect.name
-    position = sa.text(f"SELECT count(*) FROM {backend._qualified} WHERE seq <= :s")
+    count = backend._q.fn.name("count")
+    position = sa.text(f"SELECT {count}(*) FROM {backend._qualified} WHERE seq <= :s")
     try:
         with backend._engine.connect() as conn:
             try:

@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent_custody_state_sql.builtins import Builtins
 from agent_custody_state_sql.schema import ROW_COLUMNS, Prepared
 
 #: A one-column SELECT of the ids passed in the named bind parameter.
@@ -61,6 +62,7 @@ class Statements:
     ) -> None:
         self.table = t = table
         self._dialect = dialect
+        self.fn = fn = Builtins(dialect.name)
         self._find: dict[tuple[bool, ...], Prepared] = {}
         self._around: dict[tuple[bool, ...], Prepared] = {}
         self._keys: dict[tuple[str, bool], Prepared] = {}
@@ -85,13 +87,13 @@ class Statements:
         # each planned alone: the count on the smallest index, the max at the key's end).
         self.count_top = p(
             sa.select(
-                sa.select(sa.func.count()).select_from(t).scalar_subquery(),
-                sa.select(sa.func.max(t.c.seq)).scalar_subquery(),
+                sa.select(fn.count()).select_from(t).scalar_subquery(),
+                sa.select(fn.max(t.c.seq)).scalar_subquery(),
             )
         )
         # The rows after the last one counted, and the last of them (``count``).
         self.count_after = p(
-            sa.select(sa.func.count(), sa.func.max(t.c.seq)).where(t.c.seq > sa.bindparam("after"))
+            sa.select(fn.count(), fn.max(t.c.seq)).where(t.c.seq > sa.bindparam("after"))
         )
         # The row with the highest seq, with its ``tx_time`` column (third: the key a writer's
         # stamp is raised to, unparsed), as one probe at the primary key's end. PostgreSQL:
@@ -103,7 +105,7 @@ class Statements:
         if dialect.name == "postgresql":
             self.last = p(last.order_by(seq.desc()).limit(sa.literal_column("1")))
         else:
-            self.last = p(last.where(seq == sa.select(sa.func.max(seq)).scalar_subquery()))
+            self.last = p(last.where(seq == sa.select(fn.max(seq)).scalar_subquery()))
         # Every row from ``from_`` on (``FIRST``: all of them), in order.
         self.page = p(
             base.where(seq >= sa.bindparam("from_")).order_by(seq).limit(sa.bindparam("n"))
@@ -114,9 +116,9 @@ class Statements:
         )
         # A loose index scan over events_space: one index probe per distinct space, instead
         # of reading every entry of the index.
-        first = sa.select(sa.func.min(t.c.space).label("space")).cte("acs_spaces", recursive=True)
+        first = sa.select(fn.min(t.c.space).label("space")).cte("acs_spaces", recursive=True)
         nxt = sa.select(
-            sa.select(sa.func.min(t.c.space)).where(t.c.space > first.c.space).scalar_subquery()
+            sa.select(fn.min(t.c.space)).where(t.c.space > first.c.space).scalar_subquery()
         ).where(first.c.space.is_not(None))
         walk = first.union_all(nxt)
         self.spaces = p(sa.select(walk.c.space).where(walk.c.space.is_not(None)))
@@ -210,7 +212,7 @@ class Statements:
             forgotten = t.alias("forgotten")
             where = [
                 t.c.kind == "assert",
-                sa.func.substr(col, 1, sa.bindparam("plen")) == sa.bindparam("p"),
+                self.fn.substr(col, 1, sa.bindparam("plen")) == sa.bindparam("p"),
                 ~sa.exists().where(
                     forgotten.c.fact_id == t.c.fact_id, forgotten.c.kind == "forget"
                 ),
@@ -220,7 +222,8 @@ class Statements:
             # Code-point order, whatever the column's collation: the first ``n`` in the
             # database's order (en_US: "a" before "Z") were not the first ``n`` the ledger
             # answers in (EB-2.9-keys), so a value was left out. SQLite's order is code points.
-            order = col.collate("C") if self._dialect.name == "postgresql" else col
+            # On PostgreSQL the collation is named in ``pg_catalog`` (``Builtins.code_points``).
+            order = self.fn.code_points(col)
             stmt = sa.select(col).where(*where).group_by(col).order_by(order)
             stmt = stmt.limit(sa.bindparam("n"))
             q = self._keys[(column, ranged)] = self.compile(stmt)

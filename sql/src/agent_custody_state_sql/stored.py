@@ -138,13 +138,13 @@ def stored_chunks(
     must read, so a row gone meanwhile stops ``verify``."""
     t = backend._q.table
     seq = t.c.seq
-    compile_ = backend._q.compile
-    top_q = compile_(sa.select(sa.func.coalesce(sa.func.max(seq), 0)))
-    low_q = compile_(sa.select(sa.func.min(seq)))
-    total_q = compile_(sa.select(sa.func.count()).select_from(t))
+    compile_, fn = backend._q.compile, backend._q.fn
+    top_q = compile_(sa.select(sa.func.coalesce(fn.max(seq), 0)))  # COALESCE: grammar, no name
+    low_q = compile_(sa.select(fn.min(seq)))
+    total_q = compile_(sa.select(fn.count()).select_from(t))
     in_range = (seq >= sa.bindparam("start"), seq <= sa.bindparam("top"))
     cut_q = compile_(sa.select(seq).where(*in_range).order_by(seq).offset(size - 1).limit(1))
-    rest_q = compile_(sa.select(sa.func.count()).where(*in_range))
+    rest_q = compile_(sa.select(fn.count()).where(*in_range))
     reads = statements(backend)
     key = f"{backend.location}#{backend._qualified}"
     top = int(backend._rows(top_q)[0][0])

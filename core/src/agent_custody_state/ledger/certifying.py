@@ -5,15 +5,18 @@ of ``Ledger``, through ``LedgerForgetting``.
 before anything is forgotten (a missing key refuses the call and changes nothing);
 ``_certify`` builds and signs the certificates once the forgets are done and compacted,
 after one scan of the ledger's own files (and a crypto-shred key store's) for every value
-(``bytescan``).
+(``bytescan``). When that fails the forgets stand (committed and compacted before it): the
+error, ``CertificateNotMade``, says so, names each fact and forget event, and keeps the failure
+as its cause, so a caller neither retries nor believes the value is still there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from agent_custody_state.ledger.backend import EventBackend
+from agent_custody_state.ledger.backend import EventBackend, EventBackendError
 from agent_custody_state.ledger.bytescan import scan_files
 from agent_custody_state.ledger.certificate import (
     CertificateOptions,
@@ -33,9 +36,50 @@ from agent_custody_state.timeutil import format_time, utc_now
 
 if TYPE_CHECKING:
     from agent_custody_state.keys import KeyPair
+    from agent_custody_state.ledger.model import ForgetEvent
 
 #: What ``certificate=`` takes: a bool, or the options of the certificate.
 Certify = bool | CertificateOptions
+
+#: The facts a ``CertificateNotMade`` message names one by one (a sweep may forget thousands).
+NAMED = 5
+
+
+class CertificateNotMade(EventBackendError):
+    """Forgets that stand without their erasure certificates: each was committed and compacted
+    before making its certificate failed (the ``__cause__``). ``events``: the forget events.
+    Not a ``LedgerError``: that is a refusal, after which nothing changed."""
+
+    def __init__(self, events: Sequence[ForgetEvent], cause: Exception) -> None:
+        self.events = tuple(events)
+        super().__init__(_not_made(self.events, cause))
+
+
+def _not_made(events: Sequence[ForgetEvent], cause: Exception) -> str:
+    """What stands, what failed, and what the caller can do: the failure's text when it is an
+    I/O or backend error (they name files and locations), else only its type (another's text
+    might quote the value)."""
+    one = len(events) == 1
+    named = ", ".join(f"{e.fact_id} (forget event {e.event_id})" for e in events[:NAMED])
+    if len(events) > NAMED:
+        named += f" and {len(events) - NAMED} more (the error's events)"
+    text = str(cause) if isinstance(cause, OSError | EventBackendError) else ""
+    why = text or type(cause).__name__
+    return (
+        f"{'fact' if one else 'facts'} {named} {'is' if one else 'are'} forgotten, but "
+        f"{'its erasure certificate' if one else 'their erasure certificates'} could not be "
+        f"made: {why}. "
+        + (
+            "The forget stands: the value is erased and the forget event is in the ledger "
+            "(history, export); do not forget again (it is refused as already forgotten). "
+            if one
+            else "The forgets stand: the values are erased and the forget events are in the "
+            "ledger (history, export); do not sweep again for them (nothing is left to forget). "
+        )
+        + "A certificate cannot be made again (its byte scan needs the value): a custody flow "
+        'or server with a certificates folder (certificates = "DIR") keeps a recovered '
+        "certificate there (outcome partial, not verified), now or at its next start"
+    )
 
 
 class LedgerCertifying:
@@ -62,6 +106,15 @@ class LedgerCertifying:
         return options, key
 
     def _certify(
+        self, done: list[Forgetting], options: CertificateOptions, key: KeyPair
+    ) -> list[CertifiedForget]:
+        """``_certified``, or ``CertificateNotMade`` when it fails: the forgets ``done`` stand."""
+        try:
+            return self._certified(done, options, key)
+        except Exception as exc:
+            raise CertificateNotMade([d.event for d in done], exc) from exc
+
+    def _certified(
         self, done: list[Forgetting], options: CertificateOptions, key: KeyPair
     ) -> list[CertifiedForget]:
         """Scan the ledger's files once for every value, then build and sign each certificate
@@ -98,4 +151,4 @@ class LedgerCertifying:
         return certified
 
 
-__all__ = ["Certify", "LedgerCertifying"]
+__all__ = ["CertificateNotMade", "Certify", "LedgerCertifying"]

@@ -6,7 +6,8 @@ file in another process wait forever. ``wait`` bounds that wait by a number of s
 no bound, the plain blocking call). Every lock of a file-based part waits through it: the JSONL
 ledger's lock file (``backends.jsonl_lock``, its own error), and the sidecars locked for an
 append or a read: the outbox (``stores.outbox_lock``) and the checkpoint notes
-(``ledger.appending.append_locked``), refused past the bound with ``LockWaitTimeout``.
+(``ledger.appending.append_locked``), refused past the bound with ``LockWaitTimeout``, and a
+plugin's own (mem0's pending adds, through ``plugin.lock_exclusive``).
 
 The wait tries a non-blocking lock (an uncontended lock costs one system call, as a blocking one
 did), then waits in the kernel's queue as a blocking ``flock`` did, woken when the lock is
@@ -14,8 +15,9 @@ released (``queued``): polling instead (a try every few milliseconds) never foun
 that a busy, healthy writer released for microseconds between its sections, and refused after
 the bound as if that writer were stuck. The blocking call runs on a helper thread on another open
 file description of the file (``/proc/self/fd``, opened with the same access mode and flags),
-moved onto ``fd`` once granted; past the bound the helper is left to its wait and drops what it
-gets. Where the file cannot be opened again so, the wait polls, pausing up to ``MAX_PAUSE``.
+moved onto ``fd`` once granted; past the bound, or after an interrupt (Ctrl-C), the helper is
+left to its wait and drops what it gets. Where the file cannot be opened again so, the wait
+polls, pausing up to ``MAX_PAUSE``.
 
 Below every layer: the ledger, the backends and the stores wait alike.
 """
@@ -117,8 +119,9 @@ def queued(fd: int, op: int, timeout: float) -> bool | None:
     as ``fd``: a blocking ``flock`` on a helper thread, on another open file description of the
     file (the same access mode and flags), which ``fd`` is then made to refer to (``dup2``: the
     same descriptor, now holding the lock). True: granted; False: not within ``timeout`` (the
-    helper waits on and drops what it gets); None: the file cannot be opened again so (no
-    ``/proc``), nothing was waited for.
+    helper waits on and drops what it gets, as it does after an interrupt, Ctrl-C: a lock
+    granted after it stayed held by this process for good); None: the file cannot be opened
+    again so (no ``/proc``), nothing was waited for.
 
     A lock ``fd`` already holds is dropped first, as a blocking ``flock`` converting it did: held
     on ``fd``, it would make the helper wait for this very process."""
@@ -151,14 +154,22 @@ def queued(fd: int, op: int, timeout: float) -> bool | None:
                 done.set()
 
     threading.Thread(target=helper, name="flock-wait", daemon=True).start()
-    done.wait(timeout)
-    with guard:
-        if not outcome:
-            abandoned = True
+    try:
+        done.wait(timeout)
+        with guard:
+            abandoned = not outcome
+        if abandoned:
             return False
-    if outcome[0] is not None:
-        os.close(fresh)
-        raise outcome[0]
-    os.dup2(fresh, fd, inheritable=False)  # ``fd`` now holds the lock ...
-    os.close(fresh)  # ... which this second descriptor of it leaves in place
-    return True
+        if outcome[0] is not None:
+            raise outcome[0]
+        os.dup2(fresh, fd, inheritable=False)  # ``fd`` now holds the lock ...
+        return True
+    except BaseException:  # an interrupt (Ctrl-C) while waiting, or ``dup2`` refused
+        with guard:
+            abandoned = abandoned or not outcome  # the helper drops what it gets
+        if not abandoned and outcome[0] is None:  # granted, yet not handed over: dropped
+            fcntl.flock(fresh, fcntl.LOCK_UN)  # (explicitly: a forked child may share it)
+        raise
+    finally:
+        if not abandoned:
+            os.close(fresh)  # ... which closing this second descriptor of it leaves in place

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -183,7 +184,7 @@ class ZepStore:
         if asked is not None and asked > self.max_retry_after:
             raise StoreError(
                 self.name,
-                f"{exc.message}; Zep asked to wait {asked:.0f}s before the add is sent again, "
+                f"{exc.message}; Zep asked to wait {_asked(asked)} before the add is sent again, "
                 f"longer than max_retry_after ({self.max_retry_after:g}s): nothing was stored, "
                 "write the fact again later (or raise max_retry_after)",
             ) from exc
@@ -246,6 +247,13 @@ class ZepStore:
     def close(self) -> None:
         """Close the SDK's HTTP connections."""
         self.graph.close()
+
+
+def _asked(seconds: float) -> str:
+    """A ``Retry-After`` wait as an error says it: whole seconds rounded up (an HTTP date 30.4 s
+    ahead is ``31s``: rounded to ``30s`` it read as no longer than a bound of 30 s), or, for a
+    number of seconds too large for a float (``inf``), ``an unbounded time``."""
+    return f"{math.ceil(seconds)}s" if math.isfinite(seconds) else "an unbounded time"
 
 
 def build(settings: ZepSettings | Mapping[str, Any], *, name: str = "zep") -> ZepStore:

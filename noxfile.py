@@ -162,12 +162,28 @@ def lowest(session: nox.Session, name: str) -> None:
     given as a direct requirement), so that a lower bound which no longer works fails here, not
     in a user's older environment. Not locked (other versions are the point), not a default
     (it resolves against PyPI): run it after changing a plugin's or the core's dependencies."""
+    _bounded(session, name, "--resolution", "lowest-direct")
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("name", PLUGINS)
+def newest(session: nox.Session, name: str) -> None:
+    """Optional: one plugin's tests at the newest versions the bounds allow, what a user's
+    ``pip install`` gets today (``--upgrade``: the lock may be older), so that a new release
+    that breaks us, or an upper bound that holds users back, shows here. Not locked, not a
+    default (it resolves against PyPI): run it before a release, and after refreshing bounds."""
+    _bounded(session, name, "--upgrade")
+
+
+def _bounded(session: nox.Session, name: str, *resolution: str) -> None:
+    """Install the core, the SQL base, the conformance suite and the plugin ``name`` with every
+    third-party bound given as a direct requirement, resolved as ``resolution`` says, then run
+    the plugin's tests."""
     folder = ROOT / "plugins" / name
     meta = tomllib.loads((folder / "pyproject.toml").read_text())
     extra = "[test]" if "test" in meta["project"].get("optional-dependencies", {}) else ""
     session.install(
-        "--resolution",
-        "lowest-direct",
+        *resolution,
         *("-e", "core[fast]", "-e", "sql", "-e", "conformance[postgres]"),
         *("-e", f"plugins/{name}{extra}"),
         *_third_party(ROOT / "core" / "pyproject.toml", "fast"),

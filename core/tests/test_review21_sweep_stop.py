@@ -165,15 +165,7 @@ def test_sweep_json_stopped_by_a_signal_prints_what_was_done(
     exited 130 with nothing on standard output; SIGTERM killed it outright, keeping nothing.
     Now the sweep stops before its next fact, prints its JSON marked ``interrupted``, keeps
     every certificate, and exits 128 + the signal."""
-    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
-    (tmp_path / "certs").mkdir()
-    (tmp_path / "run.py").write_text(SCRIPT)
-    child = subprocess.Popen(
-        [sys.executable, str(tmp_path / "run.py"), str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = sweep_child(tmp_path, SCRIPT)
     assert child.stderr is not None
     deadline = time.monotonic() + 60
     while "REMOVING" not in (child.stderr.readline() or "REMOVING") and time.monotonic() < deadline:
@@ -188,3 +180,18 @@ def test_sweep_json_stopped_by_a_signal_prints_what_was_done(
     assert sorted(_predicates(tmp_path / "certs")) == sorted(i["factId"] for i in data["forgotten"])
     assert "sweep interrupted after forgetting 5 facts" in err
     assert os.path.exists(tmp_path / "l.jsonl.outbox")
+
+
+def sweep_child(tmp_path: Path, script: str) -> subprocess.Popen[str]:
+    """``script`` (``SCRIPT`` or a variant) run in a child over ``tmp_path``, with a key and a
+    certificates folder: a ``sweep --json`` whose first store removal it prints ``REMOVING``
+    for on standard error."""
+    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "run.py").write_text(script)
+    return subprocess.Popen(
+        [sys.executable, str(tmp_path / "run.py"), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from test_review21_sweep_stop import FAR, SCRIPT, _filled, _predicates
+from test_review21_sweep_stop import FAR, SCRIPT, _filled, _predicates, sweep_child
 
-from agent_custody_state.cli import main
 from agent_custody_state.cli.sweep_unfinished import StopRequest
 from agent_custody_state.stores.flows import Custody
 
@@ -44,15 +41,7 @@ def test_a_second_signal_still_prints_the_json(
     tmp_path: Path, sig: signal.Signals, status: int
 ) -> None:
     assert SLOW != SCRIPT
-    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
-    (tmp_path / "certs").mkdir()
-    (tmp_path / "run.py").write_text(SLOW)
-    child = subprocess.Popen(
-        [sys.executable, str(tmp_path / "run.py"), str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = sweep_child(tmp_path, SLOW)
     assert child.stderr is not None
     deadline = time.monotonic() + 60
     _wait_for(child.stderr, "REMOVING", deadline)  # awaiting the first fact's store

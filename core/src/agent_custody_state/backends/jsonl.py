@@ -75,7 +75,8 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
         self.path, self.location, self.read_only = Path(location), str(location), read_only
         check_regular(self.path, self.location)  # a folder or FIFO is refused, not read
         check_size(self.path, self.location, max_mb)  # the index holds every event in memory
-        self._max_mb, self._lock_wait = max_mb, _bound(lock_timeout)  # ``jsonl_lock``
+        #: seconds a lock of this ledger's files waits for another process (None: no bound)
+        self._max_mb, self.lock_timeout = max_mb, _bound(lock_timeout)  # ``jsonl_lock``
         # The lock and the batch journal sit beside the file the path names: through a symlink,
         # a process opening the link and one opening the file itself must share them.
         self._target = file = target_of(self.path)
@@ -131,7 +132,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
             raise EventBackendError(f"ledger {self.location} is closed")
         fd = self._lock_file.fd()
         if fd is not None:  # a read-only open without a lock file reads without it
-            take(fd, op, timeout=self._lock_wait, lock=self._lock_path, location=self.location)
+            take(fd, op, timeout=self.lock_timeout, lock=self._lock_path, location=self.location)
 
     def _reset(self) -> None:
         self._index = EventIndex()
@@ -389,7 +390,7 @@ class JsonlBackend(JsonlView, SidecarKeys, ModeFile, ReentrantTransactions, Even
     def checkpoint_log(self) -> FileCheckpointLog:
         """``<file>.checkpoints``: signed notes beside the ledger file itself, and those an older
         version kept beside a symlink to it (``ledger.checkpoints``)."""
-        return own_checkpoint_log(self.path, self._names, self._lock_wait)
+        return own_checkpoint_log(self.path, self._names, self.lock_timeout)
 
     def close(self) -> None:
         if not self._closed:

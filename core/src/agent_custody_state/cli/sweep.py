@@ -158,7 +158,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 swept = getattr(exc, "swept", None) or stop.swept  # the flow handed it over
                 if args.json and swept is not None:  # what it did, marked as interrupted
                     _print_json(swept, folder is not None, interrupted=stop.signal or "SIGINT")
-                told = interrupted(exc, swept, archive, outbox if stores else None, bool(stores))
+                told = interrupted(exc, swept, archive, custody.outbox, bool(stores))
                 print(f"agent-custody-memory: {told}", file=sys.stderr)
                 return stop.status()
             except Exception as exc:
@@ -244,15 +244,16 @@ def open_mode(location: str, mode: dict[str, Any], **kwargs: Any) -> Any:
 
 
 def _outbox(location: str, config: Any) -> Any:
-    """The outbox (``stores.outbox``): the config's ``outbox``, else ``<ledger>.outbox``
-    beside a file ledger; None for a URL ledger without one."""
+    """The outbox's path (``stores.outbox``), checked before the ledger is opened: the config's
+    ``outbox``, else ``<ledger>.outbox`` beside a file ledger; None for a URL ledger without
+    one. ``Custody`` opens it, its lock waited for as long as the ledger's (``Outbox.of``)."""
     from agent_custody_state.stores.outbox import Outbox, outbox_path
 
     path = outbox_path(location, config.outbox if config is not None else None)
     if path is None:
         return None
     try:
-        return Outbox(path)
+        return Outbox(path).path  # a folder that does not exist is refused now
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

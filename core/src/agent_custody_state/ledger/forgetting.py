@@ -24,7 +24,7 @@ from agent_custody_state.ledger.arguments import (
 )
 from agent_custody_state.ledger.backend import EventBackend
 from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget, Forgetting
-from agent_custody_state.ledger.certifying import Certify, LedgerCertifying
+from agent_custody_state.ledger.certifying import CertificateNotMade, Certify, LedgerCertifying
 from agent_custody_state.ledger.compaction import compacted, compacting
 from agent_custody_state.ledger.datakeys import data_keys
 from agent_custody_state.ledger.errors import LedgerError
@@ -43,7 +43,7 @@ from agent_custody_state.ledger.queries import RESTORED_KEY, FactState, SweepRes
 from agent_custody_state.ledger.readonly import check_writable
 from agent_custody_state.ledger.requests import TimeLike
 from agent_custody_state.ledger.rules import check_known, refuse
-from agent_custody_state.ledger.stopped import carry
+from agent_custody_state.ledger.stopped import SWEEP_RESULT, carry
 
 if TYPE_CHECKING:
     from agent_custody_state.keys import KeyPair
@@ -262,7 +262,8 @@ class LedgerForgetting(LedgerCertifying):
         forget none but these of the facts learned before ``before`` (the custody flow's own
         listing, which it owes the stores' removals for: a fact another writer appends meanwhile,
         with a ``before`` not yet past, is left to the next sweep, not forgotten unlisted).
-        A fact that stops it: its exception carries what was done before (``stopped``)."""
+        A fact that stops it: its exception carries what was done before (``stopped``), as
+        does the ``CertificateNotMade`` of certificates that fail at its end."""
         cutoff = self.check_sweep(before, actor, reason, space, receipt_id, keep_digest)
         extras, only = sweep_args(extras, only, progress, certificates)
         options, key = self.certifying(certificates, "certificates")
@@ -310,7 +311,11 @@ class LedgerForgetting(LedgerCertifying):
                 lambda: self._swept(forgotten, held, [], None, None),
             )
             raise
-        return self._swept(forgotten, held, done, options, key)
+        try:
+            return self._swept(forgotten, held, done, options, key)
+        except CertificateNotMade as exc:  # at its end: it carries what it did, as a stop does
+            setattr(exc, SWEEP_RESULT, self._swept(forgotten, held, [], None, None))
+            raise
 
     def _swept(
         self,

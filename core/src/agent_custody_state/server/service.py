@@ -138,7 +138,7 @@ class MemoryService:
             identity=SigningIdentity.load(identity) if identity is not None else None,
             worker=worker or worker_for(ledger),
             limits=limits or ValueLimits(),
-            outbox=outbox if isinstance(outbox, Outbox) or outbox is None else Outbox(outbox),
+            outbox=Outbox.of(outbox, ledger),  # a path: the ledger's lock bound
             certificates=_archive(certificates, identity),
         )
 

@@ -115,7 +115,7 @@ class Custody(CustodySweep):
         self.ledger = ledger
         self.certificates = archive_of(certificates)
         #: owed store removals, kept across a crash (``stores.outbox``); None: not kept
-        self.outbox = outbox if isinstance(outbox, Outbox) or outbox is None else Outbox(outbox)
+        self.outbox = Outbox.of(outbox, ledger)  # a path: the ledger's lock bound
         #: signs erasure certificates (the server's key); None: the ledger's checkpoint key
         self.certificate_key = certificate_key
         self.stores = stores if isinstance(stores, StoreSet) else StoreSet(list(stores), verify)
@@ -287,6 +287,9 @@ class Custody(CustodySweep):
             except BaseException:  # the intent is released however closing it ends
                 await self._close_failed(intent, options, issued, own.ids)
                 raise
+            if own.not_made is not None:  # the forget and the stores' removals stand: say so
+                await self._close_failed(intent, options, issued, own.ids)  # a recovered one
+                raise own.not_made
             await self._close_intent(intent, options, issued, own.ids)
             return removal
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
+from agent_custody_state.ledger.certifying import CertificateNotMade
 from agent_custody_state.ledger.chain import chain_record
 from agent_custody_state.ledger.errors import LedgerError
 from agent_custody_state.ledger.ledger import Ledger
@@ -47,12 +48,18 @@ class OwnForget:
     (None) when the call failed otherwise (it may have committed: the case intents are for).
     Before, a retried forget refused as already forgotten issued a ``recovered`` certificate of
     the first request's forget, saying its process had stopped (the first one's went to
-    ``.2.json``). ``certified``: the ledger's certificate, when it made one."""
+    ``.2.json``). ``certified``: the ledger's certificate, when it made one.
+
+    ``not_made``: the ``CertificateNotMade`` of a forget that committed but whose certificate
+    failed; ``forget`` then returns its event, so the flow goes on to remove the value from
+    the stores (before, it raised at once: the erased value stayed in every store, for good
+    without an outbox, else until the next start), and raises it after."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self.ids: set[str] | None = None
         self.certified: list[CertifiedForget] = []
+        self.not_made: CertificateNotMade | None = None
 
     def forget(self, **kwargs: Any) -> ForgetEvent:
         """``Ledger.forget(**kwargs)``, noting what it committed; its event."""
@@ -61,6 +68,8 @@ class OwnForget:
         except LedgerError:
             self.ids = set()  # a refusal: the ledger is unchanged
             raise
+        except CertificateNotMade as exc:  # committed and compacted: the event is known
+            self.not_made, done = exc, exc.events[0]
         if isinstance(done, CertifiedForget):
             self.certified.append(done)
         event = done.event if isinstance(done, CertifiedForget) else done

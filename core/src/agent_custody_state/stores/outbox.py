@@ -28,7 +28,8 @@ A disk that refuses the outbox (full, a file size limit, no descriptor left): an
 refused whole, naming the file and the cause (``OutboxError``, an ``EventBackendError``), before
 the ledger or any store changes, and leaves no half line and no new empty file; a settle that
 cannot be written is logged and treated as a settle lost in a crash (``outbox_file``). So is a
-file lock another process holds past ``lock_timeout`` seconds (default 60; ``outbox_lock``).
+file lock another process holds past ``lock_timeout`` seconds (``outbox_lock``): a JSONL
+ledger's own ``lock_timeout`` when built from a path by ``Outbox.of``, else 60.
 
 The outbox never holds a value (an erased one would otherwise stay on disk): a removal finished
 from it after a forget is verified only by stores that declare their check needs no value
@@ -111,6 +112,20 @@ class Outbox:
         self._lock = threading.Lock()
         #: entries this object wrote and has not settled: flows in flight, never resumed
         self._inflight: set[str] = set()
+
+    @classmethod
+    def of(cls, outbox: Outbox | str | os.PathLike[str] | None, ledger: Ledger) -> Outbox | None:
+        """``outbox`` as given (None, or an ``Outbox`` with its own bound), else the outbox at
+        that path, its lock waited for as long as ``ledger``'s: a JSONL ledger's own
+        ``lock_timeout`` (None: no bound), else the default."""
+        from agent_custody_state.backends.jsonl import JsonlBackend
+
+        if outbox is None or isinstance(outbox, Outbox):
+            return outbox
+        backend = getattr(ledger.backend, "inner", ledger.backend)  # crypto-shred wraps it
+        if isinstance(backend, JsonlBackend):
+            return cls(outbox, lock_timeout=backend.lock_timeout)
+        return cls(outbox)
 
     @contextmanager
     def _open(self, create: bool) -> Iterator[int | None]:

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from agent_custody_state.plugin import (
     Fact,
+    LockWaitTimeout,
     StoreError,
     call_sdk,
     custody_metadata,
@@ -282,8 +283,9 @@ def build(settings: Mem0Settings | Mapping[str, Any], *, name: str = "mem0") -> 
 
 
 def _pending_adds(settings: Mem0Settings, name: str) -> PendingAdds:
-    """The platform store's record of pending adds, read once now: a damaged file or a missing
-    folder stops startup, naming it. Local mode never answers ``PENDING``: in-process only."""
+    """The platform store's record of pending adds, read once now: a damaged file, a missing
+    folder or a lock another process holds past the bound stops startup, naming it (and the
+    holder). Local mode never answers ``PENDING``: in-process only."""
     if settings.mode != "platform":
         return PendingAdds()
     where = settings.pending_file or settings.default_pending_file(name, mem0_folder(settings))
@@ -298,6 +300,10 @@ def _pending_adds(settings: Mem0Settings, name: str) -> PendingAdds:
         pending.check()
     except PendingFileError as exc:
         raise StoreError(name, f"reading the pending add events failed: {exc}") from exc
+    except LockWaitTimeout as exc:  # a holder, not the folder: its text names it, and the cure
+        raise StoreError(
+            name, f"pending_file {where} could not be checked at startup: {exc}; then start again"
+        ) from exc
     except OSError as exc:
         raise StoreError(
             name, f"pending_file {where}: cannot be read and locked ({exc}); name a file in a "

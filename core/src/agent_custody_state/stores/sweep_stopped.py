@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agent_custody_state.ledger.certifying import CertificateNotMade
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import ForgetEvent
 from agent_custody_state.ledger.queries import SweepResult
@@ -54,6 +55,8 @@ def stopped_text(exc: BaseException | str, report: SweepReport) -> str:
     text = str(exc).replace("the ledger is unchanged", "that fact is unchanged in the ledger")
     problems = report.problems()
     held = f"; some values are still held by stores: {'; '.join(problems)}" if problems else ""
+    if isinstance(exc, CertificateNotMade):  # it did not stop: its error names every fact
+        return f"the sweep finished, and its store removals were tried: {text}{held}"
     return (
         f"the sweep stopped after forgetting {_plural(len(done), 'fact')} ({some(done)}; "
         f"those erasures stand, their removals from the stores were tried), then: {text}; "

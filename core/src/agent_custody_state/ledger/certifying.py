@@ -43,16 +43,33 @@ Certify = bool | CertificateOptions
 
 #: The facts a ``CertificateNotMade`` message names one by one (a sweep may forget thousands).
 NAMED = 5
+#: What the error says of sweeping again: true of a sweep that ran to its end (a custody flow
+#: stopped before its later passes says otherwise: ``stores.sweep_stopped``).
+NOT_AGAIN = "do not sweep again for them (nothing is left to forget)"
 
 
 class CertificateNotMade(EventBackendError):
     """Forgets that stand without their erasure certificates: each was committed and compacted
-    before making its certificate failed (the ``__cause__``). ``events``: the forget events.
-    Not a ``LedgerError``: that is a refusal, after which nothing changed."""
+    before making its certificate failed (the ``__cause__``, and ``cause``). ``events``: the
+    forget events. Not a ``LedgerError``: that is a refusal, after which nothing changed.
+    ``still_held``: the stores a custody flow then asked that still hold the value, with why
+    (``still_held_by``), said after the ledger's account, whose "erased" is not true of them."""
 
-    def __init__(self, events: Sequence[ForgetEvent], cause: Exception) -> None:
-        self.events = tuple(events)
-        super().__init__(_not_made(self.events, cause))
+    def __init__(
+        self, events: Sequence[ForgetEvent], cause: Exception, still_held: str = ""
+    ) -> None:
+        self.events, self.cause = tuple(events), cause
+        held = f"; the value is still held by {still_held}" if still_held else ""
+        super().__init__(_not_made(self.events, cause) + held)
+
+    def still_held_by(self, still_held: str) -> CertificateNotMade:
+        """This error, saying the stores in ``still_held`` (``<store>: <why>; ...``) still hold
+        the value (none: itself), its cause kept."""
+        if not still_held:
+            return self
+        error = CertificateNotMade(self.events, self.cause, still_held)
+        error.__cause__ = self.cause
+        return error
 
 
 def _not_made(events: Sequence[ForgetEvent], cause: Exception) -> str:
@@ -74,7 +91,7 @@ def _not_made(events: Sequence[ForgetEvent], cause: Exception) -> str:
             "(history, export); do not forget again (it is refused as already forgotten). "
             if one
             else "The forgets stand: the values are erased and the forget events are in the "
-            "ledger (history, export); do not sweep again for them (nothing is left to forget). "
+            f"ledger (history, export); {NOT_AGAIN}. "
         )
         + "A certificate cannot be made again (its byte scan needs the value): a custody flow "
         'or server with a certificates folder (certificates = "DIR") keeps a recovered '

@@ -289,7 +289,8 @@ class Custody(CustodySweep):
                 raise
             if own.not_made is not None:  # the forget and the stores' removals stand: say so
                 await self._close_failed(intent, options, issued, own.ids)  # a recovered one
-                raise own.not_made
+                held = "; ".join(f"{n}: {why}" for n, why in removal.removal.still_held.items())
+                raise own.not_made.still_held_by(held)
             await self._close_intent(intent, options, issued, own.ids)
             return removal
 

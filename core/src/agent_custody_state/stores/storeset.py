@@ -277,10 +277,12 @@ class StoreSet:
                     extra={"store": store.name, "fact": fact.fact_id},
                 )
         if only is None:
-            self._report_unconfigured(fact, report)
+            self.report_unconfigured(fact, report)
         return report
 
-    def _report_unconfigured(self, fact: Fact, report: RemovalReport) -> None:
+    def report_unconfigured(self, fact: Fact, report: RemovalReport) -> None:
+        """Name in ``report.still_held`` each store ``fact`` is recorded in that is not
+        configured here (logged): nothing removed or checked its copy."""
         for name, external_id in (fact.external or {}).items():
             if self.by_name(name) is not None:
                 continue

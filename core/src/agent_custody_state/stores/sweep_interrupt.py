@@ -29,7 +29,7 @@ from agent_custody_state.ledger.model import Fact, ForgetEvent
 from agent_custody_state.stores import intents
 from agent_custody_state.stores.certificate import certify_removal, store_entries, store_windows
 from agent_custody_state.stores.reports import SweepReport, SweptFact
-from agent_custody_state.stores.storeset import RemovalReport
+from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 from agent_custody_state.timeutil import format_time, utc_now
 
 #: How long a stopped sweep still writes certificates, at most (a few ms each): the stop waits
@@ -103,11 +103,13 @@ def unasked(fact: Fact | None) -> RemovalReport:
     return RemovalReport(still_held=dict.fromkeys(names, NOT_ASKED))
 
 
-def cut_short(fact: Fact | None, partial: RemovalReport, order: list[str]) -> RemovalReport:
+def cut_short(fact: Fact | None, partial: RemovalReport, stores: StoreSet) -> RemovalReport:
     """The removal report of the fact whose stores the stop cut mid-way: what the stores
     answered before it (``partial``, filled by ``StoreSet.remove_all`` store by store, asked in
-    ``order``), then the store it was waiting on (``NO_ANSWER``, or ``NOT_CHECKED`` when the
-    removal was answered and its check cut), then those after it (``NOT_ASKED``)."""
+    their order), then the store it was waiting on (``NO_ANSWER``, or ``NOT_CHECKED`` when the
+    removal was answered and its check cut), then those after it (``NOT_ASKED``), and those
+    not configured here, which ``remove_all`` names only at its end (``report_unconfigured``)."""
+    order = [store.name for store in stores.stores]
     held = (fact.external or {}) if fact is not None else {}
     report = RemovalReport(
         list(partial.removed_from),
@@ -122,6 +124,8 @@ def cut_short(fact: Fact | None, partial: RemovalReport, order: list[str]) -> Re
         answered = name in report.removed_from
         report.still_held[name] = NOT_ASKED if cut else NOT_CHECKED if answered else NO_ANSWER
         cut = True
+    if fact is not None and any(n not in order and n not in report.still_held for n in held):
+        stores.report_unconfigured(fact, report)
     return report
 
 
@@ -170,12 +174,11 @@ async def keep_stopped(
         check.stopped(report)
     done = {swept.event.fact_id: swept for swept in report.forgotten}
     unreached = {event.fact_id for event in forgotten} - set(done)
-    order = [store.name for store in custody.stores.stores]
     for event in forgotten:  # first, at once: what was done, before any certificate
         if event.fact_id in unreached:
             fact = copies.get(event.fact_id)
             partial = asking[1] if asking is not None and asking[0] == event.fact_id else None
-            removal = unasked(fact) if partial is None else cut_short(fact, partial, order)
+            removal = unasked(fact) if partial is None else cut_short(fact, partial, custody.stores)
             done[event.fact_id] = SweptFact(event, removal)
             report.forgotten.append(done[event.fact_id])
     deadline = time.monotonic() + KEEP_SECONDS

@@ -11,13 +11,29 @@ unchanged" is true of that one fact only).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import suppress
 
-from agent_custody_state.ledger.certifying import CertificateNotMade
+from agent_custody_state.ledger.certifying import NOT_AGAIN, CertificateNotMade
 from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import ForgetEvent
 from agent_custody_state.ledger.queries import SweepResult
 from agent_custody_state.ledger.stopped import stopped_result
 from agent_custody_state.stores.reports import SweepReport
+
+#: The attribute of a sweep's error naming the spaces of the passes it did not reach.
+UNSWEPT = "unswept"
+
+
+def mark_unswept(exc: BaseException, spaces: Iterable[str | None]) -> None:
+    """Note on ``exc`` the spaces of the passes after the one it stopped (``UNSWEPT``)."""
+    with suppress(AttributeError):
+        setattr(exc, UNSWEPT, [space for space in spaces if space is not None])
+
+
+def unswept(exc: BaseException | str) -> list[str]:
+    """The spaces a sweep ``exc`` stopped did not reach (``mark_unswept``), else none."""
+    found = getattr(exc, UNSWEPT, None)
+    return list(found) if isinstance(found, list) else []
 
 
 def forgotten_before(ledger: Ledger, listed: Iterable[str], exc: BaseException) -> SweepResult:
@@ -55,8 +71,17 @@ def stopped_text(exc: BaseException | str, report: SweepReport) -> str:
     text = str(exc).replace("the ledger is unchanged", "that fact is unchanged in the ledger")
     problems = report.problems()
     held = f"; some values are still held by stores: {'; '.join(problems)}" if problems else ""
-    if isinstance(exc, CertificateNotMade):  # it did not stop: its error names every fact
+    if isinstance(exc, CertificateNotMade) and not unswept(exc):  # it ran to its end
         return f"the sweep finished, and its store removals were tried: {text}{held}"
+    if isinstance(exc, CertificateNotMade):  # a pass's certificates: it stopped before the rest
+        text = text.replace(NOT_AGAIN, "a sweep again skips them (already forgotten)")
+        rest = unswept(exc)
+        spaces = f"space {rest[0]} was" if len(rest) == 1 else f"spaces {', '.join(rest)} were"
+        return (
+            "the sweep stopped after a pass whose certificates failed (its store removals were "
+            f"tried); {spaces} not swept: {text}; once the cause is fixed, run the sweep again "
+            f"to forget the rest{held}"
+        )
     return (
         f"the sweep stopped after forgetting {_plural(len(done), 'fact')} ({some(done)}; "
         f"those erasures stand, their removals from the stores were tried), then: {text}; "

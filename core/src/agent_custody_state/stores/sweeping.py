@@ -42,7 +42,7 @@ from agent_custody_state.stores.sweep_restore import (
     settle_restores,
     uncovered_by_sweep,
 )
-from agent_custody_state.stores.sweep_stopped import forgotten_before
+from agent_custody_state.stores.sweep_stopped import forgotten_before, mark_unswept
 from agent_custody_state.stores.where import locate
 
 #: ``progress(stage, done, total)``: ``stage`` is ``"ledger"`` (forgetting) or ``"stores"``
@@ -249,7 +249,7 @@ class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
         copies: dict[str, Fact] = {}
         stopped: BaseException | None = None
         counted = self._pass_progress(passes, progress)
-        for where, cutoff in passes:
+        for index, (where, cutoff) in enumerate(passes):
             listed: dict[str, Fact] = {}
             leaving: list[Fact] = []
             try:
@@ -274,6 +274,7 @@ class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
                 # leave the stores, this pass's and the earlier passes' alike (``sweep_stopped``).
                 # Ctrl-C: the ledger's own account only (no read per fact on the way out).
                 stopped = exc
+                mark_unswept(exc, (name for name, _ in passes[index + 1 :]))  # ``stopped_text``
                 result = (
                     (stopped_result(exc) or SweepResult())
                     if interrupt(exc)

@@ -48,7 +48,7 @@ from agent_custody_state.ledger.requests import AssertRequest, request_arg
 from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.stores.archive import CertificateArchive, archive_of
 from agent_custody_state.stores.base import Store
-from agent_custody_state.stores.certificate import certify_removal
+from agent_custody_state.stores.certificate import certify_removal, stores_part
 from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.keeping import OwnForget
 from agent_custody_state.stores.mirror import (
@@ -288,7 +288,9 @@ class Custody(CustodySweep):
                 await self._close_failed(intent, options, issued, own.ids)
                 raise
             if own.not_made is not None:  # the forget and the stores' removals stand: say so
-                await self._close_failed(intent, options, issued, own.ids)  # a recovered one
+                # a recovered certificate, naming what this removal found in each store
+                found = stores_part(removal.removal, removal.held_by, self.stores.by_name)
+                await self._close_failed(intent, options, issued, own.ids, {fact_id: found})
                 held = "; ".join(f"{n}: {why}" for n, why in removal.removal.still_held.items())
                 raise own.not_made.still_held_by(held)
             await self._close_intent(intent, options, issued, own.ids)

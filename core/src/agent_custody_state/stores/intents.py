@@ -13,7 +13,8 @@ shows forgotten by that request, after the intent (its forget's chain ``seq`` pa
 intent's position; for an intent written without one, a forget not older than its time), and
 whose certificate the folder does not hold, gets a certificate issued now (``recovered``) that
 says what could not be done: the byte scan cannot be repeated (the value is gone), and the stores'
-removals were not checked (``unknown``; the outbox finishes them at the same start). It is
+removals were not checked (``unknown``; the outbox finishes them at the same start), unless
+the flow that settles it checked them (``checked``: a forget whose certificate failed). It is
 signed as usual, ``partial``, and ``certificate verify`` reads it as any other (the fields are
 added, none changed). A fact not forgotten (the forget never committed) is dropped with its
 intent. ``certificate reapply`` lists ``*.json`` in the folder only, so it never reads one.
@@ -27,11 +28,11 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.backends.jsonl_recovery import fsync_dir
 from agent_custody_state.ledger.certificate import (
@@ -50,6 +51,9 @@ from agent_custody_state.processes import alive, own_start
 from agent_custody_state.stores import intent_files
 from agent_custody_state.stores.archive import CertificateArchive, file_name, write_new
 from agent_custody_state.timeutil import format_time, utc_now
+
+if TYPE_CHECKING:
+    from agent_custody_state.stores.certificate import StoresPart
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +208,15 @@ def settle(
     *,
     final: bool = True,
     mine: Collection[str] | None = None,
+    checked: Mapping[str, StoresPart] | None = None,
 ) -> list[Path]:
     """Finish ``intent``: a certificate for each fact it names, forgotten by its request,
     that is not in ``skip`` (fact ids the flow issued one for) nor in the folder; the intent
     removed once every one is kept, unless ``final`` is false (a certificate the flow issued
     but could not keep: the next start issues it again, here). ``mine``: the forget event ids
     the flow committed, when it knows them (another process's forget of a listed fact is not
-    this flow's to certify). Returns the files written."""
+    this flow's to certify). ``checked``: per fact, its stores as the flow found them
+    (``recovered``). Returns the files written."""
     todo = [f for f in intent.facts if f not in skip]
     written: list[Path] = []
     complete = final
@@ -218,7 +224,8 @@ def settle(
         if not alone:
             _LIVE.discard(intent.path)
             return written  # another finisher holds it, or has finished it
-        for fact_id, envelope in recovered(archive, ledger, intent, todo, options, mine):
+        owed = recovered(archive, ledger, intent, todo, options, mine, checked)
+        for fact_id, envelope in owed:
             path = archive.keep_logged(fact_id, envelope)
             if path is None:
                 complete = False
@@ -243,8 +250,11 @@ def recovered(
     fact_ids: Iterable[str],
     options: CertificateOptions,
     mine: Collection[str] | None = None,
+    checked: Mapping[str, StoresPart] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The certificates owed for ``fact_ids`` of ``intent``, signed (``recovered``)."""
+    """The certificates owed for ``fact_ids`` of ``intent``, signed (``recovered``): each
+    store ``unknown``, or as the flow found it when ``checked`` has the fact (its removal
+    report, as a certificate made at once names it: ``stores.certificate.stores_part``)."""
     found: dict[str, tuple[AssertEvent, ForgetEvent]] = {}
     for fact_id in fact_ids:
         pair = _forgotten_by(ledger, intent, fact_id)
@@ -279,16 +289,12 @@ def recovered(
         predicate["verification"]["byteScan"] = {"scanned": False, "why": NOT_REPEATED}
         predicate["verification"]["notRepeated"] = NOT_REPEATED
         predicate["recovered"] = {"intentAt": intent.at, "issuedAt": now, "why": NOT_REPEATED}
-        stores = [
-            {
-                "name": name,
-                "acknowledged": False,
-                "verification": "unknown",
-                "error": STORES_UNKNOWN,
-            }
-            for name in sorted(assert_event.fact.external or {})
+        unchecked = [
+            {"name": n, "acknowledged": False, "verification": "unknown", "error": STORES_UNKNOWN}
+            for n in sorted(assert_event.fact.external or {})
         ]
-        predicate = with_stores(predicate, stores, now)
+        stores, windows = (checked or {}).get(fact_id, (unchecked, []))
+        predicate = with_stores(predicate, stores, now, windows)
         out.append((fact_id, sign(predicate, done, options.key)))
     return out
 

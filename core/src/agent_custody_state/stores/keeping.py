@@ -10,7 +10,7 @@ import logging
 from collections.abc import Collection, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_custody_state.ledger.certificate import CertificateOptions, CertifiedForget
 from agent_custody_state.ledger.certifying import CertificateNotMade
@@ -20,6 +20,9 @@ from agent_custody_state.ledger.ledger import Ledger
 from agent_custody_state.ledger.model import ForgetEvent
 from agent_custody_state.stores import intents
 from agent_custody_state.stores.archive import CertificateArchive
+
+if TYPE_CHECKING:
+    from agent_custody_state.stores.certificate import StoresPart
 
 log = logging.getLogger(__name__)
 
@@ -141,13 +144,15 @@ class CertificateKeeping:
         options: CertificateOptions | None,
         issued: Mapping[str, bool],
         mine: Collection[str] | None = None,
+        checked: Mapping[str, StoresPart] | None = None,
     ) -> None:
         """The flow is over: certificates now for the intent's facts forgotten with none
         ``issued`` (fact id: whether it was kept; a forget that failed after its commit, a
         stopped sweep whose own certificates could not be made: ``ledger.stopped``), then the
         intent removed, but kept when an issued one was not
         (a full disk: the next start issues it into the folder); dropped when all were kept.
-        ``mine``: the forget event ids the flow committed, when known (``intents.settle``).
+        ``mine``: the forget event ids the flow committed, when known; ``checked``: per fact,
+        its stores as the flow's removal found them (``intents.settle``: not ``unknown``).
         However it ends, the intent is no longer this process's (``intents.release``): one
         this raised over is left to the next ``resume``, in this process too."""
         if intent is None:
@@ -160,7 +165,7 @@ class CertificateKeeping:
                 return
             final = all(issued.values())
             await self.run(
-                partial(intents.settle, final=final, mine=mine),
+                partial(intents.settle, final=final, mine=mine, checked=checked),
                 self.certificates,
                 self.ledger,
                 intent,
@@ -176,11 +181,12 @@ class CertificateKeeping:
         options: CertificateOptions | None,
         issued: Mapping[str, bool],
         mine: Collection[str] | None = None,
+        checked: Mapping[str, StoresPart] | None = None,
     ) -> None:
         """``_close_intent`` for a flow that is raising: a failure here is logged, never
         raised over the flow's own error (which says what happened to the erasure)."""
         try:
-            await self._close_intent(intent, options, issued, mine)
+            await self._close_intent(intent, options, issued, mine, checked)
         except Exception as exc:
             path = intent.path if intent is not None else None
             log.error("erasure intent %s left for the next start, not finished: %s", path, exc)

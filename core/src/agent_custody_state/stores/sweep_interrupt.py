@@ -8,14 +8,16 @@ before the stop as a finished sweep certifies it; a fact held by no store alike 
 nothing to remove); a fact whose stores were not asked yet (the flow contacts no store after
 the stop) names each such store ``unknown``, with why and who finishes the removal (the outbox,
 at the next start); so does the fact whose stores the stop cut mid-call, saying which store
-was asked and not answered (``NO_ANSWER``, ``NOT_CHECKED``) and which not asked. Writing them
-is bounded (``KEEP_SECONDS``): those not kept by then, and the fact whose forget the stop may
-have cut after its commit, are left to the erasure intent, which the next start finishes
-(``stores.intents``). The exception then carries the report of
-what was done (``swept``), as a sweep a fact stopped does (``sweep_stopped``); so does the
-caller's ``stop`` (its ``swept``, ``StopCheck.stopped``), from the moment the sweep stops: a
-second Ctrl-C raised outside the flow (in the event loop's own code, or while the certificates
-are written) carries no report, and its caller still has one to print.
+was asked and not answered (``NO_ANSWER``, ``NOT_CHECKED``) and which not asked. A store not
+configured here is ``notConfigured``, as in a finished sweep, saying that no start here
+finishes its removal (``ELSEWHERE``). Writing them is bounded (``KEEP_SECONDS``): those not
+kept by then, and the fact whose forget the stop may have cut after its commit, are left to
+the erasure intent, which the next start finishes (``stores.intents``). The exception then
+carries the report of what was done (``swept``), as a sweep a fact stopped does
+(``sweep_stopped``); so does the caller's ``stop`` (its ``swept``, ``StopCheck.stopped``), from
+the moment the sweep stops: a second Ctrl-C raised outside the flow (in the event loop's own
+code, or while the certificates are written) carries no report, and its caller still has one
+to print.
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ NOT_CHECKED = (
     "removed, not checked: the store answered the removal, and the sweep was stopped while it "
     "checked that the value is gone; the removal stays owed in the outbox, when kept, which "
     "finishes it at the next start (its log says how)"
+)
+#: added to ``StoreSet.report_unconfigured``'s words for a store of a fact the stop left, not
+#: configured here: its outbox entry stays owed (released, not settled), and a start with this
+#: configuration leaves it (``outbox._finish``), so "the outbox finishes it" would be untrue
+ELSEWHERE = (
+    "; the sweep was stopped, so this removal was not settled: with an outbox it stays owed "
+    "there, which a start here leaves (logged) and only a process with this store configured "
+    "finishes; without one, nothing removes this copy"
 )
 #: the words of a store whose removal a stop left owed (``owed_by_stop``)
 STOPPED = (NOT_ASKED, NO_ANSWER, NOT_CHECKED)
@@ -96,11 +106,25 @@ def interrupt(exc: BaseException) -> bool:
     return not isinstance(exc, Exception)
 
 
-def unasked(fact: Fact | None) -> RemovalReport:
+def unasked(fact: Fact | None, stores: StoreSet) -> RemovalReport:
     """The removal report of a fact whose stores the stopped sweep did not ask: each still
-    holds it, as far as anyone knows."""
-    names = sorted(fact.external or {}) if fact is not None else []
-    return RemovalReport(still_held=dict.fromkeys(names, NOT_ASKED))
+    holds it, as far as anyone knows (``NOT_ASKED``; one not configured here: ``unconfigured``)."""
+    report = RemovalReport()
+    if fact is not None:
+        names = sorted(n for n in fact.external or {} if stores.by_name(n) is not None)
+        report.still_held = dict.fromkeys(names, NOT_ASKED)
+        unconfigured(fact, stores, report)
+    return report
+
+
+def unconfigured(fact: Fact, stores: StoreSet, report: RemovalReport) -> None:
+    """Name in ``report`` each store ``fact`` is recorded in that is not configured here, as
+    ``StoreSet.report_unconfigured`` does, and who can still remove its copy (``ELSEWHERE``)."""
+    names = [name for name in fact.external or {} if stores.by_name(name) is None]
+    if names:
+        stores.report_unconfigured(fact, report)
+        for name in names:
+            report.still_held[name] += ELSEWHERE
 
 
 def cut_short(fact: Fact | None, partial: RemovalReport, stores: StoreSet) -> RemovalReport:
@@ -108,7 +132,7 @@ def cut_short(fact: Fact | None, partial: RemovalReport, stores: StoreSet) -> Re
     answered before it (``partial``, filled by ``StoreSet.remove_all`` store by store, asked in
     their order), then the store it was waiting on (``NO_ANSWER``, or ``NOT_CHECKED`` when the
     removal was answered and its check cut), then those after it (``NOT_ASKED``), and those
-    not configured here, which ``remove_all`` names only at its end (``report_unconfigured``)."""
+    not configured here, which ``remove_all`` names only at its end (``unconfigured``)."""
     order = [store.name for store in stores.stores]
     held = (fact.external or {}) if fact is not None else {}
     report = RemovalReport(
@@ -124,8 +148,8 @@ def cut_short(fact: Fact | None, partial: RemovalReport, stores: StoreSet) -> Re
         answered = name in report.removed_from
         report.still_held[name] = NOT_ASKED if cut else NOT_CHECKED if answered else NO_ANSWER
         cut = True
-    if fact is not None and any(n not in order and n not in report.still_held for n in held):
-        stores.report_unconfigured(fact, report)
+    if fact is not None:
+        unconfigured(fact, stores, report)
     return report
 
 
@@ -178,7 +202,8 @@ async def keep_stopped(
         if event.fact_id in unreached:
             fact = copies.get(event.fact_id)
             partial = asking[1] if asking is not None and asking[0] == event.fact_id else None
-            removal = unasked(fact) if partial is None else cut_short(fact, partial, custody.stores)
+            stores = custody.stores
+            removal = unasked(fact, stores) if partial is None else cut_short(fact, partial, stores)
             done[event.fact_id] = SweptFact(event, removal)
             report.forgotten.append(done[event.fact_id])
     deadline = time.monotonic() + KEEP_SECONDS

@@ -23,7 +23,7 @@ from agent_custody_state.ledger.retention import RetentionPolicy
 from agent_custody_state.ledger.stopped import stopped_result
 from agent_custody_state.stores import intents
 from agent_custody_state.stores.archive import CertificateArchive
-from agent_custody_state.stores.certificate import certify_removal
+from agent_custody_state.stores.certificate import certify_removal, swept_parts
 from agent_custody_state.stores.finish import finish
 from agent_custody_state.stores.intents import Intent
 from agent_custody_state.stores.keeping import CertificateKeeping
@@ -207,9 +207,13 @@ class CustodySweep(SweepPlanning, CertificateKeeping, Owing):
             raise
         if progress is not None and leaving:
             progress("stores", leaving, leaving)
+        mine = {e.event_id for e in forgotten}
         try:  # a fact that stopped the ledger part-way: its forgotten ones
+            # forgotten without a certificate (a pass's failed): recovered, its stores as found
+            uncertified = [s for s in report.forgotten if s.event.fact_id not in certified]
+            found = swept_parts(uncertified, copies, self.stores.by_name) if intended else {}
             for intent in intended:
-                await self._close_intent(intent, options, issued, {e.event_id for e in forgotten})
+                await self._close_intent(intent, options, issued, mine, found)
         finally:  # one that raised: the rest are left to the next ``resume``, here too
             for intent in intended:
                 intents.release(intent)

@@ -151,7 +151,7 @@ def test_a_role_that_may_only_read_the_keys_opens_and_leaves_the_mark(
 ) -> None:
     """Such a role used to fail at open (``CREATE TABLE IF NOT EXISTS`` needs ``CREATE`` on
     the schema even when the table is there)."""
-    key = _killed_destroy(postgres_url, embedded_postgres)
+    _killed_destroy(postgres_url, embedded_postgres)
     url, admin = role
     name = urlsplit(url).username
     admin.execute(f"GRANT SELECT ON keys, keys_doomed, keys_erasure TO {name}")
@@ -160,8 +160,11 @@ def test_a_role_that_may_only_read_the_keys_opens_and_leaves_the_mark(
         assert keys.get(["unknown"]) == {}
     finally:
         keys.close()
+    # The role may not compact: the erasure stays marked for a role that may. (Whether the
+    # destroyed key's dead row version is still in the files is not asked here: PostgreSQL may
+    # prune it from a full page on any read once no snapshot needs it, which a loaded CI run
+    # showed; the compaction's own tests check the bytes.)
     assert _flag(postgres_url) is not None
-    assert _on_disk(embedded_postgres, postgres_url, key)
 
 
 def test_a_role_without_the_erasure_table_destroys_as_before_warned(

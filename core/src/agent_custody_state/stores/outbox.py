@@ -9,8 +9,9 @@ still owed: for a forget, the erased value would stay in a vector store, served 
   store, the store's external id, ``retract``/``forget``, the time, the writer's pid) to the
   outbox and fsyncs it;
 - **after** the stores' removal was tried and reported (verified, or named in ``stillHeld``),
-  the flow settles the entries (a ``settled`` line; no fsync: a settle lost in a crash only
-  makes the next start repeat a removal, which every store accepts);
+  the flow settles the entries of the stores it asked (a ``settled`` line; no fsync: a settle
+  lost in a crash only makes the next start repeat a removal, which every store accepts); an
+  entry for a store not configured here (or moved, ``where``) stays owed (``owing``);
 - **at the next start** (``serve``, ``sweep --config``) ``resume`` finishes what a crash left:
   where the ledger shows the change committed it removes by external id and verifies, then
   settles; where it never committed, the entry is dropped (nothing is owed). An entry for a

@@ -69,14 +69,17 @@ class Owing:
             )
 
     async def _settle(self, owed: list[Owed], report: RemovalReport | None = None) -> None:
-        """The removals are done or reported: settle their outbox entries, but for a copy left
-        where its store no longer writes (``where``): that one stays owed, for a store
-        configured at that place to finish at the next start."""
+        """The removals were tried and reported (``report``): settle the entries of the stores
+        asked, a failed removal's included (reported in ``stillHeld``). The others stay owed,
+        released for ``resume``: a store not configured here, never asked (a process with it
+        configured finishes it), and a copy left where its store no longer writes (``where``:
+        a store configured at that place finishes it). Without ``report`` (the ledger refused
+        the change) nothing is owed: every entry is settled."""
         if self.outbox is None or not owed:
             return
-        moved = report.moved if report is not None else []
-        await self.run(self.outbox.settle, [o for o in owed if o.store not in moved])
-        self.outbox.leave([o for o in owed if o.store in moved])
+        kept = [o for o in owed if report is not None and not _asked(o.store, report)]
+        await self.run(self.outbox.settle, [o for o in owed if o not in kept])
+        self.outbox.leave(kept)
 
     async def _owe_put(self, fact: Fact, names: list[str]) -> bool:
         """Owe in the outbox the removal of copies of ``fact`` the ledger does not record
@@ -85,3 +88,10 @@ class Owing:
             return False
         await self.run(self.outbox.owe_puts, fact, names, self.ledger.now())
         return True
+
+
+def _asked(store: str, report: RemovalReport) -> bool:
+    """Whether ``remove_all`` asked ``store`` to remove its copy: it has a verification then,
+    ``failed`` for a removal that raised; a store not configured here has none, and a moved
+    one was not asked at its new place."""
+    return store in report.verification and store not in report.moved

@@ -179,9 +179,11 @@ def rolling(tmp_path: Path, commit: str, path: Path, mode: str, key: Path) -> li
                 new = book.assert_fact(subject="n", predicate="p", value=i, space="s", actor="new")
                 ids += [new.fact_id, ask(op="assert", subject="o", value=f"old-{i + 1}")]
             ask(op="checkpoint")
-            book.checkpoint()
             ask(op="forget", fact_id=ids[1])
             book.forget(fact_id=ids[0], actor="new", reason="r")
+            # At another size than the old writer's: two checkpoints of one size signed in the
+            # same millisecond are one note (the log keeps it once), as a quick CI run showed.
+            book.checkpoint()
             ids.append(ask(op="assert", subject="o", value="old-last"))
             book.assert_fact(subject="n", predicate="p", value="new-last", space="s", actor="new")
             return sorted(json.dumps(f.value) for f in book.as_of())

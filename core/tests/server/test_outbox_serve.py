@@ -70,7 +70,7 @@ def crashed(tmp_path: Path) -> tuple[Path, str, str]:
 
 
 def check_resumed(tmp_path: Path, output: str, forgotten: str, kept: str) -> None:
-    assert "removals of 1 facts left by a crash (0 removals not verified)" in output
+    assert "owed store removals of 1 facts (0 removals not verified)" in output
     assert "dropped 1 entries whose ledger change never committed" in output
     assert not (tmp_path / "ledger.jsonl.outbox").exists()
     with Ledger(tmp_path / "ledger.jsonl") as ledger:

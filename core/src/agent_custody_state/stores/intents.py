@@ -13,8 +13,9 @@ shows forgotten by that request, after the intent (its forget's chain ``seq`` pa
 intent's position; for an intent written without one, a forget not older than its time), and
 whose certificate the folder does not hold, gets a certificate issued now (``recovered``) that
 says what could not be done: the byte scan cannot be repeated (the value is gone), and the stores'
-removals were not checked (``unknown``; the outbox finishes them at the same start), unless
-the flow that settles it checked them (``checked``: a forget whose certificate failed). It is
+removals were not checked (``unknown``; the outbox finishes them at the same start; a store
+not configured there ``notConfigured``, ``NOT_HERE``: that start's outbox leaves its removal to
+a process with the store), unless the flow that settles it checked them (``checked``: a forget whose certificate failed). It is
 signed as usual, ``partial``, and ``certificate verify`` reads it as any other (the fields are
 added, none changed). A fact not forgotten (the forget never committed) is dropped with its
 intent. ``certificate reapply`` lists ``*.json`` in the folder only, so it never reads one.
@@ -28,7 +29,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,9 @@ from agent_custody_state.ledger.model import AssertEvent, ForgetEvent
 from agent_custody_state.processes import alive, own_start
 from agent_custody_state.stores import intent_files
 from agent_custody_state.stores.archive import CertificateArchive, file_name, write_new
+from agent_custody_state.stores.owed import LEFT_ELSEWHERE
+from agent_custody_state.stores.stored_kinds import mode_of, shredding
+from agent_custody_state.stores.stored_kinds import stored_kinds as stored_kinds
 from agent_custody_state.timeutil import format_time, utc_now
 
 if TYPE_CHECKING:
@@ -67,6 +71,12 @@ STORES_UNKNOWN = (
     "not checked: the certificate was not kept when it was made (the process stopped, or the "
     "disk refused it); the outbox, when kept, "
     "finishes the removal at the next start (its log says how)"
+)
+#: a store not configured in the process that issues the recovered certificate (``store_named``)
+NOT_HERE = (
+    "not checked: the certificate was not kept when it was made (the process stopped, or the "
+    "disk refused it), and store {name} is not configured in the process that issued it: "
+    "where the removal of its copy is still owed, it stays owed in the outbox, " + LEFT_ELSEWHERE
 )
 
 
@@ -209,14 +219,16 @@ def settle(
     final: bool = True,
     mine: Collection[str] | None = None,
     checked: Mapping[str, StoresPart] | None = None,
+    store_named: Callable[[str], object] | None = None,
 ) -> list[Path]:
     """Finish ``intent``: a certificate for each fact it names, forgotten by its request,
     that is not in ``skip`` (fact ids the flow issued one for) nor in the folder; the intent
     removed once every one is kept, unless ``final`` is false (a certificate the flow issued
     but could not keep: the next start issues it again, here). ``mine``: the forget event ids
     the flow committed, when it knows them (another process's forget of a listed fact is not
-    this flow's to certify). ``checked``: per fact, its stores as the flow found them
-    (``recovered``). Returns the files written."""
+    this flow's to certify). ``checked``: per fact, its stores as the flow found them;
+    ``store_named``: the store of a name configured here, or None (``recovered``). Returns the
+    files written."""
     todo = [f for f in intent.facts if f not in skip]
     written: list[Path] = []
     complete = final
@@ -224,7 +236,7 @@ def settle(
         if not alone:
             _LIVE.discard(intent.path)
             return written  # another finisher holds it, or has finished it
-        owed = recovered(archive, ledger, intent, todo, options, mine, checked)
+        owed = recovered(archive, ledger, intent, todo, options, mine, checked, store_named)
         for fact_id, envelope in owed:
             path = archive.keep_logged(fact_id, envelope)
             if path is None:
@@ -251,9 +263,11 @@ def recovered(
     options: CertificateOptions,
     mine: Collection[str] | None = None,
     checked: Mapping[str, StoresPart] | None = None,
+    store_named: Callable[[str], object] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The certificates owed for ``fact_ids`` of ``intent``, signed (``recovered``): each
-    store ``unknown``, or as the flow found it when ``checked`` has the fact (its removal
+    store ``unknown`` (``notConfigured`` when ``store_named`` finds none of its name here:
+    ``unchecked``), or as the flow found it when ``checked`` has the fact (its removal
     report, as a certificate made at once names it: ``stores.certificate.stores_part``)."""
     found: dict[str, tuple[AssertEvent, ForgetEvent]] = {}
     for fact_id in fact_ids:
@@ -273,8 +287,8 @@ def recovered(
         if around is None:
             log.error("fact %s: its forget carries no chain record; no certificate", fact_id)
             continue
-        stored = intent_files.checked_kind(intent.stored.get(fact_id), _shredding(ledger))
-        stored = stored or _mode(ledger)
+        stored = intent_files.checked_kind(intent.stored.get(fact_id), shredding(ledger))
+        stored = stored or mode_of(ledger)
         done = Forgetting(assert_event, forget, around[0], around[1], stored)
         predicate = draft(
             done,
@@ -289,14 +303,22 @@ def recovered(
         predicate["verification"]["byteScan"] = {"scanned": False, "why": NOT_REPEATED}
         predicate["verification"]["notRepeated"] = NOT_REPEATED
         predicate["recovered"] = {"intentAt": intent.at, "issuedAt": now, "why": NOT_REPEATED}
-        unchecked = [
-            {"name": n, "acknowledged": False, "verification": "unknown", "error": STORES_UNKNOWN}
-            for n in sorted(assert_event.fact.external or {})
-        ]
-        stores, windows = (checked or {}).get(fact_id, (unchecked, []))
+        names = sorted(assert_event.fact.external or {})
+        part = (checked or {}).get(fact_id) or ([unchecked(n, store_named) for n in names], [])
+        stores, windows = part
         predicate = with_stores(predicate, stores, now, windows)
         out.append((fact_id, sign(predicate, done, options.key)))
     return out
+
+
+def unchecked(name: str, store_named: Callable[[str], object] | None) -> dict[str, Any]:
+    """The entry of a store whose removal this process did not check: ``unknown``, which the
+    outbox finishes here, or ``notConfigured`` when ``store_named`` finds no store of that name
+    here: a start here leaves its removal owed (``NOT_HERE``)."""
+    entry: dict[str, Any] = {"name": name, "acknowledged": False, "verification": "unknown"}
+    if store_named is None or store_named(name) is not None:
+        return {**entry, "error": STORES_UNKNOWN}
+    return {**entry, "verification": "notConfigured", "error": NOT_HERE.format(name=name)}
 
 
 def _forgotten_by(
@@ -369,30 +391,3 @@ def _heads(ledger: Ledger, forget_ids: set[str]) -> dict[str, tuple[ChainHead, C
         if after is not None:
             previous = after
     return heads
-
-
-def stored_kinds(ledger: Ledger, fact_ids: Collection[str]) -> dict[str, str]:
-    """How each value is stored, before its forget: ``crypto-shred`` when sealed under a data
-    key, else ``plain`` (every value of a ledger that is not in crypto-shred mode: empty)."""
-    from agent_custody_state.ledger.envelope import kid_of
-    from agent_custody_state.ledger.shred import ShreddingBackend
-
-    backend = ledger.backend
-    if not isinstance(backend, ShreddingBackend) or not fact_ids:
-        return {}
-    kinds = dict.fromkeys(fact_ids, "plain")
-    for event in backend.inner.events_for(list(fact_ids)):
-        if isinstance(event, AssertEvent) and kid_of(event.fact.value) is not None:
-            kinds[event.fact.fact_id] = "crypto-shred"
-    return kinds
-
-
-def _mode(ledger: Ledger) -> str:
-    """Without a record (an intent of a fact not read before), the ledger's own mode."""
-    return "crypto-shred" if _shredding(ledger) else "plain"
-
-
-def _shredding(ledger: Ledger) -> bool:
-    from agent_custody_state.ledger.shred import ShreddingBackend
-
-    return isinstance(ledger.backend, ShreddingBackend)

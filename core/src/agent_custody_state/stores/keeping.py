@@ -23,6 +23,7 @@ from agent_custody_state.stores.archive import CertificateArchive
 
 if TYPE_CHECKING:
     from agent_custody_state.stores.certificate import StoresPart
+    from agent_custody_state.stores.storeset import StoreSet
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class CertificateKeeping:
 
     ledger: Ledger
     run: Any
+    stores: StoreSet
     #: every certificate issued is kept here (``archive``); None: only in the answers
     certificates: CertificateArchive | None
 
@@ -165,7 +167,13 @@ class CertificateKeeping:
                 return
             final = all(issued.values())
             await self.run(
-                partial(intents.settle, final=final, mine=mine, checked=checked),
+                partial(
+                    intents.settle,
+                    final=final,
+                    mine=mine,
+                    checked=checked,
+                    store_named=self.stores.by_name,
+                ),
                 self.certificates,
                 self.ledger,
                 intent,
@@ -208,7 +216,11 @@ class CertificateKeeping:
         for intent in found:
             try:
                 written += await self.run(
-                    intents.settle, self.certificates, self.ledger, intent, options
+                    partial(intents.settle, store_named=self.stores.by_name),
+                    self.certificates,
+                    self.ledger,
+                    intent,
+                    options,
                 )
             except Exception as exc:  # one intent never stops a start, nor the outbox after it
                 log.error("erasure intent %s left as it is, not finished: %s", intent.path, exc)

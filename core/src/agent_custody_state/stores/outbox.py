@@ -12,7 +12,7 @@ still owed: for a forget, the erased value would stay in a vector store, served 
   the flow settles the entries of the stores it asked (a ``settled`` line; no fsync: a settle
   lost in a crash only makes the next start repeat a removal, which every store accepts); an
   entry for a store not configured here (or moved, ``where``) stays owed (``owing``);
-- **at the next start** (``serve``, ``sweep --config``) ``resume`` finishes what a crash left:
+- **at the next start** (``serve``, ``sweep --config``) ``resume`` finishes what is owed:
   where the ledger shows the change committed it removes by external id and verifies, then
   settles; where it never committed, the entry is dropped (nothing is owed). An entry for a
   store not configured here, or whose removal fails again, stays and is logged; an entry whose
@@ -270,8 +270,8 @@ class Resumed:
             1 for r in self.finished.values() for v in r.verification.values() if v != "verified"
         )
         line = (
-            f"outbox: finished the store removals of {len(self.finished)} facts left by a "
-            f"crash ({unverified} removals not verified), dropped {len(self.dropped)} entries "
+            f"outbox: finished the owed store removals of {len(self.finished)} facts "
+            f"({unverified} removals not verified), dropped {len(self.dropped)} entries "
             "whose ledger change never committed"
         )
         if self.left:
@@ -293,7 +293,7 @@ def committed(ledger: Ledger, owed: Owed) -> tuple[bool, Fact | None]:
 
 
 async def resume(outbox: Outbox, ledger: Ledger, stores: StoreSet, run: Run) -> Resumed:
-    """Finish the removals a crash left owed (see the module docstring)."""
+    """Finish the removals owed: a crash's, an unconfigured store's (the module docstring)."""
     done = Resumed()
     by_fact: dict[str, list[Owed]] = {}
     flying: set[str] = set()  # read with the entries: a flow may settle one since
@@ -364,8 +364,8 @@ async def _finish(
     done.finished[fact.fact_id] = _worst(done.finished.get(fact.fact_id), report)
     for name in blind:
         log.warning(
-            "outbox: fact %s removed from %s after a crash; its check needs the erased value, "
-            "so the removal is unverified",
+            "outbox: fact %s removed from %s after its forget; its check needs the erased "
+            "value, so the removal is unverified",
             fact.fact_id,
             name,
             extra={"store": name, "fact": fact.fact_id},
@@ -375,7 +375,8 @@ async def _finish(
             done.left[o.entry] = f"removal failed again: {report.still_held[o.store]}"
     await run(outbox.settle, [o for o in here if o.entry not in done.left])
     log.warning(
-        "outbox: finished the removal of fact %s (%s) interrupted by a crash: %s",
+        "outbox: finished the owed removal of fact %s (%s; left by a process that stopped, "
+        "or that had the store not configured or moved): %s",
         fact.fact_id,
         entries[0].operation,
         ", ".join(f"{k}: {v}" for k, v in report.verification.items()),

@@ -15,6 +15,13 @@ log = logging.getLogger("agent_custody_state.stores.outbox")
 
 Operation = Literal["retract", "forget", "put"]
 
+#: Who finishes a removal owed to a store not configured in the process that reads the outbox
+#: (a sentence's end, after "... stays owed there, "): ``outbox.resume`` leaves the entry, logged
+LEFT_ELSEWHERE = (
+    "which a start here leaves (logged) and only a process with this store configured "
+    "finishes; without an outbox, nothing removes this copy"
+)
+
 
 @dataclass(frozen=True)
 class Owed:

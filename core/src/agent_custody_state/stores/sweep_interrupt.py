@@ -30,6 +30,7 @@ from agent_custody_state.ledger.certificate import CertifiedForget, sign, with_s
 from agent_custody_state.ledger.model import Fact, ForgetEvent
 from agent_custody_state.stores import intents
 from agent_custody_state.stores.certificate import certify_removal, store_entries, store_windows
+from agent_custody_state.stores.owed import LEFT_ELSEWHERE
 from agent_custody_state.stores.reports import SweepReport, SweptFact
 from agent_custody_state.stores.storeset import RemovalReport, StoreSet
 from agent_custody_state.timeutil import format_time, utc_now
@@ -59,8 +60,7 @@ NOT_CHECKED = (
 #: configuration leaves it (``outbox._finish``), so "the outbox finishes it" would be untrue
 ELSEWHERE = (
     "; the sweep was stopped, so this removal was not settled: with an outbox it stays owed "
-    "there, which a start here leaves (logged) and only a process with this store configured "
-    "finishes; without one, nothing removes this copy"
+    "there, " + LEFT_ELSEWHERE
 )
 #: the words of a store whose removal a stop left owed (``owed_by_stop``)
 STOPPED = (NOT_ASKED, NO_ANSWER, NOT_CHECKED)
